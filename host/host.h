@@ -1,0 +1,180 @@
+/* host.h -- internal interfaces of pin-host (not part of the plugin ABI). */
+#ifndef PIN_HOST_H
+#define PIN_HOST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <libpq-fe.h>
+#include <json-c/json.h>
+#include "pin/plugin.h"
+
+/* ---- log.c: JSON lines on stderr ---------------------------------------- */
+void pin_log(int level, const char *msg, ...);      /* k, v, ..., NULL */
+void pin_logv(int level, const char *msg, va_list ap);
+void pin_log_set_level(int level);
+
+/* ---- clock.c ------------------------------------------------------------ */
+int64_t pin_clock_now_us(void);
+void pin_clock_set_offset_s(int64_t s);
+char *pin_clock_fmt(int64_t us, char *out, size_t outlen);
+int pin_clock_parse(const char *s, int64_t *us_out);
+
+/* ---- uuid.c ------------------------------------------------------------- */
+void pin_uuid_v7(char out[37]);
+int pin_uuid_valid(const char *s);
+
+/* ---- config.c: key = value file, PIN_<KEY> env overrides, flags -------- */
+int pin_config_load(const char *path);              /* 0, -1 (logged) */
+int pin_config_set(const char *key, const char *value);
+const char *pin_config_get(const char *key, const char *def);
+long long pin_config_int(const char *key, long long def);
+bool pin_config_bool(const char *key, bool def);
+void pin_config_free(void);
+
+/* ---- arena.c: per-invocation memory ------------------------------------- */
+struct pin_arena;
+struct pin_arena *pin_arena_new(void);
+void pin_arena_free(struct pin_arena *a);
+void pin_arena_reset(struct pin_arena *a);
+/* the thread's current arena (set around every invocation) */
+void pin_arena_set_current(struct pin_arena *a);
+struct pin_arena *pin_arena_current(void);
+void *pin_arena_alloc(size_t n);
+char *pin_arena_strdup(const char *s);
+char *pin_arena_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void pin_arena_track_result(PGresult *res);          /* PQclear at reset */
+void pin_arena_track_json(json_object *o);           /* json_object_put at reset */
+
+/* ---- db.c: one connection per thread ------------------------------------ */
+void pin_db_set_dsn(const char *dsn);
+PGconn *pin_db_conn(void);          /* connects / reconnects; NULL if down */
+bool pin_db_up(void);               /* last known state of this thread's link */
+void pin_db_close_thread(void);
+PGresult *pin_db_exec(const char *sql, int n, const char *const *vals);
+PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
+		const char *const *vals);
+int pin_db_begin(void);
+int pin_db_commit(void);
+void pin_db_rollback(void);
+bool pin_db_in_tx(void);
+const char *pin_db_sqlstate(const PGresult *res);
+const char *pin_db_constraint(const PGresult *res);
+/* exec outside the arena: caller PQclears */
+PGresult *pin_db_exec_raw(const char *sql, int n, const char *const *vals);
+
+/* ---- metrics.c ---------------------------------------------------------- */
+void pin_metric_add(const char *name, const char *labels, double v);
+void pin_metric_set(const char *name, const char *labels, double v);
+/* malloc'd Prometheus text; caller frees */
+char *pin_metrics_render(void);
+void pin_metrics_free(void);
+
+/* ---- outbox.c ----------------------------------------------------------- */
+int pin_outbox_put(const char *topic, const char *key, const char *event_type,
+		const char *aggregate_type, const char *aggregate_id,
+		json_object *payload);
+/* correlation id of the current invocation (thread-local), may be NULL */
+void pin_trace_set(const char *trace_id);
+const char *pin_trace_get(void);
+
+/* ---- registry.c / loader.c --------------------------------------------- */
+struct pin_route_entry {
+	struct pin_route r;
+	char **segs;          /* pattern split on '/' */
+	int nsegs;
+	const char *plugin;
+};
+struct pin_job_entry {
+	struct pin_job j;
+	const char *plugin;
+};
+struct pin_consumer_entry {
+	struct pin_consumer c;
+	char **topics;        /* owned copy, NULL-terminated */
+	const char *plugin;
+};
+struct pin_registry {
+	struct pin_route_entry *routes; size_t nroutes;
+	struct pin_job_entry *jobs; size_t njobs;
+	struct pin_consumer_entry *consumers; size_t nconsumers;
+};
+extern struct pin_registry pin_reg;
+extern const struct pin_host_api pin_api;
+
+/* Loads plugins from a comma list ("calendar,slots") or paths ending .so,
+ * looked up in dir.  0 ok; -1: logged, already unloaded. */
+int pin_plugins_load(const char *list, const char *dir);
+void pin_plugins_unload(void);
+/* Loads one plugin file: returns 0, or -1 with a reason in err. */
+int pin_plugin_load_file(const char *path, char *err, size_t errlen);
+void pin_registry_free(void);
+struct pin_registrar *pin_registrar_new(const char *plugin);
+void pin_registrar_free(struct pin_registrar *r);
+
+/* ---- router.c ----------------------------------------------------------- */
+#define PIN_MAX_PARAMS 8
+struct pin_match {
+	const struct pin_route_entry *e;
+	int nparams;
+	const char *names[PIN_MAX_PARAMS];
+	char *values[PIN_MAX_PARAMS];    /* malloc'd; pin_match_clear frees */
+	bool method_mismatch;            /* path matched, method did not */
+};
+int pin_route_compile(struct pin_route_entry *e);   /* 0 / -1 bad pattern */
+void pin_route_entry_clear(struct pin_route_entry *e);
+/* 0 found, -1 not found (m->method_mismatch tells 405 vs 404) */
+int pin_router_match(const struct pin_route_entry *routes, size_t n,
+		const char *method, const char *path, struct pin_match *m);
+void pin_match_clear(struct pin_match *m);
+
+/* ---- json.c: helpers ---------------------------------------------------- */
+/* Parses at most len bytes; NULL on invalid JSON (err filled). */
+json_object *pin_json_parse(const char *buf, size_t len, char *err, size_t errlen);
+/* RFC 9457 body: malloc'd string; errors borrowed. */
+char *pin_problem_body(int status, const char *code, const char *detail,
+		const char *trace_id, json_object *errors);
+const char *pin_status_title(int status);
+/* URL-decodes src into a malloc'd string; NULL on bad escape */
+char *pin_url_decode(const char *src, size_t len);
+
+/* ---- auth.c: JWT verification ------------------------------------------- */
+struct pin_auth_principal {
+	char sub[64];
+	char tenant_id[64];           /* "" when absent */
+	char actor[32];
+	unsigned actor_bit;
+	char **permissions;           /* malloc'd */
+	size_t n_permissions;
+};
+/* Reads jwt_hs256_secret, jwt_rs256_public_key_file, jwt_issuer, jwt_audience
+ * from config.  0 ok, -1 bad key file (logged). */
+int pin_auth_init(void);
+void pin_auth_fini(void);
+/* Verifies "Bearer <jwt>" header value.  0 ok (out filled, free with
+ * pin_auth_principal_clear), -1 invalid with a reason in err (not secret). */
+int pin_auth_verify(const char *authorization, struct pin_auth_principal *out,
+		char *err, size_t errlen);
+void pin_auth_principal_clear(struct pin_auth_principal *p);
+unsigned pin_actor_bit(const char *actor);
+
+/* ---- fcgi.c: API mode ---------------------------------------------------- */
+int pin_api_run(const char *listen, int threads);     /* until SIGTERM */
+
+/* ---- jobs.c / relay.c / consumer.c: worker mode --------------------------- */
+int pin_jobs_start(void);
+void pin_jobs_stop(void);
+int pin_jobs_run_once(void);          /* every job once, in this thread */
+int pin_relay_start(void);
+void pin_relay_stop(void);
+int pin_relay_run_once(void);         /* publish what is pending, then return */
+int pin_consumers_start(void);
+void pin_consumers_stop(void);
+
+/* ---- migrate.c ------------------------------------------------------------ */
+int pin_migrate(const char *sqldir);  /* 0 ok, -1 logged */
+
+/* shutdown flag set by the signal thread */
+extern volatile int pin_stopping;
+
+#endif

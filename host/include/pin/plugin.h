@@ -1,0 +1,307 @@
+/*
+ * pin/plugin.h -- THE plugin ABI of pin-host.
+ *
+ * A plugin includes this header (plus libpq-fe.h and json-c, which are part of
+ * the contract) and nothing else from the host.  It exports exactly one
+ * symbol, pin_plugin_desc(), returning a pointer to a static descriptor.
+ *
+ * Compatibility rule (checked by the loader before init is called):
+ *   desc->abi_major == PIN_ABI_MAJOR of the host, and
+ *   desc->abi_minor <= PIN_ABI_MINOR of the host.
+ * Anything else: the host logs which field mismatched, dlclose()s the plugin
+ * and exits non-zero.
+ *
+ * Both tables below (struct pin_host_api, struct pin_registrar) start with
+ * their own size and ONLY EVER GROW AT THEIR END.  A plugin built against
+ * minor N may use a member only if api->size covers it (PIN_API_HAS()).
+ *
+ * Ownership conventions used in the comments:
+ *   "borrowed"  the caller keeps ownership; valid for the stated lifetime.
+ *   "arena"     memory belongs to the current invocation's arena (one HTTP
+ *               request, one job run, one consumed message) and is freed by
+ *               the host when the invocation returns.  Never free() it.
+ *   "transfers" ownership passes to the callee, which frees it.
+ *
+ * Threading: handlers run on host threads (API: one of --threads FastCGI
+ * threads; worker: one thread per job and per consumer).  Every thread owns
+ * one PostgreSQL connection, reached with api->db().  Plugins keep no
+ * per-request state in globals.
+ *
+ * ABI changelog (newest last; append only)
+ *   2026-11-30  1.0  first version: routes, jobs, consumers, db, outbox,
+ *                    clock, config, log, metrics, arena, uuid.
+ */
+#ifndef PIN_PLUGIN_H
+#define PIN_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <libpq-fe.h>
+#include <json-c/json.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PIN_ABI_MAJOR 1
+#define PIN_ABI_MINOR 0
+
+/* True when the (size-prefixed) table t has member m. */
+#define PIN_API_HAS(t, m) \
+	((t)->size >= offsetof(__typeof__(*(t)), m) + sizeof((t)->m))
+
+/* ---- return codes ------------------------------------------------------- */
+#define PIN_OK        0
+#define PIN_ERR      -1   /* generic failure (host answers 500 if nothing sent) */
+#define PIN_ERR_DB   -2   /* database failure; 503 UNAVAILABLE if the link is down */
+
+/* ---- log levels --------------------------------------------------------- */
+enum pin_log_level { PIN_LOG_DEBUG = 0, PIN_LOG_INFO, PIN_LOG_WARN, PIN_LOG_ERROR };
+
+/* ---- actors (bit set used by routes) ------------------------------------ */
+#define PIN_ACTOR_AGENT        0x01u
+#define PIN_ACTOR_CONSULTANT   0x02u
+#define PIN_ACTOR_AGENCY_HEAD  0x04u
+#define PIN_ACTOR_PIN_MANAGER  0x08u
+#define PIN_ACTOR_INVESTOR     0x10u
+#define PIN_ACTOR_ANY          0x1fu  /* any authenticated actor */
+#define PIN_ACTOR_PUBLIC       0x00u  /* no token required (and none checked) */
+
+/* The authenticated caller.  All strings borrowed, valid for the request. */
+struct pin_principal {
+	const char *sub;            /* user id (uuid text) */
+	const char *tenant_id;      /* company id or NULL (investors, PIN managers) */
+	const char *actor;          /* "agent", "consultant", ... */
+	unsigned actor_bit;         /* one of PIN_ACTOR_* */
+	const char *const *permissions;
+	size_t n_permissions;
+};
+
+/* Opaque per-request handle; only valid inside a route handler. */
+struct pin_req;
+
+/* ---- handler types ------------------------------------------------------ */
+
+/*
+ * Route handler.  Must produce a response through api->respond_* and return
+ * PIN_OK, or return PIN_ERR / PIN_ERR_DB without responding (the host then
+ * answers 500 INTERNAL or 503 UNAVAILABLE).  An open transaction left by the
+ * handler is rolled back by the host.
+ */
+typedef int (*pin_route_fn)(struct pin_req *req, void *ud);
+
+/*
+ * Job handler: one pass of a periodic job.  Takes its own transactions
+ * (one per batch).  Returns the number of rows processed (>= 0) or a
+ * negative PIN_ERR*.  The host counts <prefix>_<job>_processed_total and
+ * _duration_ms from that.
+ */
+typedef int (*pin_job_fn)(void *ud);
+
+/* A consumed Kafka message.  All pointers borrowed, valid during the call. */
+struct pin_msg {
+	const char *topic;
+	int32_t partition;
+	int64_t offset;
+	const char *key;            /* NUL-terminated copy of the key, or NULL */
+	const char *value;          /* raw value, NUL-terminated */
+	size_t value_len;
+	json_object *envelope;      /* parsed value (the events.md envelope) */
+	json_object *payload;       /* envelope.payload (object) */
+	const char *message_id;     /* envelope.messageId */
+	const char *event_type;     /* envelope.eventType */
+	int contract_version;       /* envelope.contractVersion */
+	int64_t created_at_us;      /* envelope.createdAt, microseconds since epoch */
+};
+
+enum pin_consume_status {
+	PIN_CONSUME_OK = 0,         /* effects done in the host's transaction: commit + ack */
+	PIN_CONSUME_RETRY = 1,      /* rollback; retry with backoff (partition paused) */
+	PIN_CONSUME_FATAL = 2       /* rollback; send to <group>.dlq at once */
+};
+
+/* Filled by a consumer handler that returns RETRY or FATAL. */
+struct pin_consume_result {
+	char code[64];              /* stable error code, e.g. CAL_BOOKING_SYNC_INVALID_PAYLOAD */
+	char detail[256];           /* no PII */
+	int retry_deadline_s;       /* RETRY: DLQ after this many seconds (0 = host default) */
+};
+
+/*
+ * Consumer handler.  Called inside a transaction the host opened, after it
+ * inserted the inbox row (consumer group, messageId); a message whose inbox
+ * row already exists is acknowledged without calling the handler.  The
+ * handler runs its effects (and api->outbox_put) on api->db() WITHOUT
+ * beginning or committing itself.
+ */
+typedef enum pin_consume_status (*pin_consumer_fn)(const struct pin_msg *msg,
+		struct pin_consume_result *res, void *ud);
+
+/* ---- registration records (copied by the host; strings must be static) --- */
+
+struct pin_route {
+	const char *method;         /* "GET", "POST", "PATCH", "PUT", "DELETE" */
+	const char *pattern;        /* "/api/v1/agent/calendar/events/{id}/start" */
+	unsigned actors;            /* PIN_ACTOR_* set; PIN_ACTOR_PUBLIC = no auth */
+	const char *permission;     /* required permission or NULL */
+	int require_tenant;         /* non-zero: principal must carry tenant_id */
+	pin_route_fn fn;
+	void *ud;                   /* transfers: freed with ud_free at shutdown */
+	void (*ud_free)(void *ud);
+};
+
+struct pin_job {
+	const char *name;           /* "reminder-dispatch"; also the config key job.<name>.interval_ms */
+	int interval_ms;            /* default interval between passes */
+	pin_job_fn fn;
+	void *ud;                   /* transfers */
+	void (*ud_free)(void *ud);
+};
+
+struct pin_consumer {
+	const char *group;          /* consumer group; DLQ topic is "<group>.dlq" */
+	const char *const *topics;  /* NULL-terminated list */
+	const char *inbox_table;    /* e.g. "calendar.inbox"; NULL = "calendar.inbox" */
+	pin_consumer_fn fn;
+	void *ud;                   /* transfers */
+	void (*ud_free)(void *ud);
+};
+
+/*
+ * The registrar, valid only during init.  Each function copies the record
+ * and returns 0, or -1 (duplicate route/job/group, bad pattern) with a log
+ * line; init should then fail.
+ */
+struct pin_registrar {
+	size_t size;
+	int (*route)(struct pin_registrar *reg, const struct pin_route *r);
+	int (*job)(struct pin_registrar *reg, const struct pin_job *j);
+	int (*consumer)(struct pin_registrar *reg, const struct pin_consumer *c);
+	void *host_private;         /* do not touch */
+};
+
+/*
+ * Host services.  Append-only; check PIN_API_HAS() for members newer than
+ * the minor you were built against.
+ */
+struct pin_host_api {
+	size_t size;
+	int abi_major;
+	int abi_minor;
+
+	/* -- logging: one JSON line on stderr.  varargs are key, value string
+	 *    pairs terminated by NULL.  Never pass PII.  Thread-safe. */
+	void (*log)(int level, const char *msg, ...);
+
+	/* -- clock: the host clock (shifted by --clock-offset-s when allowed).
+	 *    The only "now" plugins use; pass it to SQL as a parameter. */
+	int64_t (*now_us)(void);
+	/* Formats an instant (us since epoch) as "2026-12-01T09:00:00.123456Z"
+	 * into out (>= 40 bytes).  Returns out. */
+	char *(*fmt_time)(int64_t us, char *out, size_t outlen);
+	/* Parses ISO-8601 with offset ("...Z", "+03:00"); 0 ok, -1 invalid. */
+	int (*parse_time)(const char *s, int64_t *us_out);
+
+	/* -- ids: writes a UUIDv7 (36 chars + NUL) into out[37]. */
+	void (*uuid_v7)(char out[37]);
+	/* non-zero if s is a canonical uuid text */
+	int (*is_uuid)(const char *s);
+
+	/* -- config: value of key (file, PIN_* env, flags) or def.  Borrowed,
+	 *    valid for the life of the host. */
+	const char *(*config_get)(const char *key, const char *def);
+	long long (*config_int)(const char *key, long long def);
+
+	/* -- arena of the current invocation (request / job pass / message). */
+	void *(*alloc)(size_t n);                       /* zeroed; arena */
+	char *(*strdup)(const char *s);                 /* arena */
+	char *(*sprintf)(const char *fmt, ...)          /* arena */
+		__attribute__((format(printf, 1, 2)));
+
+	/* -- database: the calling thread's connection (never share it).
+	 *    NULL when the database is unreachable (the host reconnects). */
+	PGconn *(*db)(void);
+	/* PQexecParams on db() with text params (NULL = SQL NULL).  The result
+	 * belongs to the arena (do not PQclear).  Returns NULL only if there is no
+	 * connection; check PQresultStatus otherwise.  Errors are logged. */
+	PGresult *(*db_exec)(const char *sql, int nparams, const char *const *params);
+	/* Same, prepared once per connection under name (use for hot queries). */
+	PGresult *(*db_exec_prepared)(const char *name, const char *sql,
+			int nparams, const char *const *params);
+	int (*db_begin)(void);      /* 0 ok, PIN_ERR_DB */
+	int (*db_commit)(void);     /* 0 ok, PIN_ERR_DB (then rolled back) */
+	void (*db_rollback)(void);
+	/* SQLSTATE of a failed result ("23505"...), "" when none.  Borrowed. */
+	const char *(*db_sqlstate)(const PGresult *res);
+	/* Name of the constraint a failed result violated, or "".  Borrowed. */
+	const char *(*db_constraint)(const PGresult *res);
+
+	/* -- transactional outbox: inserts one message into calendar.outbox in
+	 *    the current transaction.  The host builds the events.md envelope
+	 *    (messageId v7, createdAt = now, correlationId = trace id) around
+	 *    payload.  payload is borrowed (serialised, not kept).  0 / PIN_ERR_DB. */
+	int (*outbox_put)(const char *topic, const char *key,
+			const char *event_type, const char *aggregate_type,
+			const char *aggregate_id, json_object *payload);
+
+	/* -- request (route handlers only).  Strings borrowed for the request. */
+	const char *(*req_method)(struct pin_req *r);
+	const char *(*req_path)(struct pin_req *r);
+	const char *(*req_param)(struct pin_req *r, const char *name);   /* path {param} */
+	const char *(*req_query)(struct pin_req *r, const char *name);   /* decoded, or NULL */
+	const char *(*req_header)(struct pin_req *r, const char *name);  /* "If-Match", ... */
+	/* Parsed JSON body, or NULL when there is none.  Borrowed.  The host has
+	 * already answered 400/413 for bodies that are not JSON or too big. */
+	json_object *(*req_body)(struct pin_req *r);
+	const struct pin_principal *(*req_principal)(struct pin_req *r); /* NULL on public routes */
+	const char *(*req_trace_id)(struct pin_req *r);
+
+	/* -- responses (exactly one per request).  body transfers to the host. */
+	int (*respond_json)(struct pin_req *r, int status, json_object *body);
+	int (*set_header)(struct pin_req *r, const char *name, const char *value);
+	/* problem+json with a stable code.  errors (array of {field, message})
+	 * may be NULL and transfers to the host. */
+	int (*respond_problem)(struct pin_req *r, int status, const char *code,
+			const char *detail, json_object *errors);
+
+	/* -- metrics (Prometheus).  name like "pin_calendar_events_created_total";
+	 *    labels NULL or 'k="v",k2="v2"'.  Thread-safe, copied. */
+	void (*metric_add)(const char *name, const char *labels, double v);  /* counter */
+	void (*metric_set)(const char *name, const char *labels, double v);  /* gauge */
+};
+
+/* ---- the descriptor ----------------------------------------------------- */
+
+struct pin_plugin {
+	int abi_major;              /* PIN_ABI_MAJOR the plugin was built with */
+	int abi_minor;              /* PIN_ABI_MINOR the plugin was built with */
+	size_t size;                /* sizeof(struct pin_plugin) */
+	const char *name;           /* "calendar" */
+	const char *version;        /* plugin version, e.g. PACKAGE_VERSION */
+	/* Called once, on the main thread, before any request.  Register
+	 * everything through reg.  api stays valid until fini returns.  Return 0,
+	 * or -1 with a reason in err (the host logs it and exits non-zero). */
+	int (*init)(const struct pin_host_api *api, struct pin_registrar *reg,
+			char *err, size_t errlen);
+	/* Called once at shutdown after every thread stopped.  May be NULL. */
+	void (*fini)(void);
+};
+
+/* Every plugin defines this, and nothing else is exported. */
+const struct pin_plugin *pin_plugin_desc(void);
+
+/* Convenience for plugins: the descriptor with this header's version. */
+#define PIN_PLUGIN_DEFINE(nm, ver, initfn, finifn)                        \
+	const struct pin_plugin *pin_plugin_desc(void)                    \
+	{                                                                 \
+		static const struct pin_plugin d = {                      \
+			PIN_ABI_MAJOR, PIN_ABI_MINOR,                     \
+			sizeof(struct pin_plugin), (nm), (ver),           \
+			(initfn), (finifn) };                             \
+		return &d;                                                \
+	}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PIN_PLUGIN_H */
