@@ -1,0 +1,13 @@
+/* workers.h -- the parts of workers.so; each file registers its jobs/consumers. */
+#ifndef WRK_WORKERS_H
+#define WRK_WORKERS_H
+#include "pin/plugin.h"
+
+extern const struct pin_host_api *wrk_api;
+
+/* Each returns 0 or -1 (with a reason in err). Called from workers.c init. */
+int wrk_reminders_register(struct pin_registrar *reg, char *err, size_t errlen);  /* reminders.c */
+int wrk_slots_register(struct pin_registrar *reg, char *err, size_t errlen);      /* slot_jobs.c */
+int wrk_identity_register(struct pin_registrar *reg, char *err, size_t errlen);   /* identity.c */
+
+#endif
