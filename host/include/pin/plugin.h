@@ -287,7 +287,9 @@ struct pin_plugin {
 	void (*fini)(void);
 };
 
-/* Every plugin defines this, and nothing else is exported. */
+/* Every plugin defines this, and nothing else is exported (default
+ * visibility even when the plugin builds with -fvisibility=hidden). */
+__attribute__((visibility("default")))
 const struct pin_plugin *pin_plugin_desc(void);
 
 /* Convenience for plugins: the descriptor with this header's version. */
