@@ -171,6 +171,19 @@ int pin_relay_run_once(void);         /* publish what is pending, then return */
 int pin_consumers_start(void);
 void pin_consumers_stop(void);
 
+/* kafka_conf.c: shared librdkafka settings (librdkafka types forward-declared) */
+typedef struct rd_kafka_conf_s rd_kafka_conf_t;
+/* Bootstrap servers from config kafka_bootstrap ("host:port,..." or "@/path"
+ * = read the first line of that file, re-read on every call).  malloc'd,
+ * caller frees; NULL (logged once per change) when unset or unreadable. */
+char *pin_kafka_bootstrap(void);
+/* New librdkafka config with the bootstrap, client.id, logging routed to
+ * pin_log and the common settings.  NULL with a reason in err. */
+rd_kafka_conf_t *pin_kafka_conf_new(const char *client_id, char *err, size_t errlen);
+/* rd_kafka_conf_set; 0 ok, -1 with the reason in err. */
+int pin_kafka_conf_set(rd_kafka_conf_t *conf, const char *key, const char *val,
+		char *err, size_t errlen);
+
 /* ---- migrate.c ------------------------------------------------------------ */
 int pin_migrate(const char *sqldir);  /* 0 ok, -1 logged */
 
