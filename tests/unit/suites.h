@@ -1,0 +1,14 @@
+/* suites.h -- one make_*_suite() per unit test file, run by check-all.c. */
+#ifndef PIN_TEST_SUITES_H
+#define PIN_TEST_SUITES_H
+
+#include <check.h>
+
+Suite *make_router_suite(void);
+Suite *make_json_suite(void);
+Suite *make_jwt_suite(void);
+Suite *make_config_suite(void);
+Suite *make_loader_suite(void);
+Suite *make_problem_suite(void);
+
+#endif
