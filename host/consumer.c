@@ -1,0 +1,768 @@
+/*
+ * consumer.c -- the Kafka consumer loop of worker mode (events.md
+ * "Consumer mechanics").
+ *
+ * One thread per registered consumer (pin_reg.consumers): a KafkaConsumer
+ * in the consumer's group subscribed to its topics, its own database
+ * connection, its own arena (reset after every message) and a DLQ producer.
+ *
+ * Per message:
+ *   - envelope parsed; invalid JSON, no messageId (uuid) or no payload
+ *     object -> DLQ at once (INVALID_ENVELOPE);
+ *   - contractVersion != 1 -> warning + pin_consumer_contract_version_mismatch_total,
+ *     processing goes on;
+ *   - BEGIN; inbox insert (group, messageId) ON CONFLICT DO NOTHING; no row
+ *     -> duplicate: COMMIT, offset committed, pin_consumer_duplicates_total;
+ *   - handler: OK -> COMMIT, then the offset is committed (sync);
+ *     RETRY -> ROLLBACK, the partition is paused and the message held;
+ *     it is retried with exponential backoff (consumer_backoff_initial_ms
+ *     1000 doubling to consumer_backoff_max_ms 60000) until the deadline
+ *     (res.retry_deadline_s, else consumer_retry_deadline_s, default 86400),
+ *     then DLQ; other partitions keep flowing meanwhile;
+ *     FATAL -> ROLLBACK, DLQ at once;
+ *   - database unreachable / inbox or COMMIT failing -> retried like RETRY
+ *     but without a deadline (infrastructure, never DLQ).
+ *   After a held message is done, the partition is sought to the next
+ *   offset and resumed.
+ *
+ * DLQ: "<group>.dlq", the original key and value, headers x-original-topic,
+ * x-original-partition, x-original-offset, x-error-code, x-error-detail;
+ * produced with acks=all and the delivery report awaited before the offset
+ * is committed (a failed DLQ write is retried like an infrastructure error).
+ *
+ * Config: kafka_session_timeout_ms (6000), kafka_heartbeat_interval_ms
+ * (500), kafka_assignment_strategy ("range"; "cooperative-sticky" works too),
+ * consumer_retry_deadline_s, consumer_backoff_initial_ms,
+ * consumer_backoff_max_ms.
+ *
+ * Metrics (label group="..."): pin_consumer_processed_total,
+ * pin_consumer_duplicates_total, pin_consumer_retries_total,
+ * pin_consumer_contract_version_mismatch_total, pin_dlq_total (the seeds'
+ * <prefix>_dlq_total), pin_consumer_lag_seconds (gauge: now - createdAt of
+ * the last message handled), pin_consumer_paused_partitions (gauge).
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <librdkafka/rdkafka.h>
+
+#include "host.h"
+
+/* a partition paused on a held message */
+struct held {
+	rd_kafka_message_t *m;
+	int attempts;
+	int backoff_ms;
+	int64_t next_us;            /* next attempt (host clock) */
+	int64_t deadline_us;        /* 0: none yet (infrastructure retries only) */
+	char code[64];
+	char detail[256];
+};
+
+struct cons {
+	pthread_t thr;
+	const struct pin_consumer_entry *e;
+	rd_kafka_t *rk;
+	rd_kafka_t *dlq;
+	char *boot;                 /* bootstrap the consumer was built with */
+	char dlq_topic[256];
+	char inbox_sql[512];
+	char labels[300];
+	struct held *held;
+	size_t nheld, capheld;
+	bool started;
+};
+
+/* outcome of one attempt at a message */
+enum attempt { A_DONE, A_RETRY, A_RETRY_INFRA };
+
+static struct cons *cs;
+static size_t ncs;
+static volatile int cons_stop_flag;
+
+static bool stopping(void)
+{
+	return __atomic_load_n(&cons_stop_flag, __ATOMIC_ACQUIRE) || pin_stopping;
+}
+
+static void part_list_op(struct cons *c, const char *topic, int32_t part,
+		int64_t offset, int op)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_error_t *err;
+
+	rd_kafka_topic_partition_list_add(l, topic, part)->offset = offset;
+	if (op == 0) {
+		rd_kafka_pause_partitions(c->rk, l);
+	} else if (op == 1) {
+		rd_kafka_resume_partitions(c->rk, l);
+	} else {
+		err = rd_kafka_seek_partitions(c->rk, l, 5000);
+		if (err) {
+			pin_log(PIN_LOG_WARN, "consumer: seek failed", "group", c->e->c.group,
+					"topic", topic, "error", rd_kafka_error_string(err), NULL);
+			rd_kafka_error_destroy(err);
+		}
+	}
+	rd_kafka_topic_partition_list_destroy(l);
+}
+
+static struct held *held_find(struct cons *c, const char *topic, int32_t part)
+{
+	for (size_t i = 0; i < c->nheld; i++)
+		if (c->held[i].m->partition == part &&
+				!strcmp(rd_kafka_topic_name(c->held[i].m->rkt), topic))
+			return &c->held[i];
+	return NULL;
+}
+
+static void held_remove(struct cons *c, struct held *h)
+{
+	rd_kafka_message_destroy(h->m);
+	*h = c->held[--c->nheld];
+	pin_metric_set("pin_consumer_paused_partitions", c->labels, (double)c->nheld);
+}
+
+/* Drops every held message (rebalance, shutdown); resumes if asked. */
+static void held_drop_all(struct cons *c, bool resume)
+{
+	while (c->nheld) {
+		struct held *h = &c->held[c->nheld - 1];
+
+		if (resume)
+			part_list_op(c, rd_kafka_topic_name(h->m->rkt), h->m->partition,
+					RD_KAFKA_OFFSET_INVALID, 1);
+		held_remove(c, h);
+	}
+}
+
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+		rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+	struct cons *c = opaque;
+	bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+	rd_kafka_error_t *e = NULL;
+
+	if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+		if (coop)
+			e = rd_kafka_incremental_assign(rk, parts);
+		else
+			rd_kafka_assign(rk, parts);
+		pin_log(PIN_LOG_INFO, "consumer: partitions assigned",
+				"group", c->e->c.group, NULL);
+	} else {
+		/* revoked: whoever gets them redelivers from the committed offset */
+		for (int i = 0; i < parts->cnt; i++) {
+			struct held *h = held_find(c, parts->elems[i].topic,
+					parts->elems[i].partition);
+
+			if (h) {
+				part_list_op(c, parts->elems[i].topic,
+						parts->elems[i].partition,
+						RD_KAFKA_OFFSET_INVALID, 1);
+				held_remove(c, h);
+			}
+		}
+		if (!coop)
+			held_drop_all(c, true);
+		if (coop)
+			e = rd_kafka_incremental_unassign(rk, parts);
+		else
+			rd_kafka_assign(rk, NULL);
+	}
+	if (e) {
+		pin_log(PIN_LOG_WARN, "consumer: rebalance", "group", c->e->c.group,
+				"error", rd_kafka_error_string(e), NULL);
+		rd_kafka_error_destroy(e);
+	}
+}
+
+static int consumer_create(struct cons *c)
+{
+	char err[512];
+	char sto[24], hb[24];
+	rd_kafka_conf_t *conf;
+	rd_kafka_topic_partition_list_t *topics = NULL;
+	rd_kafka_resp_err_t e;
+	size_t n = 0;
+
+	conf = pin_kafka_conf_new(c->e->c.group, err, sizeof(err));
+	if (!conf)
+		goto fail;
+	snprintf(sto, sizeof(sto), "%lld", pin_config_int("kafka_session_timeout_ms", 6000));
+	snprintf(hb, sizeof(hb), "%lld", pin_config_int("kafka_heartbeat_interval_ms", 500));
+	if (pin_kafka_conf_set(conf, "group.id", c->e->c.group, err, sizeof(err)) ||
+			pin_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)) ||
+			pin_kafka_conf_set(conf, "enable.auto.offset.store", "false", err, sizeof(err)) ||
+			pin_kafka_conf_set(conf, "auto.offset.reset", "earliest", err, sizeof(err)) ||
+			pin_kafka_conf_set(conf, "session.timeout.ms", sto, err, sizeof(err)) ||
+			pin_kafka_conf_set(conf, "heartbeat.interval.ms", hb, err, sizeof(err)) ||
+			pin_kafka_conf_set(conf, "partition.assignment.strategy",
+				pin_config_get("kafka_assignment_strategy", "range"),
+				err, sizeof(err)) ||
+			pin_kafka_conf_set(conf, "allow.auto.create.topics", "true", err, sizeof(err))) {
+		rd_kafka_conf_destroy(conf);
+		goto fail;
+	}
+	rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+	rd_kafka_conf_set_opaque(conf, c);
+	c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+	if (!c->rk) {
+		rd_kafka_conf_destroy(conf);
+		goto fail;
+	}
+	rd_kafka_poll_set_consumer(c->rk);
+	for (char **t = c->e->topics; t && *t; t++)
+		n++;
+	topics = rd_kafka_topic_partition_list_new((int)n);
+	for (char **t = c->e->topics; t && *t; t++)
+		rd_kafka_topic_partition_list_add(topics, *t, RD_KAFKA_PARTITION_UA);
+	e = rd_kafka_subscribe(c->rk, topics);
+	rd_kafka_topic_partition_list_destroy(topics);
+	if (e) {
+		snprintf(err, sizeof(err), "subscribe: %s", rd_kafka_err2str(e));
+		rd_kafka_destroy(c->rk);
+		c->rk = NULL;
+		goto fail;
+	}
+	c->boot = pin_kafka_bootstrap();
+	pin_log(PIN_LOG_INFO, "consumer subscribed", "group", c->e->c.group, NULL);
+	return 0;
+fail:
+	pin_log(PIN_LOG_ERROR, "consumer: cannot create the kafka consumer",
+			"group", c->e->c.group, "error", err, NULL);
+	return -1;
+}
+
+static void consumer_destroy(struct cons *c)
+{
+	if (c->rk) {
+		held_drop_all(c, false);
+		rd_kafka_consumer_close(c->rk);
+		rd_kafka_destroy(c->rk);
+		c->rk = NULL;
+	}
+	free(c->boot);
+	c->boot = NULL;
+}
+
+static void dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	int *st = m->_private;
+
+	(void)rk;
+	(void)opaque;
+	if (st)
+		*st = m->err ? 2 : 1;
+}
+
+static int dlq_create(struct cons *c)
+{
+	char err[512];
+	rd_kafka_conf_t *conf = pin_kafka_conf_new("dlq", err, sizeof(err));
+
+	if (!conf)
+		goto fail;
+	if (pin_kafka_conf_set(conf, "acks", "all", err, sizeof(err)) ||
+			pin_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)) ||
+			pin_kafka_conf_set(conf, "partitioner", "murmur2_random", err, sizeof(err)) ||
+			pin_kafka_conf_set(conf, "message.timeout.ms", "10000", err, sizeof(err)) ||
+			pin_kafka_conf_set(conf, "linger.ms", "0", err, sizeof(err))) {
+		rd_kafka_conf_destroy(conf);
+		goto fail;
+	}
+	rd_kafka_conf_set_dr_msg_cb(conf, dlq_dr_cb);
+	c->dlq = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+	if (!c->dlq) {
+		rd_kafka_conf_destroy(conf);
+		goto fail;
+	}
+	return 0;
+fail:
+	pin_log(PIN_LOG_ERROR, "consumer: cannot create the DLQ producer",
+			"group", c->e->c.group, "error", err, NULL);
+	return -1;
+}
+
+static void dlq_destroy(struct cons *c)
+{
+	if (c->dlq) {
+		rd_kafka_purge(c->dlq, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+		rd_kafka_poll(c->dlq, 0);
+		rd_kafka_destroy(c->dlq);
+		c->dlq = NULL;
+	}
+}
+
+/* Writes m to <group>.dlq and waits for the ack.  0 ok, -1 failed. */
+static int dlq_send(struct cons *c, const rd_kafka_message_t *m,
+		const char *code, const char *detail)
+{
+	char part[16], off[24];
+	volatile int st = 0;
+	rd_kafka_resp_err_t e;
+	const char *topic = rd_kafka_topic_name(m->rkt);
+
+	if (!c->dlq && dlq_create(c) != 0)
+		return -1;
+	snprintf(part, sizeof(part), "%" PRId32, m->partition);
+	snprintf(off, sizeof(off), "%" PRId64, m->offset);
+	e = rd_kafka_producev(c->dlq,
+			RD_KAFKA_V_TOPIC(c->dlq_topic),
+			RD_KAFKA_V_KEY(m->key, m->key_len),
+			RD_KAFKA_V_VALUE(m->payload, m->len),
+			RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+			RD_KAFKA_V_HEADER("x-original-topic", topic, -1),
+			RD_KAFKA_V_HEADER("x-original-partition", part, -1),
+			RD_KAFKA_V_HEADER("x-original-offset", off, -1),
+			RD_KAFKA_V_HEADER("x-error-code", code, -1),
+			RD_KAFKA_V_HEADER("x-error-detail", detail ? detail : "", -1),
+			RD_KAFKA_V_OPAQUE((void *)&st),
+			RD_KAFKA_V_END);
+	if (e) {
+		pin_log(PIN_LOG_ERROR, "consumer: DLQ produce failed", "group", c->e->c.group,
+				"error", rd_kafka_err2str(e), NULL);
+		dlq_destroy(c);
+		return -1;
+	}
+	rd_kafka_flush(c->dlq, 12000);
+	if (st != 1) {
+		pin_log(PIN_LOG_ERROR, "consumer: DLQ delivery failed", "group", c->e->c.group,
+				"dlq", c->dlq_topic, NULL);
+		dlq_destroy(c);     /* recreated (bootstrap re-read) next time */
+		return -1;
+	}
+	pin_metric_add("pin_dlq_total", c->labels, 1);
+	return 0;
+}
+
+static void log_failure(struct cons *c, const rd_kafka_message_t *m,
+		const char *message_id, const char *what, const char *code,
+		const char *detail)
+{
+	char part[16], off[24];
+
+	snprintf(part, sizeof(part), "%" PRId32, m->partition);
+	snprintf(off, sizeof(off), "%" PRId64, m->offset);
+	pin_log(PIN_LOG_WARN, what, "group", c->e->c.group,
+			"topic", rd_kafka_topic_name(m->rkt), "partition", part,
+			"offset", off, "messageId", message_id ? message_id : "",
+			"code", code, "detail", detail ? detail : "", NULL);
+}
+
+static const char *jstr(json_object *o, const char *k)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(o, k, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+/*
+ * One attempt at m.  Fills code/detail (and *deadline_s for handler RETRY).
+ * A_DONE: the offset may be committed (handled, duplicate or DLQ'd).
+ */
+static enum attempt attempt(struct cons *c, const rd_kafka_message_t *m,
+		char *code, size_t codelen, char *detail, size_t detlen, int *deadline_s)
+{
+	struct pin_msg msg = { 0 };
+	struct pin_consume_result res;
+	json_tokener *tok = NULL;
+	json_object *env = NULL, *v;
+	enum pin_consume_status st;
+	enum attempt out = A_RETRY_INFRA;
+	PGresult *r;
+	char now[40];
+	char *val;
+
+	*deadline_s = 0;
+	code[0] = detail[0] = '\0';
+	msg.topic = rd_kafka_topic_name(m->rkt);
+	msg.partition = m->partition;
+	msg.offset = m->offset;
+	if (m->key) {
+		char *k = pin_arena_alloc(m->key_len + 1);
+
+		memcpy(k, m->key, m->key_len);
+		msg.key = k;
+	}
+	val = pin_arena_alloc(m->len + 1);
+	if (m->len)
+		memcpy(val, m->payload, m->len);
+	msg.value = val;
+	msg.value_len = m->len;
+
+	/* the envelope */
+	tok = json_tokener_new();
+	env = m->len ? json_tokener_parse_ex(tok, val, (int)m->len) : NULL;
+	if (!env || json_tokener_get_error(tok) != json_tokener_success ||
+			!json_object_is_type(env, json_type_object)) {
+		snprintf(detail, detlen, "value is not a JSON object");
+		goto invalid;
+	}
+	msg.envelope = env;
+	msg.message_id = jstr(env, "messageId");
+	if (!msg.message_id || !pin_uuid_valid(msg.message_id)) {
+		msg.message_id = NULL;
+		snprintf(detail, detlen, "messageId missing or not a uuid");
+		goto invalid;
+	}
+	if (!json_object_object_get_ex(env, "payload", &v) ||
+			!json_object_is_type(v, json_type_object)) {
+		snprintf(detail, detlen, "payload missing or not an object");
+		goto invalid;
+	}
+	msg.payload = v;
+	msg.event_type = jstr(env, "eventType");
+	if (json_object_object_get_ex(env, "contractVersion", &v) &&
+			json_object_is_type(v, json_type_int))
+		msg.contract_version = json_object_get_int(v);
+	if (msg.contract_version != 1) {
+		char cv[16];
+
+		snprintf(cv, sizeof(cv), "%d", msg.contract_version);
+		pin_log(PIN_LOG_WARN, "consumer: unexpected contractVersion, processing anyway",
+				"group", c->e->c.group, "topic", msg.topic,
+				"messageId", msg.message_id, "contractVersion", cv, NULL);
+		pin_metric_add("pin_consumer_contract_version_mismatch_total", c->labels, 1);
+	}
+	{
+		const char *ca = jstr(env, "createdAt");
+
+		if (ca && pin_clock_parse(ca, &msg.created_at_us) != 0)
+			msg.created_at_us = 0;
+	}
+	{
+		const char *corr = jstr(env, "correlationId");
+
+		pin_trace_set(corr && *corr ? corr : msg.message_id);
+	}
+
+	/* one transaction: inbox row + the handler's effects */
+	if (pin_db_begin() != 0) {
+		snprintf(code, codelen, "DB_UNAVAILABLE");
+		goto out;
+	}
+	pin_clock_fmt(pin_clock_now_us(), now, sizeof(now));
+	{
+		const char *p[3] = { c->e->c.group, msg.message_id, now };
+
+		r = pin_db_exec_prepared("pin_consumer_inbox", c->inbox_sql, 3, p);
+	}
+	if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+		pin_db_rollback();
+		snprintf(code, codelen, "DB_UNAVAILABLE");
+		snprintf(detail, detlen, "inbox insert failed");
+		goto out;
+	}
+	if (!strcmp(PQcmdTuples(r), "0")) {
+		pin_db_commit();
+		pin_metric_add("pin_consumer_duplicates_total", c->labels, 1);
+		out = A_DONE;
+		goto out;
+	}
+	memset(&res, 0, sizeof(res));
+	st = c->e->c.fn(&msg, &res, c->e->c.ud);
+	res.code[sizeof(res.code) - 1] = '\0';
+	res.detail[sizeof(res.detail) - 1] = '\0';
+	if (st == PIN_CONSUME_OK) {
+		if (pin_db_commit() != 0) {
+			snprintf(code, codelen, "DB_UNAVAILABLE");
+			snprintf(detail, detlen, "commit failed");
+			goto out;
+		}
+		pin_metric_add("pin_consumer_processed_total", c->labels, 1);
+		if (msg.created_at_us)
+			pin_metric_set("pin_consumer_lag_seconds", c->labels,
+					(double)(pin_clock_now_us() - msg.created_at_us) / 1e6);
+		out = A_DONE;
+		goto out;
+	}
+	pin_db_rollback();
+	snprintf(code, codelen, "%s", res.code[0] ? res.code :
+			st == PIN_CONSUME_RETRY ? "RETRIABLE" : "NON_RETRIABLE");
+	snprintf(detail, detlen, "%s", res.detail);
+	if (st == PIN_CONSUME_RETRY) {
+		*deadline_s = res.retry_deadline_s;
+		out = A_RETRY;
+		goto out;
+	}
+	/* FATAL (or an unknown status): DLQ at once */
+	log_failure(c, m, msg.message_id, "consumer: message rejected", code, detail);
+	out = dlq_send(c, m, code, detail) == 0 ? A_DONE : A_RETRY_INFRA;
+	goto out;
+
+invalid:
+	snprintf(code, codelen, "INVALID_ENVELOPE");
+	log_failure(c, m, msg.message_id, "consumer: invalid envelope", code, detail);
+	out = dlq_send(c, m, code, detail) == 0 ? A_DONE : A_RETRY_INFRA;
+out:
+	if (pin_db_in_tx())
+		pin_db_rollback();
+	pin_trace_set(NULL);
+	if (env)
+		json_object_put(env);
+	if (tok)
+		json_tokener_free(tok);
+	return out;
+}
+
+static void commit_offset(struct cons *c, const rd_kafka_message_t *m)
+{
+	rd_kafka_resp_err_t e = rd_kafka_commit_message(c->rk, m, 0);
+
+	if (e)
+		pin_log(PIN_LOG_WARN, "consumer: offset commit failed (message will be"
+				" redelivered, the inbox dedupes)", "group", c->e->c.group,
+				"error", rd_kafka_err2str(e), NULL);
+}
+
+static int backoff_next(int cur)
+{
+	int first = (int)pin_config_int("consumer_backoff_initial_ms", 1000);
+	int max = (int)pin_config_int("consumer_backoff_max_ms", 60000);
+	int n = cur ? cur * 2 : first;
+
+	return n > max ? max : n;
+}
+
+/*
+ * Handles m (fresh from poll, or held).  h is the held slot when m is held.
+ * Takes ownership of m.
+ */
+static void handle(struct cons *c, rd_kafka_message_t *m, struct held *h)
+{
+	char code[64], detail[256];
+	int deadline_s;
+	enum attempt a;
+	int64_t now;
+
+	a = attempt(c, m, code, sizeof(code), detail, sizeof(detail), &deadline_s);
+	now = pin_clock_now_us();
+	if (a == A_RETRY && h && h->deadline_us && now >= h->deadline_us) {
+		/* out of time: DLQ with the last code */
+		log_failure(c, m, NULL, "consumer: retry deadline passed, to DLQ", code, detail);
+		if (dlq_send(c, m, code, detail) == 0)
+			a = A_DONE;
+		else
+			a = A_RETRY_INFRA;
+	}
+	if (a == A_DONE) {
+		commit_offset(c, m);
+		if (h) {
+			char topic[256];
+			int32_t part = m->partition;
+			int64_t next = m->offset + 1;
+
+			snprintf(topic, sizeof(topic), "%s", rd_kafka_topic_name(m->rkt));
+			held_remove(c, h);      /* destroys m */
+			part_list_op(c, topic, part, next, 2);
+			part_list_op(c, topic, part, RD_KAFKA_OFFSET_INVALID, 1);
+		} else {
+			rd_kafka_message_destroy(m);
+		}
+		return;
+	}
+
+	/* retry later, partition paused */
+	pin_metric_add("pin_consumer_retries_total", c->labels, 1);
+	if (!h) {
+		if (c->nheld == c->capheld) {
+			size_t cap = c->capheld ? c->capheld * 2 : 8;
+			struct held *nh = realloc(c->held, cap * sizeof(*nh));
+
+			if (!nh) {
+				/* cannot hold it: leave it uncommitted, it comes back
+				 * after the next rebalance or restart */
+				rd_kafka_message_destroy(m);
+				return;
+			}
+			c->held = nh;
+			c->capheld = cap;
+		}
+		h = &c->held[c->nheld++];
+		memset(h, 0, sizeof(*h));
+		h->m = m;
+		part_list_op(c, rd_kafka_topic_name(m->rkt), m->partition,
+				RD_KAFKA_OFFSET_INVALID, 0);
+		pin_metric_set("pin_consumer_paused_partitions", c->labels, (double)c->nheld);
+	}
+	h->attempts++;
+	if (a == A_RETRY && !h->deadline_us) {
+		long long s = deadline_s > 0 ? deadline_s :
+			pin_config_int("consumer_retry_deadline_s", 86400);
+
+		h->deadline_us = now + s * 1000000LL;
+	}
+	h->backoff_ms = backoff_next(h->backoff_ms);
+	h->next_us = now + (int64_t)h->backoff_ms * 1000;
+	if (h->deadline_us && a == A_RETRY && h->next_us > h->deadline_us)
+		h->next_us = h->deadline_us;
+	snprintf(h->code, sizeof(h->code), "%s", code);
+	snprintf(h->detail, sizeof(h->detail), "%s", detail);
+	if (h->attempts == 1 || a == A_RETRY)
+		log_failure(c, m, NULL, a == A_RETRY ? "consumer: retriable failure, partition paused" :
+				"consumer: infrastructure failure, partition paused",
+				code, detail);
+}
+
+/* Retries the held messages that are due; returns ms until the next one. */
+static int retry_due(struct cons *c, struct pin_arena *a)
+{
+	int64_t now = pin_clock_now_us(), next = INT64_MAX;
+
+	for (size_t i = 0; i < c->nheld && !stopping(); ) {
+		struct held *h = &c->held[i];
+		size_t before = c->nheld;
+
+		if (h->next_us <= now) {
+			handle(c, h->m, h);
+			pin_arena_reset(a);
+			if (c->nheld < before)
+				continue;       /* slot i now holds another one */
+		}
+		if (c->held[i].next_us < next)
+			next = c->held[i].next_us;
+		i++;
+	}
+	if (next == INT64_MAX)
+		return 200;
+	next = (next - pin_clock_now_us()) / 1000;
+	return next < 0 ? 0 : next > 200 ? 200 : (int)next;
+}
+
+static void *cons_main(void *arg)
+{
+	struct cons *c = arg;
+	struct pin_arena *a = pin_arena_new();
+	int64_t next_boot_check = 0;
+
+	pin_arena_set_current(a);
+	while (!stopping()) {
+		rd_kafka_message_t *m;
+		int wait;
+
+		if (!c->rk && consumer_create(c) != 0) {
+			for (int i = 0; i < 20 && !stopping(); i++) {
+				struct timespec ts = { 0, 100000000L };
+
+				nanosleep(&ts, NULL);
+			}
+			continue;
+		}
+		/* the broker moved (dev broker restart): reconnect */
+		if (pin_clock_now_us() > next_boot_check) {
+			char *b = pin_kafka_bootstrap();
+
+			next_boot_check = pin_clock_now_us() + 5000000;
+			if (b && c->boot && strcmp(b, c->boot) != 0) {
+				pin_log(PIN_LOG_INFO, "consumer: bootstrap changed, reconnecting",
+						"group", c->e->c.group, NULL);
+				consumer_destroy(c);
+				dlq_destroy(c);
+				free(b);
+				continue;
+			}
+			free(b);
+		}
+		wait = retry_due(c, a);
+		m = rd_kafka_consumer_poll(c->rk, wait);
+		if (!m)
+			continue;
+		if (m->err) {
+			if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+				pin_log(PIN_LOG_DEBUG, "consumer: poll error", "group", c->e->c.group,
+						"error", rd_kafka_message_errstr(m), NULL);
+			rd_kafka_message_destroy(m);
+			continue;
+		}
+		if (held_find(c, rd_kafka_topic_name(m->rkt), m->partition)) {
+			/* fetched before the pause: comes again after the seek */
+			rd_kafka_message_destroy(m);
+			continue;
+		}
+		handle(c, m, NULL);
+		pin_arena_reset(a);
+	}
+	consumer_destroy(c);
+	dlq_destroy(c);
+	free(c->held);
+	c->held = NULL;
+	c->nheld = c->capheld = 0;
+	pin_arena_reset(a);
+	pin_arena_set_current(NULL);
+	pin_arena_free(a);
+	pin_db_close_thread();
+	return NULL;
+}
+
+/* inbox table names come from plugins: allow [a-z0-9_.] only */
+static bool table_name_ok(const char *s)
+{
+	if (!s || !*s || strlen(s) > 128)
+		return false;
+	for (; *s; s++)
+		if (!(islower((unsigned char)*s) || isdigit((unsigned char)*s) ||
+				*s == '_' || *s == '.'))
+			return false;
+	return true;
+}
+
+int pin_consumers_start(void)
+{
+	if (cs || pin_reg.nconsumers == 0)
+		return 0;
+	__atomic_store_n(&cons_stop_flag, 0, __ATOMIC_RELEASE);
+	cs = calloc(pin_reg.nconsumers, sizeof(*cs));
+	if (!cs)
+		return -1;
+	ncs = pin_reg.nconsumers;
+	for (size_t i = 0; i < ncs; i++) {
+		struct cons *c = &cs[i];
+		const char *inbox;
+
+		c->e = &pin_reg.consumers[i];
+		inbox = c->e->c.inbox_table ? c->e->c.inbox_table : "calendar.inbox";
+		if (!table_name_ok(inbox)) {
+			pin_log(PIN_LOG_ERROR, "consumer: invalid inbox table name",
+					"group", c->e->c.group, NULL);
+			pin_consumers_stop();
+			return -1;
+		}
+		snprintf(c->dlq_topic, sizeof(c->dlq_topic), "%s.dlq", c->e->c.group);
+		snprintf(c->labels, sizeof(c->labels), "group=\"%s\"", c->e->c.group);
+		snprintf(c->inbox_sql, sizeof(c->inbox_sql),
+				"INSERT INTO %s (consumer_group, message_id, processed_at)"
+				" VALUES ($1, $2::uuid, $3::timestamptz) ON CONFLICT DO NOTHING",
+				inbox);
+		if (pthread_create(&c->thr, NULL, cons_main, c) != 0) {
+			pin_log(PIN_LOG_ERROR, "cannot start a consumer thread",
+					"group", c->e->c.group, NULL);
+			pin_consumers_stop();
+			return -1;
+		}
+		c->started = true;
+	}
+	return 0;
+}
+
+void pin_consumers_stop(void)
+{
+	if (!cs)
+		return;
+	__atomic_store_n(&cons_stop_flag, 1, __ATOMIC_RELEASE);
+	for (size_t i = 0; i < ncs; i++)
+		if (cs[i].started)
+			pthread_join(cs[i].thr, NULL);
+	free(cs);
+	cs = NULL;
+	ncs = 0;
+	pin_log(PIN_LOG_INFO, "consumers stopped", NULL);
+}
