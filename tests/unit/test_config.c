@@ -1,0 +1,215 @@
+/* test_config.c -- pin_config_*: file, PIN_<KEY> environment, flags.
+ *
+ * Expectations (where host.h leaves room):
+ *  - file lines "key = value": '#' comment lines and blank lines skipped,
+ *    key and value trimmed, the value is everything after the first '='
+ *    (so DSNs with '=' work);
+ *  - a line without '=' makes pin_config_load return -1 (logged), and so
+ *    does a missing file;
+ *  - precedence: pin_config_set (flags) > PIN_<KEY> env > file > default;
+ *    the env name is PIN_ + key upper-cased with '.' and '-' as '_';
+ *  - pin_config_int: base-10 whole string, else the default;
+ *    pin_config_bool: true/yes/on/1, false/no/off/0 (any case), else default.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "host.h"
+#include "suites.h"
+
+static char path[64];
+
+static void write_conf(const char *text)
+{
+	FILE *f;
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/pin-conf-XXXXXX");
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	f = fdopen(fd, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void setup(void)
+{
+	path[0] = 0;
+	pin_config_free();
+	unsetenv("PIN_PG_DSN");
+	unsetenv("PIN_THREADS");
+	unsetenv("PIN_ONLY_IN_ENV");
+	unsetenv("PIN_JOB_REMINDER_DISPATCH_INTERVAL_MS");
+}
+
+static void teardown(void)
+{
+	if (path[0])
+		unlink(path);
+	pin_config_free();
+}
+
+static const char *CONF =
+	"# pin-host test config\n"
+	"\n"
+	"pg_dsn =   host=/tmp dbname=pin user=pin   \n"
+	"   threads=4\n"
+	"\t# indented comment\n"
+	"listen = 127.0.0.1:9000\n"
+	"empty =\n"
+	"job.reminder-dispatch.interval_ms = 30000\n"
+	"flag_yes = yes\n"
+	"\n";
+
+START_TEST(test_load_file)
+{
+	write_conf(CONF);
+	ck_assert_int_eq(pin_config_load(path), 0);
+	ck_assert_str_eq(pin_config_get("pg_dsn", "x"), "host=/tmp dbname=pin user=pin");
+	ck_assert_str_eq(pin_config_get("threads", "x"), "4");
+	ck_assert_str_eq(pin_config_get("listen", "x"), "127.0.0.1:9000");
+	ck_assert_str_eq(pin_config_get("job.reminder-dispatch.interval_ms", "x"), "30000");
+	/* an empty value is a value (""), an unknown key gets the default */
+	ck_assert_str_eq(pin_config_get("empty", "x"), "");
+	ck_assert_str_eq(pin_config_get("nope", "dflt"), "dflt");
+	ck_assert_ptr_null(pin_config_get("nope", NULL));
+	/* comments are not keys */
+	ck_assert_ptr_null(pin_config_get("# pin-host test config", NULL));
+	ck_assert_ptr_null(pin_config_get("#", NULL));
+}
+END_TEST
+
+START_TEST(test_load_bad_line)
+{
+	write_conf("threads = 4\nthis line has no equals sign\nlisten = x\n");
+	ck_assert_int_eq(pin_config_load(path), -1);
+}
+END_TEST
+
+START_TEST(test_load_missing)
+{
+	ck_assert_int_eq(pin_config_load("/nonexistent/pin-host.conf"), -1);
+}
+END_TEST
+
+START_TEST(test_env_overrides_file)
+{
+	write_conf(CONF);
+	ck_assert_int_eq(setenv("PIN_PG_DSN", "host=env", 1), 0);
+	ck_assert_int_eq(pin_config_load(path), 0);
+	ck_assert_str_eq(pin_config_get("pg_dsn", "x"), "host=env");
+	/* other keys still from the file */
+	ck_assert_str_eq(pin_config_get("threads", "x"), "4");
+	/* a key known only to the environment */
+	ck_assert_int_eq(setenv("PIN_ONLY_IN_ENV", "e", 1), 0);
+	ck_assert_str_eq(pin_config_get("only_in_env", "x"), "e");
+	/* dots and dashes become underscores */
+	ck_assert_int_eq(setenv("PIN_JOB_REMINDER_DISPATCH_INTERVAL_MS", "5", 1), 0);
+	ck_assert_int_eq(pin_config_int("job.reminder-dispatch.interval_ms", 0), 5);
+}
+END_TEST
+
+START_TEST(test_flag_overrides_all)
+{
+	write_conf(CONF);
+	ck_assert_int_eq(setenv("PIN_PG_DSN", "host=env", 1), 0);
+	ck_assert_int_eq(pin_config_load(path), 0);
+	ck_assert_int_eq(pin_config_set("pg_dsn", "host=flag"), 0);
+	ck_assert_str_eq(pin_config_get("pg_dsn", "x"), "host=flag");
+	ck_assert_int_eq(pin_config_set("threads", "9"), 0);
+	ck_assert_int_eq(pin_config_int("threads", 0), 9);
+	/* a later set replaces an earlier one */
+	ck_assert_int_eq(pin_config_set("pg_dsn", "host=flag2"), 0);
+	ck_assert_str_eq(pin_config_get("pg_dsn", "x"), "host=flag2");
+	/* also for keys no file mentions */
+	ck_assert_int_eq(pin_config_set("new_key", "v"), 0);
+	ck_assert_str_eq(pin_config_get("new_key", "x"), "v");
+}
+END_TEST
+
+START_TEST(test_free_forgets)
+{
+	ck_assert_int_eq(pin_config_set("k", "v"), 0);
+	pin_config_free();
+	ck_assert_str_eq(pin_config_get("k", "dflt"), "dflt");
+	/* usable again after free */
+	ck_assert_int_eq(pin_config_set("k", "w"), 0);
+	ck_assert_str_eq(pin_config_get("k", "dflt"), "w");
+}
+END_TEST
+
+START_TEST(test_int)
+{
+	pin_config_set("a", "42");
+	pin_config_set("b", "-5");
+	pin_config_set("c", "abc");
+	pin_config_set("d", "12abc");
+	pin_config_set("e", "");
+	pin_config_set("f", "9223372036854775807");
+	pin_config_set("g", "99999999999999999999");
+	ck_assert_int_eq(pin_config_int("a", 7), 42);
+	ck_assert_int_eq(pin_config_int("b", 7), -5);
+	ck_assert_int_eq(pin_config_int("c", 7), 7);
+	ck_assert_int_eq(pin_config_int("d", 7), 7);
+	ck_assert_int_eq(pin_config_int("e", 7), 7);
+	ck_assert_int_eq(pin_config_int("f", 7), 9223372036854775807LL);
+	ck_assert_int_eq(pin_config_int("g", 7), 7);
+	ck_assert_int_eq(pin_config_int("missing", 7), 7);
+}
+END_TEST
+
+START_TEST(test_int_from_file)
+{
+	write_conf(CONF);
+	ck_assert_int_eq(pin_config_load(path), 0);
+	ck_assert_int_eq(pin_config_int("threads", 1), 4);
+	ck_assert_int_eq(pin_config_int("job.reminder-dispatch.interval_ms", 1), 30000);
+	ck_assert(pin_config_bool("flag_yes", false));
+}
+END_TEST
+
+START_TEST(test_bool)
+{
+	static const char *yes[] = { "true", "yes", "on", "1", "TRUE", "Yes" };
+	static const char *no[] = { "false", "no", "off", "0", "FALSE", "No" };
+	size_t i;
+
+	for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		pin_config_set("b", yes[i]);
+		ck_assert_msg(pin_config_bool("b", false), "%s", yes[i]);
+	}
+	for (i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+		pin_config_set("b", no[i]);
+		ck_assert_msg(!pin_config_bool("b", true), "%s", no[i]);
+	}
+	pin_config_set("b", "maybe");
+	ck_assert(pin_config_bool("b", true));
+	ck_assert(!pin_config_bool("b", false));
+	ck_assert(pin_config_bool("missing", true));
+	ck_assert(!pin_config_bool("missing", false));
+}
+END_TEST
+
+Suite *make_config_suite(void)
+{
+	Suite *s = suite_create("config");
+	TCase *tc = tcase_create("config");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_load_file);
+	tcase_add_test(tc, test_load_bad_line);
+	tcase_add_test(tc, test_load_missing);
+	tcase_add_test(tc, test_env_overrides_file);
+	tcase_add_test(tc, test_flag_overrides_all);
+	tcase_add_test(tc, test_free_forgets);
+	tcase_add_test(tc, test_int);
+	tcase_add_test(tc, test_int_from_file);
+	tcase_add_test(tc, test_bool);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,208 @@
+/* test_json.c -- pin_json_parse() and pin_url_decode().
+ *
+ * Expectations (where host.h leaves room):
+ *  - pin_json_parse reads exactly buf[0..len): one JSON value, optional
+ *    surrounding whitespace, nothing else; bytes past len are never read;
+ *  - nesting deeper than a sane limit (json-c's default 32 or so) fails
+ *    cleanly, a dozen levels parse;
+ *  - pin_url_decode decodes %XX (either case) and '+' as space (it serves
+ *    query strings), refuses bad or truncated escapes and %00.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "host.h"
+#include "suites.h"
+
+static json_object *parse(const char *s, char *err, size_t errlen)
+{
+	err[0] = 0;
+	return pin_json_parse(s, strlen(s), err, errlen);
+}
+
+START_TEST(test_parse_valid)
+{
+	char err[128];
+	json_object *o = parse("{\"a\": 1, \"b\": [true, null, \"x\"], \"c\": {\"d\": 2.5}}",
+			err, sizeof(err));
+	json_object *v;
+
+	ck_assert_msg(o != NULL, "err: %s", err);
+	ck_assert(json_object_is_type(o, json_type_object));
+	ck_assert(json_object_object_get_ex(o, "a", &v));
+	ck_assert_int_eq(json_object_get_int(v), 1);
+	ck_assert(json_object_object_get_ex(o, "b", &v));
+	ck_assert_uint_eq(json_object_array_length(v), 3);
+	json_object_put(o);
+
+	/* surrounding whitespace, scalars and arrays are JSON too */
+	o = parse("  \n{\"a\":\"\\u00e9\"}\r\n ", err, sizeof(err));
+	ck_assert_msg(o != NULL, "err: %s", err);
+	ck_assert(json_object_object_get_ex(o, "a", &v));
+	ck_assert_str_eq(json_object_get_string(v), "\xc3\xa9");
+	json_object_put(o);
+	o = parse("[]", err, sizeof(err));
+	ck_assert_ptr_nonnull(o);
+	json_object_put(o);
+}
+END_TEST
+
+START_TEST(test_parse_invalid)
+{
+	static const char *bad[] = {
+		"{a: 1}", "{'a': 1}", "{\"a\": 1,}", "[1, 2,]", "nope", "{\"a\" 1}",
+		"{} {}", "{\"a\":1} x", "\"unterminated", "{\"a\":01}",
+	};
+	char err[128];
+	size_t i;
+	json_object *o;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		o = parse(bad[i], err, sizeof(err));
+		ck_assert_msg(o == NULL, "accepted: %s", bad[i]);
+		ck_assert_msg(err[0] != 0, "no error text for: %s", bad[i]);
+	}
+}
+END_TEST
+
+START_TEST(test_parse_truncated)
+{
+	static const char *bad[] = { "{\"a\":", "{\"a\":1", "[1, 2", "{", "\"ab", "" , "   " };
+	char err[128];
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(parse(bad[i], err, sizeof(err)) == NULL, "accepted: '%s'", bad[i]);
+}
+END_TEST
+
+START_TEST(test_parse_len_bounded)
+{
+	const char *buf = "{\"a\":1}GARBAGE";
+	char err[128];
+	char *heap;
+	json_object *o, *v;
+
+	/* only the first 7 bytes count */
+	o = pin_json_parse(buf, 7, err, sizeof(err));
+	ck_assert_msg(o != NULL, "err: %s", err);
+	ck_assert(json_object_object_get_ex(o, "a", &v));
+	json_object_put(o);
+	/* a prefix of a valid document is not valid */
+	ck_assert_ptr_null(pin_json_parse(buf, 5, err, sizeof(err)));
+	ck_assert_ptr_null(pin_json_parse(buf, 0, err, sizeof(err)));
+
+	/* no NUL terminator after len: must not read past it (ASan catches) */
+	heap = malloc(7);
+	memcpy(heap, "{\"b\":2}", 7);
+	o = pin_json_parse(heap, 7, err, sizeof(err));
+	ck_assert_msg(o != NULL, "err: %s", err);
+	json_object_put(o);
+	free(heap);
+
+	/* an embedded NUL inside len is invalid, not an early end */
+	ck_assert_ptr_null(pin_json_parse("{\"a\":1}\0{}", 10, err, sizeof(err)));
+}
+END_TEST
+
+static char *nested(int depth)
+{
+	char *s = malloc((size_t)depth * 2 + 1);
+	int i;
+
+	for (i = 0; i < depth; i++) {
+		s[i] = '[';
+		s[depth + i] = ']';
+	}
+	s[2 * depth] = 0;
+	return s;
+}
+
+START_TEST(test_parse_depth)
+{
+	char err[128];
+	char *s = nested(12);
+	json_object *o = parse(s, err, sizeof(err));
+
+	ck_assert_msg(o != NULL, "depth 12 refused: %s", err);
+	json_object_put(o);
+	free(s);
+	s = nested(100000);
+	ck_assert_ptr_null(parse(s, err, sizeof(err)));
+	free(s);
+	s = nested(1000);
+	ck_assert_ptr_null(parse(s, err, sizeof(err)));
+	free(s);
+}
+END_TEST
+
+static void expect_decode(const char *in, const char *want)
+{
+	char *out = pin_url_decode(in, strlen(in));
+
+	if (!want) {
+		ck_assert_msg(out == NULL, "'%s' decoded to '%s', expected refusal", in,
+				out ? out : "");
+		return;
+	}
+	ck_assert_msg(out != NULL, "'%s' refused", in);
+	ck_assert_str_eq(out, want);
+	free(out);
+}
+
+START_TEST(test_url_decode)
+{
+	expect_decode("", "");
+	expect_decode("plain", "plain");
+	expect_decode("a%20b", "a b");
+	expect_decode("%41%62%2f%2F", "Ab//");
+	expect_decode("2026-12-01T09%3A00%3A00%2B03%3A00", "2026-12-01T09:00:00+03:00");
+	expect_decode("%C3%A9", "\xc3\xa9");
+	/* '+' is a space in query strings (application/x-www-form-urlencoded) */
+	expect_decode("a+b", "a b");
+	expect_decode("a%2Bb", "a+b");
+}
+END_TEST
+
+START_TEST(test_url_decode_bad)
+{
+	expect_decode("%zz", NULL);
+	expect_decode("a%g1", NULL);
+	expect_decode("%4", NULL);
+	expect_decode("abc%", NULL);
+	expect_decode("%00", NULL);   /* would truncate the C string */
+}
+END_TEST
+
+START_TEST(test_url_decode_len)
+{
+	char *out = pin_url_decode("abc%20def", 3);
+
+	ck_assert_ptr_nonnull(out);
+	ck_assert_str_eq(out, "abc");
+	free(out);
+	/* an escape cut by len is truncated, not read past len */
+	ck_assert_ptr_null(pin_url_decode("ab%20", 4));
+}
+END_TEST
+
+Suite *make_json_suite(void)
+{
+	Suite *s = suite_create("json");
+	TCase *tc = tcase_create("parse");
+	TCase *tu = tcase_create("url_decode");
+
+	tcase_add_test(tc, test_parse_valid);
+	tcase_add_test(tc, test_parse_invalid);
+	tcase_add_test(tc, test_parse_truncated);
+	tcase_add_test(tc, test_parse_len_bounded);
+	tcase_add_test(tc, test_parse_depth);
+	suite_add_tcase(s, tc);
+	tcase_add_test(tu, test_url_decode);
+	tcase_add_test(tu, test_url_decode_bad);
+	tcase_add_test(tu, test_url_decode_len);
+	suite_add_tcase(s, tu);
+	return s;
+}

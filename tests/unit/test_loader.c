@@ -1,0 +1,184 @@
+/* test_loader.c -- pin_plugin_load_file() / pin_plugins_load() on the
+ * fixture plugins of tests/fixtures (built as check_LTLIBRARIES).
+ *
+ * Expectations: a refused plugin leaves an error naming the mismatched
+ * field ("abi_major", "abi_minor") or the plugin's own init reason; a good
+ * plugin's init runs and its route and job land in pin_reg with the plugin's
+ * name; pin_plugins_load() returning -1 has already unloaded everything
+ * (host.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "host.h"
+#include "suites.h"
+
+#ifndef FIXTURE_DIR
+#define FIXTURE_DIR "tests/fixtures/.libs"
+#endif
+
+static char err[512];
+
+static int load(const char *name)
+{
+	char path[1024];
+
+	snprintf(path, sizeof(path), "%s/%s.so", FIXTURE_DIR, name);
+	err[0] = 0;
+	return pin_plugin_load_file(path, err, sizeof(err));
+}
+
+static const struct pin_route_entry *find_route(const char *pattern)
+{
+	size_t i;
+
+	for (i = 0; i < pin_reg.nroutes; i++)
+		if (pin_reg.routes[i].r.pattern && strcmp(pin_reg.routes[i].r.pattern, pattern) == 0)
+			return &pin_reg.routes[i];
+	return NULL;
+}
+
+static void setup(void)
+{
+	pin_config_free();
+}
+
+static void teardown(void)
+{
+	pin_plugins_unload();
+	pin_registry_free();
+	pin_config_free();
+}
+
+START_TEST(test_good)
+{
+	size_t nroutes = pin_reg.nroutes, njobs = pin_reg.njobs;
+	const struct pin_route_entry *e;
+	size_t i;
+	int found_job = 0;
+
+	ck_assert_msg(load("good") == 0, "refused: %s", err);
+	ck_assert_uint_eq(pin_reg.nroutes, nroutes + 1);
+	e = find_route("/api/v1/test/good/{id}");
+	ck_assert_ptr_nonnull(e);
+	ck_assert_str_eq(e->r.method, "GET");
+	ck_assert_ptr_nonnull(e->r.fn);
+	ck_assert_ptr_nonnull(e->plugin);
+	ck_assert_str_eq(e->plugin, "good");
+	/* compiled: the router finds it */
+	ck_assert_int_eq(e->nsegs, 5);
+
+	ck_assert_uint_eq(pin_reg.njobs, njobs + 1);
+	for (i = 0; i < pin_reg.njobs; i++)
+		if (strcmp(pin_reg.jobs[i].j.name, "good-job") == 0)
+			found_job = 1;
+	ck_assert(found_job);
+}
+END_TEST
+
+START_TEST(test_good_routes_match)
+{
+	struct pin_match m;
+
+	ck_assert_msg(load("good") == 0, "refused: %s", err);
+	memset(&m, 0, sizeof(m));
+	ck_assert_int_eq(pin_router_match(pin_reg.routes, pin_reg.nroutes, "GET",
+			"/api/v1/test/good/17", &m), 0);
+	ck_assert_str_eq(m.e->r.pattern, "/api/v1/test/good/{id}");
+	ck_assert_int_eq(m.nparams, 1);
+	ck_assert_str_eq(m.values[0], "17");
+	pin_match_clear(&m);
+}
+END_TEST
+
+START_TEST(test_good_twice)
+{
+	ck_assert_msg(load("good") == 0, "refused: %s", err);
+	ck_assert_int_eq(load("good"), -1);
+	ck_assert(err[0] != 0);
+	ck_assert_uint_eq(pin_reg.nroutes, 1);
+}
+END_TEST
+
+START_TEST(test_badmajor)
+{
+	size_t nroutes = pin_reg.nroutes;
+
+	ck_assert_int_eq(load("badmajor"), -1);
+	ck_assert_msg(strstr(err, "abi_major") != NULL, "err: %s", err);
+	ck_assert_uint_eq(pin_reg.nroutes, nroutes);
+}
+END_TEST
+
+START_TEST(test_badminor)
+{
+	size_t nroutes = pin_reg.nroutes;
+
+	ck_assert_int_eq(load("badminor"), -1);
+	ck_assert_msg(strstr(err, "abi_minor") != NULL, "err: %s", err);
+	ck_assert_uint_eq(pin_reg.nroutes, nroutes);
+}
+END_TEST
+
+START_TEST(test_failinit)
+{
+	ck_assert_int_eq(load("failinit"), -1);
+	ck_assert_msg(strstr(err, "failinit: refused on purpose") != NULL, "err: %s", err);
+}
+END_TEST
+
+START_TEST(test_missing)
+{
+	ck_assert_int_eq(load("does-not-exist"), -1);
+	ck_assert(err[0] != 0);
+}
+END_TEST
+
+START_TEST(test_not_a_plugin)
+{
+	/* a shared object without pin_plugin_desc */
+	err[0] = 0;
+	ck_assert_int_eq(pin_plugin_load_file("libc.so.6", err, sizeof(err)), -1);
+	ck_assert(err[0] != 0);
+}
+END_TEST
+
+START_TEST(test_load_list)
+{
+	ck_assert_int_eq(pin_plugins_load("good", FIXTURE_DIR), 0);
+	ck_assert_ptr_nonnull(find_route("/api/v1/test/good/{id}"));
+	pin_plugins_unload();
+	ck_assert_uint_eq(pin_reg.nroutes, 0);
+	ck_assert_uint_eq(pin_reg.njobs, 0);
+}
+END_TEST
+
+START_TEST(test_load_list_fails_unloads)
+{
+	ck_assert_int_eq(pin_plugins_load("good,badminor", FIXTURE_DIR), -1);
+	/* "-1: logged, already unloaded" */
+	ck_assert_uint_eq(pin_reg.nroutes, 0);
+	ck_assert_uint_eq(pin_reg.njobs, 0);
+}
+END_TEST
+
+Suite *make_loader_suite(void)
+{
+	Suite *s = suite_create("loader");
+	TCase *tc = tcase_create("load");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_good);
+	tcase_add_test(tc, test_good_routes_match);
+	tcase_add_test(tc, test_good_twice);
+	tcase_add_test(tc, test_badmajor);
+	tcase_add_test(tc, test_badminor);
+	tcase_add_test(tc, test_failinit);
+	tcase_add_test(tc, test_missing);
+	tcase_add_test(tc, test_not_a_plugin);
+	tcase_add_test(tc, test_load_list);
+	tcase_add_test(tc, test_load_list_fails_unloads);
+	suite_add_tcase(s, tc);
+	return s;
+}
