@@ -2,6 +2,7 @@
 #ifndef PIN_HOST_H
 #define PIN_HOST_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -160,6 +161,20 @@ unsigned pin_actor_bit(const char *actor);
 
 /* ---- fcgi.c: API mode ---------------------------------------------------- */
 int pin_api_run(const char *listen, int threads);     /* until SIGTERM */
+/* request accessors behind the api table (fcgi.c) */
+const char *pin_req_method(struct pin_req *r);
+const char *pin_req_path(struct pin_req *r);
+const char *pin_req_param(struct pin_req *r, const char *name);
+const char *pin_req_query(struct pin_req *r, const char *name);
+const char *pin_req_header(struct pin_req *r, const char *name);
+json_object *pin_req_body(struct pin_req *r);
+const struct pin_principal *pin_req_principal(struct pin_req *r);
+const char *pin_req_trace_id(struct pin_req *r);
+int pin_respond_json(struct pin_req *r, int status, json_object *body);
+int pin_set_header(struct pin_req *r, const char *name, const char *value);
+int pin_respond_problem(struct pin_req *r, int status, const char *code,
+		const char *detail, json_object *errors);
+#define PIN_MAX_BODY (64 * 1024)
 
 /* ---- jobs.c / relay.c / consumer.c: worker mode --------------------------- */
 int pin_jobs_start(void);
@@ -187,7 +202,10 @@ int pin_kafka_conf_set(rd_kafka_conf_t *conf, const char *key, const char *val,
 /* ---- migrate.c ------------------------------------------------------------ */
 int pin_migrate(const char *sqldir);  /* 0 ok, -1 logged */
 
-/* shutdown flag set by the signal thread */
+/* shutdown flag set by the signal thread (main.c) */
 extern volatile int pin_stopping;
+void pin_wait_stop(void);                 /* blocks until SIGTERM/SIGINT */
+/* sleeps up to ms, returns early (non-zero) when stopping */
+int pin_sleep_ms(int ms);
 
 #endif

@@ -1,0 +1,228 @@
+/* db.c -- one PostgreSQL connection per thread, reconnecting.
+ * A thread never shares its connection.  When the database is down the
+ * accessors return NULL and callers answer 503 / retry later; reconnects are
+ * attempted at most once per second per thread. */
+#include "config.h"
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "host.h"
+
+#define MAX_PREPARED 256
+
+struct tdb {
+	PGconn *conn;
+	int64_t last_attempt_us;
+	bool up;
+	bool in_tx;
+	size_t nprep;
+	char *prep[MAX_PREPARED];
+};
+
+static char *dsn;
+static __thread struct tdb t;
+static atomic_int db_up_global = 1;
+
+void pin_db_set_dsn(const char *d)
+{
+	free(dsn);
+	dsn = d ? strdup(d) : NULL;
+}
+
+static void forget_prepared(void)
+{
+	for (size_t i = 0; i < t.nprep; i++)
+		free(t.prep[i]);
+	t.nprep = 0;
+}
+
+static void mark(bool up)
+{
+	if (t.up != up || atomic_load(&db_up_global) != (int)up) {
+		atomic_store(&db_up_global, up);
+		pin_metric_set("pin_db_up", NULL, up ? 1 : 0);
+	}
+	t.up = up;
+}
+
+PGconn *pin_db_conn(void)
+{
+	int64_t now;
+
+	if (t.conn && PQstatus(t.conn) == CONNECTION_OK)
+		return t.conn;
+	now = pin_clock_now_us();
+	if (t.last_attempt_us && now - t.last_attempt_us < 1000000 &&
+	    now >= t.last_attempt_us)
+		return NULL;
+	t.last_attempt_us = now;
+	if (t.conn) {
+		PQfinish(t.conn);
+		t.conn = NULL;
+	}
+	forget_prepared();
+	t.in_tx = false;
+	t.conn = PQconnectdb(dsn ? dsn : "");
+	if (PQstatus(t.conn) != CONNECTION_OK) {
+		if (t.up || atomic_load(&db_up_global))
+			pin_log(PIN_LOG_ERROR, "database unreachable", "error",
+				PQerrorMessage(t.conn), NULL);
+		PQfinish(t.conn);
+		t.conn = NULL;
+		mark(false);
+		pin_metric_add("pin_db_connect_errors_total", NULL, 1);
+		return NULL;
+	}
+	if (!t.up && !atomic_load(&db_up_global))
+		pin_log(PIN_LOG_INFO, "database reachable again", NULL);
+	PQclear(PQexec(t.conn, "SET TIME ZONE 'UTC'"));
+	mark(true);
+	return t.conn;
+}
+
+bool pin_db_up(void)
+{
+	return atomic_load(&db_up_global) != 0;
+}
+
+void pin_db_close_thread(void)
+{
+	if (t.conn)
+		PQfinish(t.conn);
+	t.conn = NULL;
+	forget_prepared();
+	t.in_tx = false;
+}
+
+static void check_result(PGresult *res, const char *what)
+{
+	ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+		return;
+	if (t.conn && PQstatus(t.conn) != CONNECTION_OK) {
+		pin_log(PIN_LOG_ERROR, "database connection lost", NULL);
+		mark(false);
+		t.last_attempt_us = 0;   /* reconnect on next use */
+		return;
+	}
+	/* primary message only: DETAIL may carry values (PII) */
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	/* constraint violations are answered by handlers: log at debug */
+	int lvl = (state && state[0] == '2' && state[1] == '3') ? PIN_LOG_DEBUG :
+		PIN_LOG_ERROR;
+	pin_log(lvl, "sql error", "sqlstate", state ? state : "", "error",
+		msg ? msg : "", "statement", what, NULL);
+}
+
+PGresult *pin_db_exec_raw(const char *sql, int n, const char *const *vals)
+{
+	PGconn *c = pin_db_conn();
+	PGresult *res;
+
+	if (!c)
+		return NULL;
+	res = PQexecParams(c, sql, n, NULL, vals, NULL, NULL, 0);
+	check_result(res, "exec");
+	if (!res)
+		return NULL;
+	return res;
+}
+
+PGresult *pin_db_exec(const char *sql, int n, const char *const *vals)
+{
+	PGresult *res = pin_db_exec_raw(sql, n, vals);
+
+	pin_arena_track_result(res);
+	return res;
+}
+
+PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
+		const char *const *vals)
+{
+	PGconn *c = pin_db_conn();
+	PGresult *res;
+	bool have = false;
+
+	if (!c)
+		return NULL;
+	for (size_t i = 0; i < t.nprep; i++)
+		if (strcmp(t.prep[i], name) == 0) {
+			have = true;
+			break;
+		}
+	if (!have) {
+		if (t.nprep == MAX_PREPARED)
+			return pin_db_exec(sql, n, vals);
+		res = PQprepare(c, name, sql, n, NULL);
+		check_result(res, name);
+		if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
+			pin_arena_track_result(res);
+			return res;
+		}
+		PQclear(res);
+		t.prep[t.nprep++] = strdup(name);
+	}
+	res = PQexecPrepared(c, name, n, vals, NULL, NULL, 0);
+	check_result(res, name);
+	pin_arena_track_result(res);
+	return res;
+}
+
+static int simple(const char *sql, const char *expect_status)
+{
+	PGresult *res = pin_db_exec_raw(sql, 0, NULL);
+	int rc = 0;
+
+	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+		rc = PIN_ERR_DB;
+	else if (expect_status && strcmp(PQcmdStatus(res), expect_status) != 0)
+		rc = PIN_ERR_DB;   /* COMMIT of an aborted tx answers ROLLBACK */
+	PQclear(res);
+	return rc;
+}
+
+int pin_db_begin(void)
+{
+	int rc = simple("BEGIN", NULL);
+
+	t.in_tx = rc == 0;
+	return rc;
+}
+
+int pin_db_commit(void)
+{
+	int rc = simple("COMMIT", "COMMIT");
+
+	t.in_tx = false;
+	if (rc != 0 && t.conn && PQtransactionStatus(t.conn) != PQTRANS_IDLE)
+		simple("ROLLBACK", NULL);
+	return rc;
+}
+
+void pin_db_rollback(void)
+{
+	t.in_tx = false;
+	if (t.conn && PQstatus(t.conn) == CONNECTION_OK &&
+	    PQtransactionStatus(t.conn) != PQTRANS_IDLE)
+		simple("ROLLBACK", NULL);
+}
+
+bool pin_db_in_tx(void)
+{
+	return t.conn && PQstatus(t.conn) == CONNECTION_OK &&
+		PQtransactionStatus(t.conn) != PQTRANS_IDLE;
+}
+
+const char *pin_db_sqlstate(const PGresult *res)
+{
+	const char *s = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	return s ? s : "";
+}
+
+const char *pin_db_constraint(const PGresult *res)
+{
+	const char *s = res ? PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME) : NULL;
+	return s ? s : "";
+}

@@ -1,0 +1,547 @@
+/* fcgi.c -- API mode: multi-threaded FastCGI responder.
+ * FCGX_Init once; per thread FCGX_InitRequest / FCGX_Accept_r / FCGX_Finish_r
+ * (fcgi2 examples/threaded.c).  SIGTERM: the signal thread calls
+ * FCGX_ShutdownPending() and shuts the listening socket, threads finish the
+ * request in hand and return. */
+#include "config.h"
+#include <ctype.h>
+#include <errno.h>
+#include <fcgiapp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "host.h"
+
+#define MAX_HEADERS 8
+#define DRAIN_MAX (1024 * 1024)
+
+struct kvp {
+	char *k, *v;
+};
+
+struct pin_req {
+	FCGX_Request *fr;
+	const char *method;
+	const char *path;
+	const char *trace;
+	struct pin_match match;
+	json_object *body;
+	struct pin_principal principal;
+	bool has_principal;
+	/* query, parsed lazily (arena) */
+	bool query_parsed;
+	struct kvp *query;
+	size_t nquery;
+	/* response */
+	bool responded;
+	int status;
+	const char *content_type;
+	char *resp_body;          /* arena */
+	size_t resp_len;
+	struct kvp headers[MAX_HEADERS];
+	int nheaders;
+};
+
+static int listen_fd = -1;
+
+/* ---- accessors --------------------------------------------------------- */
+
+const char *pin_req_method(struct pin_req *r) { return r->method; }
+const char *pin_req_path(struct pin_req *r) { return r->path; }
+json_object *pin_req_body(struct pin_req *r) { return r->body; }
+const char *pin_req_trace_id(struct pin_req *r) { return r->trace; }
+
+const struct pin_principal *pin_req_principal(struct pin_req *r)
+{
+	return r->has_principal ? &r->principal : NULL;
+}
+
+const char *pin_req_param(struct pin_req *r, const char *name)
+{
+	for (int i = 0; i < r->match.nparams; i++) {
+		const char *n = r->match.names[i];   /* "{id}" */
+		size_t l = strlen(name);
+		if (strlen(n) == l + 2 && strncmp(n + 1, name, l) == 0)
+			return r->match.values[i];
+	}
+	return NULL;
+}
+
+static void parse_query(struct pin_req *r)
+{
+	const char *qs = r->fr ? FCGX_GetParam("QUERY_STRING", r->fr->envp) : NULL;
+	size_t cap = 0;
+
+	r->query_parsed = true;
+	if (!qs || !*qs)
+		return;
+	for (const char *p = qs; *p; p++)
+		if (*p == '&')
+			cap++;
+	cap++;
+	r->query = pin_arena_alloc(cap * sizeof *r->query);
+	if (!r->query)
+		return;
+	const char *p = qs;
+	while (*p && r->nquery < cap) {
+		const char *amp = strchr(p, '&');
+		size_t len = amp ? (size_t)(amp - p) : strlen(p);
+		const char *eq = memchr(p, '=', len);
+		size_t kl = eq ? (size_t)(eq - p) : len;
+		char *k = pin_url_decode(p, kl);
+		char *v = eq ? pin_url_decode(eq + 1, len - kl - 1) : strdup("");
+		if (k && v && *k) {
+			r->query[r->nquery].k = pin_arena_strdup(k);
+			r->query[r->nquery].v = pin_arena_strdup(v);
+			r->nquery++;
+		}
+		free(k);
+		free(v);
+		if (!amp)
+			break;
+		p = amp + 1;
+	}
+}
+
+const char *pin_req_query(struct pin_req *r, const char *name)
+{
+	if (!r->query_parsed)
+		parse_query(r);
+	for (size_t i = 0; i < r->nquery; i++)
+		if (strcmp(r->query[i].k, name) == 0)
+			return r->query[i].v;
+	return NULL;
+}
+
+const char *pin_req_header(struct pin_req *r, const char *name)
+{
+	char env[128] = "HTTP_";
+	size_t i;
+
+	if (!r->fr)
+		return NULL;
+	if (!strcasecmp(name, "Content-Type"))
+		return FCGX_GetParam("CONTENT_TYPE", r->fr->envp);
+	if (!strcasecmp(name, "Content-Length"))
+		return FCGX_GetParam("CONTENT_LENGTH", r->fr->envp);
+	for (i = 0; name[i] && i + 6 < sizeof env; i++)
+		env[5 + i] = name[i] == '-' ? '_' : (char)toupper((unsigned char)name[i]);
+	env[5 + i] = '\0';
+	return FCGX_GetParam(env, r->fr->envp);
+}
+
+/* ---- responses ------------------------------------------------------------ */
+
+int pin_set_header(struct pin_req *r, const char *name, const char *value)
+{
+	if (r->nheaders == MAX_HEADERS || !name || !value ||
+	    strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
+		return PIN_ERR;
+	r->headers[r->nheaders].k = pin_arena_strdup(name);
+	r->headers[r->nheaders].v = pin_arena_strdup(value);
+	r->nheaders++;
+	return 0;
+}
+
+int pin_respond_json(struct pin_req *r, int status, json_object *body)
+{
+	const char *s;
+
+	if (r->responded) {
+		json_object_put(body);
+		return PIN_ERR;
+	}
+	s = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN |
+			JSON_C_TO_STRING_NOSLASHESCAPE) : "";
+	r->resp_body = pin_arena_strdup(s);
+	r->resp_len = strlen(s);
+	json_object_put(body);
+	r->status = status;
+	r->content_type = "application/json";
+	r->responded = true;
+	return 0;
+}
+
+int pin_respond_problem(struct pin_req *r, int status, const char *code,
+		const char *detail, json_object *errors)
+{
+	char *s;
+
+	if (r->responded) {
+		json_object_put(errors);
+		return PIN_ERR;
+	}
+	s = pin_problem_body(status, code, detail, r->trace, errors);
+	json_object_put(errors);
+	if (!s)
+		return PIN_ERR;
+	r->resp_body = pin_arena_strdup(s);
+	r->resp_len = strlen(s);
+	free(s);
+	r->status = status;
+	r->content_type = "application/problem+json";
+	r->responded = true;
+	if (status >= 500)
+		pin_log(PIN_LOG_WARN, "request failed", "code", code, "path", r->path,
+			NULL);
+	return 0;
+}
+
+static void respond_text(struct pin_req *r, int status, const char *ctype,
+		const char *body)
+{
+	r->status = status;
+	r->content_type = ctype;
+	r->resp_body = pin_arena_strdup(body);
+	r->resp_len = strlen(body);
+	r->responded = true;
+}
+
+static void write_response(struct pin_req *r)
+{
+	FCGX_Stream *out = r->fr->out;
+
+	FCGX_FPrintF(out, "Status: %d %s\r\nContent-Type: %s\r\n"
+		"Content-Length: %zu\r\nX-Request-Id: %s\r\n",
+		r->status, pin_status_title(r->status), r->content_type,
+		r->resp_len, r->trace);
+	if (r->status == 503)
+		FCGX_PutS("Retry-After: 1\r\n", out);
+	for (int i = 0; i < r->nheaders; i++)
+		FCGX_FPrintF(out, "%s: %s\r\n", r->headers[i].k, r->headers[i].v);
+	FCGX_PutS("\r\n", out);
+	if (r->resp_len && strcmp(r->method, "HEAD") != 0)
+		FCGX_PutStr(r->resp_body, (int)r->resp_len, out);
+}
+
+/* ---- pipeline --------------------------------------------------------------- */
+
+static void drain(FCGX_Request *fr)
+{
+	char buf[8192];
+	size_t total = 0;
+	int n;
+
+	while (total < DRAIN_MAX && (n = FCGX_GetStr(buf, sizeof buf, fr->in)) > 0)
+		total += (size_t)n;
+}
+
+static bool json_content_type(const char *ct)
+{
+	size_t l = strlen("application/json");
+
+	if (!ct)
+		return false;
+	while (*ct == ' ')
+		ct++;
+	return strncasecmp(ct, "application/json", l) == 0 &&
+		(ct[l] == '\0' || ct[l] == ';' || ct[l] == ' ');
+}
+
+/* 0: body parsed (or none); -1: an error response was set */
+static int read_body(struct pin_req *r)
+{
+	const char *cl = FCGX_GetParam("CONTENT_LENGTH", r->fr->envp);
+	char *end, err[160];
+	long long n;
+	char *buf;
+	int got = 0;
+
+	if (!cl || !*cl)
+		return 0;
+	errno = 0;
+	n = strtoll(cl, &end, 10);
+	if (errno || *end || n < 0) {
+		pin_respond_problem(r, 400, "MALFORMED_REQUEST", "bad Content-Length", NULL);
+		return -1;
+	}
+	if (n == 0)
+		return 0;
+	if (n > PIN_MAX_BODY) {
+		drain(r->fr);
+		pin_respond_problem(r, 413, "PAYLOAD_TOO_LARGE",
+			"request body is larger than 64 KiB", NULL);
+		return -1;
+	}
+	if (!json_content_type(FCGX_GetParam("CONTENT_TYPE", r->fr->envp))) {
+		drain(r->fr);
+		pin_respond_problem(r, 400, "MALFORMED_REQUEST",
+			"request body must be application/json", NULL);
+		return -1;
+	}
+	buf = pin_arena_alloc((size_t)n + 1);
+	if (!buf)
+		return -1;
+	while (got < n) {
+		int k = FCGX_GetStr(buf + got, (int)(n - got), r->fr->in);
+		if (k <= 0)
+			break;
+		got += k;
+	}
+	if (got != n) {
+		pin_respond_problem(r, 400, "MALFORMED_REQUEST", "truncated body", NULL);
+		return -1;
+	}
+	/* an all-whitespace body is "no body" */
+	bool blank = true;
+	for (int i = 0; i < got; i++)
+		if (!isspace((unsigned char)buf[i])) {
+			blank = false;
+			break;
+		}
+	if (blank)
+		return 0;
+	r->body = pin_json_parse(buf, (size_t)got, err, sizeof err);
+	if (!r->body) {
+		pin_respond_problem(r, 400, "MALFORMED_REQUEST", err, NULL);
+		return -1;
+	}
+	pin_arena_track_json(r->body);
+	return 0;
+}
+
+static int authorize(struct pin_req *r, const struct pin_route *rt,
+		struct pin_auth_principal *ap)
+{
+	const char *h = FCGX_GetParam("HTTP_AUTHORIZATION", r->fr->envp);
+	char err[160];
+	bool ok = false;
+
+	if (rt->actors == PIN_ACTOR_PUBLIC)
+		return 0;
+	if (!h || pin_auth_verify(h, ap, err, sizeof err) < 0) {
+		pin_respond_problem(r, 401, "UNAUTHENTICATED",
+			h ? err : "missing bearer token", NULL);
+		return -1;
+	}
+	r->principal.sub = ap->sub;
+	r->principal.tenant_id = ap->tenant_id[0] ? ap->tenant_id : NULL;
+	r->principal.actor = ap->actor;
+	r->principal.actor_bit = ap->actor_bit;
+	r->principal.permissions = (const char *const *)ap->permissions;
+	r->principal.n_permissions = ap->n_permissions;
+	r->has_principal = true;
+	if (!(rt->actors & ap->actor_bit)) {
+		pin_respond_problem(r, 403, "FORBIDDEN",
+			"this area is not open to your actor", NULL);
+		return -1;
+	}
+	if (rt->permission) {
+		for (size_t i = 0; i < ap->n_permissions; i++)
+			if (!strcmp(ap->permissions[i], rt->permission))
+				ok = true;
+		if (!ok) {
+			pin_respond_problem(r, 403, "FORBIDDEN",
+				pin_arena_sprintf("permission %s required", rt->permission),
+				NULL);
+			return -1;
+		}
+	}
+	if (rt->require_tenant && !r->principal.tenant_id) {
+		pin_respond_problem(r, 403, "FORBIDDEN", "token has no tenant_id", NULL);
+		return -1;
+	}
+	return 0;
+}
+
+static void builtin(struct pin_req *r, const char *what)
+{
+	if (!strcmp(what, "healthz")) {
+		respond_text(r, 200, "application/json", "{\"status\":\"ok\"}");
+	} else if (!strcmp(what, "readyz")) {
+		PGresult *res = pin_db_exec("SELECT 1", 0, NULL);
+		if (res && PQresultStatus(res) == PGRES_TUPLES_OK)
+			respond_text(r, 200, "application/json",
+				"{\"status\":\"ready\",\"database\":\"up\"}");
+		else
+			pin_respond_problem(r, 503, "UNAVAILABLE", "database unreachable",
+				NULL);
+	} else {
+		char *m = pin_metrics_render();
+		respond_text(r, 200, "text/plain; version=0.0.4", m ? m : "");
+		free(m);
+	}
+}
+
+static void handle(FCGX_Request *fr)
+{
+	struct pin_req r = { .fr = fr };
+	struct pin_auth_principal ap = { 0 };
+	const char *uri, *xid;
+	char trace[37], *path;
+	const char *route_label = "none";
+	int rc;
+
+	r.method = FCGX_GetParam("REQUEST_METHOD", fr->envp);
+	if (!r.method)
+		r.method = "GET";
+	xid = FCGX_GetParam("HTTP_X_REQUEST_ID", fr->envp);
+	if (xid && strlen(xid) <= 64 && strspn(xid,
+	    "0123456789abcdefABCDEF-_.:") == strlen(xid) && *xid) {
+		r.trace = pin_arena_strdup(xid);
+	} else {
+		pin_uuid_v7(trace);
+		r.trace = pin_arena_strdup(trace);
+	}
+	pin_trace_set(r.trace);
+	uri = FCGX_GetParam("DOCUMENT_URI", fr->envp);
+	if (!uri)
+		uri = FCGX_GetParam("REQUEST_URI", fr->envp);
+	if (!uri)
+		uri = "/";
+	path = pin_arena_strdup(uri);
+	if (strchr(path, '?'))
+		*strchr(path, '?') = '\0';
+	r.path = path;
+
+	if (!strcmp(r.method, "GET") || !strcmp(r.method, "HEAD")) {
+		if (!strcmp(path, "/healthz") || !strcmp(path, "/readyz") ||
+		    !strcmp(path, "/metrics")) {
+			route_label = path;
+			builtin(&r, path + 1);
+			goto send;
+		}
+	}
+	if (pin_router_match(pin_reg.routes, pin_reg.nroutes, r.method, path,
+			&r.match) < 0) {
+		drain(fr);
+		if (r.match.method_mismatch)
+			pin_respond_problem(&r, 405, "METHOD_NOT_ALLOWED",
+				"method not allowed on this path", NULL);
+		else
+			pin_respond_problem(&r, 404, "ROUTE_NOT_FOUND", "no such route", NULL);
+		goto send;
+	}
+	route_label = r.match.e->r.pattern;
+	if (authorize(&r, &r.match.e->r, &ap) < 0) {
+		drain(fr);
+		goto send;
+	}
+	if (read_body(&r) < 0)
+		goto send;
+	if (!pin_db_conn()) {
+		pin_respond_problem(&r, 503, "UNAVAILABLE", "database unreachable", NULL);
+		goto send;
+	}
+	rc = r.match.e->r.fn(&r, r.match.e->r.ud);
+	if (pin_db_in_tx())
+		pin_db_rollback();
+	if (!r.responded) {
+		if (rc == PIN_ERR_DB || !pin_db_conn())
+			pin_respond_problem(&r, 503, "UNAVAILABLE",
+				"database unavailable, retry later", NULL);
+		else
+			pin_respond_problem(&r, 500, "INTERNAL", "internal error", NULL);
+	}
+send:
+	if (!r.responded)
+		pin_respond_problem(&r, 500, "INTERNAL", "internal error", NULL);
+	write_response(&r);
+	{
+		char lbl[512];
+		snprintf(lbl, sizeof lbl, "route=\"%s\",method=\"%s\",status=\"%d\"",
+			route_label, r.match.e || route_label[0] == '/' ? r.method : "other",
+			r.status);
+		pin_metric_add("pin_http_requests_total", lbl, 1);
+	}
+	pin_match_clear(&r.match);
+	pin_auth_principal_clear(&ap);
+	pin_trace_set(NULL);
+}
+
+static void *worker(void *arg)
+{
+	FCGX_Request fr;
+	struct pin_arena *a = pin_arena_new();
+
+	(void)arg;
+	pin_arena_set_current(a);
+	FCGX_InitRequest(&fr, listen_fd, FCGI_FAIL_ACCEPT_ON_INTR);
+	while (!pin_stopping) {
+		if (FCGX_Accept_r(&fr) < 0)
+			break;
+		handle(&fr);
+		FCGX_Finish_r(&fr);
+		pin_arena_reset(a);
+	}
+	FCGX_Free(&fr, 1);
+	pin_db_close_thread();
+	pin_arena_free(a);
+	return NULL;
+}
+
+int pin_api_run(const char *listen, int threads)
+{
+	pthread_t *tids;
+	const char *addr = listen;
+	bool is_unix = false;
+	int started = 0;
+
+	if (FCGX_Init() != 0) {
+		pin_log(PIN_LOG_ERROR, "FCGX_Init failed", NULL);
+		return -1;
+	}
+	if (!strncmp(listen, "unix:", 5)) {
+		addr = listen + 5;
+		is_unix = true;
+		unlink(addr);
+	} else if (listen[0] == '/') {
+		is_unix = true;
+		unlink(addr);
+	}
+	listen_fd = FCGX_OpenSocket(addr, 1024);
+	if (listen_fd < 0) {
+		pin_log(PIN_LOG_ERROR, "cannot listen", "listen", listen,
+			"error", strerror(errno), NULL);
+		return -1;
+	}
+	if (is_unix)
+		chmod(addr, 0666);   /* nginx workers run as another user */
+	if (threads < 1)
+		threads = 1;
+	tids = calloc((size_t)threads, sizeof *tids);
+	if (!tids)
+		return -1;
+	for (int i = 0; i < threads; i++) {
+		if (pthread_create(&tids[i], NULL, worker, NULL) != 0)
+			break;
+		started++;
+	}
+	{
+		char n[16];
+		snprintf(n, sizeof n, "%d", started);
+		pin_log(PIN_LOG_INFO, "api host listening", "listen", listen,
+			"threads", n, NULL);
+	}
+	pin_metric_set("pin_api_threads", NULL, started);
+	/* main thread: wait for the signal thread to set pin_stopping */
+	pin_wait_stop();
+	FCGX_ShutdownPending();
+	shutdown(listen_fd, SHUT_RDWR);
+	{
+		/* threads idle in accept() return at once; threads parked on a
+		 * kept-alive nginx connection get SIGUSR1 (EINTR) after a grace
+		 * period that lets in-flight requests finish */
+		struct timespec dl;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_sec += 3;
+		for (int i = 0; i < started; i++)
+			if (pthread_timedjoin_np(tids[i], NULL, &dl) != 0) {
+				pthread_kill(tids[i], SIGUSR1);
+				pthread_join(tids[i], NULL);
+			}
+	}
+	close(listen_fd);
+	if (is_unix)
+		unlink(addr);
+	free(tids);
+	pin_log(PIN_LOG_INFO, "api host stopped", NULL);
+	return started ? 0 : -1;
+}

@@ -1,0 +1,133 @@
+/* json.c -- JSON parsing, problem+json bodies, URL decoding. */
+#include "config.h"
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "host.h"
+
+#define MAX_DEPTH 32
+
+json_object *pin_json_parse(const char *buf, size_t len, char *err, size_t errlen)
+{
+	struct json_tokener *tok = json_tokener_new_ex(MAX_DEPTH);
+	json_object *o = NULL;
+	enum json_tokener_error e;
+
+	if (!tok) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+	if (len > (size_t)INT32_MAX) {
+		snprintf(err, errlen, "body too large");
+		goto out;
+	}
+	o = json_tokener_parse_ex(tok, buf, (int)len);
+	e = json_tokener_get_error(tok);
+	if (!o || e != json_tokener_success) {
+		if (e == json_tokener_continue)
+			snprintf(err, errlen, "truncated JSON");
+		else
+			snprintf(err, errlen, "invalid JSON: %s",
+				json_tokener_error_desc(e));
+		json_object_put(o);
+		o = NULL;
+		goto out;
+	}
+	/* only whitespace may follow the value */
+	for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
+		if (!isspace((unsigned char)buf[i])) {
+			snprintf(err, errlen, "invalid JSON: trailing characters");
+			json_object_put(o);
+			o = NULL;
+			goto out;
+		}
+out:
+	json_tokener_free(tok);
+	return o;
+}
+
+const char *pin_status_title(int status)
+{
+	switch (status) {
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 412: return "Precondition Failed";
+	case 413: return "Payload Too Large";
+	case 415: return "Unsupported Media Type";
+	case 422: return "Unprocessable Content";
+	case 429: return "Too Many Requests";
+	case 500: return "Internal Server Error";
+	case 503: return "Service Unavailable";
+	default:  return status < 500 ? "Client Error" : "Server Error";
+	}
+}
+
+char *pin_problem_body(int status, const char *code, const char *detail,
+		const char *trace_id, json_object *errors)
+{
+	json_object *o = json_object_new_object();
+	char type[160];
+	char *s;
+
+	snprintf(type, sizeof type, "https://pin.example/problems/%s", code ? code : "ERROR");
+	json_object_object_add(o, "type", json_object_new_string(type));
+	json_object_object_add(o, "title", json_object_new_string(pin_status_title(status)));
+	json_object_object_add(o, "status", json_object_new_int(status));
+	json_object_object_add(o, "detail", json_object_new_string(detail ? detail : ""));
+	json_object_object_add(o, "code", json_object_new_string(code ? code : "ERROR"));
+	json_object_object_add(o, "traceId",
+		trace_id ? json_object_new_string(trace_id) : NULL);
+	if (errors)
+		json_object_object_add(o, "errors", json_object_get(errors));
+	s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+			JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+	return s;
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+char *pin_url_decode(const char *src, size_t len)
+{
+	char *out = malloc(len + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < len; i++) {
+		if (src[i] == '%') {
+			int h, l;
+			if (i + 2 >= len)
+				goto bad;
+			h = hexval((unsigned char)src[i + 1]);
+			l = hexval((unsigned char)src[i + 2]);
+			if (h < 0 || l < 0 || (h == 0 && l == 0))
+				goto bad;
+			*o++ = (char)(h * 16 + l);
+			i += 2;
+		} else if (src[i] == '+') {
+			*o++ = ' ';
+		} else {
+			*o++ = src[i];
+		}
+	}
+	*o = '\0';
+	return out;
+bad:
+	free(out);
+	return NULL;
+}

@@ -1,0 +1,290 @@
+/* main.c -- pin-host: flags, config, signals, mode dispatch. */
+#include "config.h"
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "host.h"
+
+volatile int pin_stopping;
+static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
+static pthread_t sig_tid;
+static int sig_started;
+
+static void request_stop(void)
+{
+	pthread_mutex_lock(&stop_mu);
+	pin_stopping = 1;
+	pthread_cond_broadcast(&stop_cv);
+	pthread_mutex_unlock(&stop_mu);
+}
+
+void pin_wait_stop(void)
+{
+	pthread_mutex_lock(&stop_mu);
+	while (!pin_stopping)
+		pthread_cond_wait(&stop_cv, &stop_mu);
+	pthread_mutex_unlock(&stop_mu);
+}
+
+int pin_sleep_ms(int ms)
+{
+	struct timespec dl;
+	int stop;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += ms / 1000;
+	dl.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&stop_mu);
+	while (!pin_stopping &&
+	       pthread_cond_timedwait(&stop_cv, &stop_mu, &dl) != ETIMEDOUT)
+		;
+	stop = pin_stopping;
+	pthread_mutex_unlock(&stop_mu);
+	return stop;
+}
+
+static void *sig_thread(void *arg)
+{
+	sigset_t *set = arg;
+	int sig = 0;
+
+	if (sigwait(set, &sig) == 0 && !pin_stopping) {
+		pin_log(PIN_LOG_INFO, "signal received, stopping",
+			"signal", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" :
+			"other", NULL);
+	}
+	request_stop();
+	return NULL;
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;   /* only interrupts blocking reads */
+}
+
+static sigset_t sigs;
+
+static int start_signals(void)
+{
+	struct sigaction sa = { 0 };
+
+	signal(SIGPIPE, SIG_IGN);
+	sa.sa_handler = on_usr1;   /* no SA_RESTART: reads return EINTR */
+	sigaction(SIGUSR1, &sa, NULL);
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	if (pthread_create(&sig_tid, NULL, sig_thread, &sigs) != 0)
+		return -1;
+	sig_started = 1;
+	return 0;
+}
+
+static void stop_signals(void)
+{
+	if (!sig_started)
+		return;
+	if (!pin_stopping)
+		pthread_kill(sig_tid, SIGTERM);
+	pthread_join(sig_tid, NULL);
+	sig_started = 0;
+}
+
+static void usage(FILE *f)
+{
+	fputs("usage: pin-host --mode api|worker [options]\n"
+	      "       pin-host --migrate [--sql-dir DIR] [--pg-dsn DSN]\n"
+	      "options (each also a config key and a PIN_<KEY> variable):\n"
+	      "  --config FILE          config file (default " PIN_SYSCONF_DIR "/pin-host.conf)\n"
+	      "  --plugins LIST         comma list of plugin names or .so paths\n"
+	      "  --plugin-dir DIR       where NAME.so lives (default " PIN_PLUGIN_DIR ")\n"
+	      "  --listen ADDR          api: unix:/path.sock or host:port\n"
+	      "  --threads N            api: FastCGI threads (default 2 x cores)\n"
+	      "  --pg-dsn DSN           PostgreSQL connection string\n"
+	      "  --kafka-bootstrap B    host:port list, or @FILE to read it from FILE\n"
+	      "  --once                 worker: run every job once (and the relay), exit\n"
+	      "  --clock-offset-s N     shift the host clock (needs allow_clock_offset)\n"
+	      "  --sql-dir DIR          migrations (default " PIN_SQL_DIR ")\n"
+	      "  --pid-file FILE        write the pid\n"
+	      "  --log-level L          debug|info|warn|error\n", f);
+}
+
+static int level_of(const char *s)
+{
+	if (!s)
+		return PIN_LOG_INFO;
+	if (!strcmp(s, "debug"))
+		return PIN_LOG_DEBUG;
+	if (!strcmp(s, "warn"))
+		return PIN_LOG_WARN;
+	if (!strcmp(s, "error"))
+		return PIN_LOG_ERROR;
+	return PIN_LOG_INFO;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "mode", required_argument, NULL, 'm' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "plugins", required_argument, NULL, 'p' },
+		{ "plugin-dir", required_argument, NULL, 'P' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "pg-dsn", required_argument, NULL, 'd' },
+		{ "kafka-bootstrap", required_argument, NULL, 'k' },
+		{ "once", no_argument, NULL, 'o' },
+		{ "clock-offset-s", required_argument, NULL, 'C' },
+		{ "migrate", no_argument, NULL, 'M' },
+		{ "sql-dir", required_argument, NULL, 's' },
+		{ "pid-file", required_argument, NULL, 'f' },
+		{ "log-level", required_argument, NULL, 'L' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *config = NULL, *offset = NULL;
+	bool once = false, migrate = false;
+	int c, rc = 1;
+	struct pin_arena *arena = NULL;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm': pin_config_set("mode", optarg); break;
+		case 'c': config = optarg; break;
+		case 'p': pin_config_set("plugins", optarg); break;
+		case 'P': pin_config_set("plugin_dir", optarg); break;
+		case 'l': pin_config_set("listen", optarg); break;
+		case 't': pin_config_set("threads", optarg); break;
+		case 'd': pin_config_set("pg_dsn", optarg); break;
+		case 'k': pin_config_set("kafka_bootstrap", optarg); break;
+		case 'o': once = true; break;
+		case 'C': offset = optarg; break;
+		case 'M': migrate = true; break;
+		case 's': pin_config_set("sql_dir", optarg); break;
+		case 'f': pin_config_set("pid_file", optarg); break;
+		case 'L': pin_config_set("log_level", optarg); break;
+		case 'h': usage(stdout); pin_config_free(); return 0;
+		default: usage(stderr); pin_config_free(); return 2;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		pin_config_free();
+		return 2;
+	}
+	if (!config && access(PIN_SYSCONF_DIR "/pin-host.conf", R_OK) == 0)
+		config = PIN_SYSCONF_DIR "/pin-host.conf";
+	if (!config)
+		config = getenv("PIN_CONFIG");
+	if (config && pin_config_load(config) < 0)
+		goto out_cfg;
+	pin_log_set_level(level_of(pin_config_get("log_level", "info")));
+	if (!offset)
+		offset = pin_config_get("clock_offset_s", NULL);
+	if (offset && *offset && strcmp(offset, "0") != 0) {
+		char *end;
+		long long s = strtoll(offset, &end, 10);
+		if (*end) {
+			pin_log(PIN_LOG_ERROR, "--clock-offset-s needs an integer", NULL);
+			goto out_cfg;
+		}
+		if (!pin_config_bool("allow_clock_offset", false)) {
+			pin_log(PIN_LOG_ERROR, "clock offset refused: allow_clock_offset is "
+				"not true in the config", NULL);
+			goto out_cfg;
+		}
+		pin_clock_set_offset_s(s);
+		pin_log(PIN_LOG_WARN, "host clock shifted", "offset_s", offset, NULL);
+	}
+	pin_db_set_dsn(pin_config_get("pg_dsn", ""));
+	arena = pin_arena_new();
+	pin_arena_set_current(arena);
+
+	if (migrate) {
+		rc = pin_migrate(pin_config_get("sql_dir", PIN_SQL_DIR)) == 0 ? 0 : 1;
+		goto out_db;
+	}
+
+	const char *mode = pin_config_get("mode", NULL);
+	if (!mode || (strcmp(mode, "api") && strcmp(mode, "worker"))) {
+		pin_log(PIN_LOG_ERROR, "--mode api|worker is required", NULL);
+		usage(stderr);
+		rc = 2;
+		goto out_db;
+	}
+	if (once && strcmp(mode, "worker") != 0) {
+		pin_log(PIN_LOG_ERROR, "--once is for --mode worker", NULL);
+		rc = 2;
+		goto out_db;
+	}
+	const char *pidf = pin_config_get("pid_file", NULL);
+	if (pidf && *pidf) {
+		FILE *f = fopen(pidf, "w");
+		if (f) {
+			fprintf(f, "%d\n", (int)getpid());
+			fclose(f);
+		}
+	}
+	if (start_signals() < 0)
+		goto out_db;
+	if (pin_auth_init() < 0)
+		goto out_sig;
+	if (pin_plugins_load(pin_config_get("plugins", ""),
+			pin_config_get("plugin_dir", PIN_PLUGIN_DIR)) < 0) {
+		pin_log(PIN_LOG_ERROR, "stopping: a plugin could not be loaded", NULL);
+		goto out_plugins;
+	}
+	if (!strcmp(mode, "api")) {
+		long threads = (long)pin_config_int("threads", 0);
+		if (threads <= 0)
+			threads = 2 * sysconf(_SC_NPROCESSORS_ONLN);
+		rc = pin_api_run(pin_config_get("listen", "unix:/run/pin-calendar/api.sock"),
+			(int)threads) == 0 ? 0 : 1;
+	} else if (once) {
+		int a = pin_jobs_run_once();
+		int b = pin_relay_run_once();
+		rc = (a < 0 || b < 0) ? 1 : 0;
+	} else {
+		if (pin_relay_start() < 0 || pin_jobs_start() < 0 ||
+		    pin_consumers_start() < 0) {
+			pin_log(PIN_LOG_ERROR, "worker host failed to start", NULL);
+			request_stop();
+			rc = 1;
+		} else {
+			pin_log(PIN_LOG_INFO, "worker host running", NULL);
+			pin_wait_stop();
+			rc = 0;
+		}
+		pin_consumers_stop();
+		pin_jobs_stop();
+		pin_relay_stop();
+		pin_log(PIN_LOG_INFO, "worker host stopped", NULL);
+	}
+out_plugins:
+	pin_plugins_unload();
+	pin_auth_fini();
+out_sig:
+	stop_signals();
+	if (pidf && *pidf)
+		unlink(pidf);
+out_db:
+	pin_arena_free(arena);
+	pin_db_close_thread();
+	pin_db_set_dsn(NULL);
+out_cfg:
+	pin_metrics_free();
+	pin_config_free();
+	return rc;
+}

@@ -1,0 +1,70 @@
+/* outbox.c -- the transactional outbox writer and the trace id. */
+#include "config.h"
+#include <string.h>
+#include "host.h"
+
+static __thread char trace[80];
+
+void pin_trace_set(const char *id)
+{
+	if (!id) {
+		trace[0] = '\0';
+		return;
+	}
+	strncpy(trace, id, sizeof trace - 1);
+	trace[sizeof trace - 1] = '\0';
+}
+
+const char *pin_trace_get(void)
+{
+	return trace[0] ? trace : NULL;
+}
+
+int pin_outbox_put(const char *topic, const char *key, const char *event_type,
+		const char *aggregate_type, const char *aggregate_id,
+		json_object *payload)
+{
+	static const char sql[] =
+		"INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)"
+		" VALUES ($1, $2, $3, $4::jsonb, $5)";
+	char mid[37], ts[40];
+	json_object *env;
+	const char *vals[5];
+	PGresult *res;
+	int rc = 0;
+	int64_t now = pin_clock_now_us();
+
+	if (!topic || !key || !event_type || !payload)
+		return PIN_ERR;
+	pin_uuid_v7(mid);
+	/* createdAt with millisecond precision, as events.md shows */
+	now -= now % 1000;
+	pin_clock_fmt(now, ts, sizeof ts);
+	if (strlen(ts) == 28)   /* "...SS.mmm000Z" -> "...SS.mmmZ" */
+		memmove(ts + 23, ts + 26, 2);
+	env = json_object_new_object();
+	json_object_object_add(env, "messageId", json_object_new_string(mid));
+	json_object_object_add(env, "eventType", json_object_new_string(event_type));
+	json_object_object_add(env, "contractVersion", json_object_new_int(1));
+	json_object_object_add(env, "createdAt", json_object_new_string(ts));
+	json_object_object_add(env, "aggregateType",
+		aggregate_type ? json_object_new_string(aggregate_type) : NULL);
+	json_object_object_add(env, "aggregateId",
+		aggregate_id ? json_object_new_string(aggregate_id) : NULL);
+	json_object_object_add(env, "correlationId",
+		pin_trace_get() ? json_object_new_string(pin_trace_get()) : NULL);
+	json_object_object_add(env, "payload", json_object_get(payload));
+	vals[0] = mid;
+	vals[1] = topic;
+	vals[2] = key;
+	vals[3] = json_object_to_json_string_ext(env, JSON_C_TO_STRING_PLAIN |
+			JSON_C_TO_STRING_NOSLASHESCAPE);
+	vals[4] = ts;
+	res = pin_db_exec_prepared("pin_outbox_put", sql, 5, vals);
+	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+		rc = PIN_ERR_DB;
+	else
+		pin_metric_add("pin_outbox_written_total", NULL, 1);
+	json_object_put(env);
+	return rc;
+}
