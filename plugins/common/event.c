@@ -1,0 +1,403 @@
+/* event.c -- the CalendarEvent lifecycle on the database: create, status
+ * transitions, reschedule, reminder materialisation (seed 000 rules 1-3)
+ * and the event-* outbox messages.  Every function runs in the caller's
+ * transaction; the caller begins and commits. */
+#include "config.h"
+#include <stdlib.h>
+#include <string.h>
+#include "common.h"
+
+#define EV_AGG "CalendarEvent"
+
+static int res_ok(PGresult *res, ExecStatusType want)
+{
+	return res && PQresultStatus(res) == want;
+}
+
+static const char *col(const PGresult *res, int row, int c)
+{
+	return PQgetisnull(res, row, c) ? NULL : PQgetvalue(res, row, c);
+}
+
+/* "{1440,60}" -> ints; returns the count (at most max). */
+static size_t parse_pg_int_array(const char *pg, int *out, size_t max)
+{
+	size_t n = 0;
+	char *end;
+
+	if (!pg)
+		return 0;
+	while (*pg && n < max) {
+		if (*pg == '-' || (*pg >= '0' && *pg <= '9')) {
+			out[n++] = (int)strtol(pg, &end, 10);
+			pg = end;
+		} else {
+			pg++;
+		}
+	}
+	return n;
+}
+
+static char *pg_int_array(const int *v, size_t n)
+{
+	char *s = pc_api->strdup("{");
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		s = pc_api->sprintf("%s%s%d", s, i ? "," : "", v[i]);
+	return pc_api->sprintf("%s}", s);
+}
+
+/* Rule 1 for a set of offsets: one row each, Skipped when DueAt <= now. */
+static int insert_reminders(const char *event_id, int64_t start_us, const int *offsets,
+		size_t n, int64_t now_us)
+{
+	char *ids = pc_api->strdup("{"), *offs = pc_api->strdup("{"),
+		*dues = pc_api->strdup("{"), *sts = pc_api->strdup("{");
+	const char *params[6];
+	PGresult *res;
+	size_t i;
+
+	if (n == 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char id[37];
+		int64_t due;
+		enum pc_rem_status st = pc_rule_reminder(start_us, offsets[i], now_us, &due);
+		const char *sep = i ? "," : "";
+
+		pc_api->uuid_v7(id);
+		ids = pc_api->sprintf("%s%s%s", ids, sep, id);
+		offs = pc_api->sprintf("%s%s%d", offs, sep, offsets[i]);
+		dues = pc_api->sprintf("%s%s\"%s\"", dues, sep, pc_time_param(due));
+		sts = pc_api->sprintf("%s%s%s", sts, sep, pc_rem_status_name(st));
+	}
+	params[0] = event_id;
+	params[1] = pc_api->sprintf("%s}", ids);
+	params[2] = pc_api->sprintf("%s}", offs);
+	params[3] = pc_api->sprintf("%s}", dues);
+	params[4] = pc_api->sprintf("%s}", sts);
+	params[5] = pc_time_param(now_us);
+	res = pc_api->db_exec_prepared("pc_rem_insert",
+		"INSERT INTO calendar.event_reminders "
+		"  (id, calendar_event_id, offset_minutes, due_at, status, created_at, updated_at) "
+		"SELECT u.id, $1::uuid, u.off, u.due, u.st, $6::timestamptz, $6::timestamptz "
+		"FROM unnest($2::uuid[], $3::int[], $4::timestamptz[], $5::text[]) "
+		"  AS u(id, off, due, st)", 6, params);
+	return res_ok(res, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
+}
+
+int pc_reminders_rematerialise(const char *event_id, int64_t start_us,
+		const char *offsets_pg, int64_t now_us)
+{
+	int offsets[PC_MAX_OFFSETS];
+	size_t n = parse_pg_int_array(offsets_pg, offsets, PC_MAX_OFFSETS);
+	const char *params[1] = { event_id };
+	PGresult *res;
+
+	/* rule 2: Pending rows go, Sent/Skipped stay (history) */
+	res = pc_api->db_exec_prepared("pc_rem_delete_pending",
+		"DELETE FROM calendar.event_reminders "
+		"WHERE calendar_event_id = $1 AND status = 'Pending'", 1, params);
+	if (!res_ok(res, PGRES_COMMAND_OK))
+		return PIN_ERR_DB;
+	return insert_reminders(event_id, start_us, offsets, n, now_us);
+}
+
+int pc_reminders_skip(const char *event_id, int64_t now_us)
+{
+	const char *params[2] = { event_id, pc_time_param(now_us) };
+	PGresult *res = pc_api->db_exec_prepared("pc_rem_skip",
+		"UPDATE calendar.event_reminders SET status = 'Skipped', updated_at = $2 "
+		"WHERE calendar_event_id = $1 AND status = 'Pending'", 2, params);
+
+	return res_ok(res, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
+}
+
+/* ---------------------------------------------------------------- create */
+
+int pc_event_create(const struct pc_event_new *ev, int64_t now_us, PGresult **row_out)
+{
+	static const int def_offsets[] = { 1440, 60 };
+	const int *offsets = ev->has_offsets ? ev->offsets : def_offsets;
+	size_t n = ev->has_offsets ? ev->n_offsets : 2;
+	const char *params[23];
+	char id[37];
+	PGresult *res;
+	int rc;
+
+	if (ev->id)
+		snprintf(id, sizeof(id), "%s", ev->id);
+	else
+		pc_api->uuid_v7(id);
+	params[0] = id;
+	params[1] = ev->tenant_id;
+	params[2] = ev->owner_user_id;
+	params[3] = ev->kind;
+	params[4] = ev->origin;
+	params[5] = ev->priority ? ev->priority : "Normal";
+	params[6] = ev->title;
+	params[7] = ev->description;
+	params[8] = ev->location;
+	params[9] = pc_time_param(ev->start_us);
+	params[10] = ev->has_end ? pc_time_param(ev->end_us) : NULL;
+	params[11] = ev->time_zone;
+	params[12] = ev->client_user_id;
+	params[13] = ev->lead_id;
+	params[14] = ev->deal_id;
+	params[15] = ev->booking_id;
+	params[16] = ev->project_id;
+	params[17] = ev->property_object_id;
+	params[18] = ev->appointment_id;
+	params[19] = pg_int_array(offsets, n);
+	params[20] = ev->created_by_user_id;
+	params[21] = pc_time_param(now_us);
+	res = pc_api->db_exec_prepared("pc_event_insert",
+		"INSERT INTO calendar.calendar_events AS e (id, tenant_id, owner_user_id, kind, "
+		"  origin, status, priority, title, description, location, start_at, end_at, "
+		"  time_zone, client_user_id, lead_id, deal_id, booking_id, project_id, "
+		"  property_object_id, appointment_id, reminder_offsets_minutes, "
+		"  created_by_user_id, created_at, updated_at, version) "
+		"VALUES ($1, $2, $3, $4, $5, 'Planned', $6, $7, $8, $9, $10, $11, $12, $13, $14, "
+		"  $15, $16, $17, $18, $19, $20::int[], $21, $22, $22, 1) "
+		"RETURNING " PC_EVENT_COLS, 22, params);
+	if (!res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
+		return PIN_ERR_DB;
+	rc = insert_reminders(id, ev->start_us, offsets, n, now_us);
+	if (rc < 0)
+		return rc;
+	rc = pc_outbox(PC_TOPIC_EVENT_CREATED, id, "pin.calendar.event-created", EV_AGG, id,
+			pc_payload_event_created(res, 0));
+	if (rc < 0)
+		return rc;
+	pc_api->metric_add("pin_calendar_events_created_total",
+			pc_api->sprintf("origin=\"%s\"", ev->origin), 1);
+	*row_out = res;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ lock */
+
+int pc_event_lock(const char *id, const char *tenant_id, const char *owner_user_id,
+		PGresult **row_out)
+{
+	const char *params[3] = { id, tenant_id, owner_user_id };
+	PGresult *res = pc_api->db_exec_prepared("pc_event_lock",
+		"SELECT " PC_EVENT_COLS " FROM calendar.calendar_events e "
+		"WHERE e.id = $1 AND ($2::uuid IS NULL OR e.tenant_id = $2::uuid) "
+		"  AND ($3::uuid IS NULL OR e.owner_user_id = $3::uuid) FOR UPDATE", 3, params);
+
+	if (!res_ok(res, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	if (PQntuples(res) != 1)
+		return PC_E_NOT_FOUND;
+	*row_out = res;
+	return 0;
+}
+
+/* ----------------------------------------------------------- transitions */
+
+int pc_event_transition(const PGresult *locked, const char *action,
+		const char *cancel_reason, int64_t now_us, PGresult **row_out)
+{
+	const char *from = PQgetvalue(locked, 0, PC_EC_STATUS);
+	const char *id = PQgetvalue(locked, 0, PC_EC_ID);
+	const char *to, *params[4];
+	PGresult *res;
+	int rc;
+
+	if (pc_rule_transition(from, action, &to) != 0)
+		return PC_E_TRANSITION;
+	params[0] = id;
+	params[1] = to;
+	params[2] = strcmp(to, "Cancelled") == 0 ? cancel_reason : NULL;
+	params[3] = pc_time_param(now_us);
+	res = pc_api->db_exec_prepared("pc_event_transition",
+		"UPDATE calendar.calendar_events e SET status = $2, "
+		"  cancel_reason = CASE WHEN $2 = 'Cancelled' THEN $3 ELSE e.cancel_reason END, "
+		"  started_at = CASE WHEN $2 = 'InProgress' THEN $4::timestamptz ELSE e.started_at END, "
+		"  completed_at = CASE WHEN $2 = 'Completed' THEN $4::timestamptz ELSE e.completed_at END, "
+		"  cancelled_at = CASE WHEN $2 = 'Cancelled' THEN $4::timestamptz ELSE e.cancelled_at END, "
+		"  updated_at = $4::timestamptz, version = e.version + 1 "
+		"WHERE e.id = $1 RETURNING " PC_EVENT_COLS, 4, params);
+	if (!res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
+		return PIN_ERR_DB;
+	if (strcmp(to, "Completed") == 0 || strcmp(to, "Cancelled") == 0) {
+		rc = pc_reminders_skip(id, now_us);     /* rule 3 */
+		if (rc < 0)
+			return rc;
+	}
+	rc = pc_outbox(PC_TOPIC_EVENT_STATUS_CHANGED, id, "pin.calendar.event-status-changed",
+			EV_AGG, id, pc_payload_event_status_changed(res, 0, from));
+	if (rc < 0)
+		return rc;
+	*row_out = res;
+	return 0;
+}
+
+int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t now_us,
+		PGresult **row_out)
+{
+	const char *id = PQgetvalue(locked, 0, PC_EC_ID);
+	int has_end = !PQgetisnull(locked, 0, PC_EC_END);
+	int64_t old_start = pc_col_us(locked, 0, PC_EC_START);
+	int64_t old_end = pc_col_us(locked, 0, PC_EC_END);
+	int64_t new_end;
+	const char *params[4];
+	PGresult *res;
+	int rc;
+
+	if (!pc_rule_can_reschedule(PQgetvalue(locked, 0, PC_EC_STATUS)))
+		return PC_E_TRANSITION;
+	new_end = pc_rule_reschedule_end(old_start, has_end, old_end, new_start_us);
+	params[0] = id;
+	params[1] = pc_time_param(new_start_us);
+	params[2] = has_end ? pc_time_param(new_end) : NULL;
+	params[3] = pc_time_param(now_us);
+	res = pc_api->db_exec_prepared("pc_event_reschedule",
+		"UPDATE calendar.calendar_events e SET start_at = $2::timestamptz, "
+		"  end_at = $3::timestamptz, updated_at = $4::timestamptz, version = e.version + 1 "
+		"WHERE e.id = $1 RETURNING " PC_EVENT_COLS, 4, params);
+	if (!res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
+		return PIN_ERR_DB;
+	rc = pc_reminders_rematerialise(id, new_start_us,
+			PQgetvalue(res, 0, PC_EC_OFFSETS), now_us);   /* rule 2 */
+	if (rc < 0)
+		return rc;
+	rc = pc_outbox(PC_TOPIC_EVENT_RESCHEDULED, id, "pin.calendar.event-rescheduled",
+			EV_AGG, id, pc_payload_event_rescheduled(res, 0));
+	if (rc < 0)
+		return rc;
+	*row_out = res;
+	return 0;
+}
+
+/* --------------------------------------------------------- representations */
+
+json_object *pc_event_json(const PGresult *res, int row)
+{
+	json_object *o = json_object_new_object();
+
+	pc_json_col(o, "id", res, row, PC_EC_ID);
+	pc_json_col(o, "tenantId", res, row, PC_EC_TENANT);
+	pc_json_col(o, "ownerUserId", res, row, PC_EC_OWNER);
+	pc_json_col(o, "kind", res, row, PC_EC_KIND);
+	pc_json_col(o, "origin", res, row, PC_EC_ORIGIN);
+	pc_json_col(o, "status", res, row, PC_EC_STATUS);
+	pc_json_col(o, "priority", res, row, PC_EC_PRIORITY);
+	pc_json_col(o, "title", res, row, PC_EC_TITLE);
+	pc_json_col(o, "description", res, row, PC_EC_DESCRIPTION);
+	pc_json_col(o, "location", res, row, PC_EC_LOCATION);
+	pc_json_col_time(o, "startAt", res, row, PC_EC_START);
+	pc_json_col_time(o, "endAt", res, row, PC_EC_END);
+	pc_json_col(o, "timeZone", res, row, PC_EC_TZ);
+	pc_json_col(o, "clientUserId", res, row, PC_EC_CLIENT);
+	pc_json_col(o, "leadId", res, row, PC_EC_LEAD);
+	pc_json_col(o, "dealId", res, row, PC_EC_DEAL);
+	pc_json_col(o, "bookingId", res, row, PC_EC_BOOKING);
+	pc_json_col(o, "projectId", res, row, PC_EC_PROJECT);
+	pc_json_col(o, "propertyObjectId", res, row, PC_EC_PROPERTY);
+	pc_json_col(o, "appointmentId", res, row, PC_EC_APPOINTMENT);
+	json_object_object_add(o, "reminderOffsetsMinutes",
+			pc_json_int_array(col(res, row, PC_EC_OFFSETS)));
+	pc_json_col(o, "cancelReason", res, row, PC_EC_CANCEL_REASON);
+	pc_json_col_time(o, "startedAt", res, row, PC_EC_STARTED);
+	pc_json_col_time(o, "completedAt", res, row, PC_EC_COMPLETED);
+	pc_json_col_time(o, "cancelledAt", res, row, PC_EC_CANCELLED);
+	pc_json_col_time(o, "createdAt", res, row, PC_EC_CREATED);
+	pc_json_col_time(o, "updatedAt", res, row, PC_EC_UPDATED);
+	pc_json_col_int(o, "version", res, row, PC_EC_VERSION);
+	return o;
+}
+
+json_object *pc_event_reminders_json(const char *event_id)
+{
+	const char *params[1] = { event_id };
+	PGresult *res = pc_api->db_exec_prepared("pc_rem_list",
+		"SELECT id, offset_minutes, calendar.us(due_at), status, calendar.us(sent_at) "
+		"FROM calendar.event_reminders WHERE calendar_event_id = $1 "
+		"ORDER BY due_at, id", 1, params);
+	json_object *arr;
+	int i;
+
+	if (!res_ok(res, PGRES_TUPLES_OK))
+		return NULL;
+	arr = json_object_new_array();
+	for (i = 0; i < PQntuples(res); i++) {
+		json_object *o = json_object_new_object();
+		pc_json_col(o, "id", res, i, 0);
+		pc_json_col_int(o, "offsetMinutes", res, i, 1);
+		pc_json_col_time(o, "dueAt", res, i, 2);
+		pc_json_col(o, "status", res, i, 3);
+		pc_json_col_time(o, "sentAt", res, i, 4);
+		json_object_array_add(arr, o);
+	}
+	return arr;
+}
+
+/* Payloads: camelCase of events.md, nulls present, no PII (no title,
+ * description, location). */
+json_object *pc_payload_event_created(const PGresult *res, int row)
+{
+	json_object *o = json_object_new_object();
+
+	pc_json_col(o, "eventId", res, row, PC_EC_ID);
+	pc_json_col(o, "tenantId", res, row, PC_EC_TENANT);
+	pc_json_col(o, "ownerUserId", res, row, PC_EC_OWNER);
+	pc_json_col(o, "kind", res, row, PC_EC_KIND);
+	pc_json_col(o, "origin", res, row, PC_EC_ORIGIN);
+	pc_json_col(o, "status", res, row, PC_EC_STATUS);
+	pc_json_col(o, "priority", res, row, PC_EC_PRIORITY);
+	pc_json_col_time(o, "startAt", res, row, PC_EC_START);
+	pc_json_col_time(o, "endAt", res, row, PC_EC_END);
+	pc_json_col(o, "timeZone", res, row, PC_EC_TZ);
+	pc_json_col(o, "clientUserId", res, row, PC_EC_CLIENT);
+	pc_json_col(o, "leadId", res, row, PC_EC_LEAD);
+	pc_json_col(o, "dealId", res, row, PC_EC_DEAL);
+	pc_json_col(o, "bookingId", res, row, PC_EC_BOOKING);
+	pc_json_col(o, "projectId", res, row, PC_EC_PROJECT);
+	pc_json_col(o, "propertyObjectId", res, row, PC_EC_PROPERTY);
+	pc_json_col(o, "appointmentId", res, row, PC_EC_APPOINTMENT);
+	pc_json_col(o, "createdByUserId", res, row, PC_EC_CREATED_BY);
+	return o;
+}
+
+json_object *pc_payload_event_rescheduled(const PGresult *res, int row)
+{
+	json_object *o = json_object_new_object();
+
+	pc_json_col(o, "eventId", res, row, PC_EC_ID);
+	pc_json_col(o, "tenantId", res, row, PC_EC_TENANT);
+	pc_json_col(o, "ownerUserId", res, row, PC_EC_OWNER);
+	pc_json_col(o, "kind", res, row, PC_EC_KIND);
+	pc_json_col(o, "origin", res, row, PC_EC_ORIGIN);
+	pc_json_col(o, "clientUserId", res, row, PC_EC_CLIENT);
+	pc_json_col_time(o, "startAt", res, row, PC_EC_START);
+	pc_json_col_time(o, "endAt", res, row, PC_EC_END);
+	pc_json_col(o, "timeZone", res, row, PC_EC_TZ);
+	return o;
+}
+
+json_object *pc_payload_event_status_changed(const PGresult *res, int row,
+		const char *previous_status)
+{
+	json_object *o = json_object_new_object();
+
+	pc_json_col(o, "eventId", res, row, PC_EC_ID);
+	pc_json_col(o, "tenantId", res, row, PC_EC_TENANT);
+	pc_json_col(o, "ownerUserId", res, row, PC_EC_OWNER);
+	pc_json_col(o, "kind", res, row, PC_EC_KIND);
+	pc_json_col(o, "origin", res, row, PC_EC_ORIGIN);
+	pc_json_col(o, "clientUserId", res, row, PC_EC_CLIENT);
+	pc_json_str(o, "previousStatus", previous_status);
+	pc_json_col(o, "status", res, row, PC_EC_STATUS);
+	/* CancelReason is class Internal: carried in the payload, never logged */
+	pc_json_col(o, "cancelReason", res, row, PC_EC_CANCEL_REASON);
+	pc_json_col_time(o, "startAt", res, row, PC_EC_START);
+	pc_json_col_time(o, "endAt", res, row, PC_EC_END);
+	pc_json_col(o, "timeZone", res, row, PC_EC_TZ);
+	pc_json_col(o, "dealId", res, row, PC_EC_DEAL);
+	pc_json_col(o, "bookingId", res, row, PC_EC_BOOKING);
+	pc_json_col(o, "appointmentId", res, row, PC_EC_APPOINTMENT);
+	return o;
+}
