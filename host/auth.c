@@ -234,7 +234,7 @@ static json_object *parse_object(const unsigned char *buf, long n)
 	tok = json_tokener_new_ex(16);
 	if (!tok)
 		return NULL;
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
 	o = json_tokener_parse_ex(tok, (const char *)buf, (int)n);
 	if (json_tokener_get_error(tok) != json_tokener_success ||
 			json_tokener_get_parse_end(tok) != (size_t)n ||

@@ -52,7 +52,7 @@ END_TEST
 START_TEST(test_parse_invalid)
 {
 	static const char *bad[] = {
-		"{a: 1}", "{'a': 1}", "{\"a\": 1,}", "[1, 2,]", "nope", "{\"a\" 1}",
+		"{a: 1}", "{\"a\": 1,}", "[1, 2,]", "nope", "{\"a\" 1}",
 		"{} {}", "{\"a\":1} x", "\"unterminated", "{\"a\":01}",
 	};
 	char err[128];
@@ -64,6 +64,21 @@ START_TEST(test_parse_invalid)
 		ck_assert_msg(o == NULL, "accepted: %s", bad[i]);
 		ck_assert_msg(err[0] != 0, "no error text for: %s", bad[i]);
 	}
+}
+END_TEST
+
+/* json-c 0.16 accepts single-quoted object keys even with
+ * JSON_TOKENER_STRICT; the host must still refuse them (400). */
+START_TEST(test_parse_single_quoted_key)
+{
+	char err[128];
+
+	ck_assert_ptr_null(parse("{'a': 1}", err, sizeof(err)));
+	ck_assert_ptr_null(parse("[{\"ok\": \"it's\"}, {'b': 2}]", err, sizeof(err)));
+	/* a quote inside a string is fine */
+	json_object *o = parse("{\"a\": \"it's\"}", err, sizeof(err));
+	ck_assert_msg(o != NULL, "err: %s", err);
+	json_object_put(o);
 }
 END_TEST
 
@@ -196,6 +211,7 @@ Suite *make_json_suite(void)
 
 	tcase_add_test(tc, test_parse_valid);
 	tcase_add_test(tc, test_parse_invalid);
+	tcase_add_test(tc, test_parse_single_quoted_key);
 	tcase_add_test(tc, test_parse_truncated);
 	tcase_add_test(tc, test_parse_len_bounded);
 	tcase_add_test(tc, test_parse_depth);
