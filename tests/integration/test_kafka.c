@@ -1,0 +1,593 @@
+/*
+ * test_kafka.c -- the worker host's Kafka machinery against the running
+ * stack: outbox relay, consumer inbox/dedupe, retry, DLQ.
+ *
+ * Needs the worker host to run with tests/fixtures testcons.so (consumer
+ * group "test-consumer" on pin.test.events.v1, see the fixture's header).
+ *
+ * Env: PIN_PG_DSN, PIN_KAFKA_BOOTSTRAP_FILE (or PIN_KAFKA_BOOTSTRAP),
+ * PIN_DEV_DIR (pids/broker.pid, logs/) and PIN_BROKER_BIN for the broker
+ * stop/start test.  Self-contained helpers (k_*): libpq and librdkafka.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <json-c/json.h>
+#include <libpq-fe.h>
+#include <librdkafka/rdkafka.h>
+
+Suite *make_kafka_suite(void);
+
+#define TEST_TOPIC "pin.test.events.v1"
+#define DLQ_TOPIC "test-consumer.dlq"
+
+/* ------------------------------------------------------------ helpers */
+
+static double k_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void k_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static char *k_bootstrap(void)
+{
+	const char *f = getenv("PIN_KAFKA_BOOTSTRAP_FILE");
+	const char *v = getenv("PIN_KAFKA_BOOTSTRAP");
+	char buf[1024];
+	FILE *fp;
+
+	if (f && (fp = fopen(f, "r"))) {
+		char *r = fgets(buf, sizeof(buf), fp);
+
+		fclose(fp);
+		if (r) {
+			buf[strcspn(buf, "\r\n")] = '\0';
+			if (*buf)
+				return strdup(buf);
+		}
+	}
+	ck_assert_msg(v && *v, "PIN_KAFKA_BOOTSTRAP(_FILE) not set");
+	return strdup(v);
+}
+
+static PGconn *k_pg(void)
+{
+	const char *dsn = getenv("PIN_PG_DSN");
+	PGconn *c;
+
+	ck_assert_msg(dsn, "PIN_PG_DSN not set");
+	c = PQconnectdb(dsn);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "pg: %s", PQerrorMessage(c));
+	return c;
+}
+
+/* Runs sql; returns the first column of the first row as a malloc'd string
+ * (NULL for no row / SQL NULL).  Fails the test on an SQL error. */
+static char *k_sql1(PGconn *c, const char *sql, int n, const char *const *p)
+{
+	PGresult *r = PQexecParams(c, sql, n, NULL, p, NULL, NULL, 0);
+	char *out = NULL;
+
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK ||
+			PQresultStatus(r) == PGRES_COMMAND_OK,
+			"sql failed: %s: %s", sql, PQresultErrorMessage(r));
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 &&
+			!PQgetisnull(r, 0, 0))
+		out = strdup(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return out;
+}
+
+static long k_sql_long(PGconn *c, const char *sql, int n, const char *const *p)
+{
+	char *s = k_sql1(c, sql, n, p);
+	long v = s ? strtol(s, NULL, 10) : -1;
+
+	free(s);
+	return v;
+}
+
+static PGconn *k_setup(void)
+{
+	PGconn *c = k_pg();
+
+	free(k_sql1(c, "CREATE TABLE IF NOT EXISTS calendar.test_seen"
+			" (message_id uuid, payload_kind text, attempts int)", 0, NULL));
+	return c;
+}
+
+static char *k_uuid(PGconn *c)
+{
+	return k_sql1(c, "SELECT gen_random_uuid()::text", 0, NULL);
+}
+
+static char *k_envelope(const char *mid, const char *key, const char *kind)
+{
+	json_object *o = json_object_new_object(), *p = json_object_new_object();
+	char *s;
+
+	json_object_object_add(o, "messageId", json_object_new_string(mid));
+	json_object_object_add(o, "eventType", json_object_new_string("pin.test.event"));
+	json_object_object_add(o, "contractVersion", json_object_new_int(1));
+	json_object_object_add(o, "createdAt", json_object_new_string("2026-11-30T00:00:00.000Z"));
+	json_object_object_add(o, "aggregateType", json_object_new_string("Test"));
+	json_object_object_add(o, "aggregateId", json_object_new_string(key));
+	json_object_object_add(o, "correlationId", NULL);
+	json_object_object_add(p, "kind", json_object_new_string(kind));
+	json_object_object_add(o, "payload", p);
+	s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+	return s;
+}
+
+static void k_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	int *st = m->_private;
+
+	(void)rk;
+	(void)opaque;
+	*st = m->err ? 2 : 1;
+}
+
+/* Produces one message and waits for its ack. */
+static void k_produce(const char *topic, const char *key, const char *val)
+{
+	char err[512], *boot = k_bootstrap();
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	rd_kafka_t *rk;
+	int st = 0;
+
+	rd_kafka_conf_set(conf, "bootstrap.servers", boot, err, sizeof(err));
+	rd_kafka_conf_set(conf, "partitioner", "murmur2_random", err, sizeof(err));
+	rd_kafka_conf_set(conf, "acks", "all", err, sizeof(err));
+	rd_kafka_conf_set(conf, "log_level", "2", err, sizeof(err));
+	rd_kafka_conf_set_dr_msg_cb(conf, k_dr);
+	rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+	ck_assert_msg(rk, "producer: %s", err);
+	ck_assert_int_eq(rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+				RD_KAFKA_V_KEY(key, strlen(key)),
+				RD_KAFKA_V_VALUE((void *)val, strlen(val)),
+				RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+				RD_KAFKA_V_OPAQUE(&st), RD_KAFKA_V_END), 0);
+	rd_kafka_flush(rk, 10000);
+	ck_assert_msg(st == 1, "produce to %s not acknowledged", topic);
+	rd_kafka_destroy(rk);
+	free(boot);
+}
+
+struct k_msg {
+	char *key;
+	char *value;
+	char *code;            /* x-error-code header or NULL */
+	char *orig_topic;      /* x-original-topic header or NULL */
+};
+
+static void k_msgs_free(struct k_msg *v, int n)
+{
+	for (int i = 0; i < n; i++) {
+		free(v[i].key);
+		free(v[i].value);
+		free(v[i].code);
+		free(v[i].orig_topic);
+	}
+	free(v);
+}
+
+static char *k_header(const rd_kafka_message_t *m, const char *name)
+{
+	rd_kafka_headers_t *h = NULL;
+	const void *v;
+	size_t len;
+	char *s;
+
+	if (rd_kafka_message_headers(m, &h) || !h ||
+			rd_kafka_header_get_last(h, name, &v, &len))
+		return NULL;
+	s = malloc(len + 1);
+	memcpy(s, v, len);
+	s[len] = '\0';
+	return s;
+}
+
+/* Reads every message of topic (3 partitions) from the beginning. */
+static struct k_msg *k_read_all(const char *topic, int *n_out)
+{
+	char err[512], *boot = k_bootstrap();
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	rd_kafka_topic_partition_list_t *l;
+	struct k_msg *v = NULL;
+	int n = 0, cap = 0, eofs = 0;
+	double t_end = k_now() + 10;
+	rd_kafka_t *rk;
+
+	rd_kafka_conf_set(conf, "bootstrap.servers", boot, err, sizeof(err));
+	rd_kafka_conf_set(conf, "group.id", "test-kafka-reader", err, sizeof(err));
+	rd_kafka_conf_set(conf, "enable.partition.eof", "true", err, sizeof(err));
+	rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err));
+	rd_kafka_conf_set(conf, "log_level", "2", err, sizeof(err));
+	rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+	ck_assert_msg(rk, "consumer: %s", err);
+	l = rd_kafka_topic_partition_list_new(3);
+	for (int p = 0; p < 3; p++)
+		rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+	rd_kafka_assign(rk, l);
+	rd_kafka_topic_partition_list_destroy(l);
+	while (eofs < 3 && k_now() < t_end) {
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
+
+		if (!m)
+			continue;
+		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+			eofs++;
+		} else if (!m->err) {
+			if (n == cap) {
+				cap = cap ? cap * 2 : 64;
+				v = realloc(v, (size_t)cap * sizeof(*v));
+			}
+			v[n].key = m->key ? strndup(m->key, m->key_len) : NULL;
+			v[n].value = strndup(m->payload ? m->payload : "", m->len);
+			v[n].code = k_header(m, "x-error-code");
+			v[n].orig_topic = k_header(m, "x-original-topic");
+			n++;
+		}
+		rd_kafka_message_destroy(m);
+	}
+	rd_kafka_consumer_close(rk);
+	rd_kafka_destroy(rk);
+	free(boot);
+	*n_out = n;
+	return v;
+}
+
+/* Index of the message whose value contains needle (messageId), or -1;
+ * *count gets how many do. */
+static int k_find(struct k_msg *v, int n, const char *needle, int *count)
+{
+	int idx = -1;
+
+	*count = 0;
+	for (int i = 0; i < n; i++)
+		if (strstr(v[i].value, needle)) {
+			if (idx < 0)
+				idx = i;
+			(*count)++;
+		}
+	return idx;
+}
+
+/* Waits until sql (one param) returns a count >= want; returns the count. */
+static long k_wait_count(PGconn *c, const char *sql, const char *p1, long want,
+		double timeout_s)
+{
+	double end = k_now() + timeout_s;
+	const char *p[1] = { p1 };
+	long v;
+
+	for (;;) {
+		v = k_sql_long(c, sql, 1, p);
+		if (v >= want || k_now() > end)
+			return v;
+		k_sleep_ms(200);
+	}
+}
+
+/* Waits until topic holds a message containing needle; returns it (caller
+ * frees the array). */
+static struct k_msg *k_wait_topic(const char *topic, const char *needle,
+		double timeout_s, int *n, int *idx, int *count)
+{
+	double end = k_now() + timeout_s;
+	struct k_msg *v;
+
+	for (;;) {
+		v = k_read_all(topic, n);
+		*idx = k_find(v, *n, needle, count);
+		if (*idx >= 0 || k_now() > end)
+			return v;
+		k_msgs_free(v, *n);
+		k_sleep_ms(500);
+	}
+}
+
+static const char *SEEN_SQL =
+	"SELECT count(*) FROM calendar.test_seen WHERE message_id = $1::uuid";
+
+static char *k_insert_outbox(PGconn *c, const char *mid, const char *key, const char *env)
+{
+	const char *p[4] = { mid, TEST_TOPIC, key, env };
+
+	return k_sql1(c, "INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)"
+			" VALUES ($1::uuid, $2, $3, $4::jsonb, now()) RETURNING id::text", 4, p);
+}
+
+/* ------------------------------------------------------------ tests */
+
+/* (a) a row inserted into the outbox is published once, key and envelope intact */
+START_TEST(relay_publishes_once)
+{
+	PGconn *c = k_setup();
+	char *mid = k_uuid(c), *key = k_uuid(c), *env = k_envelope(mid, key, "noop");
+	char *id = k_insert_outbox(c, mid, key, env);
+	const char *p[1] = { id };
+	struct k_msg *v;
+	int n, idx, count;
+	long pub;
+
+	pub = k_wait_count(c, "SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
+			" AND published_at IS NOT NULL", id, 1, 20);
+	ck_assert_msg(pub == 1, "outbox row %s not published within 20 s", id);
+	v = k_wait_topic(TEST_TOPIC, mid, 10, &n, &idx, &count);
+	ck_assert_msg(idx >= 0, "message %s not on %s", mid, TEST_TOPIC);
+	ck_assert_int_eq(count, 1);
+	ck_assert_str_eq(v[idx].key, key);
+	{
+		json_object *got = json_tokener_parse(v[idx].value);
+		json_object *want = json_tokener_parse(env);
+
+		ck_assert_msg(got && json_object_equal(got, want),
+				"envelope changed: %s", v[idx].value);
+		json_object_put(got);
+		json_object_put(want);
+	}
+	/* still once a few relay cycles later */
+	k_sleep_ms(1500);
+	k_msgs_free(v, n);
+	v = k_read_all(TEST_TOPIC, &n);
+	k_find(v, n, mid, &count);
+	ck_assert_int_eq(count, 1);
+	ck_assert_int_eq(k_sql_long(c, "SELECT attempts FROM calendar.outbox WHERE id = $1::bigint",
+				1, p), 0);
+	k_msgs_free(v, n);
+	free(id);
+	free(env);
+	free(key);
+	free(mid);
+	PQfinish(c);
+}
+END_TEST
+
+/* (c) the same envelope delivered twice is handled once */
+START_TEST(consumer_dedupes)
+{
+	PGconn *c = k_setup();
+	char *mid = k_uuid(c), *key = k_uuid(c), *env = k_envelope(mid, key, "ok");
+	char *mid2 = k_uuid(c), *env2 = k_envelope(mid2, key, "ok");
+
+	k_produce(TEST_TOPIC, key, env);
+	k_produce(TEST_TOPIC, key, env);
+	/* same key -> same partition: when the sentinel is in, both copies were seen */
+	k_produce(TEST_TOPIC, key, env2);
+	ck_assert_msg(k_wait_count(c, SEEN_SQL, mid2, 1, 30) == 1,
+			"sentinel message not consumed within 30 s");
+	ck_assert_int_eq(k_wait_count(c, SEEN_SQL, mid, 1, 1), 1);
+	{
+		const char *p[2] = { "test-consumer", mid };
+
+		ck_assert_int_eq(k_sql_long(c, "SELECT count(*) FROM calendar.inbox"
+					" WHERE consumer_group = $1 AND message_id = $2::uuid",
+					2, p), 1);
+	}
+	free(env2);
+	free(mid2);
+	free(env);
+	free(key);
+	free(mid);
+	PQfinish(c);
+}
+END_TEST
+
+/* (d) a retriable failure is retried, then succeeds once */
+START_TEST(consumer_retries)
+{
+	PGconn *c = k_setup();
+	char *mid = k_uuid(c), *key = k_uuid(c), *env = k_envelope(mid, key, "retry-once");
+	const char *p[1] = { mid };
+
+	k_produce(TEST_TOPIC, key, env);
+	ck_assert_msg(k_wait_count(c, SEEN_SQL, mid, 1, 30) == 1,
+			"retry-once message not handled within 30 s");
+	ck_assert_int_gt(k_sql_long(c, "SELECT max(attempts) FROM calendar.test_seen"
+				" WHERE message_id = $1::uuid", 1, p), 1);
+	k_sleep_ms(1000);
+	ck_assert_int_eq(k_sql_long(c, SEEN_SQL, 1, p), 1);
+	free(env);
+	free(key);
+	free(mid);
+	PQfinish(c);
+}
+END_TEST
+
+static void expect_dlq(PGconn *c, const char *kind, const char *code, double timeout_s)
+{
+	char *mid = k_uuid(c), *key = k_uuid(c), *env = k_envelope(mid, key, kind);
+	const char *p[1] = { mid };
+	struct k_msg *v;
+	int n, idx, count;
+
+	k_produce(TEST_TOPIC, key, env);
+	v = k_wait_topic(DLQ_TOPIC, mid, timeout_s, &n, &idx, &count);
+	ck_assert_msg(idx >= 0, "%s message not in %s within %.0f s", kind, DLQ_TOPIC, timeout_s);
+	ck_assert_int_eq(count, 1);
+	ck_assert_str_eq(v[idx].key, key);
+	ck_assert_str_eq(v[idx].value, env);
+	ck_assert_msg(v[idx].code && !strcmp(v[idx].code, code),
+			"x-error-code %s, want %s", v[idx].code ? v[idx].code : "(none)", code);
+	ck_assert_msg(v[idx].orig_topic && !strcmp(v[idx].orig_topic, TEST_TOPIC),
+			"x-original-topic missing");
+	ck_assert_int_eq(k_sql_long(c, SEEN_SQL, 1, p), 0);
+	k_msgs_free(v, n);
+	free(env);
+	free(key);
+	free(mid);
+}
+
+/* (e) non-retriable -> DLQ at once; invalid envelope -> DLQ; retry-always
+ * -> DLQ after its 3 s deadline */
+START_TEST(consumer_dlq)
+{
+	PGconn *c = k_setup();
+
+	expect_dlq(c, "fatal", "TEST_FATAL", 30);
+	expect_dlq(c, "retry-always", "TEST_RETRY_ALWAYS", 30);
+	{
+		char *key = k_uuid(c), *bad = k_uuid(c), val[128];
+		struct k_msg *v;
+		int n, idx, count;
+
+		snprintf(val, sizeof(val), "not json %s", bad);
+		k_produce(TEST_TOPIC, key, val);
+		v = k_wait_topic(DLQ_TOPIC, bad, 30, &n, &idx, &count);
+		ck_assert_msg(idx >= 0, "invalid envelope not in the DLQ");
+		ck_assert_str_eq(v[idx].code, "INVALID_ENVELOPE");
+		k_msgs_free(v, n);
+		free(key);
+		free(bad);
+	}
+	PQfinish(c);
+}
+END_TEST
+
+static pid_t k_broker_pid(char *pidfile, size_t len)
+{
+	const char *dir = getenv("PIN_DEV_DIR");
+	FILE *f;
+	long pid = 0;
+
+	ck_assert_msg(dir, "PIN_DEV_DIR not set");
+	snprintf(pidfile, len, "%s/pids/broker.pid", dir);
+	f = fopen(pidfile, "r");
+	if (f) {
+		if (fscanf(f, "%ld", &pid) != 1)
+			pid = 0;
+		fclose(f);
+	}
+	return (pid_t)pid;
+}
+
+static void k_broker_stop(void)
+{
+	char pf[1024];
+	pid_t pid = k_broker_pid(pf, sizeof(pf));
+	double end = k_now() + 15;
+
+	ck_assert_msg(pid > 0, "no broker pid in %s", pf);
+	kill(pid, SIGTERM);
+	while (kill(pid, 0) == 0 && k_now() < end) {
+		waitpid(pid, NULL, WNOHANG);
+		k_sleep_ms(100);
+	}
+	ck_assert_msg(kill(pid, 0) != 0, "broker did not stop");
+}
+
+static void k_broker_start(void)
+{
+	const char *bin = getenv("PIN_BROKER_BIN"), *bf = getenv("PIN_KAFKA_BOOTSTRAP_FILE");
+	const char *dir = getenv("PIN_DEV_DIR");
+	char pf[1024], log[1024];
+	double end = k_now() + 20;
+	pid_t pid;
+	FILE *f;
+
+	ck_assert_msg(bin && bf && dir, "PIN_BROKER_BIN / PIN_KAFKA_BOOTSTRAP_FILE not set");
+	k_broker_pid(pf, sizeof(pf));
+	snprintf(log, sizeof(log), "%s/logs/broker.log", dir);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		setsid();
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execl(bin, bin, "--bootstrap-file", bf, (char *)NULL);
+		_exit(127);
+	}
+	f = fopen(pf, "w");
+	if (f) {
+		fprintf(f, "%ld\n", (long)pid);
+		fclose(f);
+	}
+	while (access(bf, R_OK) != 0 && k_now() < end)
+		k_sleep_ms(100);
+	ck_assert_msg(access(bf, R_OK) == 0, "broker did not write %s", bf);
+}
+
+/* (b) broker down: rows stay unpublished; broker back: published once */
+START_TEST(relay_survives_broker_outage)
+{
+	PGconn *c = k_setup();
+	char *mid = k_uuid(c), *key = k_uuid(c), *env = k_envelope(mid, key, "noop");
+	char *id;
+	struct k_msg *v;
+	int n, idx, count;
+	const char *p[1];
+
+	k_broker_stop();
+	id = k_insert_outbox(c, mid, key, env);
+	p[0] = id;
+	k_sleep_ms(4000);
+	ck_assert_int_eq(k_sql_long(c, "SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
+				" AND published_at IS NULL", 1, p), 1);
+	k_broker_start();
+	ck_assert_msg(k_wait_count(c, "SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
+				" AND published_at IS NOT NULL", id, 1, 45) == 1,
+			"row not published within 45 s of the broker's return");
+	v = k_wait_topic(TEST_TOPIC, mid, 10, &n, &idx, &count);
+	ck_assert_msg(idx >= 0, "message not on the topic after the outage");
+	ck_assert_int_eq(count, 1);
+	ck_assert_str_eq(v[idx].key, key);
+	k_msgs_free(v, n);
+	/* consumers follow the broker to its new address */
+	{
+		char *m2 = k_uuid(c), *e2 = k_envelope(m2, key, "ok");
+
+		k_produce(TEST_TOPIC, key, e2);
+		ck_assert_msg(k_wait_count(c, SEEN_SQL, m2, 1, 45) == 1,
+				"consumer did not resume after the broker restart");
+		free(e2);
+		free(m2);
+	}
+	free(id);
+	free(env);
+	free(key);
+	free(mid);
+	PQfinish(c);
+}
+END_TEST
+
+Suite *make_kafka_suite(void)
+{
+	Suite *s = suite_create("kafka");
+	TCase *tc = tcase_create("worker");
+
+	tcase_set_timeout(tc, 150);
+	tcase_add_test(tc, relay_publishes_once);
+	tcase_add_test(tc, consumer_dedupes);
+	tcase_add_test(tc, consumer_retries);
+	tcase_add_test(tc, consumer_dlq);
+	/* last: restarts the broker (a new, empty mock cluster) */
+	tcase_add_test(tc, relay_survives_broker_outage);
+	suite_add_tcase(s, tc);
+	return s;
+}
