@@ -29,6 +29,12 @@ void pin_db_set_dsn(const char *d)
 	dsn = d ? strdup(d) : NULL;
 }
 
+static void on_notice(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;   /* NOTICEs (IF NOT EXISTS ...) are noise; keep stderr JSON */
+}
+
 static void forget_prepared(void)
 {
 	for (size_t i = 0; i < t.nprep; i++)
@@ -75,6 +81,7 @@ PGconn *pin_db_conn(void)
 	}
 	if (!t.up && !atomic_load(&db_up_global))
 		pin_log(PIN_LOG_INFO, "database reachable again", NULL);
+	PQsetNoticeProcessor(t.conn, on_notice, NULL);
 	PQclear(PQexec(t.conn, "SET TIME ZONE 'UTC'"));
 	mark(true);
 	return t.conn;

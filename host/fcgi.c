@@ -207,16 +207,22 @@ static void respond_text(struct pin_req *r, int status, const char *ctype,
 static void write_response(struct pin_req *r)
 {
 	FCGX_Stream *out = r->fr->out;
+	char head[4096];
+	int n;
 
-	FCGX_FPrintF(out, "Status: %d %s\r\nContent-Type: %s\r\n"
-		"Content-Length: %zu\r\nX-Request-Id: %s\r\n",
+	/* libfcgi's FCGX_FPrintF has its own formatter (no %zu): use snprintf */
+	n = snprintf(head, sizeof head, "Status: %d %s\r\nContent-Type: %s\r\n"
+		"Content-Length: %zu\r\nX-Request-Id: %s\r\n%s",
 		r->status, pin_status_title(r->status), r->content_type,
-		r->resp_len, r->trace);
-	if (r->status == 503)
-		FCGX_PutS("Retry-After: 1\r\n", out);
-	for (int i = 0; i < r->nheaders; i++)
-		FCGX_FPrintF(out, "%s: %s\r\n", r->headers[i].k, r->headers[i].v);
-	FCGX_PutS("\r\n", out);
+		r->resp_len, r->trace, r->status == 503 ? "Retry-After: 1\r\n" : "");
+	for (int i = 0; i < r->nheaders && n > 0 && (size_t)n < sizeof head; i++)
+		n += snprintf(head + n, sizeof head - (size_t)n, "%s: %s\r\n",
+			r->headers[i].k, r->headers[i].v);
+	if (n < 0 || (size_t)n >= sizeof head - 2)
+		n = snprintf(head, sizeof head, "Status: 500 Internal Server Error\r\n");
+	else
+		n += snprintf(head + n, sizeof head - (size_t)n, "\r\n");
+	FCGX_PutStr(head, n, out);
 	if (r->resp_len && strcmp(r->method, "HEAD") != 0)
 		FCGX_PutStr(r->resp_body, (int)r->resp_len, out);
 }

@@ -51,6 +51,10 @@ out:
 const char *pin_status_title(int status)
 {
 	switch (status) {
+	case 200: return "OK";
+	case 201: return "Created";
+	case 202: return "Accepted";
+	case 204: return "No Content";
 	case 400: return "Bad Request";
 	case 401: return "Unauthorized";
 	case 403: return "Forbidden";
@@ -64,7 +68,8 @@ const char *pin_status_title(int status)
 	case 429: return "Too Many Requests";
 	case 500: return "Internal Server Error";
 	case 503: return "Service Unavailable";
-	default:  return status < 500 ? "Client Error" : "Server Error";
+	default:  return status < 400 ? "OK" : status < 500 ? "Client Error" :
+			"Server Error";
 	}
 }
 

@@ -58,12 +58,13 @@ static void *sig_thread(void *arg)
 {
 	sigset_t *set = arg;
 	int sig = 0;
+	char num[16];
 
-	if (sigwait(set, &sig) == 0 && !pin_stopping) {
-		pin_log(PIN_LOG_INFO, "signal received, stopping",
-			"signal", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" :
-			"other", NULL);
-	}
+	while (sigwait(set, &sig) != 0)
+		;
+	snprintf(num, sizeof num, "%d", sig);
+	if (!pin_stopping)
+		pin_log(PIN_LOG_INFO, "signal received, stopping", "signal", num, NULL);
 	request_stop();
 	return NULL;
 }
