@@ -635,7 +635,8 @@ START_TEST(test_malformed)
 	expect_refused(two, "malformed");
 	/* 4 parts */
 	four = malloc(strlen(tok) + 8);
-	sprintf(four, "%s.AAAA", tok);
+	ck_assert_ptr_nonnull(four);
+	snprintf(four, strlen(tok) + 8, "%s.AAAA", tok);
 	expect_refused(four, "malformed");
 	/* bad base64url characters in the payload */
 	bad64 = strdup(tok);
@@ -669,15 +670,17 @@ START_TEST(test_bearer_prefix)
 	char *pl = payload_ex(600, 0, NULL);
 	char *tok = hs_token(pl);
 	const char *raw = tok + strlen("Bearer ");
-	char *basic = malloc(strlen(raw) + 8);
+	size_t blen = strlen(raw) + 8;
+	char *basic = malloc(blen);
 
+	ck_assert_ptr_nonnull(basic);
 	expect_refused(raw, "Bearer");
-	sprintf(basic, "Basic %s", raw);
+	snprintf(basic, blen, "Basic %s", raw);
 	expect_refused(basic, "Bearer");
-	sprintf(basic, "Bearer%s", raw);
+	snprintf(basic, blen, "Bearer%s", raw);
 	expect_refused(basic, NULL);
 	/* the scheme is case-insensitive (RFC 9110 11.1) */
-	sprintf(basic, "bearer %s", raw);
+	snprintf(basic, blen, "bearer %s", raw);
 	expect_ok(basic);
 	free(basic);
 	free(tok);
@@ -688,19 +691,15 @@ END_TEST
 START_TEST(test_too_long)
 {
 	/* a correctly signed token over the 8 KiB limit */
-	char *extra = malloc(9000), *pl, *tok;
+	static char pad[8801], pl[10000];
+	char *tok;
 
-	memcpy(extra, "\"pad\":\"", 7);
-	memset(extra + 7, 'x', 8800);
-	strcpy(extra + 7 + 8800, "\"");
-	pl = malloc(10000);
-	snprintf(pl, 10000, "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\",\"sub\":\"" SUB "\","
-		"\"actor\":\"agent\",\"exp\":%lld,%s}", now_s() + 600, extra);
+	memset(pad, 'x', sizeof(pad) - 1);
+	snprintf(pl, sizeof(pl), "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\",\"sub\":\"" SUB "\","
+		"\"actor\":\"agent\",\"exp\":%lld,\"pad\":\"%s\"}", now_s() + 600, pad);
 	tok = hs_token(pl);
 	expect_refused(tok, "too long");
 	free(tok);
-	free(pl);
-	free(extra);
 }
 END_TEST
 
