@@ -1,0 +1,541 @@
+/* batch.c -- publish and preview an availability batch (domain.md SlotBatch,
+ * ADR-0064 p.3/p.6).  Validation is C (rules.c + common getters); the
+ * generation is one set-based SQL function, calendar.slot_plan, so preview
+ * and publish share every rule. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common.h"
+#include "slots.h"
+
+static const char *const batch_fields[] = { "kind", "timeZone", "windows", "fromDate",
+	"toDate", "slotDurationMinutes", "gapMinutes", "autoConfirm",
+	"cancellationCutoffMinutes", "projectId", "propertyObjectId", "location", NULL };
+static const char *const window_fields[] = { "daysOfWeek", "from", "to", NULL };
+static const char *const slot_kinds[] = { "Showing", "Consultation", NULL };
+
+struct batch_in {
+	const char *kind;
+	const char *tz;                 /* canonical */
+	const char *windows;            /* normalised JSON text */
+	const char *from_date, *to_date;
+	long from_d, to_d;
+	long long duration, gap, cutoff;
+	int auto_confirm;
+	const char *project_id, *property_object_id, *location;
+};
+
+/* Validates windows into a normalised array (new object) or NULL. */
+static json_object *parse_windows(json_object *body, struct pc_errs *e)
+{
+	json_object *arr, *out = NULL;
+	size_t i, j, n;
+	int bad = 0;
+
+	if (!json_object_object_get_ex(body, "windows", &arr) || !arr) {
+		pc_errs_add(e, "windows", "is required");
+		return NULL;
+	}
+	if (!json_object_is_type(arr, json_type_array)) {
+		pc_errs_add(e, "windows", "must be an array of {daysOfWeek, from, to}");
+		return NULL;
+	}
+	n = json_object_array_length(arr);
+	if (n < 1 || n > SLOT_MAX_WINDOWS) {
+		pc_errs_add(e, "windows", "must hold 1 to 14 windows");
+		return NULL;
+	}
+	out = json_object_new_array();
+	for (i = 0; i < n; i++) {
+		json_object *w = json_object_array_get_idx(arr, i), *days, *v, *nw, *nd;
+		const char *pfx = slot_api->sprintf("windows[%zu]", i);
+		const char *sfrom = NULL, *sto = NULL;
+		int from_m = -1, to_m = -1, seen[8] = { 0 };
+		size_t nd_n;
+
+		if (!w || !json_object_is_type(w, json_type_object)) {
+			pc_errs_add(e, pfx, "must be an object {daysOfWeek, from, to}");
+			bad = 1;
+			continue;
+		}
+		json_object_object_foreach(w, key, val) {
+			(void)val;
+			for (j = 0; window_fields[j]; j++)
+				if (strcmp(key, window_fields[j]) == 0)
+					break;
+			if (!window_fields[j]) {
+				pc_errs_add(e, slot_api->sprintf("%s.%s", pfx, key), "unknown field");
+				bad = 1;
+			}
+		}
+		nd = json_object_new_array();
+		if (!json_object_object_get_ex(w, "daysOfWeek", &days) || !days ||
+		    !json_object_is_type(days, json_type_array) ||
+		    (nd_n = json_object_array_length(days)) < 1 || nd_n > 7) {
+			pc_errs_add(e, slot_api->sprintf("%s.daysOfWeek", pfx),
+					"must be an array of 1 to 7 ISO weekdays (Monday = 1)");
+			bad = 1;
+		} else {
+			for (j = 0; j < nd_n; j++) {
+				json_object *d = json_object_array_get_idx(days, j);
+				int64_t x = d && json_object_is_type(d, json_type_int) ?
+					json_object_get_int64(d) : 0;
+
+				if (x < 1 || x > 7 || seen[x]) {
+					pc_errs_add(e, slot_api->sprintf("%s.daysOfWeek", pfx),
+						"values must be distinct integers 1..7 (Monday = 1)");
+					bad = 1;
+					break;
+				}
+				seen[x] = 1;
+				json_object_array_add(nd, json_object_new_int((int)x));
+			}
+		}
+		if (json_object_object_get_ex(w, "from", &v) && v &&
+		    json_object_is_type(v, json_type_string))
+			sfrom = json_object_get_string(v);
+		if (!sfrom || slot_parse_hhmm(sfrom, 0, &from_m) < 0) {
+			pc_errs_add(e, slot_api->sprintf("%s.from", pfx),
+					"must be a local time \"HH:MM\" (00:00..23:59)");
+			bad = 1;
+		}
+		if (json_object_object_get_ex(w, "to", &v) && v &&
+		    json_object_is_type(v, json_type_string))
+			sto = json_object_get_string(v);
+		if (!sto || slot_parse_hhmm(sto, 1, &to_m) < 0) {
+			pc_errs_add(e, slot_api->sprintf("%s.to", pfx),
+					"must be a local time \"HH:MM\" (00:01..24:00)");
+			bad = 1;
+		}
+		if (from_m >= 0 && to_m >= 0 && slot_rule_window(from_m, to_m)) {
+			pc_errs_add(e, slot_api->sprintf("%s.to", pfx),
+					slot_rule_window(from_m, to_m));
+			bad = 1;
+		}
+		nw = json_object_new_object();
+		json_object_object_add(nw, "daysOfWeek", nd);
+		json_object_object_add(nw, "from", json_object_new_string(sfrom ? sfrom : ""));
+		json_object_object_add(nw, "to", json_object_new_string(sto ? sto : ""));
+		json_object_array_add(out, nw);
+	}
+	if (bad) {
+		json_object_put(out);
+		return NULL;
+	}
+	return out;
+}
+
+/* Today's date (days since epoch) in zone tz at the host clock. */
+static int today_in(const char *tz, long *today)
+{
+	const char *p[2];
+	PGresult *res;
+
+	p[0] = pc_time_param(slot_api->now_us());
+	p[1] = tz;
+	res = slot_api->db_exec_prepared("slots_today",
+		"SELECT (($1::timestamptz AT TIME ZONE $2)::date - DATE '1970-01-01')", 2, p);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+		return PIN_ERR_DB;
+	*today = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+	return 0;
+}
+
+/*
+ * Validates the batch body into *in.  0 ok; PC_E_RESPONDED after a 422;
+ * PIN_ERR_DB.
+ */
+static int parse_batch(struct pin_req *r, struct batch_in *in)
+{
+	struct pc_errs e;
+	json_object *body, *win = NULL;
+	const char *tzname = NULL, *field;
+	const char *msg;
+	long long v;
+	int b, rc = 0, tz_unknown = 0, dates_ok = 1;
+	long today;
+
+	pc_errs_init(&e);
+	memset(in, 0, sizeof(*in));
+	in->cutoff = SLOT_CUTOFF_DEFAULT;
+	body = pc_body(r, &e);
+	if (!body)
+		goto respond;
+	pc_check_fields(body, batch_fields, &e);
+	pc_get_enum(body, "kind", 1, slot_kinds, &in->kind, &e);
+	if (pc_get_string(body, "timeZone", 1, 1, 64, &tzname, &e) == PC_SET) {
+		rc = pc_tz_canonical(tzname, &in->tz);
+		if (rc < 0)
+			goto out;
+		if (rc == 1) {
+			tz_unknown = 1;
+			pc_errs_add(&e, "timeZone", "unknown IANA time zone");
+		}
+		rc = 0;
+	}
+	win = parse_windows(body, &e);
+	if (pc_get_string(body, "fromDate", 1, 10, 10, &in->from_date, &e) != PC_SET ||
+	    slot_parse_date(in->from_date, &in->from_d) < 0) {
+		if (in->from_date)
+			pc_errs_add(&e, "fromDate", "must be a date YYYY-MM-DD");
+		dates_ok = 0;
+	}
+	if (pc_get_string(body, "toDate", 1, 10, 10, &in->to_date, &e) != PC_SET ||
+	    slot_parse_date(in->to_date, &in->to_d) < 0) {
+		if (in->to_date)
+			pc_errs_add(&e, "toDate", "must be a date YYYY-MM-DD");
+		dates_ok = 0;
+	}
+	pc_get_int(body, "slotDurationMinutes", 1, SLOT_DURATION_MIN, SLOT_DURATION_MAX,
+			&in->duration, &e);
+	if (pc_get_int(body, "gapMinutes", 0, 0, SLOT_GAP_MAX, &v, &e) == PC_SET)
+		in->gap = v;
+	if (pc_get_bool(body, "autoConfirm", 0, &b, &e) == PC_SET)
+		in->auto_confirm = b;
+	if (pc_get_int(body, "cancellationCutoffMinutes", 0, 0, SLOT_CUTOFF_MAX, &v, &e) == PC_SET)
+		in->cutoff = v;
+	pc_get_uuid(body, "projectId", 0, &in->project_id, &e);
+	pc_get_uuid(body, "propertyObjectId", 0, &in->property_object_id, &e);
+	pc_get_string(body, "location", 0, 0, SLOT_LOCATION_MAX, &in->location, &e);
+
+	if (dates_ok && in->tz) {
+		rc = today_in(in->tz, &today);
+		if (rc < 0)
+			goto out;
+		msg = slot_rule_dates(in->from_d, in->to_d, today, &field);
+		if (msg)
+			pc_errs_add(&e, field, msg);
+	}
+respond:
+	if (e.n > 0) {
+		if (tz_unknown && e.n == 1)
+			pc_errs_respond(r, 422, "UNKNOWN_TIME_ZONE",
+				"timeZone is not a known IANA time zone", &e);
+		else
+			pc_errs_respond(r, 422, "VALIDATION_FAILED",
+				"the batch is not valid", &e);
+		rc = PC_E_RESPONDED;
+		goto out;
+	}
+	in->windows = slot_api->strdup(json_object_to_json_string_ext(win,
+				JSON_C_TO_STRING_PLAIN));
+out:
+	pc_errs_free(&e);
+	if (win)
+		json_object_put(win);
+	return rc;
+}
+
+/* Runs calendar.slot_plan for the batch.  Columns: local_date, local_start
+ * (HH:MM), us(start_at), us(end_at), reason. */
+static PGresult *plan(const struct batch_in *in, const char *owner, int *n_keep)
+{
+	const char *p[8];
+	char dur[24], gap[24];
+	PGresult *res;
+	int i, n;
+
+	snprintf(dur, sizeof(dur), "%lld", in->duration);
+	snprintf(gap, sizeof(gap), "%lld", in->gap);
+	p[0] = owner;
+	p[1] = in->tz;
+	p[2] = in->windows;
+	p[3] = in->from_date;
+	p[4] = in->to_date;
+	p[5] = dur;
+	p[6] = gap;
+	p[7] = pc_time_param(slot_api->now_us());
+	res = slot_api->db_exec_prepared("slots_plan",
+		"SELECT local_date::text, to_char(local_start, 'HH24:MI'), "
+		"       calendar.us(start_at), calendar.us(end_at), reason "
+		"FROM calendar.slot_plan($1::uuid, $2, $3::jsonb, $4::date, $5::date, "
+		"                        $6::int, $7::int, $8::timestamptz)", 8, p);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+		return NULL;
+	n = PQntuples(res);
+	*n_keep = 0;
+	for (i = 0; i < n; i++)
+		if (PQgetisnull(res, i, 4))
+			(*n_keep)++;
+	return res;
+}
+
+static json_object *skipped_json(const PGresult *res)
+{
+	json_object *arr = json_object_new_array();
+	int i, n = PQntuples(res);
+
+	for (i = 0; i < n; i++) {
+		json_object *o;
+
+		if (PQgetisnull(res, i, 4))
+			continue;
+		o = json_object_new_object();
+		pc_json_col(o, "localDate", res, i, 0);
+		pc_json_col(o, "localStart", res, i, 1);
+		pc_json_col(o, "reason", res, i, 4);
+		json_object_array_add(arr, o);
+	}
+	return arr;
+}
+
+static int too_large(struct pin_req *r, int n)
+{
+	return pc_problem(r, 422, "SLOT_BATCH_TOO_LARGE", slot_api->sprintf(
+			"the batch would create %d slots; at most %d per batch "
+			"(shorten the date range or the windows)", n, SLOT_BATCH_MAX));
+}
+
+int slot_h_preview(struct pin_req *r, void *ud)
+{
+	const struct pin_principal *pr = slot_api->req_principal(r);
+	struct batch_in in;
+	json_object *body, *slots;
+	PGresult *res;
+	int rc, i, n, keep;
+
+	(void)ud;
+	rc = parse_batch(r, &in);
+	if (rc == PC_E_RESPONDED)
+		return PIN_OK;
+	if (rc < 0)
+		return rc;
+	res = plan(&in, pr->sub, &keep);
+	if (!res)
+		return PIN_ERR_DB;
+	if (keep > SLOT_BATCH_MAX)
+		return too_large(r, keep);
+	slots = json_object_new_array();
+	n = PQntuples(res);
+	for (i = 0; i < n; i++) {
+		json_object *o;
+
+		if (!PQgetisnull(res, i, 4))
+			continue;
+		o = json_object_new_object();
+		pc_json_col_time(o, "startAt", res, i, 2);
+		pc_json_col_time(o, "endAt", res, i, 3);
+		pc_json_col(o, "localDate", res, i, 0);
+		pc_json_col(o, "localStart", res, i, 1);
+		json_object_array_add(slots, o);
+	}
+	body = json_object_new_object();
+	json_object_object_add(body, "slots", slots);
+	json_object_object_add(body, "skipped", skipped_json(res));
+	return slot_api->respond_json(r, 200, body);
+}
+
+#define BATCH_COLS \
+	"b.id, b.tenant_id, b.owner_user_id, b.kind, b.time_zone, b.windows::text, " \
+	"b.from_date::text, b.to_date::text, b.slot_duration_minutes, b.gap_minutes, " \
+	"b.auto_confirm, b.cancellation_cutoff_minutes, b.project_id, " \
+	"b.property_object_id, b.location, b.created_count, b.skipped_count, " \
+	"calendar.us(b.created_at), b.version"
+
+static json_object *batch_json(const PGresult *res, int row)
+{
+	json_object *o = json_object_new_object();
+
+	pc_json_col(o, "id", res, row, 0);
+	pc_json_col(o, "tenantId", res, row, 1);
+	pc_json_col(o, "ownerUserId", res, row, 2);
+	pc_json_col(o, "kind", res, row, 3);
+	pc_json_col(o, "timeZone", res, row, 4);
+	json_object_object_add(o, "windows", json_tokener_parse(PQgetvalue(res, row, 5)));
+	pc_json_col(o, "fromDate", res, row, 6);
+	pc_json_col(o, "toDate", res, row, 7);
+	pc_json_col_int(o, "slotDurationMinutes", res, row, 8);
+	pc_json_col_int(o, "gapMinutes", res, row, 9);
+	json_object_object_add(o, "autoConfirm",
+			json_object_new_boolean(strcmp(PQgetvalue(res, row, 10), "t") == 0));
+	pc_json_col_int(o, "cancellationCutoffMinutes", res, row, 11);
+	pc_json_col(o, "projectId", res, row, 12);
+	pc_json_col(o, "propertyObjectId", res, row, 13);
+	pc_json_col(o, "location", res, row, 14);
+	pc_json_col_int(o, "createdCount", res, row, 15);
+	pc_json_col_int(o, "skippedCount", res, row, 16);
+	pc_json_col_time(o, "createdAt", res, row, 17);
+	pc_json_col_int(o, "version", res, row, 18);
+	return o;
+}
+
+static int count_reason(const PGresult *res, const char *reason)
+{
+	int i, n = PQntuples(res), c = 0;
+
+	for (i = 0; i < n; i++)
+		if (!PQgetisnull(res, i, 4) && strcmp(PQgetvalue(res, i, 4), reason) == 0)
+			c++;
+	return c;
+}
+
+int slot_h_publish(struct pin_req *r, void *ud)
+{
+	const struct pin_principal *pr = slot_api->req_principal(r);
+	struct batch_in in;
+	struct pc_idem idem;
+	json_object *body = NULL, *slots;
+	PGresult *res, *pl, *bres;
+	const char *p[19];
+	char batch_id[37], dur[24], gap[24], cutoff[24], created[24], skipped[24];
+	char c_gap[24], c_lead[24], c_overlap[24];
+	char *ids, *starts, *ip, *sp;
+	int rc, i, n, keep, in_tx = 0;
+	int64_t now = slot_api->now_us();
+
+	(void)ud;
+	rc = parse_batch(r, &in);
+	if (rc == PC_E_RESPONDED)
+		return PIN_OK;
+	if (rc < 0)
+		return rc;
+
+	if ((rc = slot_api->db_begin()) < 0)
+		goto out;
+	in_tx = 1;
+	rc = pc_idem_begin(r, &idem);
+	if (rc == PC_E_REPLAYED || rc == PC_E_RESPONDED) {
+		rc = PIN_OK;
+		goto out;
+	}
+	if (rc < 0)
+		goto out;
+	/* One publisher per owner at a time: the overlap check of slot_plan
+	 * then sees every committed slot, and the exclusion constraint is the
+	 * safety net. */
+	p[0] = pr->sub;
+	res = slot_api->db_exec_prepared("slots_owner_lock",
+		"SELECT pg_advisory_xact_lock(hashtextextended('calendar.slots:' || $1, 0))",
+		1, p);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		rc = PIN_ERR_DB;
+		goto out;
+	}
+	pl = plan(&in, pr->sub, &keep);
+	if (!pl) {
+		rc = PIN_ERR_DB;
+		goto out;
+	}
+	if (keep > SLOT_BATCH_MAX) {
+		rc = too_large(r, keep);
+		goto out;
+	}
+
+	slot_api->uuid_v7(batch_id);
+	snprintf(dur, sizeof(dur), "%lld", in.duration);
+	snprintf(gap, sizeof(gap), "%lld", in.gap);
+	snprintf(cutoff, sizeof(cutoff), "%lld", in.cutoff);
+	snprintf(created, sizeof(created), "%d", keep);
+	snprintf(skipped, sizeof(skipped), "%d", PQntuples(pl) - keep);
+	snprintf(c_gap, sizeof(c_gap), "%d", count_reason(pl, "dst_gap"));
+	snprintf(c_lead, sizeof(c_lead), "%d", count_reason(pl, "lead_time"));
+	snprintf(c_overlap, sizeof(c_overlap), "%d", count_reason(pl, "overlap"));
+	p[0] = batch_id;
+	p[1] = pr->tenant_id;
+	p[2] = pr->sub;
+	p[3] = in.kind;
+	p[4] = in.tz;
+	p[5] = in.windows;
+	p[6] = in.from_date;
+	p[7] = in.to_date;
+	p[8] = dur;
+	p[9] = gap;
+	p[10] = in.auto_confirm ? "true" : "false";
+	p[11] = cutoff;
+	p[12] = in.project_id;
+	p[13] = in.property_object_id;
+	p[14] = in.location;
+	p[15] = created;
+	p[16] = skipped;
+	p[17] = pc_time_param(now);
+	p[18] = slot_api->sprintf("{%s,%s,%s}", c_gap, c_lead, c_overlap);
+	bres = slot_api->db_exec_prepared("slots_batch_insert",
+		"INSERT INTO calendar.slot_batches AS b (id, tenant_id, owner_user_id, kind, "
+		"  time_zone, windows, from_date, to_date, slot_duration_minutes, gap_minutes, "
+		"  auto_confirm, cancellation_cutoff_minutes, project_id, property_object_id, "
+		"  location, created_count, skipped_count, skipped_dst_gap, skipped_lead_time, "
+		"  skipped_overlap, created_at, updated_at) "
+		"VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::date, $8::date, $9::int, $10::int, "
+		"  $11::boolean, $12::int, $13::uuid, $14::uuid, $15, $16::int, $17::int, "
+		"  ($19::int[])[1], ($19::int[])[2], ($19::int[])[3], $18::timestamptz, "
+		"  $18::timestamptz) "
+		"RETURNING " BATCH_COLS, 19, p);
+	if (!bres || PQresultStatus(bres) != PGRES_TUPLES_OK) {
+		rc = PIN_ERR_DB;
+		goto out;
+	}
+
+	/* the kept slots as two arrays: v7 ids and start instants */
+	n = PQntuples(pl);
+	ids = slot_api->alloc((size_t)keep * 38 + 3);
+	starts = slot_api->alloc((size_t)keep * 40 + 3);
+	ip = ids;
+	sp = starts;
+	*ip++ = '{';
+	*sp++ = '{';
+	for (i = 0; i < n; i++) {
+		char id[37], ts[40];
+
+		if (!PQgetisnull(pl, i, 4))
+			continue;
+		slot_api->uuid_v7(id);
+		pc_time_fmt(pc_col_us(pl, i, 2), ts, sizeof(ts));
+		ip += sprintf(ip, "%s%s", ip[-1] == '{' ? "" : ",", id);
+		sp += sprintf(sp, "%s%s", sp[-1] == '{' ? "" : ",", ts);
+	}
+	*ip++ = '}';
+	*sp++ = '}';
+	p[0] = batch_id;
+	p[1] = ids;
+	p[2] = starts;
+	res = slot_api->db_exec_prepared("slots_insert",
+		"WITH ins AS ("
+		"  INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, "
+		"    batch_id, kind, start_at, end_at, time_zone, status, auto_confirm, "
+		"    cancellation_cutoff_minutes, project_id, property_object_id, location, "
+		"    created_at, updated_at, version) "
+		"  SELECT u.id, b.tenant_id, b.owner_user_id, b.id, b.kind, u.s, "
+		"    u.s + make_interval(mins => b.slot_duration_minutes), b.time_zone, "
+		"    'Available', b.auto_confirm, b.cancellation_cutoff_minutes, b.project_id, "
+		"    b.property_object_id, b.location, b.created_at, b.created_at, 1 "
+		"  FROM unnest($2::uuid[], $3::timestamptz[]) AS u (id, s) "
+		"  JOIN calendar.slot_batches b ON b.id = $1::uuid "
+		"  RETURNING *) "
+		"SELECT " SLOT_COLS " FROM ins s ORDER BY s.start_at, s.id", 3, p);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		if (res && strcmp(slot_api->db_sqlstate(res), "23P01") == 0) {
+			rc = pc_problem(r, 409, "SLOT_NOT_AVAILABLE",
+				"a slot of the batch overlaps an active slot created "
+				"concurrently; publish again");
+			goto out;
+		}
+		rc = PIN_ERR_DB;
+		goto out;
+	}
+	slots = json_object_new_array();
+	for (i = 0; i < PQntuples(res); i++)
+		json_object_array_add(slots, slot_json(res, i));
+	body = json_object_new_object();
+	json_object_object_add(body, "batch", batch_json(bres, 0));
+	json_object_object_add(body, "created", json_object_new_int(keep));
+	json_object_object_add(body, "slots", slots);
+	json_object_object_add(body, "skipped", skipped_json(pl));
+	if ((rc = pc_idem_store(&idem, 201, body, NULL)) < 0)
+		goto out;
+	rc = slot_api->db_commit();
+	in_tx = 0;
+	if (rc < 0)
+		goto out;
+	slot_api->metric_add("pin_calendar_slots_created_total", NULL, keep);
+	slot_api->log(PIN_LOG_INFO, "slot batch published", "batchId", batch_id,
+			"created", created, "skipped", skipped, NULL);
+	rc = slot_api->respond_json(r, 201, body);
+	body = NULL;
+out:
+	if (in_tx)
+		slot_api->db_rollback();
+	if (body)
+		json_object_put(body);
+	return rc;
+}

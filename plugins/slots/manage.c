@@ -1,0 +1,257 @@
+/* manage.c -- the agent's own slots: listing, archive one slot, archive the
+ * Available slots of a batch. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common.h"
+#include "slots.h"
+
+static const char *const slot_statuses[] = { "Available", "Booked", "Expired", "Archived",
+	NULL };
+
+#define DAY_US (86400LL * 1000000)
+
+int slot_list_params(struct pin_req *r, int64_t def_from, int64_t *from, int64_t *to,
+		long long *limit, int64_t *cur_us, char cur_id[37], struct pc_errs *e)
+{
+	enum pc_field sf, st;
+	const char *cursor;
+
+	*limit = SLOT_LIST_LIMIT_DEFAULT;
+	sf = pc_q_instant(r, "from", 0, from, e);
+	st = pc_q_instant(r, "to", 0, to, e);
+	pc_q_int(r, "limit", 0, 1, SLOT_LIST_LIMIT_MAX, limit, e);
+	cursor = slot_api->req_query(r, "cursor");
+	cur_id[0] = 0;
+	if (cursor && *cursor && pc_cursor_parse(cursor, cur_us, cur_id) < 0)
+		pc_errs_add(e, "cursor", "malformed cursor");
+	if (e->n > 0) {
+		pc_errs_respond(r, 400, "MALFORMED_REQUEST", "bad query parameters", e);
+		return PC_E_RESPONDED;
+	}
+	if (sf != PC_SET)
+		*from = def_from;
+	if (st != PC_SET)
+		*to = *from + SLOT_LIST_RANGE_DAYS * DAY_US;
+	if (*to <= *from)
+		pc_errs_add(e, "to", "must be after from");
+	else if (*to - *from > SLOT_LIST_RANGE_DAYS * DAY_US)
+		pc_errs_add(e, "to", "the range from..to is at most 92 days");
+	if (e->n > 0) {
+		pc_errs_respond(r, 422, "VALIDATION_FAILED", "bad range", e);
+		return PC_E_RESPONDED;
+	}
+	return 0;
+}
+
+int slot_h_list(struct pin_req *r, void *ud)
+{
+	const struct pin_principal *pr = slot_api->req_principal(r);
+	struct pc_errs e;
+	const char *status = NULL, *p[8];
+	int64_t from, to, cur_us = 0;
+	long long limit;
+	char cur_id[37], lim[24];
+	json_object *items, *body;
+	PGresult *res;
+	int i, n, rc;
+
+	(void)ud;
+	pc_errs_init(&e);
+	pc_q_enum(r, "status", 0, slot_statuses, &status, &e);
+	rc = slot_list_params(r, slot_api->now_us(), &from, &to, &limit, &cur_us, cur_id, &e);
+	if (rc == PC_E_RESPONDED) {
+		rc = PIN_OK;
+		goto out;
+	}
+	snprintf(lim, sizeof(lim), "%lld", limit + 1);
+	p[0] = pr->sub;
+	p[1] = pr->tenant_id;
+	p[2] = pc_time_param(from);
+	p[3] = pc_time_param(to);
+	p[4] = status;
+	p[5] = cur_id[0] ? pc_time_param(cur_us) : NULL;
+	p[6] = cur_id[0] ? cur_id : NULL;
+	p[7] = lim;
+	res = slot_api->db_exec_prepared("slots_agent_list",
+		"SELECT " SLOT_COLS " FROM calendar.availability_slots s "
+		"WHERE s.owner_user_id = $1::uuid AND s.tenant_id = $2::uuid "
+		"  AND s.start_at >= $3::timestamptz AND s.start_at < $4::timestamptz "
+		"  AND ($5::text IS NULL OR s.status = $5) "
+		"  AND ($6::timestamptz IS NULL OR (s.start_at, s.id) > ($6::timestamptz, $7::uuid)) "
+		"ORDER BY s.start_at, s.id LIMIT $8::int", 8, p);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		rc = PIN_ERR_DB;
+		goto out;
+	}
+	n = PQntuples(res);
+	items = json_object_new_array();
+	for (i = 0; i < n && i < limit; i++)
+		json_object_array_add(items, slot_json(res, i));
+	body = json_object_new_object();
+	json_object_object_add(body, "items", items);
+	pc_json_str(body, "nextCursor", n > limit ?
+			pc_cursor_make(pc_col_us(res, (int)limit - 1, 6),
+				PQgetvalue(res, (int)limit - 1, 0)) : NULL);
+	rc = slot_api->respond_json(r, 200, body);
+out:
+	pc_errs_free(&e);
+	return rc;
+}
+
+int slot_h_archive(struct pin_req *r, void *ud)
+{
+	const struct pin_principal *pr = slot_api->req_principal(r);
+	const char *id, *p[4], *status;
+	struct pc_idem idem;
+	json_object *body = NULL;
+	PGresult *res;
+	int rc, in_tx = 0, has_ver, want_ver = 0;
+
+	(void)ud;
+	if (!(id = pc_path_uuid(r, "id", "SLOT_NOT_FOUND")))
+		return PIN_OK;
+	has_ver = pc_if_match(r, &want_ver);
+	if (has_ver == PC_E_RESPONDED)
+		return PIN_OK;
+	if ((rc = slot_api->db_begin()) < 0)
+		goto out;
+	in_tx = 1;
+	rc = pc_idem_begin(r, &idem);
+	if (rc == PC_E_REPLAYED || rc == PC_E_RESPONDED) {
+		rc = PIN_OK;
+		goto out;
+	}
+	if (rc < 0)
+		goto out;
+	p[0] = id;
+	p[1] = pr->sub;
+	p[2] = pr->tenant_id;
+	res = slot_api->db_exec_prepared("slots_lock_own",
+		"SELECT " SLOT_COLS " FROM calendar.availability_slots s "
+		"WHERE s.id = $1::uuid AND s.owner_user_id = $2::uuid AND s.tenant_id = $3::uuid "
+		"FOR UPDATE", 3, p);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		rc = PIN_ERR_DB;
+		goto out;
+	}
+	if (PQntuples(res) != 1) {
+		rc = pc_problem(r, 404, "SLOT_NOT_FOUND", "no such slot");
+		goto out;
+	}
+	if (has_ver == 1 && atoi(PQgetvalue(res, 0, 14)) != want_ver) {
+		rc = pc_problem(r, 409, "VERSION_CONFLICT",
+				"the slot was changed; reload it and retry");
+		goto out;
+	}
+	status = PQgetvalue(res, 0, 5);
+	if (strcmp(status, "Booked") == 0) {
+		rc = pc_problem(r, 409, "SLOT_BOOKED",
+				"the slot is booked; decline or cancel the appointment instead");
+		goto out;
+	}
+	if (strcmp(status, "Expired") == 0) {
+		rc = pc_problem(r, 409, "INVALID_STATUS_TRANSITION",
+				"an expired slot is archived by the system");
+		goto out;
+	}
+	if (strcmp(status, "Available") == 0) {
+		p[3] = pc_time_param(slot_api->now_us());
+		res = slot_api->db_exec_prepared("slots_archive_one",
+			"UPDATE calendar.availability_slots s SET status = 'Archived', "
+			"  version = s.version + 1, updated_at = $4::timestamptz "
+			"WHERE s.id = $1::uuid AND s.owner_user_id = $2::uuid "
+			"  AND s.tenant_id = $3::uuid AND s.status = 'Available' "
+			"RETURNING " SLOT_COLS, 4, p);
+		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+			rc = PIN_ERR_DB;
+			goto out;
+		}
+	}
+	/* Archived already: answered as is (idempotent by state). */
+	body = slot_json(res, 0);
+	if ((rc = pc_idem_store(&idem, 200, body, NULL)) < 0)
+		goto out;
+	rc = slot_api->db_commit();
+	in_tx = 0;
+	if (rc < 0)
+		goto out;
+	slot_api->set_header(r, "ETag", slot_api->sprintf("\"%s\"", PQgetvalue(res, 0, 14)));
+	rc = slot_api->respond_json(r, 200, body);
+	body = NULL;
+out:
+	if (in_tx)
+		slot_api->db_rollback();
+	if (body)
+		json_object_put(body);
+	return rc;
+}
+
+int slot_h_archive_batch(struct pin_req *r, void *ud)
+{
+	const struct pin_principal *pr = slot_api->req_principal(r);
+	const char *id, *p[4];
+	struct pc_idem idem;
+	json_object *body = NULL;
+	PGresult *res;
+	int rc, in_tx = 0;
+
+	(void)ud;
+	if (!(id = pc_path_uuid(r, "batchId", "BATCH_NOT_FOUND")))
+		return PIN_OK;
+	if ((rc = slot_api->db_begin()) < 0)
+		goto out;
+	in_tx = 1;
+	rc = pc_idem_begin(r, &idem);
+	if (rc == PC_E_REPLAYED || rc == PC_E_RESPONDED) {
+		rc = PIN_OK;
+		goto out;
+	}
+	if (rc < 0)
+		goto out;
+	p[0] = id;
+	p[1] = pr->sub;
+	p[2] = pr->tenant_id;
+	p[3] = pc_time_param(slot_api->now_us());
+	/* Locks the batch row so two archives of one batch serialise; a slot
+	 * being booked meanwhile is re-checked by the UPDATE (status filter). */
+	res = slot_api->db_exec_prepared("slots_batch_lock",
+		"SELECT 1 FROM calendar.slot_batches b "
+		"WHERE b.id = $1::uuid AND b.owner_user_id = $2::uuid AND b.tenant_id = $3::uuid "
+		"FOR UPDATE", 3, p);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		rc = PIN_ERR_DB;
+		goto out;
+	}
+	if (PQntuples(res) != 1) {
+		rc = pc_problem(r, 404, "BATCH_NOT_FOUND", "no such batch");
+		goto out;
+	}
+	res = slot_api->db_exec_prepared("slots_archive_batch",
+		"UPDATE calendar.availability_slots s SET status = 'Archived', "
+		"  version = s.version + 1, updated_at = $4::timestamptz "
+		"WHERE s.batch_id = $1::uuid AND s.owner_user_id = $2::uuid "
+		"  AND s.tenant_id = $3::uuid AND s.status = 'Available'", 4, p);
+	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
+		rc = PIN_ERR_DB;
+		goto out;
+	}
+	body = json_object_new_object();
+	json_object_object_add(body, "batchId", json_object_new_string(id));
+	json_object_object_add(body, "archived", json_object_new_int(atoi(PQcmdTuples(res))));
+	if ((rc = pc_idem_store(&idem, 200, body, NULL)) < 0)
+		goto out;
+	rc = slot_api->db_commit();
+	in_tx = 0;
+	if (rc < 0)
+		goto out;
+	rc = slot_api->respond_json(r, 200, body);
+	body = NULL;
+out:
+	if (in_tx)
+		slot_api->db_rollback();
+	if (body)
+		json_object_put(body);
+	return rc;
+}

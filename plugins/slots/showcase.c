@@ -1,0 +1,128 @@
+/* showcase.c -- GET /api/public/calendar/slots: the bookable slots
+ * (Available, StartAt >= now + 60 min) with the agent's display name.
+ *
+ * The hottest read of the product: one prepared statement per driving filter
+ * (agent / project / property object), each an index range scan over a
+ * partial index on (driver, start_at, id) WHERE status = 'Available'
+ * (migration 0200), keyset-paged on (start_at, id), the display name joined
+ * from calendar.user_replicas in the same query (no N+1). */
+#include "config.h"
+#include <stdio.h>
+#include <string.h>
+#include "common.h"
+#include "slots.h"
+
+static const char *const slot_kinds[] = { "Showing", "Consultation", NULL };
+
+#define SHOWCASE_SQL(driver) \
+	"SELECT s.id, s.owner_user_id, s.kind, s.status, calendar.us(s.start_at), " \
+	"       calendar.us(s.end_at), s.time_zone, s.auto_confirm, " \
+	"       s.cancellation_cutoff_minutes, s.project_id, s.property_object_id, " \
+	"       s.location, s.version, u.display_name " \
+	"FROM calendar.availability_slots s " \
+	"LEFT JOIN calendar.user_replicas u ON u.user_id = s.owner_user_id " \
+	"WHERE s.status = 'Available' AND " driver \
+	"  AND ($1::uuid IS NULL OR s.owner_user_id = $1::uuid) " \
+	"  AND ($2::uuid IS NULL OR s.project_id = $2::uuid) " \
+	"  AND ($3::uuid IS NULL OR s.property_object_id = $3::uuid) " \
+	"  AND ($4::text IS NULL OR s.kind = $4::text) " \
+	"  AND s.start_at >= $5::timestamptz AND s.start_at < $6::timestamptz " \
+	"  AND (s.start_at, s.id) > ($7::timestamptz, $8::uuid) " \
+	"ORDER BY s.start_at, s.id LIMIT $9::int"
+
+static json_object *public_slot_json(const PGresult *res, int row)
+{
+	json_object *o = json_object_new_object(), *agent = json_object_new_object();
+
+	pc_json_col(o, "id", res, row, 0);
+	pc_json_col(o, "ownerUserId", res, row, 1);
+	pc_json_col(o, "kind", res, row, 2);
+	pc_json_col(o, "status", res, row, 3);
+	pc_json_col_time(o, "startAt", res, row, 4);
+	pc_json_col_time(o, "endAt", res, row, 5);
+	pc_json_col(o, "timeZone", res, row, 6);
+	json_object_object_add(o, "autoConfirm",
+			json_object_new_boolean(strcmp(PQgetvalue(res, row, 7), "t") == 0));
+	pc_json_col_int(o, "cancellationCutoffMinutes", res, row, 8);
+	pc_json_col(o, "projectId", res, row, 9);
+	pc_json_col(o, "propertyObjectId", res, row, 10);
+	pc_json_col(o, "location", res, row, 11);
+	pc_json_col_int(o, "version", res, row, 12);
+	pc_json_col(agent, "userId", res, row, 1);
+	pc_json_col(agent, "displayName", res, row, 13);
+	json_object_object_add(o, "agent", agent);
+	return o;
+}
+
+int slot_h_showcase(struct pin_req *r, void *ud)
+{
+	struct pc_errs e;
+	const char *agent = NULL, *project = NULL, *property = NULL, *kind = NULL;
+	const char *p[9];
+	int64_t now = slot_api->now_us(), from, to, cur_us = 0, lower;
+	long long limit;
+	char cur_id[37], lim[24];
+	json_object *items, *body;
+	PGresult *res;
+	int i, n, rc;
+
+	(void)ud;
+	pc_errs_init(&e);
+	pc_q_uuid(r, "agentUserId", 0, &agent, &e);
+	pc_q_uuid(r, "projectId", 0, &project, &e);
+	pc_q_uuid(r, "propertyObjectId", 0, &property, &e);
+	pc_q_enum(r, "kind", 0, slot_kinds, &kind, &e);
+	rc = slot_list_params(r, now, &from, &to, &limit, &cur_us, cur_id, &e);
+	if (rc == PC_E_RESPONDED) {
+		rc = PIN_OK;
+		goto out;
+	}
+	if (!agent && !project && !property) {
+		pc_errs_add(&e, "agentUserId",
+			"one of agentUserId, projectId, propertyObjectId is required");
+		rc = pc_errs_respond(r, 422, "VALIDATION_FAILED",
+			"the showcase needs an agent, a project or a property object", &e);
+		goto out;
+	}
+	/* bookable: StartAt >= now + lead time */
+	lower = now + (int64_t)SLOT_LEAD_MIN * 60 * 1000000;
+	if (from > lower)
+		lower = from;
+	snprintf(lim, sizeof(lim), "%lld", limit + 1);
+	p[0] = agent;
+	p[1] = project;
+	p[2] = property;
+	p[3] = kind;
+	p[4] = pc_time_param(lower);
+	p[5] = pc_time_param(to);
+	p[6] = cur_id[0] ? pc_time_param(cur_us) : p[4];
+	p[7] = cur_id[0] ? cur_id : "00000000-0000-0000-0000-000000000000";
+	p[8] = lim;
+	if (agent)
+		res = slot_api->db_exec_prepared("slots_showcase_owner",
+			SHOWCASE_SQL("s.owner_user_id = $1::uuid"), 9, p);
+	else if (project)
+		res = slot_api->db_exec_prepared("slots_showcase_project",
+			SHOWCASE_SQL("s.project_id = $2::uuid"), 9, p);
+	else
+		res = slot_api->db_exec_prepared("slots_showcase_property",
+			SHOWCASE_SQL("s.property_object_id = $3::uuid"), 9, p);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		rc = PIN_ERR_DB;
+		goto out;
+	}
+	n = PQntuples(res);
+	items = json_object_new_array();
+	for (i = 0; i < n && i < limit; i++)
+		json_object_array_add(items, public_slot_json(res, i));
+	body = json_object_new_object();
+	json_object_object_add(body, "items", items);
+	pc_json_str(body, "nextCursor", n > limit ?
+			pc_cursor_make(pc_col_us(res, (int)limit - 1, 4),
+				PQgetvalue(res, (int)limit - 1, 0)) : NULL);
+	slot_api->metric_add("pin_calendar_showcase_requests_total", NULL, 1);
+	rc = slot_api->respond_json(r, 200, body);
+out:
+	pc_errs_free(&e);
+	return rc;
+}

@@ -1,0 +1,69 @@
+/* slots.c -- slots.so: availability batches (publish / preview), the agent's
+ * slot management and the public showcase.  Registration and the shared slot
+ * representation live here; one file per concern next to it. */
+#include "config.h"
+#include <stdio.h>
+#include <string.h>
+#include "common.h"
+#include "slots.h"
+
+const struct pin_host_api *slot_api;
+
+json_object *slot_json(const PGresult *res, int row)
+{
+	json_object *o = json_object_new_object();
+
+	pc_json_col(o, "id", res, row, 0);
+	pc_json_col(o, "batchId", res, row, 1);
+	pc_json_col(o, "ownerUserId", res, row, 2);
+	pc_json_col(o, "tenantId", res, row, 3);
+	pc_json_col(o, "kind", res, row, 4);
+	pc_json_col(o, "status", res, row, 5);
+	pc_json_col_time(o, "startAt", res, row, 6);
+	pc_json_col_time(o, "endAt", res, row, 7);
+	pc_json_col(o, "timeZone", res, row, 8);
+	json_object_object_add(o, "autoConfirm",
+			json_object_new_boolean(strcmp(PQgetvalue(res, row, 9), "t") == 0));
+	pc_json_col_int(o, "cancellationCutoffMinutes", res, row, 10);
+	pc_json_col(o, "projectId", res, row, 11);
+	pc_json_col(o, "propertyObjectId", res, row, 12);
+	pc_json_col(o, "location", res, row, 13);
+	pc_json_col_int(o, "version", res, row, 14);
+	return o;
+}
+
+#define AGENT_ACTORS (PIN_ACTOR_AGENT | PIN_ACTOR_CONSULTANT)
+#define PERM "calendar.slots.manage"
+
+static const struct pin_route routes[] = {
+	{ "POST", "/api/v1/agent/calendar/slots/batches", AGENT_ACTORS, PERM, 1,
+		slot_h_publish, NULL, NULL },
+	{ "POST", "/api/v1/agent/calendar/slots/batches/preview", AGENT_ACTORS, PERM, 1,
+		slot_h_preview, NULL, NULL },
+	{ "POST", "/api/v1/agent/calendar/slots/batches/{batchId}/archive", AGENT_ACTORS,
+		PERM, 1, slot_h_archive_batch, NULL, NULL },
+	{ "GET", "/api/v1/agent/calendar/slots", AGENT_ACTORS, PERM, 1,
+		slot_h_list, NULL, NULL },
+	{ "POST", "/api/v1/agent/calendar/slots/{id}/archive", AGENT_ACTORS, PERM, 1,
+		slot_h_archive, NULL, NULL },
+	{ "GET", "/api/public/calendar/slots", PIN_ACTOR_PUBLIC, NULL, 0,
+		slot_h_showcase, NULL, NULL },
+};
+
+static int slot_init(const struct pin_host_api *api, struct pin_registrar *reg,
+		char *err, size_t errlen)
+{
+	size_t i;
+
+	slot_api = api;
+	pc_init(api);
+	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+		if (reg->route(reg, &routes[i]) < 0) {
+			snprintf(err, errlen, "slots: cannot register %s %s",
+					routes[i].method, routes[i].pattern);
+			return -1;
+		}
+	return 0;
+}
+
+PIN_PLUGIN_DEFINE("slots", PACKAGE_VERSION, slot_init, NULL)

@@ -1,0 +1,82 @@
+/* slots.h -- slots.so: availability batches, agent slot management, the
+ * public showcase.  Prefix slot_. */
+#ifndef SLOT_SLOTS_H
+#define SLOT_SLOTS_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "pin/plugin.h"
+
+/* ---- limits of domain.md (SlotBatch) ------------------------------------ */
+#define SLOT_MAX_WINDOWS        14
+#define SLOT_MAX_RANGE_DAYS     92      /* ToDate - FromDate < 92 */
+#define SLOT_MAX_AHEAD_DAYS     183     /* ToDate <= today + 183 */
+#define SLOT_DURATION_MIN       15
+#define SLOT_DURATION_MAX       480
+#define SLOT_GAP_MAX            240
+#define SLOT_CUTOFF_MAX         10080
+#define SLOT_CUTOFF_DEFAULT     120
+#define SLOT_LOCATION_MAX       500
+#define SLOT_BATCH_MAX          500     /* slots created per batch */
+#define SLOT_LEAD_MIN           60      /* minimum lead time, minutes */
+#define SLOT_LIST_RANGE_DAYS    92
+#define SLOT_LIST_LIMIT_DEFAULT 100
+#define SLOT_LIST_LIMIT_MAX     500
+
+/* ============================================ pure rules (rules.c, unit-tested) */
+
+/* "HH:MM" -> minutes since midnight.  00:00..23:59; "24:00" only when
+ * allow_24 (a window's end).  0 ok, -1 malformed. */
+int slot_parse_hhmm(const char *s, int allow_24, int *minutes);
+
+/* "YYYY-MM-DD" (a real calendar date) -> days since 1970-01-01.
+ * 0 ok, -1 malformed. */
+int slot_parse_date(const char *s, long *days);
+
+/* Inverse of slot_parse_date into buf (>= 11 bytes); returns buf. */
+char *slot_format_date(long days, char *buf, size_t len);
+
+/* Date range rules: from <= to, to - from < 92, from >= today,
+ * to <= today + 183.  NULL when fine, else a message; *field names the
+ * offending field ("fromDate" / "toDate"). */
+const char *slot_rule_dates(long from, long to, long today, const char **field);
+
+/* A window: from < to (minutes).  NULL or a message. */
+const char *slot_rule_window(int from_min, int to_min);
+
+/* Number of slots a window gives one day (local arithmetic):
+ * start = from + k * (duration + gap), start + duration <= to. */
+int slot_rule_per_window(int from_min, int to_min, int duration, int gap);
+
+/* ============================================================ slots.c */
+extern const struct pin_host_api *slot_api;
+
+/* Column list of a slot row (agent representation), see slot_json(). */
+#define SLOT_COLS \
+	"s.id, s.batch_id, s.owner_user_id, s.tenant_id, s.kind, s.status, " \
+	"calendar.us(s.start_at), calendar.us(s.end_at), s.time_zone, s.auto_confirm, " \
+	"s.cancellation_cutoff_minutes, s.project_id, s.property_object_id, s.location, " \
+	"s.version"
+/* The slot representation of api.md (agent area).  New object. */
+json_object *slot_json(const PGresult *res, int row);
+
+struct pc_errs;
+/*
+ * Reads from / to / limit / cursor of a list query (manage.c).  Defaults:
+ * from = def_from, to = from + 92 days; to - from must be in (0, 92 days].
+ * cur_id[0] == 0 when there is no cursor.  Errors already collected in e
+ * (e.g. other query parameters) are answered with them.
+ * 0 ok; PC_E_RESPONDED after answering 400 MALFORMED_REQUEST / 422.
+ */
+int slot_list_params(struct pin_req *r, int64_t def_from, int64_t *from, int64_t *to,
+		long long *limit, int64_t *cur_us, char cur_id[37], struct pc_errs *e);
+
+/* Route handlers. */
+int slot_h_publish(struct pin_req *r, void *ud);        /* batch.c */
+int slot_h_preview(struct pin_req *r, void *ud);        /* batch.c */
+int slot_h_list(struct pin_req *r, void *ud);           /* manage.c */
+int slot_h_archive(struct pin_req *r, void *ud);        /* manage.c */
+int slot_h_archive_batch(struct pin_req *r, void *ud);  /* manage.c */
+int slot_h_showcase(struct pin_req *r, void *ud);       /* showcase.c */
+
+#endif
