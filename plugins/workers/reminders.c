@@ -1,9 +1,140 @@
-/* reminders.c -- placeholder until its owner lands the real code. */
+/* reminders.c -- the reminder-dispatch job (seed 000 rule 4, workers.md).
+ *
+ * Each batch is one transaction: Pending reminders with DueAt < now are
+ * taken with FOR UPDATE SKIP LOCKED, set to Sent (SentAt = now) and one
+ * pin.calendar.reminder-due.v1 per row goes to the outbox.  Two worker hosts
+ * never take the same row (SKIP LOCKED), and a second pass finds the rows
+ * Sent (idempotent by state).  A concurrent cancel of the event either locks
+ * the rows first (the dispatcher skips them, they end Skipped) or waits for
+ * this batch (the reminder is sent, then the event is cancelled) -- the
+ * arbitration of the seed. */
 #include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
 #include "workers.h"
+#include "common.h"
+
+#define DEFAULT_BATCH 500
+#define MAX_BATCHES 100     /* per pass; the next pass continues */
+
+static const char dispatch_sql[] =
+	"WITH due AS ("
+	"  SELECT r.id FROM calendar.event_reminders r "
+	"  WHERE r.status = 'Pending' AND r.due_at < $1::timestamptz "
+	"  ORDER BY r.due_at LIMIT $2::int FOR UPDATE SKIP LOCKED"
+	"), sent AS ("
+	"  UPDATE calendar.event_reminders r SET status = 'Sent', sent_at = $1::timestamptz, "
+	"    updated_at = $1::timestamptz "
+	"  FROM due WHERE r.id = due.id "
+	"  RETURNING r.id, r.calendar_event_id, r.offset_minutes, r.due_at"
+	") "
+	"SELECT s.id, e.id, e.tenant_id, e.owner_user_id, e.client_user_id, e.kind, "
+	"  calendar.us(e.start_at), e.time_zone, s.offset_minutes, e.appointment_id, "
+	"  calendar.us(s.due_at) "
+	"FROM sent s JOIN calendar.calendar_events e ON e.id = s.calendar_event_id "
+	"ORDER BY s.due_at, s.id";
+
+enum { RD_ID, RD_EVENT, RD_TENANT, RD_OWNER, RD_CLIENT, RD_KIND, RD_START, RD_TZ,
+	RD_OFFSET, RD_APPOINTMENT, RD_DUE };
+
+static json_object *reminder_due_payload(const PGresult *res, int i)
+{
+	json_object *o = json_object_new_object();
+
+	pc_json_col(o, "reminderId", res, i, RD_ID);
+	pc_json_col(o, "eventId", res, i, RD_EVENT);
+	pc_json_col(o, "tenantId", res, i, RD_TENANT);
+	pc_json_col(o, "ownerUserId", res, i, RD_OWNER);
+	pc_json_col(o, "clientUserId", res, i, RD_CLIENT);
+	pc_json_col(o, "kind", res, i, RD_KIND);
+	pc_json_col_time(o, "startAt", res, i, RD_START);
+	pc_json_col(o, "timeZone", res, i, RD_TZ);
+	pc_json_col_int(o, "offsetMinutes", res, i, RD_OFFSET);
+	pc_json_col(o, "appointmentId", res, i, RD_APPOINTMENT);
+	return o;
+}
+
+/* One batch: returns rows sent (>= 0) or PIN_ERR_DB. */
+static int dispatch_batch(int64_t now_us, int batch)
+{
+	const char *params[2];
+	PGresult *res;
+	int i, n;
+
+	params[0] = pc_time_param(now_us);
+	params[1] = pc_api->sprintf("%d", batch);
+	if (pc_api->db_begin() != 0)
+		return PIN_ERR_DB;
+	res = pc_api->db_exec_prepared("wrk_reminder_dispatch", dispatch_sql, 2, params);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+		goto fail;
+	n = PQntuples(res);
+	for (i = 0; i < n; i++) {
+		const char *event_id = PQgetvalue(res, i, RD_EVENT);
+		/* the outbox envelope is built by the host; key = EventId */
+		if (pc_outbox(PC_TOPIC_REMINDER_DUE, event_id, "pin.calendar.reminder-due",
+				"CalendarEvent", event_id, reminder_due_payload(res, i)) < 0)
+			goto fail;
+	}
+	if (pc_api->db_commit() != 0)
+		return PIN_ERR_DB;
+	if (n > 0)
+		pc_api->log(PIN_LOG_INFO, "reminder-dispatch batch", "sent",
+				pc_api->sprintf("%d", n), NULL);
+	return n;
+fail:
+	pc_api->db_rollback();
+	return PIN_ERR_DB;
+}
+
+/* Gauge: age of the oldest due Pending row (0 when none). */
+static void set_lag(int64_t now_us)
+{
+	const char *params[1] = { pc_time_param(now_us) };
+	PGresult *res = pc_api->db_exec_prepared("wrk_reminder_lag",
+		"SELECT calendar.us(min(due_at)) FROM calendar.event_reminders "
+		"WHERE status = 'Pending' AND due_at < $1::timestamptz", 1, params);
+	double lag = 0;
+
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+			!PQgetisnull(res, 0, 0))
+		lag = (double)(now_us - pc_col_us(res, 0, 0)) / 1e6;
+	pc_api->metric_set("pin_reminder_dispatch_lag_seconds", NULL, lag);
+}
+
+static int reminder_dispatch(void *ud)
+{
+	int64_t now_us = pc_api->now_us();
+	int batch = (int)pc_api->config_int("job.reminder-dispatch.batch", DEFAULT_BATCH);
+	int total = 0, n, k;
+
+	(void)ud;
+	if (batch < 1 || batch > 10000)
+		batch = DEFAULT_BATCH;
+	set_lag(now_us);
+	for (k = 0; k < MAX_BATCHES; k++) {
+		n = dispatch_batch(now_us, batch);
+		if (n < 0)
+			return n;
+		total += n;
+		if (n < batch)
+			break;
+	}
+	if (total > 0)
+		pc_api->metric_add("pin_reminders_sent_total", NULL, total);
+	set_lag(pc_api->now_us());
+	return total;
+}
 
 int wrk_reminders_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	(void)reg; (void)err; (void)errlen;
+	static const struct pin_job job = { "reminder-dispatch", 60000,
+		reminder_dispatch, NULL, NULL };
+
+	pc_init(wrk_api);
+	if (reg->job(reg, &job) != 0) {
+		snprintf(err, errlen, "workers: cannot register reminder-dispatch");
+		return -1;
+	}
 	return 0;
 }

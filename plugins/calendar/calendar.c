@@ -1,0 +1,44 @@
+/* calendar.c -- calendar.so: registers the agent events routes and the
+ * read-only agency / PIN manager views. */
+#include "config.h"
+#include <stdio.h>
+#include "calendar.h"
+
+#define AGENT (PIN_ACTOR_AGENT | PIN_ACTOR_CONSULTANT)
+#define EV "/api/v1/agent/calendar/events"
+
+static const struct pin_route cal_routes[] = {
+	{ "GET", EV, AGENT, "calendar.events.view", 1, cal_events_list, NULL, NULL },
+	{ "POST", EV, AGENT, "calendar.events.manage", 1, cal_events_create, NULL, NULL },
+	{ "GET", EV "/{id}", AGENT, "calendar.events.view", 1, cal_events_get, NULL, NULL },
+	{ "PATCH", EV "/{id}", AGENT, "calendar.events.manage", 1, cal_events_patch, NULL, NULL },
+	{ "POST", EV "/{id}/reschedule", AGENT, "calendar.events.manage", 1,
+		cal_events_reschedule, NULL, NULL },
+	{ "POST", EV "/{id}/start", AGENT, "calendar.events.manage", 1,
+		cal_events_start, NULL, NULL },
+	{ "POST", EV "/{id}/complete", AGENT, "calendar.events.manage", 1,
+		cal_events_complete, NULL, NULL },
+	{ "POST", EV "/{id}/cancel", AGENT, "calendar.events.manage", 1,
+		cal_events_cancel, NULL, NULL },
+	{ "GET", "/api/v1/agency/calendar/events", PIN_ACTOR_ANY, "calendar.team.view", 1,
+		cal_team_events, NULL, NULL },
+	{ "GET", "/api/v1/pin-manager/calendar/events", PIN_ACTOR_PIN_MANAGER,
+		"calendar.team.view", 0, cal_pinmgr_events, NULL, NULL },
+};
+
+static int cal_init(const struct pin_host_api *api, struct pin_registrar *reg,
+		char *err, size_t errlen)
+{
+	size_t i;
+
+	pc_init(api);
+	for (i = 0; i < sizeof(cal_routes) / sizeof(cal_routes[0]); i++)
+		if (reg->route(reg, &cal_routes[i]) != 0) {
+			snprintf(err, errlen, "calendar: cannot register %s %s",
+					cal_routes[i].method, cal_routes[i].pattern);
+			return -1;
+		}
+	return 0;
+}
+
+PIN_PLUGIN_DEFINE("calendar", PACKAGE_VERSION, cal_init, NULL)

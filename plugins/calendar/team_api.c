@@ -1,0 +1,120 @@
+/* team_api.c -- range listing shared by the agent list and the read-only
+ * agency / PIN manager views (api.md). */
+#include "config.h"
+#include <stdio.h>
+#include <string.h>
+#include "calendar.h"
+
+/*
+ * Events overlapping [from, to): point events with from <= start < to,
+ * others with start < to and end > from.  An event lasts <= 24 h, so
+ * start > from - 24 h bounds the index range scan on (owner|tenant, start_at, id).
+ */
+static const char list_sql[] =
+	"SELECT " PC_EVENT_COLS ", u.display_name, u.avatar_url "
+	"FROM calendar.calendar_events e "
+	"LEFT JOIN calendar.user_replicas u ON $10::bool AND u.user_id = e.owner_user_id "
+	"WHERE e.tenant_id = $1 "
+	"  AND ($2::uuid IS NULL OR e.owner_user_id = $2::uuid) "
+	"  AND ($3::uuid[] IS NULL OR e.owner_user_id = ANY ($3::uuid[])) "
+	"  AND e.start_at < $5::timestamptz "
+	"  AND e.start_at > $4::timestamptz - interval '24 hours' "
+	"  AND (e.start_at >= $4::timestamptz OR e.end_at > $4::timestamptz) "
+	"  AND ($6::text IS NULL OR e.kind = $6) "
+	"  AND ($7::text IS NULL OR e.status = $7) "
+	"  AND ($8::timestamptz IS NULL OR (e.start_at, e.id) > ($8::timestamptz, $9::uuid)) "
+	"ORDER BY e.start_at, e.id LIMIT $11::int";
+
+int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
+		struct pc_errs *e)
+{
+	int64_t from = 0, to = 0, cur_us = 0;
+	long long limit = 100;
+	const char *kind = NULL, *status = NULL, *cursor, *params[11];
+	char cur_id[37];
+	json_object *out, *items;
+	PGresult *res;
+	int i, n;
+
+	pc_q_instant(r, "from", 1, &from, e);
+	pc_q_instant(r, "to", 1, &to, e);
+	pc_q_enum(r, "kind", 0, pc_event_kinds, &kind, e);
+	pc_q_enum(r, "status", 0, pc_event_statuses, &status, e);
+	pc_q_int(r, "limit", 0, 1, 500, &limit, e);
+	cursor = pc_api->req_query(r, "cursor");
+	if (cursor && *cursor && pc_cursor_parse(cursor, &cur_us, cur_id) != 0)
+		pc_errs_add(e, "cursor", "is not a cursor of this list");
+	if (e->n)
+		return pc_errs_respond(r, 400, "MALFORMED_REQUEST",
+				"bad query parameters", e);
+	if (to <= from)
+		pc_errs_add(e, "to", "must be after from");
+	else if (to - from > CAL_MAX_RANGE_US)
+		pc_errs_add(e, "to", "the range is at most 92 days");
+	if (e->n)
+		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "bad range", e);
+
+	params[0] = scope->tenant_id;
+	params[1] = scope->owner_user_id;
+	params[2] = scope->owner_ids_array;
+	params[3] = pc_time_param(from);
+	params[4] = pc_time_param(to);
+	params[5] = kind;
+	params[6] = status;
+	params[7] = cursor && *cursor ? pc_time_param(cur_us) : NULL;
+	params[8] = cursor && *cursor ? pc_api->strdup(cur_id) : NULL;
+	params[9] = scope->with_owner ? "true" : "false";
+	params[10] = pc_api->sprintf("%lld", limit + 1);
+	res = pc_api->db_exec_prepared("cal_events_list", list_sql, 11, params);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+		return PIN_ERR_DB;
+	n = PQntuples(res);
+	out = json_object_new_object();
+	items = json_object_new_array();
+	for (i = 0; i < n && i < limit; i++) {
+		json_object *o = pc_event_json(res, i);
+		if (scope->with_owner) {
+			json_object *ow = json_object_new_object();
+			pc_json_col(ow, "userId", res, i, PC_EC_OWNER);
+			pc_json_col(ow, "displayName", res, i, PC_EC__N);
+			pc_json_col(ow, "avatarUrl", res, i, PC_EC__N + 1);
+			json_object_object_add(o, "owner", ow);
+		}
+		json_object_array_add(items, o);
+	}
+	json_object_object_add(out, "items", items);
+	if (n > limit) {
+		int last = (int)limit - 1;
+		pc_json_str(out, "nextCursor", pc_cursor_make(pc_col_us(res, last, PC_EC_START),
+				PQgetvalue(res, last, PC_EC_ID)));
+	} else {
+		pc_json_str(out, "nextCursor", NULL);
+	}
+	return pc_api->respond_json(r, 200, out);
+}
+
+/* GET /api/v1/agency/calendar/events?from=&to=&ownerUserIds= : the caller's tenant */
+int cal_team_events(struct pin_req *r, void *ud)
+{
+	const struct pin_principal *p = pc_api->req_principal(r);
+	struct cal_list_scope scope = { p->tenant_id, NULL, NULL, 1 };
+	struct pc_errs e;
+
+	(void)ud;
+	pc_errs_init(&e);
+	pc_q_uuid_list(r, "ownerUserIds", 0, 200, &scope.owner_ids_array, &e);
+	return cal_list_events(r, &scope, &e);
+}
+
+/* GET /api/v1/pin-manager/calendar/events?tenantId=&ownerUserId=&from=&to= */
+int cal_pinmgr_events(struct pin_req *r, void *ud)
+{
+	struct cal_list_scope scope = { NULL, NULL, NULL, 1 };
+	struct pc_errs e;
+
+	(void)ud;
+	pc_errs_init(&e);
+	pc_q_uuid(r, "tenantId", 1, &scope.tenant_id, &e);
+	pc_q_uuid(r, "ownerUserId", 0, &scope.owner_user_id, &e);
+	return cal_list_events(r, &scope, &e);
+}
