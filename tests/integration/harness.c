@@ -1,0 +1,912 @@
+/* harness.c -- helpers for the integration suites; see harness.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE     /* asprintf, strndup */
+#endif
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <curl/curl.h>
+#include <librdkafka/rdkafka.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include "harness.h"
+
+/* ------------------------------------------------------------ tracking */
+
+struct h_owned {
+	void *p;
+	void (*fn)(void *);
+};
+
+static struct h_owned *owned;
+static size_t nowned, capowned;
+static PGconn *pg;
+
+static void *track(void *p, void (*fn)(void *))
+{
+	if (!p)
+		return NULL;
+	if (nowned == capowned) {
+		size_t cap = capowned ? capowned * 2 : 64;
+		struct h_owned *n = realloc(owned, cap * sizeof(*n));
+
+		ck_assert_msg(n != NULL, "out of memory");
+		owned = n;
+		capowned = cap;
+	}
+	owned[nowned].p = p;
+	owned[nowned].fn = fn;
+	nowned++;
+	return p;
+}
+
+/* Forgets p without freeing it (it was freed by the caller). */
+static void untrack(void *p)
+{
+	for (size_t i = nowned; i-- > 0;)
+		if (owned[i].p == p) {
+			owned[i] = owned[--nowned];
+			return;
+		}
+}
+
+void h_cleanup(void)
+{
+	while (nowned > 0) {
+		struct h_owned o = owned[--nowned];
+
+		o.fn(o.p);
+	}
+	free(owned);
+	owned = NULL;
+	capowned = 0;
+	if (pg) {
+		PQfinish(pg);
+		pg = NULL;
+	}
+}
+
+static void h_setup(void)
+{
+}
+
+TCase *h_tcase(const char *name, int timeout_s)
+{
+	TCase *tc = tcase_create(name);
+
+	tcase_add_checked_fixture(tc, h_setup, h_cleanup);
+	tcase_set_timeout(tc, timeout_s > 0 ? timeout_s : 60);
+	return tc;
+}
+
+/* ------------------------------------------------------------ env, strings */
+
+const char *h_env(const char *name)
+{
+	const char *v = getenv(name);
+
+	ck_assert_msg(v && *v, "environment variable %s is not set (run ./dev test)", name);
+	return v;
+}
+
+const char *h_env_opt(const char *name, const char *def)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : def;
+}
+
+char *h_strdup(const char *s)
+{
+	char *d;
+
+	if (!s)
+		return NULL;
+	d = strdup(s);
+	ck_assert_msg(d != NULL, "out of memory");
+	return track(d, free);
+}
+
+char *h_sprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	ck_assert_msg(n >= 0, "out of memory");
+	return track(s, free);
+}
+
+char *h_uuid(void)
+{
+	unsigned char b[16];
+
+	ck_assert(RAND_bytes(b, sizeof(b)) == 1);
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+	return h_sprintf("%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+			"%02x%02x%02x%02x%02x%02x",
+			b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+			b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+char *h_iso_in(int64_t offset_s)
+{
+	time_t t = time(NULL) + (time_t)offset_s;
+	struct tm tm;
+	char buf[32];
+
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return h_strdup(buf);
+}
+
+void h_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+int64_t h_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------ HTTP */
+
+struct membuf {
+	char *p;
+	size_t n;
+};
+
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	struct membuf *b = ud;
+	size_t len = size * nmemb;
+	char *n = realloc(b->p, b->n + len + 1);
+
+	if (!n)
+		return 0;
+	memcpy(n + b->n, ptr, len);
+	b->n += len;
+	n[b->n] = '\0';
+	b->p = n;
+	return len;
+}
+
+static char *header_value(const char *line, size_t len, const char *name)
+{
+	size_t nl = strlen(name);
+	const char *v, *end = line + len;
+
+	if (len <= nl || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
+		return NULL;
+	v = line + nl + 1;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+		end--;
+	return strndup(v, (size_t)(end - v));
+}
+
+static void set_hdr(char **slot, char *v)
+{
+	if (!v)
+		return;
+	free(*slot);
+	*slot = v;
+}
+
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	struct h_resp *r = ud;
+	size_t len = size * nmemb;
+
+	set_hdr(&r->content_type, header_value(ptr, len, "Content-Type"));
+	set_hdr(&r->location, header_value(ptr, len, "Location"));
+	set_hdr(&r->etag, header_value(ptr, len, "ETag"));
+	set_hdr(&r->retry_after, header_value(ptr, len, "Retry-After"));
+	return len;
+}
+
+static void resp_destroy(void *p)
+{
+	struct h_resp *r = p;
+
+	if (!r)
+		return;
+	free(r->body);
+	if (r->json)
+		json_object_put(r->json);
+	free(r->content_type);
+	free(r->location);
+	free(r->etag);
+	free(r->retry_after);
+	free(r);
+}
+
+void h_resp_free(struct h_resp *r)
+{
+	if (!r)
+		return;
+	untrack(r);
+	resp_destroy(r);
+}
+
+struct h_resp *h_request_opts(const char *method, const char *path,
+		const char *token, const struct h_req_opts *o)
+{
+	static const struct h_req_opts none;
+	struct h_resp *r = calloc(1, sizeof(*r));
+	struct curl_slist *hl = NULL;
+	struct membuf body = { NULL, 0 };
+	char *url = NULL, *auth = NULL, *ct = NULL;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	CURL *c = curl_easy_init();
+	CURLcode rc;
+
+	if (!o)
+		o = &none;
+	ck_assert_msg(r && c, "out of memory");
+	if (asprintf(&url, "%s%s", h_env("PIN_BASE_URL"), path) < 0)
+		url = NULL;
+	ck_assert(url != NULL);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+	if (!strcmp(method, "HEAD"))
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	if (o->source_ip)
+		curl_easy_setopt(c, CURLOPT_INTERFACE, o->source_ip);
+	if (token) {
+		if (asprintf(&auth, "Authorization: Bearer %s", token) < 0)
+			auth = NULL;
+		ck_assert(auth != NULL);
+		hl = curl_slist_append(hl, auth);
+	}
+	if (o->body) {
+		size_t n = o->body_len ? o->body_len : strlen(o->body);
+
+		if (asprintf(&ct, "Content-Type: %s",
+				o->content_type ? o->content_type : "application/json") < 0)
+			ct = NULL;
+		ck_assert(ct != NULL);
+		hl = curl_slist_append(hl, ct);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, o->body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)n);
+		/* no "Expect: 100-continue" round trip for big bodies */
+		hl = curl_slist_append(hl, "Expect:");
+	}
+	hl = curl_slist_append(hl, "Accept: application/json");
+	for (size_t i = 0; o->headers && o->headers[i]; i++)
+		hl = curl_slist_append(hl, o->headers[i]);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+
+	rc = curl_easy_perform(c);
+	ck_assert_msg(rc == CURLE_OK, "%s %s: %s", method, path,
+			errbuf[0] ? errbuf : curl_easy_strerror(rc));
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+	r->body = body.p ? body.p : strdup("");
+	r->body_len = body.n;
+	if (r->body_len > 0)
+		r->json = json_tokener_parse(r->body);
+
+	curl_slist_free_all(hl);
+	curl_easy_cleanup(c);
+	free(url);
+	free(auth);
+	free(ct);
+	return track(r, resp_destroy);
+}
+
+struct h_resp *h_request_(const char *method, const char *path, const char *token,
+		const char *json_body, ...)
+{
+	const char *hdrs[33];
+	struct h_req_opts o = { 0 };
+	size_t n = 0;
+	const char *h;
+	va_list ap;
+
+	va_start(ap, json_body);
+	while ((h = va_arg(ap, const char *)) != NULL && n < 32)
+		hdrs[n++] = h;
+	va_end(ap);
+	hdrs[n] = NULL;
+	o.body = json_body;
+	o.headers = hdrs;
+	return h_request_opts(method, path, token, &o);
+}
+
+json_object *h_jget(json_object *o, const char *key)
+{
+	json_object *v = NULL;
+
+	if (!o || !json_object_is_type(o, json_type_object))
+		return NULL;
+	return json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
+const char *h_jstr(json_object *o, const char *key)
+{
+	json_object *v = h_jget(o, key);
+
+	return v && json_object_is_type(v, json_type_string) ?
+		json_object_get_string(v) : NULL;
+}
+
+void h_assert_problem(const struct h_resp *r, long status, const char *code)
+{
+	const char *got;
+
+	ck_assert_msg(r->status == status, "status %ld, want %ld; body: %.300s",
+			r->status, status, r->body);
+	ck_assert_msg(r->content_type &&
+			!strncmp(r->content_type, "application/problem+json", 24),
+			"content type %s, want application/problem+json",
+			r->content_type ? r->content_type : "(none)");
+	ck_assert_msg(r->json != NULL, "body is not JSON: %.300s", r->body);
+	got = h_jstr(r->json, "code");
+	ck_assert_msg(got && !strcmp(got, code), "code %s, want %s; body: %.300s",
+			got ? got : "(none)", code, r->body);
+}
+
+/* ------------------------------------------------------------ JWT */
+
+static char *b64url(const unsigned char *in, size_t n)
+{
+	static const char tbl[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	char *out = malloc(n * 4 / 3 + 4), *p = out;
+	size_t i;
+
+	ck_assert(out != NULL);
+	for (i = 0; i + 2 < n; i += 3) {
+		*p++ = tbl[in[i] >> 2];
+		*p++ = tbl[((in[i] & 3) << 4) | (in[i + 1] >> 4)];
+		*p++ = tbl[((in[i + 1] & 15) << 2) | (in[i + 2] >> 6)];
+		*p++ = tbl[in[i + 2] & 63];
+	}
+	if (n - i == 1) {
+		*p++ = tbl[in[i] >> 2];
+		*p++ = tbl[(in[i] & 3) << 4];
+	} else if (n - i == 2) {
+		*p++ = tbl[in[i] >> 2];
+		*p++ = tbl[((in[i] & 3) << 4) | (in[i + 1] >> 4)];
+		*p++ = tbl[(in[i + 1] & 15) << 2];
+	}
+	*p = '\0';
+	return out;
+}
+
+/* Reads the secret file (trailing whitespace stripped); harness-owned. */
+static char *read_secret(void)
+{
+	const char *path = h_env("PIN_JWT_SECRET_FILE");
+	char buf[4096];
+	size_t n;
+	FILE *f = fopen(path, "r");
+
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
+			buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+		n--;
+	buf[n] = '\0';
+	return h_strdup(buf);
+}
+
+char *h_token_opts(const struct h_token_opts *o)
+{
+	json_object *hdr = json_object_new_object();
+	json_object *pl = json_object_new_object();
+	json_object *perms = json_object_new_array();
+	const char *secret = o->secret ? o->secret : read_secret();
+	int64_t now = (int64_t)time(NULL);
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int maclen = 0;
+	char *h64, *p64, *s64, *signing, *tok;
+	const char *js;
+
+	json_object_object_add(hdr, "alg", json_object_new_string("HS256"));
+	json_object_object_add(hdr, "typ", json_object_new_string("JWT"));
+	json_object_object_add(pl, "iss", json_object_new_string(o->iss ? o->iss : "pin-dev"));
+	json_object_object_add(pl, "aud", json_object_new_string(o->aud ? o->aud : "pin-calendar"));
+	if (o->sub)
+		json_object_object_add(pl, "sub", json_object_new_string(o->sub));
+	if (o->actor)
+		json_object_object_add(pl, "actor", json_object_new_string(o->actor));
+	if (o->tenant)
+		json_object_object_add(pl, "tenant_id", json_object_new_string(o->tenant));
+	for (size_t i = 0; o->perms && o->perms[i]; i++)
+		json_object_array_add(perms, json_object_new_string(o->perms[i]));
+	json_object_object_add(pl, "permissions", perms);
+	json_object_object_add(pl, "iat", json_object_new_int64(now));
+	if (!o->no_exp)
+		json_object_object_add(pl, "exp",
+				json_object_new_int64(now + (o->exp_in_s ? o->exp_in_s : 3600)));
+	if (o->nbf_in_s)
+		json_object_object_add(pl, "nbf", json_object_new_int64(now + o->nbf_in_s));
+
+	js = json_object_to_json_string_ext(hdr, JSON_C_TO_STRING_PLAIN);
+	h64 = b64url((const unsigned char *)js, strlen(js));
+	js = json_object_to_json_string_ext(pl, JSON_C_TO_STRING_PLAIN);
+	p64 = b64url((const unsigned char *)js, strlen(js));
+	ck_assert(asprintf(&signing, "%s.%s", h64, p64) > 0);
+	ck_assert(HMAC(EVP_sha256(), secret, (int)strlen(secret),
+			(const unsigned char *)signing, strlen(signing), mac, &maclen) != NULL);
+	s64 = b64url(mac, maclen);
+	tok = h_sprintf("%s.%s", signing, s64);
+
+	free(h64);
+	free(p64);
+	free(s64);
+	free(signing);
+	json_object_put(hdr);
+	json_object_put(pl);
+	return tok;
+}
+
+char *h_token_(const char *actor, const char *sub, const char *tenant, ...)
+{
+	const char *perms[65];
+	struct h_token_opts o = { 0 };
+	size_t n = 0;
+	const char *p;
+	va_list ap;
+
+	va_start(ap, tenant);
+	while ((p = va_arg(ap, const char *)) != NULL && n < 64)
+		perms[n++] = p;
+	va_end(ap);
+	perms[n] = NULL;
+	o.actor = actor;
+	o.sub = sub;
+	o.tenant = tenant;
+	o.perms = perms;
+	return h_token_opts(&o);
+}
+
+/* ------------------------------------------------------------ PostgreSQL */
+
+PGconn *h_pg(void)
+{
+	if (pg && PQstatus(pg) != CONNECTION_OK) {
+		PQfinish(pg);
+		pg = NULL;
+	}
+	if (!pg) {
+		pg = PQconnectdb(h_env("PIN_PG_DSN"));
+		ck_assert_msg(PQstatus(pg) == CONNECTION_OK, "PostgreSQL: %s",
+				PQerrorMessage(pg));
+	}
+	return pg;
+}
+
+static void pq_clear(void *p)
+{
+	PQclear(p);
+}
+
+static PGresult *sql_v(const char *sql, va_list ap)
+{
+	const char *params[32];
+	int n = 0;
+	const char *p;
+	PGresult *res;
+	ExecStatusType st;
+
+	while ((p = va_arg(ap, const char *)) != NULL && n < 32)
+		params[n++] = p;
+	res = PQexecParams(h_pg(), sql, n, NULL, params, NULL, NULL, 0);
+	st = PQresultStatus(res);
+	ck_assert_msg(st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK,
+			"SQL failed: %s\n  %s", PQresultErrorMessage(res), sql);
+	return track(res, pq_clear);
+}
+
+PGresult *h_sql_(const char *sql, ...)
+{
+	va_list ap;
+	PGresult *res;
+
+	va_start(ap, sql);
+	res = sql_v(sql, ap);
+	va_end(ap);
+	return res;
+}
+
+char *h_sql_scalar_(const char *sql, ...)
+{
+	va_list ap;
+	PGresult *res;
+
+	va_start(ap, sql);
+	res = sql_v(sql, ap);
+	va_end(ap);
+	if (PQntuples(res) < 1 || PQnfields(res) < 1 || PQgetisnull(res, 0, 0))
+		return NULL;
+	return h_strdup(PQgetvalue(res, 0, 0));
+}
+
+long long h_sql_int_(const char *sql, ...)
+{
+	va_list ap;
+	PGresult *res;
+
+	va_start(ap, sql);
+	res = sql_v(sql, ap);
+	va_end(ap);
+	if (PQntuples(res) < 1 || PQnfields(res) < 1 || PQgetisnull(res, 0, 0))
+		return -1;
+	return strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+}
+
+/* ------------------------------------------------------------ Kafka */
+
+char *h_kafka_bootstrap(void)
+{
+	const char *path = h_env_opt("PIN_KAFKA_BOOTSTRAP_FILE", NULL);
+	char buf[1024];
+	size_t n;
+	FILE *f;
+
+	if (path && (f = fopen(path, "r")) != NULL) {
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+			n--;
+		buf[n] = '\0';
+		if (n > 0)
+			return h_strdup(buf);
+	}
+	return h_strdup(h_env("PIN_KAFKA_BOOTSTRAP"));
+}
+
+static void kmsgs_destroy(void *p)
+{
+	struct h_kmsgs *l = p;
+
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].topic);
+		free(l->v[i].key);
+		free(l->v[i].value);
+		if (l->v[i].json)
+			json_object_put(l->v[i].json);
+	}
+	free(l->v);
+	free(l);
+}
+
+static rd_kafka_conf_t *kconf(void)
+{
+	rd_kafka_conf_t *c = rd_kafka_conf_new();
+	char err[256];
+
+	ck_assert(rd_kafka_conf_set(c, "bootstrap.servers", h_kafka_bootstrap(),
+			err, sizeof(err)) == RD_KAFKA_CONF_OK);
+	rd_kafka_conf_set(c, "log_level", "3", err, sizeof(err));
+	return c;
+}
+
+static void kmsg_add(struct h_kmsgs *l, const rd_kafka_message_t *m)
+{
+	struct h_kmsg *n = realloc(l->v, (l->n + 1) * sizeof(*n));
+	struct h_kmsg *k;
+	rd_kafka_timestamp_type_t tt;
+
+	ck_assert(n != NULL);
+	l->v = n;
+	k = &l->v[l->n++];
+	memset(k, 0, sizeof(*k));
+	k->topic = strdup(rd_kafka_topic_name(m->rkt));
+	k->partition = m->partition;
+	k->offset = m->offset;
+	if (m->key)
+		k->key = strndup(m->key, m->key_len);
+	k->value = malloc(m->len + 1);
+	ck_assert(k->value != NULL);
+	if (m->len)
+		memcpy(k->value, m->payload, m->len);
+	k->value[m->len] = '\0';
+	k->value_len = m->len;
+	k->json = json_tokener_parse(k->value);
+	k->ts_ms = rd_kafka_message_timestamp(m, &tt);
+}
+
+struct h_kmsgs *h_kafka_read_all(const char *topic, int timeout_ms)
+{
+	struct h_kmsgs *l = calloc(1, sizeof(*l));
+	rd_kafka_conf_t *c = kconf();
+	rd_kafka_t *rk;
+	const rd_kafka_metadata_t *md = NULL;
+	rd_kafka_topic_t *rkt;
+	rd_kafka_topic_partition_list_t *parts;
+	char err[256];
+	int nparts = 0, neof = 0;
+	int64_t end = h_now_ms() + timeout_ms;
+	rd_kafka_resp_err_t e;
+
+	ck_assert(l != NULL);
+	rd_kafka_conf_set(c, "group.id", h_uuid(), err, sizeof(err));
+	rd_kafka_conf_set(c, "enable.auto.commit", "false", err, sizeof(err));
+	rd_kafka_conf_set(c, "enable.partition.eof", "true", err, sizeof(err));
+	rd_kafka_conf_set(c, "auto.offset.reset", "earliest", err, sizeof(err));
+	rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof(err));
+	ck_assert_msg(rk != NULL, "rd_kafka_new: %s", err);
+
+	rkt = rd_kafka_topic_new(rk, topic, NULL);
+	e = rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms > 0 ? timeout_ms : 5000);
+	if (e == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1 && !md->topics[0].err)
+		nparts = md->topics[0].partition_cnt;
+	if (md)
+		rd_kafka_metadata_destroy(md);
+	rd_kafka_topic_destroy(rkt);
+	ck_assert_msg(nparts > 0, "topic %s: no metadata (%s)", topic, rd_kafka_err2str(e));
+
+	parts = rd_kafka_topic_partition_list_new(nparts);
+	for (int i = 0; i < nparts; i++)
+		rd_kafka_topic_partition_list_add(parts, topic, i)->offset =
+			RD_KAFKA_OFFSET_BEGINNING;
+	e = rd_kafka_assign(rk, parts);
+	rd_kafka_topic_partition_list_destroy(parts);
+	ck_assert_msg(!e, "assign %s: %s", topic, rd_kafka_err2str(e));
+
+	while (neof < nparts && h_now_ms() < end) {
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+
+		if (!m)
+			continue;
+		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+			neof++;
+		else if (!m->err)
+			kmsg_add(l, m);
+		rd_kafka_message_destroy(m);
+	}
+	rd_kafka_consumer_close(rk);
+	rd_kafka_destroy(rk);
+	return track(l, kmsgs_destroy);
+}
+
+const struct h_kmsg *h_kafka_wait(const char *topic, int timeout_ms,
+		bool (*match)(const struct h_kmsg *m, void *ud), void *ud)
+{
+	int64_t end = h_now_ms() + timeout_ms;
+
+	for (;;) {
+		struct h_kmsgs *l = h_kafka_read_all(topic, 5000);
+
+		for (size_t i = 0; i < l->n; i++)
+			if (!match || match(&l->v[i], ud))
+				return &l->v[i];
+		if (h_now_ms() >= end)
+			return NULL;
+		h_sleep_ms(200);
+	}
+}
+
+static bool match_key(const struct h_kmsg *m, void *ud)
+{
+	return m->key && !strcmp(m->key, (const char *)ud);
+}
+
+const struct h_kmsg *h_kafka_wait_key(const char *topic, const char *key, int timeout_ms)
+{
+	return h_kafka_wait(topic, timeout_ms, match_key, (void *)key);
+}
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	(void)rk;
+	*(int *)opaque = m->err ? -1 : 1;
+}
+
+int h_kafka_produce(const char *topic, const char *key, const char *value)
+{
+	rd_kafka_conf_t *c = kconf();
+	rd_kafka_t *rk;
+	char err[256];
+	int done = 0;
+	rd_kafka_resp_err_t e;
+
+	rd_kafka_conf_set(c, "partitioner", "murmur2_random", err, sizeof(err));
+	rd_kafka_conf_set(c, "enable.idempotence", "true", err, sizeof(err));
+	rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
+	rd_kafka_conf_set_opaque(c, &done);
+	rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof(err));
+	if (!rk) {
+		fprintf(stderr, "h_kafka_produce: %s\n", err);
+		return -1;
+	}
+	e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+			RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
+			RD_KAFKA_V_VALUE((void *)value, strlen(value)),
+			RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+	if (e) {
+		fprintf(stderr, "h_kafka_produce %s: %s\n", topic, rd_kafka_err2str(e));
+		rd_kafka_destroy(rk);
+		return -1;
+	}
+	rd_kafka_flush(rk, 10000);
+	rd_kafka_destroy(rk);
+	if (done != 1)
+		fprintf(stderr, "h_kafka_produce %s: not delivered\n", topic);
+	return done == 1 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ broker */
+
+static char *dev_path(const char *rel)
+{
+	return h_sprintf("%s/%s", h_env("PIN_DEV_DIR"), rel);
+}
+
+/* alive and not a zombie */
+static bool pid_alive(pid_t pid)
+{
+	char path[64], buf[512];
+	FILE *f;
+	char *p;
+	bool alive = false;
+
+	if (kill(pid, 0) != 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ')
+		alive = p[2] != 'Z' && p[2] != 'X';
+	fclose(f);
+	return alive;
+}
+
+void h_broker_stop(void)
+{
+	char *pidfile = dev_path("pids/broker.pid");
+	FILE *f = fopen(pidfile, "r");
+	long pid = 0;
+	int64_t end;
+
+	ck_assert_msg(f != NULL, "%s: %s", pidfile, strerror(errno));
+	ck_assert(fscanf(f, "%ld", &pid) == 1 && pid > 1);
+	fclose(f);
+	kill((pid_t)pid, SIGTERM);
+	end = h_now_ms() + 15000;
+	while (pid_alive((pid_t)pid) && h_now_ms() < end) {
+		waitpid((pid_t)pid, NULL, WNOHANG);     /* if it is our child */
+		h_sleep_ms(50);
+	}
+	if (pid_alive((pid_t)pid))
+		kill((pid_t)pid, SIGKILL);
+	waitpid((pid_t)pid, NULL, WNOHANG);
+	unlink(h_env("PIN_KAFKA_BOOTSTRAP_FILE"));
+}
+
+void h_broker_start(void)
+{
+	const char *bin = h_env("PIN_BROKER_BIN");
+	const char *bfile = h_env("PIN_KAFKA_BOOTSTRAP_FILE");
+	char *pidfile = dev_path("pids/broker.pid");
+	char *log = dev_path("logs/broker.log");
+	char *tmp = h_sprintf("%s.tmp", pidfile);
+	struct stat st;
+	FILE *f;
+	pid_t pid;
+
+	unlink(bfile);
+	pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		int nul = open("/dev/null", O_RDONLY);
+
+		setsid();
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (nul >= 0)
+			dup2(nul, 0);
+		execl(bin, bin, "--bootstrap-file", bfile, (char *)NULL);
+		_exit(127);
+	}
+	f = fopen(tmp, "w");
+	ck_assert(f != NULL);
+	fprintf(f, "%ld\n", (long)pid);
+	fclose(f);
+	ck_assert(rename(tmp, pidfile) == 0);
+	ck_assert_msg(H_WAIT_UNTIL(stat(bfile, &st) == 0 && st.st_size > 0, 20000),
+			"dev broker did not publish its address");
+}
+
+/* ------------------------------------------------------------ hosts */
+
+int h_run_host(const char *mode, const char *plugins, int64_t clock_offset_s,
+		const char *const *extra_args)
+{
+	const char *argv[64];
+	char *log = dev_path("logs/worker-once.log");
+	char *kb = h_sprintf("@%s", h_env("PIN_KAFKA_BOOTSTRAP_FILE"));
+	char *off = h_sprintf("%lld", (long long)clock_offset_s);
+	const char *asan = h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL);
+	int n = 0, status = 0;
+	pid_t pid;
+
+	argv[n++] = h_env("PIN_HOST_BIN");
+	argv[n++] = "--mode";
+	argv[n++] = mode;
+	argv[n++] = "--config";
+	argv[n++] = h_env("PIN_CONFIG");
+	argv[n++] = "--plugins";
+	argv[n++] = plugins ? plugins : h_env_opt("PIN_WORKER_PLUGINS", "");
+	argv[n++] = "--plugin-dir";
+	argv[n++] = h_env("PIN_PLUGIN_DIR");
+	argv[n++] = "--pg-dsn";
+	argv[n++] = h_env("PIN_PG_DSN");
+	argv[n++] = "--kafka-bootstrap";
+	argv[n++] = kb;
+	if (clock_offset_s) {
+		argv[n++] = "--clock-offset-s";
+		argv[n++] = off;
+	}
+	for (size_t i = 0; extra_args && extra_args[i] && n < 62; i++)
+		argv[n++] = extra_args[i];
+	argv[n] = NULL;
+
+	pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (asan)
+			setenv("ASAN_OPTIONS", asan, 1);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+int h_run_worker_once(int64_t clock_offset_s)
+{
+	static const char *const once[] = { "--once", NULL };
+
+	return h_run_host("worker", NULL, clock_offset_s, once);
+}

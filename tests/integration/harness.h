@@ -1,0 +1,194 @@
+/*
+ * harness.h -- helpers for the integration suites (tests/integration).
+ *
+ * The suites run against the stack ./dev test starts (real PostgreSQL, the
+ * dev Kafka broker, nginx -> API host, a long-lived worker host).  The stack
+ * is described by environment variables:
+ *
+ *   PIN_BASE_URL          http://127.0.0.1:<port> (nginx)
+ *   PIN_PG_DSN            postgresql://postgres@127.0.0.1:<port>/pin
+ *   PIN_KAFKA_BOOTSTRAP   broker address at start (use h_kafka_bootstrap())
+ *   PIN_KAFKA_BOOTSTRAP_FILE  file holding the current address (re-read it)
+ *   PIN_DEV_DIR           state dir of the test stack (logs/, pids/)
+ *   PIN_JWT_SECRET_FILE   HS256 secret of the hosts
+ *   PIN_HOST_BIN          pin-host binary; PIN_BROKER_BIN pin-devbroker binary
+ *   PIN_PLUGIN_DIR        plugin .so dir; PIN_FIXTURE_DIR fixture .so dir
+ *   PIN_CONFIG            the hosts' config file (allow_clock_offset = true)
+ *   PIN_WORKER_PLUGINS    plugin list of the worker host (incl. testcons path)
+ *   PIN_API_PLUGINS       plugin list of the API host
+ *
+ * Memory: every pointer a h_* function returns (responses, strings, message
+ * lists, SQL results) is owned by the harness and freed after the test
+ * (h_tcase() installs the teardown).  Freeing early with h_resp_free() is
+ * allowed but never required.
+ *
+ * Failures: helpers ck_abort_msg() on infrastructure errors (no connection,
+ * curl failure); HTTP status codes are returned, not asserted.
+ */
+#ifndef PIN_HARNESS_H
+#define PIN_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <check.h>
+#include <json-c/json.h>
+#include <libpq-fe.h>
+
+/* ---- the suites (one per file, listed in check-integration.c) ---------- */
+Suite *make_http_suite(void);
+Suite *make_kafka_suite(void);
+Suite *make_calendar_suite(void);
+Suite *make_slots_suite(void);
+
+/* A test case with the harness teardown and a generous timeout (seconds,
+ * scaled by CK_TIMEOUT_MULTIPLIER as usual).  Use it instead of tcase_create. */
+TCase *h_tcase(const char *name, int timeout_s);
+
+/* ---- environment -------------------------------------------------------- */
+/* Value of the variable; aborts the test when it is not set. */
+const char *h_env(const char *name);
+/* Value or def. */
+const char *h_env_opt(const char *name, const char *def);
+
+/* ---- strings / ids ------------------------------------------------------ */
+char *h_strdup(const char *s);                                /* harness-owned */
+char *h_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *h_uuid(void);                                           /* random v4 */
+/* ISO-8601 UTC ("2026-12-01T09:00:00Z") of now + offset_s (wall clock). */
+char *h_iso_in(int64_t offset_s);
+
+/* ---- HTTP (libcurl) ----------------------------------------------------- */
+struct h_resp {
+	long status;
+	char *body;               /* NUL-terminated, "" when empty */
+	size_t body_len;
+	json_object *json;        /* parsed body or NULL */
+	char *content_type;       /* NULL when absent */
+	char *location;
+	char *etag;
+	char *retry_after;
+};
+
+struct h_req_opts {
+	const char *body;              /* NULL: no body */
+	size_t body_len;               /* 0: strlen(body) */
+	const char *content_type;      /* NULL: application/json when body */
+	const char *const *headers;    /* NULL-terminated "Name: value" list */
+	const char *source_ip;         /* bind the client to this address */
+};
+
+/* method "GET"/"POST"/...; path "/api/v1/..." (appended to PIN_BASE_URL);
+ * token NULL or a JWT (sent as Bearer); json_body NULL or JSON text;
+ * then extra "Name: value" headers, NULL-terminated (the macro adds it). */
+struct h_resp *h_request_(const char *method, const char *path, const char *token,
+		const char *json_body, ...);
+#define h_request(method, path, token, body, ...) \
+	h_request_((method), (path), (token), (body), ##__VA_ARGS__, (const char *)NULL)
+struct h_resp *h_request_opts(const char *method, const char *path,
+		const char *token, const struct h_req_opts *o);
+#define h_get(path, token) h_request("GET", (path), (token), NULL)
+#define h_post(path, token, body) h_request("POST", (path), (token), (body))
+void h_resp_free(struct h_resp *r);
+
+/* String member of a JSON object (NULL when absent or not an object). */
+const char *h_jstr(json_object *o, const char *key);
+/* Member lookup, NULL when absent. */
+json_object *h_jget(json_object *o, const char *key);
+/* Asserts a problem+json answer: status, content type, body.code. */
+void h_assert_problem(const struct h_resp *r, long status, const char *code);
+
+/* ---- JWT (HS256 with the stack's secret) ---------------------------------- */
+struct h_token_opts {
+	const char *actor;             /* "agent", ... (NULL: claim absent) */
+	const char *sub;
+	const char *tenant;            /* NULL: no tenant_id claim */
+	const char *const *perms;      /* NULL-terminated */
+	int64_t exp_in_s;              /* 0: 3600 */
+	int64_t nbf_in_s;              /* 0: no nbf claim */
+	const char *iss;               /* NULL: "pin-dev" */
+	const char *aud;               /* NULL: "pin-calendar" */
+	const char *secret;            /* NULL: PIN_JWT_SECRET_FILE */
+	bool no_exp;                   /* omit exp */
+};
+char *h_token_opts(const struct h_token_opts *o);
+/* h_token("agent", sub, tenant_or_NULL, "perm1", "perm2") */
+char *h_token_(const char *actor, const char *sub, const char *tenant, ...);
+#define h_token(actor, sub, tenant, ...) \
+	h_token_((actor), (sub), (tenant), ##__VA_ARGS__, (const char *)NULL)
+
+/* ---- PostgreSQL ----------------------------------------------------------- */
+PGconn *h_pg(void);                       /* the test's connection (cached) */
+/* Runs sql with text params (NULL-terminated list; the macro adds it);
+ * asserts success; result freed after the test. */
+PGresult *h_sql_(const char *sql, ...);
+#define h_sql(sql, ...) h_sql_((sql), ##__VA_ARGS__, (const char *)NULL)
+/* First column of the first row, NULL when no row or SQL NULL. */
+char *h_sql_scalar_(const char *sql, ...);
+#define h_sql_scalar(sql, ...) h_sql_scalar_((sql), ##__VA_ARGS__, (const char *)NULL)
+/* Same as an integer (-1 when no row / NULL). */
+long long h_sql_int_(const char *sql, ...);
+#define h_sql_int(sql, ...) h_sql_int_((sql), ##__VA_ARGS__, (const char *)NULL)
+
+/* ---- Kafka ---------------------------------------------------------------- */
+struct h_kmsg {
+	char *topic;
+	int32_t partition;
+	int64_t offset;
+	char *key;                 /* NULL when absent */
+	char *value;               /* NUL-terminated */
+	size_t value_len;
+	json_object *json;         /* parsed value or NULL */
+	int64_t ts_ms;
+};
+struct h_kmsgs {
+	size_t n;
+	struct h_kmsg *v;
+};
+/* Current bootstrap address (re-read from PIN_KAFKA_BOOTSTRAP_FILE). */
+char *h_kafka_bootstrap(void);
+/* Every message on topic, from the beginning of all partitions, read until
+ * EOF on each partition (or timeout_ms).  Never NULL. */
+struct h_kmsgs *h_kafka_read_all(const char *topic, int timeout_ms);
+/* Polls h_kafka_read_all until a message satisfies match (NULL = any) or
+ * timeout_ms passes.  Returns the message or NULL. */
+const struct h_kmsg *h_kafka_wait(const char *topic, int timeout_ms,
+		bool (*match)(const struct h_kmsg *m, void *ud), void *ud);
+/* First message whose key equals key, waiting up to timeout_ms. */
+const struct h_kmsg *h_kafka_wait_key(const char *topic, const char *key, int timeout_ms);
+/* Produces one message (murmur2_random partitioner, like Java clients) and
+ * waits for delivery.  0 ok, -1 error (logged to stderr). */
+int h_kafka_produce(const char *topic, const char *key, const char *value);
+
+/* Stops the dev broker of the stack (SIGTERM, waits for exit). */
+void h_broker_stop(void);
+/* Starts a new dev broker (new random port; the bootstrap file is rewritten,
+ * hosts re-read it); returns when the address is published. */
+void h_broker_start(void);
+
+/* ---- hosts ---------------------------------------------------------------- */
+/* Runs PIN_HOST_BIN --mode worker --once with the stack's config and the
+ * worker plugins (every job once + the outbox relay), clock shifted by
+ * clock_offset_s.  Output goes to $PIN_DEV_DIR/logs/worker-once.log.
+ * Returns the exit status (0 ok). */
+int h_run_worker_once(int64_t clock_offset_s);
+/* Same with an explicit plugin list (NULL = PIN_WORKER_PLUGINS) and extra
+ * NULL-terminated argv entries (may be NULL). */
+int h_run_host(const char *mode, const char *plugins, int64_t clock_offset_s,
+		const char *const *extra_args);
+
+/* ---- waiting ---------------------------------------------------------------- */
+void h_sleep_ms(int ms);
+int64_t h_now_ms(void);
+/* Evaluates cond every 100 ms until true or timeout_ms; value of cond. */
+#define H_WAIT_UNTIL(cond, timeout_ms) ({                                 \
+	int64_t h_wu_end_ = h_now_ms() + (timeout_ms);                    \
+	bool h_wu_ok_;                                                    \
+	while (!(h_wu_ok_ = (cond)) && h_now_ms() < h_wu_end_)            \
+		h_sleep_ms(100);                                          \
+	h_wu_ok_; })
+
+/* Frees everything the harness handed out (run by h_tcase's teardown). */
+void h_cleanup(void);
+
+#endif
