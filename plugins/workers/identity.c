@@ -1,9 +1,107 @@
-/* identity.c -- placeholder until its owner lands the real code. */
+/* identity.c -- the identity replica consumer (workers.md, events.md):
+ * pin.identity.users.v1 -> calendar.user_replicas (display name, avatar,
+ * status; e-mail and phone are never stored: PII minimisation).
+ *
+ * The host runs the inbox check, the transaction, the offset commit and the
+ * DLQ.  Idempotent: a replay hits the inbox; an older message (envelope
+ * createdAt <= the replica's last_event_at) does not overwrite a newer one. */
 #include "config.h"
+#include <stdio.h>
+#include <string.h>
 #include "workers.h"
+
+#define GROUP "calendar-identity-users"
+#define CODE_INVALID "CAL_IDENTITY_INVALID_PAYLOAD"
+
+static const char *const topics[] = { "pin.identity.users.v1", NULL };
+
+/* String member or NULL (absent, null or not a string). */
+static const char *jstr(json_object *o, const char *key)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(o, key, &v) || !v ||
+	    !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+static enum pin_consume_status fatal(struct pin_consume_result *res, const char *detail)
+{
+	snprintf(res->code, sizeof(res->code), "%s", CODE_INVALID);
+	snprintf(res->detail, sizeof(res->detail), "%s", detail);
+	return PIN_CONSUME_FATAL;
+}
+
+static enum pin_consume_status on_user(const struct pin_msg *msg,
+		struct pin_consume_result *res, void *ud)
+{
+	const char *user_id, *name, *avatar, *status, *p[6];
+	json_object *v;
+	char created[40], now[40];
+	PGresult *r;
+
+	(void)ud;
+	if (!msg->payload || !json_object_is_type(msg->payload, json_type_object))
+		return fatal(res, "payload is not an object");
+	user_id = jstr(msg->payload, "userId");
+	if (!user_id || !wrk_api->is_uuid(user_id))
+		return fatal(res, "userId is missing or not a uuid");
+	name = jstr(msg->payload, "displayName");
+	if (!name || !*name || strlen(name) > 1000)
+		return fatal(res, "displayName is missing, empty or too long");
+	avatar = jstr(msg->payload, "avatarUrl");
+	if (json_object_object_get_ex(msg->payload, "avatarUrl", &v) && v && !avatar)
+		return fatal(res, "avatarUrl is not a string");
+	if (avatar && strlen(avatar) > 2048)
+		return fatal(res, "avatarUrl is too long");
+	status = jstr(msg->payload, "status");
+	if (!status)
+		return fatal(res, "status is missing");
+	if (strcmp(status, "Active") != 0 && strcmp(status, "Deactivated") != 0) {
+		/* fail-safe for an enum value this version does not know */
+		wrk_api->log(PIN_LOG_WARN, "unknown user status, stored as Deactivated",
+				"topic", msg->topic, "messageId", msg->message_id, NULL);
+		wrk_api->metric_add("pin_calendar_identity_unknown_status_total", NULL, 1);
+		status = "Deactivated";
+	}
+	if (msg->created_at_us <= 0)
+		return fatal(res, "envelope createdAt is missing");
+
+	wrk_api->fmt_time(msg->created_at_us, created, sizeof(created));
+	wrk_api->fmt_time(wrk_api->now_us(), now, sizeof(now));
+	p[0] = user_id;
+	p[1] = name;
+	p[2] = avatar;
+	p[3] = status;
+	p[4] = created;
+	p[5] = now;
+	r = wrk_api->db_exec_prepared("identity_upsert",
+		"INSERT INTO calendar.user_replicas AS u (user_id, display_name, avatar_url, "
+		"  status, last_event_at, created_at, updated_at) "
+		"VALUES ($1::uuid, $2, $3, $4, $5::timestamptz, $6::timestamptz, $6::timestamptz) "
+		"ON CONFLICT (user_id) DO UPDATE SET display_name = EXCLUDED.display_name, "
+		"  avatar_url = EXCLUDED.avatar_url, status = EXCLUDED.status, "
+		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
+		"WHERE u.last_event_at IS NULL OR u.last_event_at < EXCLUDED.last_event_at", 6, p);
+	if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+		snprintf(res->code, sizeof(res->code), "CAL_IDENTITY_DB_ERROR");
+		snprintf(res->detail, sizeof(res->detail), "upsert failed (%s)",
+				r ? wrk_api->db_sqlstate(r) : "no connection");
+		return PIN_CONSUME_RETRY;
+	}
+	if (strcmp(PQcmdTuples(r), "0") == 0)
+		wrk_api->metric_add("pin_calendar_identity_stale_total", NULL, 1);
+	return PIN_CONSUME_OK;
+}
 
 int wrk_identity_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	(void)reg; (void)err; (void)errlen;
+	struct pin_consumer c = { GROUP, topics, "calendar.inbox", on_user, NULL, NULL };
+
+	if (reg->consumer(reg, &c) < 0) {
+		snprintf(err, errlen, "workers: cannot register consumer %s", GROUP);
+		return -1;
+	}
 	return 0;
 }
