@@ -205,6 +205,7 @@ int pin_migrate(const char *sqldir);  /* 0 ok, -1 logged */
 /* shutdown flag set by the signal thread (main.c) */
 extern volatile int pin_stopping;
 void pin_wait_stop(void);                 /* blocks until SIGTERM/SIGINT */
+void pin_request_stop(void);              /* sets pin_stopping, wakes waiters */
 /* sleeps up to ms, returns early (non-zero) when stopping */
 int pin_sleep_ms(int ms);
 

@@ -19,6 +19,20 @@ json_object *pin_json_parse(const char *buf, size_t len, char *err, size_t errle
 		return NULL;
 	}
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+	/* json-c 0.16 accepts 'single quoted' strings even in strict mode */
+	for (size_t i = 0, in = 0; i < len; i++) {
+		if (in) {
+			if (buf[i] == '\\')
+				i++;
+			else if (buf[i] == '"')
+				in = 0;
+		} else if (buf[i] == '"') {
+			in = 1;
+		} else if (buf[i] == '\'') {
+			snprintf(err, errlen, "invalid JSON: single-quoted string");
+			goto out;
+		}
+	}
 	if (len > (size_t)INT32_MAX) {
 		snprintf(err, errlen, "body too large");
 		goto out;

@@ -116,6 +116,7 @@ int pin_plugins_load(const char *list, const char *dir)
 			snprintf(path, sizeof path, "%s/%s.so", dir ? dir : PIN_PLUGIN_DIR, tok);
 		if (pin_plugin_load_file(path, err, sizeof err) < 0) {
 			pin_log(PIN_LOG_ERROR, "plugin refused", "error", err, NULL);
+			pin_plugins_unload();
 			rc = -1;
 			break;
 		}

@@ -11,48 +11,8 @@
 #include <unistd.h>
 #include "host.h"
 
-volatile int pin_stopping;
-static pthread_mutex_t stop_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t stop_cv = PTHREAD_COND_INITIALIZER;
 static pthread_t sig_tid;
 static int sig_started;
-
-static void request_stop(void)
-{
-	pthread_mutex_lock(&stop_mu);
-	pin_stopping = 1;
-	pthread_cond_broadcast(&stop_cv);
-	pthread_mutex_unlock(&stop_mu);
-}
-
-void pin_wait_stop(void)
-{
-	pthread_mutex_lock(&stop_mu);
-	while (!pin_stopping)
-		pthread_cond_wait(&stop_cv, &stop_mu);
-	pthread_mutex_unlock(&stop_mu);
-}
-
-int pin_sleep_ms(int ms)
-{
-	struct timespec dl;
-	int stop;
-
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += ms / 1000;
-	dl.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&stop_mu);
-	while (!pin_stopping &&
-	       pthread_cond_timedwait(&stop_cv, &stop_mu, &dl) != ETIMEDOUT)
-		;
-	stop = pin_stopping;
-	pthread_mutex_unlock(&stop_mu);
-	return stop;
-}
 
 static void *sig_thread(void *arg)
 {
@@ -65,7 +25,7 @@ static void *sig_thread(void *arg)
 	snprintf(num, sizeof num, "%d", sig);
 	if (!pin_stopping)
 		pin_log(PIN_LOG_INFO, "signal received, stopping", "signal", num, NULL);
-	request_stop();
+	pin_request_stop();
 	return NULL;
 }
 
@@ -261,7 +221,7 @@ int main(int argc, char **argv)
 		if (pin_relay_start() < 0 || pin_jobs_start() < 0 ||
 		    pin_consumers_start() < 0) {
 			pin_log(PIN_LOG_ERROR, "worker host failed to start", NULL);
-			request_stop();
+			pin_request_stop();
 			rc = 1;
 		} else {
 			pin_log(PIN_LOG_INFO, "worker host running", NULL);

@@ -12,10 +12,6 @@
  * libpinhost.  Weak stand-ins let the runner link; if the library ever
  * defines them, its definitions win.
  */
-__attribute__((weak)) volatile int pin_stopping;
-__attribute__((weak)) void pin_wait_stop(void)
-{
-}
 
 int main(void)
 {
