@@ -77,6 +77,7 @@ struct cons {
 	struct held *held;
 	size_t nheld, capheld;
 	bool started;
+	bool create_failing;        /* log creation failures once */
 };
 
 /* outcome of one attempt at a message */
@@ -232,11 +233,14 @@ static int consumer_create(struct cons *c)
 		goto fail;
 	}
 	c->boot = pin_kafka_bootstrap();
+	c->create_failing = false;
 	pin_log(PIN_LOG_INFO, "consumer subscribed", "group", c->e->c.group, NULL);
 	return 0;
 fail:
-	pin_log(PIN_LOG_ERROR, "consumer: cannot create the kafka consumer",
-			"group", c->e->c.group, "error", err, NULL);
+	if (!c->create_failing)
+		pin_log(PIN_LOG_ERROR, "consumer: cannot create the kafka consumer",
+				"group", c->e->c.group, "error", err, NULL);
+	c->create_failing = true;
 	return -1;
 }
 
@@ -370,7 +374,8 @@ static const char *jstr(json_object *o, const char *k)
  * A_DONE: the offset may be committed (handled, duplicate or DLQ'd).
  */
 static enum attempt attempt(struct cons *c, const rd_kafka_message_t *m,
-		char *code, size_t codelen, char *detail, size_t detlen, int *deadline_s)
+		char *code, size_t codelen, char *detail, size_t detlen, int *deadline_s,
+		char mid[37])
 {
 	struct pin_msg msg = { 0 };
 	struct pin_consume_result res;
@@ -383,7 +388,7 @@ static enum attempt attempt(struct cons *c, const rd_kafka_message_t *m,
 	char *val;
 
 	*deadline_s = 0;
-	code[0] = detail[0] = '\0';
+	code[0] = detail[0] = mid[0] = '\0';
 	msg.topic = rd_kafka_topic_name(m->rkt);
 	msg.partition = m->partition;
 	msg.offset = m->offset;
@@ -420,6 +425,7 @@ static enum attempt attempt(struct cons *c, const rd_kafka_message_t *m,
 		goto invalid;
 	}
 	msg.payload = v;
+	snprintf(mid, 37, "%s", msg.message_id);
 	msg.event_type = jstr(env, "eventType");
 	if (json_object_object_get_ex(env, "contractVersion", &v) &&
 			json_object_is_type(v, json_type_int))
@@ -539,16 +545,16 @@ static int backoff_next(int cur)
  */
 static void handle(struct cons *c, rd_kafka_message_t *m, struct held *h)
 {
-	char code[64], detail[256];
+	char code[64], detail[256], mid[37];
 	int deadline_s;
 	enum attempt a;
 	int64_t now;
 
-	a = attempt(c, m, code, sizeof(code), detail, sizeof(detail), &deadline_s);
+	a = attempt(c, m, code, sizeof(code), detail, sizeof(detail), &deadline_s, mid);
 	now = pin_clock_now_us();
 	if (a == A_RETRY && h && h->deadline_us && now >= h->deadline_us) {
 		/* out of time: DLQ with the last code */
-		log_failure(c, m, NULL, "consumer: retry deadline passed, to DLQ", code, detail);
+		log_failure(c, m, mid, "consumer: retry deadline passed, to DLQ", code, detail);
 		if (dlq_send(c, m, code, detail) == 0)
 			a = A_DONE;
 		else
@@ -608,7 +614,7 @@ static void handle(struct cons *c, rd_kafka_message_t *m, struct held *h)
 	snprintf(h->code, sizeof(h->code), "%s", code);
 	snprintf(h->detail, sizeof(h->detail), "%s", detail);
 	if (h->attempts == 1 || a == A_RETRY)
-		log_failure(c, m, NULL, a == A_RETRY ? "consumer: retriable failure, partition paused" :
+		log_failure(c, m, mid, a == A_RETRY ? "consumer: retriable failure, partition paused" :
 				"consumer: infrastructure failure, partition paused",
 				code, detail);
 }

@@ -56,6 +56,7 @@ struct relay {
 	int backoff_ms;
 	int leader_pid;             /* backend pid holding the lock, 0 = not leader */
 	bool failing;               /* for "log once per state change" */
+	bool create_failing;        /* same, for producer creation */
 	int kafka_up;               /* -1 unknown */
 };
 
@@ -99,6 +100,7 @@ static void relay_sleep_ms(int ms)
 			break;
 	pthread_mutex_unlock(&relay_mu);
 }
+
 
 static void set_kafka_up(struct relay *r, int up)
 {
@@ -157,21 +159,36 @@ static int producer_create(struct relay *r)
 		goto fail;
 	}
 	r->boot = pin_kafka_bootstrap();
+	r->create_failing = false;
 	return 0;
 fail:
-	pin_log(PIN_LOG_ERROR, "outbox relay: cannot create the kafka producer",
-			"error", err, NULL);
+	if (!r->create_failing)
+		pin_log(PIN_LOG_ERROR, "outbox relay: cannot create the kafka producer",
+				"error", err, NULL);
+	r->create_failing = true;
+	set_kafka_up(r, 0);
 	return -1;
 }
 
-/* True when the bootstrap address differs from the producer's. */
+/* True when there is a bootstrap address and it differs from the
+ * producer's (a missing file is no news: the broker is down). */
 static bool bootstrap_changed(struct relay *r)
 {
 	char *now = pin_kafka_bootstrap();
-	bool changed = !now || !r->boot || strcmp(now, r->boot) != 0;
+	bool changed = now && (!r->boot || strcmp(now, r->boot) != 0);
 
 	free(now);
 	return changed;
+}
+
+/* True when a bootstrap address can be read (the file exists again). */
+static bool bootstrap_known(void)
+{
+	char *now = pin_kafka_bootstrap();
+	bool known = now != NULL;
+
+	free(now);
+	return known;
 }
 
 /* Recreates the producer if the bootstrap address changed, or after a run
@@ -180,14 +197,14 @@ static void producer_maybe_recreate(struct relay *r, bool force)
 {
 	bool changed = bootstrap_changed(r);
 
-	if (r->rk && !force && !changed && r->consecutive_failures % 5 != 0)
+	if (!r->rk)
+		return;             /* created on the next batch */
+	if (!force && !changed && r->consecutive_failures % 5 != 0)
 		return;
-	if (r->rk)
-		pin_log(PIN_LOG_INFO, "outbox relay: recreating the kafka producer",
-				"reason", changed ? "bootstrap changed" :
-				force ? "fatal error" : "repeated failures", NULL);
+	pin_log(PIN_LOG_INFO, "outbox relay: recreating the kafka producer",
+			"reason", changed ? "bootstrap changed" :
+			force ? "fatal error" : "repeated failures", NULL);
 	producer_destroy(r);
-	producer_create(r);
 }
 
 /* Leadership: true when this thread holds the advisory lock on its
@@ -460,8 +477,16 @@ static void *relay_main(void *arg)
 		}
 		update_pending();
 		pin_arena_reset(a);
-		if (sleep_ms)
+		if (rc < 0) {
+			/* back off, but go at once when the broker has a new address */
+			for (int t = 0; t < sleep_ms && !should_stop(); t += 1000) {
+				relay_sleep_ms(sleep_ms - t < 1000 ? sleep_ms - t : 1000);
+				if (r.rk ? bootstrap_changed(&r) : bootstrap_known())
+					break;
+			}
+		} else if (sleep_ms) {
 			relay_sleep_ms(sleep_ms);
+		}
 	}
 	relay_unlock(&r);
 	producer_destroy(&r);
