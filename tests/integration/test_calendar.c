@@ -1,10 +1,691 @@
-/* test_calendar.c -- PLACEHOLDER so the integration runner links; the owner of
- * this suite replaces the whole file. */
+/*
+ * test_calendar.c -- calendar.so through nginx: the agent events API, the
+ * reminder rules and acceptance criteria of seed 000, the event-* and
+ * reminder-due messages on the dev broker, tenant/owner isolation, the
+ * agency and PIN manager views, and two worker hosts dispatching the same
+ * due reminders without duplicates.
+ *
+ * Time travel: the API host runs on the real clock; reminders become due
+ * for one-shot worker hosts started with --clock-offset-s (h_run_worker_once).
+ */
 #include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 
+#define EV "/api/v1/agent/calendar/events"
+#define T_REMINDER "pin.calendar.reminder-due.v1"
+#define T_CREATED "pin.calendar.event-created.v1"
+#define T_RESCHEDULED "pin.calendar.event-rescheduled.v1"
+#define T_STATUS "pin.calendar.event-status-changed.v1"
+#define DAY 86400
+
+struct who {
+	char *sub, *tenant, *tok;
+};
+
+static struct who agent_in(const char *tenant)
+{
+	struct who w;
+
+	w.sub = h_uuid();
+	w.tenant = h_strdup(tenant ? tenant : h_uuid());
+	w.tok = h_token("agent", w.sub, w.tenant, "calendar.events.view",
+			"calendar.events.manage");
+	return w;
+}
+
+static struct who agent(void)
+{
+	return agent_in(NULL);
+}
+
+/* Body of a Meeting starting in start_in_s, lasting 1 h; offsets JSON or NULL. */
+static char *meeting_body(int64_t start_in_s, const char *offsets)
+{
+	return h_sprintf("{\"kind\":\"Meeting\",\"title\":\"Встреча с клиентом\","
+			"\"startAt\":\"%s\",\"endAt\":\"%s\",\"timeZone\":\"Europe/Moscow\"%s%s}",
+			h_iso_in(start_in_s), h_iso_in(start_in_s + 3600),
+			offsets ? ",\"reminderOffsetsMinutes\":" : "", offsets ? offsets : "");
+}
+
+static json_object *create_ok(const struct who *w, const char *body)
+{
+	struct h_resp *r = h_post(EV, w->tok, body);
+
+	ck_assert_msg(r->status == 201, "create: %ld %s", r->status, r->body);
+	return r->json;
+}
+
+static const char *create_meeting(const struct who *w, int64_t start_in_s, const char *offsets)
+{
+	return h_jstr(create_ok(w, meeting_body(start_in_s, offsets)), "id");
+}
+
+static long long rem_count(const char *event_id, const char *status)
+{
+	return h_sql_int("SELECT count(*) FROM calendar.event_reminders "
+			"WHERE calendar_event_id = $1 AND status = $2", event_id, status);
+}
+
+static long long outbox_count(const char *topic, const char *key)
+{
+	return h_sql_int("SELECT count(*) FROM calendar.outbox WHERE topic = $1 AND key = $2",
+			topic, key);
+}
+
+static struct h_resp *post_id(const struct who *w, const char *id, const char *action,
+		const char *body)
+{
+	return h_post(h_sprintf(EV "/%s/%s", id, action), w->tok, body);
+}
+
+static long long epoch_of(const char *iso)
+{
+	return h_sql_int("SELECT extract(epoch FROM $1::timestamptz)::bigint", iso);
+}
+
+/* ------------------------------------------------------------ create / card */
+
+START_TEST(create_and_card_with_default_reminders)
+{
+	/* seed 000 AC "materialisation by default": 3 days ahead, {1440, 60} */
+	struct who w = agent();
+	json_object *ev = create_ok(&w, meeting_body(3 * DAY, NULL));
+	const char *id = h_jstr(ev, "id");
+	struct h_resp *r;
+	json_object *rem;
+	long long start;
+	size_t i;
+
+	ck_assert_str_eq(h_jstr(ev, "origin"), "Manual");
+	ck_assert_str_eq(h_jstr(ev, "status"), "Planned");
+	ck_assert_str_eq(h_jstr(ev, "priority"), "Normal");
+	ck_assert_str_eq(h_jstr(ev, "ownerUserId"), w.sub);
+	ck_assert_str_eq(h_jstr(ev, "tenantId"), w.tenant);
+	ck_assert_int_eq(json_object_get_int(h_jget(ev, "version")), 1);
+	ck_assert_msg(json_object_object_get_ex(ev, "description", NULL), "nulls present");
+	r = h_get(h_sprintf(EV "/%s", id), w.tok);
+	ck_assert_msg(r->status == 200, "card %ld %s", r->status, r->body);
+	ck_assert_msg(r->etag && strstr(r->etag, "\"1\""), "etag %s", r->etag ? r->etag : "-");
+	rem = h_jget(r->json, "reminders");
+	ck_assert_int_eq(json_object_array_length(rem), 2);
+	start = epoch_of(h_jstr(r->json, "startAt"));
+	for (i = 0; i < 2; i++) {
+		json_object *x = json_object_array_get_idx(rem, i);
+		int off = json_object_get_int(h_jget(x, "offsetMinutes"));
+		ck_assert_str_eq(h_jstr(x, "status"), "Pending");
+		ck_assert(off == 1440 || off == 60);
+		ck_assert(epoch_of(h_jstr(x, "dueAt")) == start - off * 60);
+		ck_assert_ptr_null(h_jget(x, "sentAt"));
+	}
+	ck_assert_int_eq(outbox_count(T_CREATED, id), 1);
+}
+END_TEST
+
+START_TEST(create_location_header_and_event_created_message)
+{
+	struct who w = agent();
+	struct h_resp *r = h_post(EV, w.tok, meeting_body(2 * DAY, "[30]"));
+	const char *id = h_jstr(r->json, "id");
+	const struct h_kmsg *m;
+	json_object *p;
+
+	ck_assert_int_eq(r->status, 201);
+	ck_assert_msg(r->location && strstr(r->location, id), "location %s",
+			r->location ? r->location : "-");
+	m = h_kafka_wait_key(T_CREATED, id, 20000);
+	ck_assert_msg(m != NULL, "event-created not on the broker");
+	ck_assert_str_eq(h_jstr(m->json, "eventType"), "pin.calendar.event-created");
+	ck_assert_str_eq(h_jstr(m->json, "aggregateId"), id);
+	p = h_jget(m->json, "payload");
+	ck_assert_str_eq(h_jstr(p, "eventId"), id);
+	ck_assert_str_eq(h_jstr(p, "kind"), "Meeting");
+	ck_assert_msg(json_object_object_get_ex(p, "clientUserId", NULL), "nulls present");
+	ck_assert_msg(!json_object_object_get_ex(p, "title", NULL) && !strstr(m->value, "Встреча"),
+			"no PII (title) in the payload: %s", m->value);
+}
+END_TEST
+
+/* ------------------------------------------------------------ validation */
+
+START_TEST(validation_errors)
+{
+	struct who w = agent();
+	struct h_resp *r;
+	const char *s = h_iso_in(DAY), *e = h_iso_in(DAY + 3600);
+
+	r = h_post(EV, w.tok, h_sprintf("{\"kind\":\"Meeting\",\"title\":\"x\",\"startAt\":\"%s\","
+			"\"endAt\":\"%s\",\"timeZone\":\"UTC\",\"colour\":\"red\"}", s, e));
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	ck_assert_msg(strstr(r->body, "colour"), "unknown field named: %s", r->body);
+	/* Meeting without endAt (INV-CAL-1) */
+	r = h_post(EV, w.tok, h_sprintf("{\"kind\":\"Meeting\",\"title\":\"x\",\"startAt\":\"%s\","
+			"\"timeZone\":\"UTC\"}", s));
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	ck_assert_msg(strstr(r->body, "endAt"), "%s", r->body);
+	/* BookingDeadline only from CRM */
+	r = h_post(EV, w.tok, h_sprintf("{\"kind\":\"BookingDeadline\",\"title\":\"x\","
+			"\"startAt\":\"%s\",\"timeZone\":\"UTC\"}", s));
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	/* longer than 24 h */
+	r = h_post(EV, w.tok, h_sprintf("{\"kind\":\"Meeting\",\"title\":\"x\",\"startAt\":\"%s\","
+			"\"endAt\":\"%s\",\"timeZone\":\"UTC\"}", s, h_iso_in(3 * DAY)));
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	/* offsets: duplicates, out of range, too many */
+	r = h_post(EV, w.tok, meeting_body(DAY, "[60,60]"));
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	r = h_post(EV, w.tok, meeting_body(DAY, "[0]"));
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	r = h_post(EV, w.tok, meeting_body(DAY, "[1,2,3,4,5,6]"));
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	/* missing title, empty title */
+	r = h_post(EV, w.tok, h_sprintf("{\"kind\":\"Task\",\"startAt\":\"%s\","
+			"\"timeZone\":\"UTC\"}", s));
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	r = h_post(EV, w.tok, h_sprintf("{\"kind\":\"Task\",\"title\":\"\",\"startAt\":\"%s\","
+			"\"timeZone\":\"UTC\"}", s));
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	/* unknown zone; POSIX-looking names are not IANA zones either */
+	r = h_post(EV, w.tok, h_sprintf("{\"kind\":\"Task\",\"title\":\"x\",\"startAt\":\"%s\","
+			"\"timeZone\":\"Mars/Olympus\"}", s));
+	h_assert_problem(r, 422, "UNKNOWN_TIME_ZONE");
+	r = h_post(EV, w.tok, h_sprintf("{\"kind\":\"Task\",\"title\":\"x\",\"startAt\":\"%s\","
+			"\"timeZone\":\"+02\"}", s));
+	h_assert_problem(r, 422, "UNKNOWN_TIME_ZONE");
+	/* bad instant */
+	r = h_post(EV, w.tok, "{\"kind\":\"Task\",\"title\":\"x\",\"startAt\":\"tomorrow\","
+			"\"timeZone\":\"UTC\"}");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+			"WHERE owner_user_id = $1", w.sub), 0);
+}
+END_TEST
+
+START_TEST(time_zone_canonical_and_point_task)
+{
+	struct who w = agent();
+	json_object *ev = create_ok(&w, h_sprintf("{\"kind\":\"Task\",\"title\":\"call\","
+			"\"startAt\":\"%s\",\"timeZone\":\"europe/berlin\",\"priority\":\"High\","
+			"\"reminderOffsetsMinutes\":[]}", h_iso_in(DAY)));
+
+	ck_assert_str_eq(h_jstr(ev, "timeZone"), "Europe/Berlin");
+	ck_assert_ptr_null(h_jget(ev, "endAt"));
+	ck_assert_str_eq(h_jstr(ev, "priority"), "High");
+	ck_assert_int_eq(json_object_array_length(h_jget(ev, "reminders")), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------ seed 000 AC */
+
+START_TEST(ac_past_offsets_skipped)
+{
+	/* created 30 min before StartAt with {1440, 60}: both Skipped, nothing sent */
+	struct who w = agent();
+	const char *id = create_meeting(&w, 30 * 60, NULL);
+
+	ck_assert_int_eq(rem_count(id, "Skipped"), 2);
+	ck_assert_int_eq(rem_count(id, "Pending"), 0);
+	ck_assert_int_eq(h_run_worker_once(0), 0);
+	ck_assert_int_eq(outbox_count(T_REMINDER, id), 0);
+}
+END_TEST
+
+START_TEST(ac_dispatch_once_and_idempotent)
+{
+	/* Pending with DueAt < now -> Sent, exactly one reminder-due; a second
+	 * pass changes nothing */
+	struct who w = agent();
+	const char *id = create_meeting(&w, 2 * DAY, "[1440]");
+	const char *rid = h_sql_scalar("SELECT id::text FROM calendar.event_reminders "
+			"WHERE calendar_event_id = $1", id);
+	const struct h_kmsg *m;
+	json_object *p;
+
+	ck_assert_int_eq(h_run_worker_once(DAY + 3600), 0);
+	ck_assert_int_eq(rem_count(id, "Sent"), 1);
+	ck_assert_ptr_nonnull(h_sql_scalar("SELECT sent_at::text FROM calendar.event_reminders "
+			"WHERE id = $1", rid));
+	ck_assert_int_eq(outbox_count(T_REMINDER, id), 1);
+	ck_assert_int_eq(h_run_worker_once(DAY + 7200), 0);
+	ck_assert_int_eq(rem_count(id, "Sent"), 1);
+	ck_assert_int_eq(outbox_count(T_REMINDER, id), 1);
+
+	m = h_kafka_wait_key(T_REMINDER, id, 20000);
+	ck_assert_msg(m != NULL, "reminder-due not on the broker");
+	ck_assert_str_eq(h_jstr(m->json, "eventType"), "pin.calendar.reminder-due");
+	ck_assert_int_eq(json_object_get_int(h_jget(m->json, "contractVersion")), 1);
+	p = h_jget(m->json, "payload");
+	ck_assert_str_eq(h_jstr(p, "reminderId"), rid);
+	ck_assert_str_eq(h_jstr(p, "eventId"), id);
+	ck_assert_str_eq(h_jstr(p, "tenantId"), w.tenant);
+	ck_assert_str_eq(h_jstr(p, "ownerUserId"), w.sub);
+	ck_assert_str_eq(h_jstr(p, "kind"), "Meeting");
+	ck_assert_str_eq(h_jstr(p, "timeZone"), "Europe/Moscow");
+	ck_assert_int_eq(json_object_get_int(h_jget(p, "offsetMinutes")), 1440);
+	ck_assert_msg(json_object_object_get_ex(p, "clientUserId", NULL) &&
+			json_object_object_get_ex(p, "appointmentId", NULL), "nulls present");
+	ck_assert_msg(!strstr(m->value, "Встреча"), "no PII: %s", m->value);
+}
+END_TEST
+
+START_TEST(ac_reschedule_rematerialises)
+{
+	/* two Pending rows + one Sent; moved a week later: Pending replaced from
+	 * the new StartAt, the Sent row untouched; duration kept */
+	struct who w = agent();
+	const char *id = create_meeting(&w, 4 * DAY, "[4320,1440,60]");
+	char *sent_before, *old_pending;
+	struct h_resp *r;
+	long long old_start, new_start;
+	const struct h_kmsg *m;
+
+	ck_assert_int_eq(h_run_worker_once(DAY + 3600), 0);       /* the 4320 one is due */
+	ck_assert_int_eq(rem_count(id, "Sent"), 1);
+	ck_assert_int_eq(rem_count(id, "Pending"), 2);
+	sent_before = h_sql_scalar("SELECT id || due_at::text || sent_at::text || updated_at::text "
+			"FROM calendar.event_reminders WHERE calendar_event_id = $1 AND status = 'Sent'", id);
+	old_pending = h_sql_scalar("SELECT string_agg(id::text, ',') FROM calendar.event_reminders "
+			"WHERE calendar_event_id = $1 AND status = 'Pending'", id);
+	old_start = h_sql_int("SELECT extract(epoch FROM start_at)::bigint "
+			"FROM calendar.calendar_events WHERE id = $1", id);
+	r = post_id(&w, id, "reschedule", h_sprintf("{\"startAt\":\"%s\"}", h_iso_in(11 * DAY)));
+	ck_assert_msg(r->status == 200, "reschedule %ld %s", r->status, r->body);
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "version")), 2);
+	new_start = epoch_of(h_jstr(r->json, "startAt"));
+	ck_assert(new_start > old_start);
+	ck_assert(epoch_of(h_jstr(r->json, "endAt")) - new_start == 3600);
+	ck_assert_int_eq(rem_count(id, "Sent"), 1);
+	ck_assert_int_eq(rem_count(id, "Pending"), 3);       /* all three are future again */
+	ck_assert_str_eq(sent_before, h_sql_scalar("SELECT id || due_at::text || sent_at::text || "
+			"updated_at::text FROM calendar.event_reminders "
+			"WHERE calendar_event_id = $1 AND status = 'Sent'", id));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.event_reminders "
+			"WHERE id = ANY (string_to_array($1, ',')::uuid[])", old_pending), 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.event_reminders r "
+			"JOIN calendar.calendar_events e ON e.id = r.calendar_event_id "
+			"WHERE r.calendar_event_id = $1 AND r.status = 'Pending' "
+			"AND r.due_at <> e.start_at - make_interval(mins => r.offset_minutes)", id), 0);
+	ck_assert_int_eq(outbox_count(T_RESCHEDULED, id), 1);
+	m = h_kafka_wait_key(T_RESCHEDULED, id, 20000);
+	ck_assert_msg(m != NULL, "event-rescheduled not on the broker");
+	ck_assert_str_eq(h_jstr(h_jget(m->json, "payload"), "origin"), "Manual");
+	ck_assert(epoch_of(h_jstr(h_jget(m->json, "payload"), "startAt")) == new_start);
+}
+END_TEST
+
+START_TEST(ac_cancel_skips_pending)
+{
+	struct who w = agent();
+	const char *id = create_meeting(&w, 3 * DAY, NULL);
+	struct h_resp *r;
+	const struct h_kmsg *m;
+	json_object *p;
+
+	r = post_id(&w, id, "cancel", "{\"reason\":\"клиент заболел\"}");
+	ck_assert_msg(r->status == 200, "cancel %ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "status"), "Cancelled");
+	ck_assert_ptr_nonnull(h_jstr(r->json, "cancelledAt"));
+	ck_assert_int_eq(rem_count(id, "Skipped"), 2);
+	ck_assert_int_eq(rem_count(id, "Pending"), 0);
+	ck_assert_int_eq(h_run_worker_once(4 * DAY), 0);
+	ck_assert_int_eq(outbox_count(T_REMINDER, id), 0);
+	m = h_kafka_wait_key(T_STATUS, id, 20000);
+	ck_assert_msg(m != NULL, "event-status-changed not on the broker");
+	p = h_jget(m->json, "payload");
+	ck_assert_str_eq(h_jstr(p, "previousStatus"), "Planned");
+	ck_assert_str_eq(h_jstr(p, "status"), "Cancelled");
+	/* cancelled is terminal */
+	h_assert_problem(post_id(&w, id, "cancel", NULL), 409, "INVALID_STATUS_TRANSITION");
+	h_assert_problem(post_id(&w, id, "reschedule",
+			h_sprintf("{\"startAt\":\"%s\"}", h_iso_in(5 * DAY))),
+			409, "INVALID_STATUS_TRANSITION");
+}
+END_TEST
+
+/* ------------------------------------------------------------ status machine */
+
+START_TEST(start_then_complete)
+{
+	struct who w = agent();
+	const char *id = create_meeting(&w, 3 * DAY, NULL);
+	struct h_resp *r;
+
+	r = post_id(&w, id, "start", NULL);
+	ck_assert_msg(r->status == 200, "start %ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "status"), "InProgress");   /* never Cancelled */
+	ck_assert_ptr_nonnull(h_jstr(r->json, "startedAt"));
+	ck_assert_int_eq(rem_count(id, "Pending"), 2);              /* still open */
+	h_assert_problem(post_id(&w, id, "start", "{}"), 409, "INVALID_STATUS_TRANSITION");
+	r = post_id(&w, id, "complete", "{}");
+	ck_assert_msg(r->status == 200, "complete %ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "status"), "Completed");
+	ck_assert_ptr_nonnull(h_jstr(r->json, "completedAt"));
+	ck_assert_int_eq(rem_count(id, "Skipped"), 2);
+	ck_assert_int_eq(outbox_count(T_STATUS, id), 2);
+	h_assert_problem(post_id(&w, id, "cancel", NULL), 409, "INVALID_STATUS_TRANSITION");
+	h_assert_problem(post_id(&w, id, "complete", NULL), 409, "INVALID_STATUS_TRANSITION");
+	/* transition bodies are strict too */
+	h_assert_problem(post_id(&w, create_meeting(&w, DAY, NULL), "start", "{\"x\":1}"),
+			422, "VALIDATION_FAILED");
+}
+END_TEST
+
+/* ------------------------------------------------------------ PATCH, If-Match */
+
+START_TEST(patch_fields_offsets_and_if_match)
+{
+	struct who w = agent();
+	const char *id = create_meeting(&w, 3 * DAY, NULL);
+	const char *path = h_sprintf(EV "/%s", id);
+	struct h_resp *r;
+
+	r = h_request("PATCH", path, w.tok, "{\"title\":\"Показ\",\"location\":null,"
+			"\"priority\":\"Critical\",\"reminderOffsetsMinutes\":[30]}",
+			"If-Match: \"1\"");
+	ck_assert_msg(r->status == 200, "patch %ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "title"), "Показ");
+	ck_assert_str_eq(h_jstr(r->json, "priority"), "Critical");
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "version")), 2);
+	ck_assert_int_eq(rem_count(id, "Pending"), 1);
+	ck_assert_int_eq(h_sql_int("SELECT offset_minutes FROM calendar.event_reminders "
+			"WHERE calendar_event_id = $1 AND status = 'Pending'", id), 30);
+	/* stale version */
+	r = h_request("PATCH", path, w.tok, "{\"title\":\"y\"}", "If-Match: \"1\"");
+	h_assert_problem(r, 409, "VERSION_CONFLICT");
+	r = post_id(&w, id, "cancel", NULL);   /* no If-Match: fine */
+	ck_assert_int_eq(r->status, 200);
+	r = h_request("POST", h_sprintf(EV "/%s/start", id), w.tok, NULL, "If-Match: \"2\"");
+	h_assert_problem(r, 409, "VERSION_CONFLICT");
+	r = h_request("PATCH", path, w.tok, "{\"title\":\"y\"}", "If-Match: abc");
+	h_assert_problem(r, 400, "MALFORMED_REQUEST");
+	/* strict PATCH body: unknown and immutable fields */
+	r = h_request("PATCH", path, w.tok, "{\"startAt\":\"2030-01-01T00:00:00Z\"}");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	r = h_request("PATCH", path, w.tok, "{\"title\":null}");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+}
+END_TEST
+
+/* ------------------------------------------------------------ idempotency */
+
+START_TEST(idempotency_key_on_create)
+{
+	struct who w = agent();
+	char *key = h_sprintf("Idempotency-Key: %s", h_uuid());
+	char *body = meeting_body(2 * DAY, NULL);
+	struct h_resp *a, *b, *c;
+
+	a = h_request("POST", EV, w.tok, body, key);
+	b = h_request("POST", EV, w.tok, body, key);
+	ck_assert_int_eq(a->status, 201);
+	ck_assert_msg(b->status == 201, "replay %ld %s", b->status, b->body);
+	ck_assert_str_eq(h_jstr(a->json, "id"), h_jstr(b->json, "id"));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+			"WHERE owner_user_id = $1", w.sub), 1);
+	ck_assert_int_eq(outbox_count(T_CREATED, h_jstr(a->json, "id")), 1);
+	c = h_request("POST", EV, w.tok, meeting_body(5 * DAY, NULL), key);
+	h_assert_problem(c, 422, "VALIDATION_FAILED");
+}
+END_TEST
+
+/* ------------------------------------------------------------ isolation */
+
+START_TEST(foreign_ids_are_404)
+{
+	struct who w = agent();
+	struct who colleague = agent_in(w.tenant);
+	struct who stranger = agent();
+	const char *id = create_meeting(&w, 3 * DAY, NULL);
+	const char *path = h_sprintf(EV "/%s", id);
+	const struct who *o[2] = { &colleague, &stranger };
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		h_assert_problem(h_get(path, o[i]->tok), 404, "EVENT_NOT_FOUND");
+		h_assert_problem(h_request("PATCH", path, o[i]->tok, "{\"title\":\"x\"}"),
+				404, "EVENT_NOT_FOUND");
+		h_assert_problem(post_id(o[i], id, "cancel", NULL), 404, "EVENT_NOT_FOUND");
+		h_assert_problem(post_id(o[i], id, "start", NULL), 404, "EVENT_NOT_FOUND");
+		h_assert_problem(post_id(o[i], id, "complete", NULL), 404, "EVENT_NOT_FOUND");
+		h_assert_problem(post_id(o[i], id, "reschedule",
+				h_sprintf("{\"startAt\":\"%s\"}", h_iso_in(DAY))), 404, "EVENT_NOT_FOUND");
+	}
+	h_assert_problem(h_get(EV "/not-a-uuid", w.tok), 404, "EVENT_NOT_FOUND");
+	h_assert_problem(h_get(h_sprintf(EV "/%s", h_uuid()), w.tok), 404, "EVENT_NOT_FOUND");
+	ck_assert_str_eq(h_sql_scalar("SELECT status FROM calendar.calendar_events WHERE id = $1",
+			id), "Planned");
+}
+END_TEST
+
+START_TEST(managed_events_refuse_agent_writes)
+{
+	struct who w = agent();
+	char *id = h_uuid();
+	const char *path = h_sprintf(EV "/%s", id);
+
+	h_sql("INSERT INTO calendar.calendar_events (id, tenant_id, owner_user_id, kind, origin, "
+		"title, start_at, end_at, time_zone, client_user_id, appointment_id, created_at, "
+		"updated_at) VALUES ($1, $2, $3, 'Showing', 'Appointment', 't', "
+		"now() + interval '2 days', now() + interval '2 days 1 hour', 'UTC', $4, $5, now(), now())",
+		id, w.tenant, w.sub, h_uuid(), h_uuid());
+	ck_assert_int_eq(h_get(path, w.tok)->status, 200);
+	h_assert_problem(h_request("PATCH", path, w.tok, "{\"title\":\"x\"}"),
+			409, "EVENT_MANAGED_BY_SOURCE");
+	h_assert_problem(post_id(&w, id, "cancel", NULL), 409, "EVENT_MANAGED_BY_SOURCE");
+	h_assert_problem(post_id(&w, id, "start", NULL), 409, "EVENT_MANAGED_BY_SOURCE");
+	h_assert_problem(post_id(&w, id, "complete", NULL), 409, "EVENT_MANAGED_BY_SOURCE");
+	h_assert_problem(post_id(&w, id, "reschedule",
+			h_sprintf("{\"startAt\":\"%s\"}", h_iso_in(DAY))), 409, "EVENT_MANAGED_BY_SOURCE");
+}
+END_TEST
+
+/* ------------------------------------------------------------ auth */
+
+START_TEST(auth_and_permissions)
+{
+	struct who w = agent();
+	char *view_only = h_token("agent", w.sub, w.tenant, "calendar.events.view");
+	char *investor = h_token("investor", h_uuid(), NULL, "calendar.events.manage");
+	char *no_tenant = h_token("agent", w.sub, NULL, "calendar.events.view",
+			"calendar.events.manage");
+	const char *q = h_sprintf(EV "?from=%s&to=%s", h_iso_in(0), h_iso_in(DAY));
+
+	h_assert_problem(h_get(q, NULL), 401, "UNAUTHENTICATED");
+	h_assert_problem(h_post(EV, NULL, meeting_body(DAY, NULL)), 401, "UNAUTHENTICATED");
+	h_assert_problem(h_post(EV, view_only, meeting_body(DAY, NULL)), 403, "FORBIDDEN");
+	ck_assert_int_eq(h_get(q, view_only)->status, 200);
+	h_assert_problem(h_get(q, investor), 403, "FORBIDDEN");
+	h_assert_problem(h_get(q, no_tenant), 403, "FORBIDDEN");
+}
+END_TEST
+
+/* ------------------------------------------------------------ list */
+
+START_TEST(list_range_paging_filters)
+{
+	struct who w = agent();
+	struct who other = agent_in(w.tenant);
+	const char *from = h_iso_in(0), *to = h_iso_in(10 * DAY);
+	const char *ids[5];
+	const char *cursor = NULL;
+	struct h_resp *r;
+	int i, seen = 0, pages = 0;
+
+	for (i = 0; i < 5; i++)
+		ids[i] = create_meeting(&w, (i + 1) * DAY, NULL);
+	create_meeting(&other, 2 * DAY, NULL);
+	create_ok(&w, h_sprintf("{\"kind\":\"Task\",\"title\":\"t\",\"startAt\":\"%s\","
+			"\"timeZone\":\"UTC\"}", h_iso_in(20 * DAY)));      /* outside the range */
+	do {
+		r = h_get(h_sprintf(EV "?from=%s&to=%s&limit=2%s%s", from, to,
+				cursor ? "&cursor=" : "", cursor ? cursor : ""), w.tok);
+		ck_assert_msg(r->status == 200, "list %ld %s", r->status, r->body);
+		json_object *items = h_jget(r->json, "items");
+		for (size_t k = 0; k < json_object_array_length(items); k++) {
+			ck_assert_msg(seen < 5, "too many items");
+			ck_assert_str_eq(h_jstr(json_object_array_get_idx(items, k), "id"), ids[seen]);
+			seen++;
+		}
+		cursor = h_jstr(r->json, "nextCursor");
+		cursor = cursor ? h_strdup(cursor) : NULL;
+		pages++;
+	} while (cursor && pages < 10);
+	ck_assert_int_eq(seen, 5);
+	ck_assert_int_eq(pages, 3);
+	/* overlap: an event that started before `from` and is still running */
+	r = h_get(h_sprintf(EV "?from=%s&to=%s", h_iso_in(DAY + 1800), h_iso_in(DAY + 2000)), w.tok);
+	ck_assert_int_eq(json_object_array_length(h_jget(r->json, "items")), 1);
+	/* filters */
+	r = h_get(h_sprintf(EV "?from=%s&to=%s&kind=Task", from, h_iso_in(30 * DAY)), w.tok);
+	ck_assert_int_eq(json_object_array_length(h_jget(r->json, "items")), 1);
+	r = h_get(h_sprintf(EV "?from=%s&to=%s&status=Cancelled", from, to), w.tok);
+	ck_assert_int_eq(json_object_array_length(h_jget(r->json, "items")), 0);
+	/* errors */
+	h_assert_problem(h_get(h_sprintf(EV "?to=%s", to), w.tok), 400, "MALFORMED_REQUEST");
+	h_assert_problem(h_get(h_sprintf(EV "?from=yesterday&to=%s", to), w.tok), 400,
+			"MALFORMED_REQUEST");
+	h_assert_problem(h_get(h_sprintf(EV "?from=%s&to=%s&cursor=zz", from, to), w.tok), 400,
+			"MALFORMED_REQUEST");
+	h_assert_problem(h_get(h_sprintf(EV "?from=%s&to=%s&limit=501", from, to), w.tok), 400,
+			"MALFORMED_REQUEST");
+	h_assert_problem(h_get(h_sprintf(EV "?from=%s&to=%s", from, h_iso_in(93 * DAY)), w.tok),
+			422, "VALIDATION_FAILED");
+	h_assert_problem(h_get(h_sprintf(EV "?from=%s&to=%s", to, from), w.tok),
+			422, "VALIDATION_FAILED");
+}
+END_TEST
+
+/* ------------------------------------------------------------ team views */
+
+START_TEST(agency_and_pin_manager_views)
+{
+	struct who a = agent();
+	struct who b = agent_in(a.tenant);
+	struct who foreign = agent();
+	char *head = h_token("agency_head", h_uuid(), a.tenant, "calendar.team.view");
+	char *head_noperm = h_token("agency_head", h_uuid(), a.tenant);
+	char *mgr = h_token("pin_manager", h_uuid(), NULL, "calendar.team.view");
+	const char *from = h_iso_in(0), *to = h_iso_in(5 * DAY);
+	const char *ea = create_meeting(&a, DAY, NULL);
+	struct h_resp *r;
+	json_object *items;
+
+	create_meeting(&b, 2 * DAY, NULL);
+	create_meeting(&foreign, DAY, NULL);
+	h_sql("INSERT INTO calendar.user_replicas (user_id, display_name, created_at, updated_at) "
+		"VALUES ($1, 'Анна Агентова', now(), now())", a.sub);
+	r = h_get(h_sprintf("/api/v1/agency/calendar/events?from=%s&to=%s", from, to), head);
+	ck_assert_msg(r->status == 200, "team %ld %s", r->status, r->body);
+	items = h_jget(r->json, "items");
+	ck_assert_int_eq(json_object_array_length(items), 2);
+	ck_assert_str_eq(h_jstr(json_object_array_get_idx(items, 0), "id"), ea);
+	ck_assert_str_eq(h_jstr(h_jget(json_object_array_get_idx(items, 0), "owner"),
+			"displayName"), "Анна Агентова");
+	r = h_get(h_sprintf("/api/v1/agency/calendar/events?from=%s&to=%s&ownerUserIds=%s",
+			from, to, b.sub), head);
+	ck_assert_int_eq(json_object_array_length(h_jget(r->json, "items")), 1);
+	h_assert_problem(h_get(h_sprintf("/api/v1/agency/calendar/events?from=%s&to=%s",
+			from, to), head_noperm), 403, "FORBIDDEN");
+
+	r = h_get(h_sprintf("/api/v1/pin-manager/calendar/events?tenantId=%s&from=%s&to=%s",
+			a.tenant, from, to), mgr);
+	ck_assert_msg(r->status == 200, "pin manager %ld %s", r->status, r->body);
+	ck_assert_int_eq(json_object_array_length(h_jget(r->json, "items")), 2);
+	r = h_get(h_sprintf("/api/v1/pin-manager/calendar/events?tenantId=%s&ownerUserId=%s"
+			"&from=%s&to=%s", a.tenant, a.sub, from, to), mgr);
+	ck_assert_int_eq(json_object_array_length(h_jget(r->json, "items")), 1);
+	h_assert_problem(h_get(h_sprintf("/api/v1/pin-manager/calendar/events?from=%s&to=%s",
+			from, to), mgr), 400, "MALFORMED_REQUEST");
+	h_assert_problem(h_get(h_sprintf("/api/v1/pin-manager/calendar/events?tenantId=%s"
+			"&from=%s&to=%s", a.tenant, from, to), head), 403, "FORBIDDEN");
+}
+END_TEST
+
+/* ------------------------------------------------------------ two workers */
+
+START_TEST(two_worker_hosts_no_duplicates)
+{
+	struct who w = agent();
+	const char *ids[15];
+	pid_t pid[2];
+	int i, st;
+	long long due, msgs;
+	char *in_list = h_strdup("");
+
+	for (i = 0; i < 15; i++) {
+		ids[i] = create_meeting(&w, DAY + 600 * i, "[60,120]");
+		in_list = h_sprintf("%s%s%s", in_list, i ? "," : "", ids[i]);
+	}
+	due = h_sql_int("SELECT count(*) FROM calendar.event_reminders WHERE status = 'Pending' "
+			"AND calendar_event_id = ANY (string_to_array($1, ',')::uuid[])", in_list);
+	ck_assert_int_eq(due, 30);
+	/* small batches so the two hosts interleave on the same due rows */
+	setenv("PIN_JOB_REMINDER_DISPATCH_BATCH", "2", 1);
+	for (i = 0; i < 2; i++) {
+		pid[i] = fork();
+		ck_assert(pid[i] >= 0);
+		if (pid[i] == 0)
+			_exit(h_run_worker_once(DAY + 3 * 3600) == 0 ? 0 : 1);
+	}
+	for (i = 0; i < 2; i++) {
+		ck_assert(waitpid(pid[i], &st, 0) == pid[i]);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker %d failed", i);
+	}
+	unsetenv("PIN_JOB_REMINDER_DISPATCH_BATCH");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.event_reminders "
+			"WHERE status = 'Sent' AND calendar_event_id = ANY "
+			"(string_to_array($1, ',')::uuid[])", in_list), 30);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox "
+			"WHERE topic = $1 AND key = ANY (string_to_array($2, ','))",
+			T_REMINDER, in_list), 30);
+	ck_assert_int_eq(h_sql_int("SELECT count(DISTINCT envelope->'payload'->>'reminderId') "
+			"FROM calendar.outbox WHERE topic = $1 AND key = ANY (string_to_array($2, ','))",
+			T_REMINDER, in_list), 30);
+	/* and on the broker: exactly one message per reminder */
+	msgs = 0;
+	for (int round = 0; round < 40 && msgs < 30; round++) {
+		struct h_kmsgs *all = h_kafka_read_all(T_REMINDER, 5000);
+		msgs = 0;
+		for (size_t k = 0; k < all->n; k++)
+			if (all->v[k].key && strstr(in_list, all->v[k].key))
+				msgs++;
+		if (msgs < 30)
+			h_sleep_ms(500);
+	}
+	ck_assert_int_eq(msgs, 30);
+}
+END_TEST
+
 Suite *make_calendar_suite(void)
 {
-	return suite_create("calendar");
+	Suite *s = suite_create("calendar");
+	TCase *t = h_tcase("events", 120);
+	TCase *rem = h_tcase("reminders", 240);
+
+	tcase_add_test(t, create_and_card_with_default_reminders);
+	tcase_add_test(t, create_location_header_and_event_created_message);
+	tcase_add_test(t, validation_errors);
+	tcase_add_test(t, time_zone_canonical_and_point_task);
+	tcase_add_test(t, start_then_complete);
+	tcase_add_test(t, patch_fields_offsets_and_if_match);
+	tcase_add_test(t, idempotency_key_on_create);
+	tcase_add_test(t, foreign_ids_are_404);
+	tcase_add_test(t, managed_events_refuse_agent_writes);
+	tcase_add_test(t, auth_and_permissions);
+	tcase_add_test(t, list_range_paging_filters);
+	tcase_add_test(t, agency_and_pin_manager_views);
+	suite_add_tcase(s, t);
+
+	tcase_add_test(rem, ac_past_offsets_skipped);
+	tcase_add_test(rem, ac_dispatch_once_and_idempotent);
+	tcase_add_test(rem, ac_reschedule_rematerialises);
+	tcase_add_test(rem, ac_cancel_skips_pending);
+	tcase_add_test(rem, two_worker_hosts_no_duplicates);
+	suite_add_tcase(s, rem);
+	return s;
 }
