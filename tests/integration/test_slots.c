@@ -1,10 +1,788 @@
-/* test_slots.c -- PLACEHOLDER so the integration runner links; the owner of
- * this suite replaces the whole file. */
+/*
+ * test_slots.c -- slots.so and the slot parts of workers.so against the test
+ * stack: DST matrix of the generation, the lead-time boundary, overlaps, the
+ * batch limit, every 4xx of the agent slot API, the public showcase filters,
+ * slot-expiration and the identity replica consumer.
+ *
+ * Dates: the host clock is the wall clock (2026-11/12 when this was written;
+ * batches reach today + 183 days), so the spring changes of 2027 go through the
+ * HTTP preview/publish.  The autumn change of 2027 (Europe/Berlin 2027-10-31)
+ * is beyond that horizon: it is tested DB-only on calendar.slot_plan, the very
+ * function preview and publish call (the HTTP layer adds nothing to the
+ * generation but validation).
+ */
 #include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "harness.h"
 
+#define BATCHES "/api/v1/agent/calendar/slots/batches"
+#define PREVIEW "/api/v1/agent/calendar/slots/batches/preview"
+#define SLOTS "/api/v1/agent/calendar/slots"
+#define SHOWCASE "/api/public/calendar/slots"
+#define PERM "calendar.slots.manage"
+
+struct agent {
+	char *sub, *tenant, *token;
+};
+
+static struct agent new_agent(void)
+{
+	struct agent a;
+
+	a.sub = h_uuid();
+	a.tenant = h_uuid();
+	a.token = h_token("agent", a.sub, a.tenant, PERM);
+	return a;
+}
+
+/* YYYY-MM-DD of today (UTC) + days */
+static char *date_in(int days)
+{
+	time_t t = time(NULL) + (time_t)days * 86400;
+	struct tm tm;
+	char buf[16];
+
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+	return h_strdup(buf);
+}
+
+static char *batch_body(const char *tz, const char *windows, const char *from,
+		const char *to, int duration, const char *extra)
+{
+	return h_sprintf("{\"kind\":\"Showing\",\"timeZone\":\"%s\",\"windows\":%s,"
+			"\"fromDate\":\"%s\",\"toDate\":\"%s\",\"slotDurationMinutes\":%d%s%s}",
+			tz, windows, from, to, duration, extra ? "," : "", extra ? extra : "");
+}
+
+static json_object *arr(json_object *o, const char *key)
+{
+	json_object *a = h_jget(o, key);
+
+	ck_assert_msg(a && json_object_is_type(a, json_type_array), "no array %s", key);
+	return a;
+}
+
+static const char *idx_str(json_object *a, size_t i, const char *key)
+{
+	return h_jstr(json_object_array_get_idx(a, i), key);
+}
+
+/* Asserts the startAt list of a preview/publish "slots" array. */
+static void assert_starts(const struct h_resp *r, const char *const *want)
+{
+	json_object *slots = arr(r->json, "slots");
+	size_t i, n = json_object_array_length(slots);
+
+	for (i = 0; want[i]; i++) {
+		ck_assert_msg(i < n, "only %zu slots, want %s: %s", n, want[i], r->body);
+		ck_assert_msg(!strcmp(idx_str(slots, i, "startAt"), want[i]),
+				"slot %zu: %s, want %s (%s)", i, idx_str(slots, i, "startAt"),
+				want[i], r->body);
+	}
+	ck_assert_msg(i == n, "%zu slots, want %zu: %s", n, i, r->body);
+}
+
+/* Asserts the skipped list: "localDate localStart reason" strings. */
+static void assert_skipped(const struct h_resp *r, const char *const *want)
+{
+	json_object *sk = arr(r->json, "skipped");
+	size_t i, j, n = json_object_array_length(sk);
+
+	for (i = 0; want[i]; i++) {
+		int found = 0;
+
+		for (j = 0; j < n; j++) {
+			char *s = h_sprintf("%s %s %s", idx_str(sk, j, "localDate"),
+					idx_str(sk, j, "localStart"), idx_str(sk, j, "reason"));
+			if (!strcmp(s, want[i]))
+				found = 1;
+		}
+		ck_assert_msg(found, "skipped entry %s missing: %s", want[i], r->body);
+	}
+	ck_assert_msg(i == n, "%zu skipped, want %zu: %s", n, i, r->body);
+}
+
+static struct h_resp *preview(const struct agent *a, const char *body)
+{
+	return h_post(PREVIEW, a->token, body);
+}
+
+/* ------------------------------------------------------------ DST matrix */
+
+START_TEST(dst_berlin_spring_forward)
+{
+	struct agent a = new_agent();
+	struct h_resp *r = preview(&a, batch_body("Europe/Berlin",
+		"[{\"daysOfWeek\":[7],\"from\":\"01:00\",\"to\":\"04:00\"},"
+		" {\"daysOfWeek\":[7],\"from\":\"14:00\",\"to\":\"15:00\"}]",
+		"2027-03-28", "2027-03-28", 30, NULL));
+	static const char *const starts[] = { "2027-03-28T00:00:00Z", "2027-03-28T00:30:00Z",
+		"2027-03-28T01:00:00Z", "2027-03-28T01:30:00Z",
+		"2027-03-28T12:00:00Z", "2027-03-28T12:30:00Z", NULL };
+	static const char *const skipped[] = { "2027-03-28 02:00 dst_gap",
+		"2027-03-28 02:30 dst_gap", NULL };
+
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	assert_starts(r, starts);
+	assert_skipped(r, skipped);
+	/* local labels of the kept slots */
+	ck_assert_str_eq(idx_str(arr(r->json, "slots"), 2, "localStart"), "03:00");
+	ck_assert_str_eq(idx_str(arr(r->json, "slots"), 4, "localStart"), "14:00");
+}
+END_TEST
+
+START_TEST(dst_new_york_spring_forward)
+{
+	struct agent a = new_agent();
+	struct h_resp *r = preview(&a, batch_body("America/New_York",
+		"[{\"daysOfWeek\":[7],\"from\":\"01:00\",\"to\":\"04:00\"},"
+		" {\"daysOfWeek\":[7],\"from\":\"14:00\",\"to\":\"15:00\"}]",
+		"2027-03-14", "2027-03-14", 60, NULL));
+	static const char *const starts[] = { "2027-03-14T06:00:00Z", "2027-03-14T07:00:00Z",
+		"2027-03-14T18:00:00Z", NULL };
+	static const char *const skipped[] = { "2027-03-14 02:00 dst_gap", NULL };
+
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	assert_starts(r, starts);
+	assert_skipped(r, skipped);
+}
+END_TEST
+
+START_TEST(dst_sydney_fall_back_first_occurrence)
+{
+	struct agent a = new_agent();
+	struct h_resp *r = preview(&a, batch_body("Australia/Sydney",
+		"[{\"daysOfWeek\":[7],\"from\":\"01:30\",\"to\":\"03:30\"},"
+		" {\"daysOfWeek\":[7],\"from\":\"15:00\",\"to\":\"16:00\"}]",
+		"2027-04-04", "2027-04-04", 30, NULL));
+	/* 02:00-03:00 happens twice (AEDT +11, then AEST +10): first occurrence
+	 * only, no doubled slot, and 03:00 is AEST */
+	static const char *const starts[] = { "2027-04-03T14:30:00Z", "2027-04-03T15:00:00Z",
+		"2027-04-03T15:30:00Z", "2027-04-03T17:00:00Z",
+		"2027-04-04T05:00:00Z", "2027-04-04T05:30:00Z", NULL };
+	static const char *const none[] = { NULL };
+
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	assert_starts(r, starts);
+	assert_skipped(r, none);
+}
+END_TEST
+
+/* Europe/Berlin 2027-10-31 is beyond today + 183: DB-only on calendar.slot_plan. */
+START_TEST(dst_berlin_fall_back_db_only)
+{
+	PGresult *res = h_sql(
+		"SELECT to_char(local_start, 'HH24:MI'), "
+		"       to_char(start_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI\"Z\"'), "
+		"       coalesce(reason, '') "
+		"FROM calendar.slot_plan($1::uuid, 'Europe/Berlin', "
+		"  '[{\"daysOfWeek\":[7],\"from\":\"01:30\",\"to\":\"03:30\"},"
+		"    {\"daysOfWeek\":[7],\"from\":\"15:00\",\"to\":\"15:30\"}]', "
+		"  '2027-10-31', '2027-10-31', 30, 0, '2027-10-01T00:00:00Z') "
+		"ORDER BY start_at", h_uuid());
+	static const char *const want[][2] = {
+		{ "01:30", "2027-10-30T23:30Z" }, { "02:00", "2027-10-31T00:00Z" },
+		{ "02:30", "2027-10-31T00:30Z" }, { "03:00", "2027-10-31T02:00Z" },
+		{ "15:00", "2027-10-31T14:00Z" } };
+	int i;
+
+	ck_assert_int_eq(PQntuples(res), 5);
+	for (i = 0; i < 5; i++) {
+		ck_assert_str_eq(PQgetvalue(res, i, 0), want[i][0]);
+		ck_assert_str_eq(PQgetvalue(res, i, 1), want[i][1]);
+		ck_assert_str_eq(PQgetvalue(res, i, 2), "");
+	}
+	/* New York's fall-back (2027-11-07 01:30 happens twice): first = EDT */
+	ck_assert_str_eq(h_sql_scalar(
+		"SELECT to_char(start_at AT TIME ZONE 'UTC', 'HH24:MI') "
+		"FROM calendar.slot_plan($1::uuid, 'America/New_York', "
+		"  '[{\"daysOfWeek\":[7],\"from\":\"01:30\",\"to\":\"02:30\"}]', "
+		"  '2027-11-07', '2027-11-07', 60, 0, '2027-10-01T00:00:00Z')", h_uuid()), "05:30");
+}
+END_TEST
+
+/* A slot spanning the spring gap lasts real minutes: the next local start
+ * would overlap it and is skipped as overlap (never a doubled booking). */
+START_TEST(dst_duration_across_gap_overlap)
+{
+	struct agent a = new_agent();
+	struct h_resp *r = preview(&a, batch_body("Europe/Berlin",
+		"[{\"daysOfWeek\":[7],\"from\":\"00:00\",\"to\":\"06:00\"}]",
+		"2027-03-28", "2027-03-28", 90, NULL));
+	static const char *const starts[] = { "2027-03-27T23:00:00Z", "2027-03-28T00:30:00Z",
+		"2027-03-28T02:30:00Z", NULL };
+	static const char *const skipped[] = { "2027-03-28 03:00 overlap", NULL };
+
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	assert_starts(r, starts);
+	assert_skipped(r, skipped);
+}
+END_TEST
+
+/* Weekly window keeps its local wall time across the change (10:00 Berlin:
+ * 09:00Z in CET, 08:00Z in CEST). */
+START_TEST(dst_weekly_window_keeps_wall_time)
+{
+	struct agent a = new_agent();
+	struct h_resp *r = h_post(BATCHES, a.token, batch_body("Europe/Berlin",
+		"[{\"daysOfWeek\":[2],\"from\":\"10:00\",\"to\":\"11:00\"}]",
+		"2027-03-15", "2027-04-11", 60, "\"projectId\":\"" "11111111-2222-4333-8444-555555555555" "\""));
+	static const char *const starts[] = { "2027-03-16T09:00:00Z", "2027-03-23T09:00:00Z",
+		"2027-03-30T08:00:00Z", "2027-04-06T08:00:00Z", NULL };
+
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	assert_starts(r, starts);
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "created")), 4);
+	ck_assert_str_eq(h_jstr(h_jget(r->json, "batch"), "timeZone"), "Europe/Berlin");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1 AND status = 'Available' "
+		"AND to_char(start_at AT TIME ZONE 'Europe/Berlin', 'HH24:MI') = '10:00'", a.sub), 4);
+}
+END_TEST
+
+/* ------------------------------------------------------------ lead time */
+
+START_TEST(lead_time_boundary_db)
+{
+	/* a slot starting exactly now + 60 min is kept; 1 minute earlier is not */
+	PGresult *res = h_sql(
+		"SELECT to_char(local_start, 'HH24:MI'), coalesce(reason, '') "
+		"FROM calendar.slot_plan($1::uuid, 'UTC', "
+		"  '[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"09:59\",\"to\":\"10:15\"}]', "
+		"  '2027-01-05', '2027-01-05', 15, 1, '2027-01-05T09:00:00Z') ORDER BY 1",
+		h_uuid());
+
+	ck_assert_int_eq(PQntuples(res), 1);
+	ck_assert_str_eq(PQgetvalue(res, 0, 1), "lead_time");
+	res = h_sql(
+		"SELECT to_char(local_start, 'HH24:MI'), coalesce(reason, '') "
+		"FROM calendar.slot_plan($1::uuid, 'UTC', "
+		"  '[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"10:15\"}]', "
+		"  '2027-01-05', '2027-01-05', 15, 0, '2027-01-05T09:00:00Z')", h_uuid());
+	ck_assert_int_eq(PQntuples(res), 1);
+	ck_assert_str_eq(PQgetvalue(res, 0, 1), "");
+}
+END_TEST
+
+START_TEST(lead_time_through_api)
+{
+	struct agent a = new_agent();
+	struct h_resp *r = preview(&a, batch_body("UTC",
+		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"00:00\",\"to\":\"24:00\"}]",
+		date_in(0), date_in(1), 60, NULL));
+	json_object *slots, *sk;
+	char *limit = h_iso_in(3600 - 5);   /* a little slack for the request time */
+	size_t i;
+	int leads = 0;
+
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	slots = arr(r->json, "slots");
+	sk = arr(r->json, "skipped");
+	for (i = 0; i < json_object_array_length(slots); i++)
+		ck_assert_msg(strcmp(idx_str(slots, i, "startAt"), limit) >= 0,
+				"slot %s inside the lead time (%s)",
+				idx_str(slots, i, "startAt"), limit);
+	for (i = 0; i < json_object_array_length(sk); i++)
+		if (!strcmp(idx_str(sk, i, "reason"), "lead_time"))
+			leads++;
+	/* today's hours up to now + 60 min are skipped (at least 00:00) */
+	ck_assert_int_ge(leads, 1);
+	ck_assert_int_eq((int)(json_object_array_length(slots) + leads), 48);
+}
+END_TEST
+
+/* ------------------------------------------------------------ overlaps, limits */
+
+START_TEST(overlap_with_existing_and_exclusion_constraint)
+{
+	struct agent a = new_agent();
+	const char *win = "[{\"daysOfWeek\":[1,2,3,4,5],\"from\":\"09:00\",\"to\":\"12:00\"}]";
+	struct h_resp *r = h_post(BATCHES, a.token, batch_body("Europe/Berlin", win,
+			date_in(10), date_in(16), 60, NULL));
+	int created;
+
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	created = json_object_get_int(h_jget(r->json, "created"));
+	ck_assert_int_ge(created, 12);
+	/* same windows, shifted by 30 min: every slot overlaps */
+	r = h_post(BATCHES, a.token, batch_body("Europe/Berlin",
+		"[{\"daysOfWeek\":[1,2,3,4,5],\"from\":\"09:30\",\"to\":\"11:30\"}]",
+		date_in(10), date_in(16), 60, NULL));
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "created")), 0);
+	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "skipped")), created * 2 / 3);
+	ck_assert_str_eq(idx_str(arr(r->json, "skipped"), 0, "reason"), "overlap");
+	/* the database refuses an overlapping active slot on its own */
+	{
+		PGresult *res = PQexecParams(h_pg(),
+			"INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, kind, "
+			"  start_at, end_at, time_zone, created_at, updated_at) "
+			"SELECT gen_random_uuid(), tenant_id, owner_user_id, kind, start_at + interval '10 min', "
+			"  end_at + interval '10 min', time_zone, created_at, updated_at "
+			"FROM calendar.availability_slots WHERE owner_user_id = $1 LIMIT 1",
+			1, NULL, (const char *const[]){ a.sub }, NULL, NULL, 0);
+		ck_assert_str_eq(PQresultErrorField(res, PG_DIAG_SQLSTATE), "23P01");
+		PQclear(res);
+	}
+}
+END_TEST
+
+START_TEST(batch_too_large_writes_nothing)
+{
+	struct agent a = new_agent();
+	struct h_resp *r = h_post(BATCHES, a.token, batch_body("Europe/Berlin",
+		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"08:00\",\"to\":\"20:00\"}]",
+		date_in(2), date_in(60), 30, NULL));
+
+	h_assert_problem(r, 422, "SLOT_BATCH_TOO_LARGE");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.slot_batches "
+		"WHERE owner_user_id = $1", a.sub), 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1", a.sub), 0);
+	r = preview(&a, batch_body("Europe/Berlin",
+		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"08:00\",\"to\":\"20:00\"}]",
+		date_in(2), date_in(60), 30, NULL));
+	h_assert_problem(r, 422, "SLOT_BATCH_TOO_LARGE");
+	/* exactly 500 is fine: 25 days x 20 slots */
+	r = preview(&a, batch_body("UTC",
+		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"02:00\",\"to\":\"12:00\"}]",
+		date_in(2), date_in(26), 30, NULL));
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "slots")), 500);
+}
+END_TEST
+
+/* ------------------------------------------------------------ 4xx */
+
+static void expect_422(const struct agent *a, const char *body, const char *code,
+		const char *field)
+{
+	struct h_resp *r = h_post(BATCHES, a->token, body);
+	json_object *errs;
+	size_t i;
+	int found = 0;
+
+	h_assert_problem(r, 422, code);
+	if (!field)
+		return;
+	errs = h_jget(r->json, "errors");
+	ck_assert_msg(errs != NULL, "no errors: %s", r->body);
+	for (i = 0; i < json_object_array_length(errs); i++)
+		if (!strcmp(idx_str(errs, i, "field"), field))
+			found = 1;
+	ck_assert_msg(found, "no error on %s: %s", field, r->body);
+}
+
+START_TEST(validation_errors)
+{
+	struct agent a = new_agent();
+	const char *w = "[{\"daysOfWeek\":[1],\"from\":\"09:00\",\"to\":\"12:00\"}]";
+	char *f = date_in(3), *t = date_in(10);
+
+	expect_422(&a, batch_body("Europe/Berlin", w, f, t, 60, "\"colour\":\"red\""),
+			"VALIDATION_FAILED", "colour");
+	expect_422(&a, h_sprintf("{\"kind\":\"Meeting\",\"timeZone\":\"UTC\",\"windows\":%s,"
+			"\"fromDate\":\"%s\",\"toDate\":\"%s\",\"slotDurationMinutes\":60}", w, f, t),
+			"VALIDATION_FAILED", "kind");
+	expect_422(&a, batch_body("Mars/Olympus", w, f, t, 60, NULL), "UNKNOWN_TIME_ZONE", NULL);
+	expect_422(&a, batch_body("+02", w, f, t, 60, NULL), "UNKNOWN_TIME_ZONE", NULL);
+	expect_422(&a, batch_body("UTC", "[]", f, t, 60, NULL), "VALIDATION_FAILED", "windows");
+	expect_422(&a, batch_body("UTC",
+		"[{\"daysOfWeek\":[1],\"from\":\"12:00\",\"to\":\"09:00\"}]", f, t, 60, NULL),
+		"VALIDATION_FAILED", "windows[0].to");
+	expect_422(&a, batch_body("UTC",
+		"[{\"daysOfWeek\":[8],\"from\":\"09:00\",\"to\":\"12:00\"}]", f, t, 60, NULL),
+		"VALIDATION_FAILED", "windows[0].daysOfWeek");
+	expect_422(&a, batch_body("UTC",
+		"[{\"daysOfWeek\":[1],\"from\":\"9:00\",\"to\":\"12:00\"}]", f, t, 60, NULL),
+		"VALIDATION_FAILED", "windows[0].from");
+	expect_422(&a, batch_body("UTC",
+		"[{\"daysOfWeek\":[1],\"from\":\"09:00\",\"to\":\"12:00\",\"x\":1}]", f, t, 60, NULL),
+		"VALIDATION_FAILED", "windows[0].x");
+	{
+		char *many = h_strdup("[");
+		int i;
+		for (i = 0; i < 15; i++)
+			many = h_sprintf("%s%s{\"daysOfWeek\":[1],\"from\":\"%02d:00\",\"to\":\"%02d:30\"}",
+					many, i ? "," : "", i, i);
+		many = h_sprintf("%s]", many);
+		expect_422(&a, batch_body("UTC", many, f, t, 15, NULL), "VALIDATION_FAILED", "windows");
+	}
+	expect_422(&a, batch_body("UTC", w, date_in(3), date_in(3 + 92), 60, NULL),
+			"VALIDATION_FAILED", "toDate");
+	expect_422(&a, batch_body("UTC", w, date_in(150), date_in(190), 60, NULL),
+			"VALIDATION_FAILED", "toDate");
+	expect_422(&a, batch_body("UTC", w, date_in(-2), date_in(3), 60, NULL),
+			"VALIDATION_FAILED", "fromDate");
+	expect_422(&a, batch_body("UTC", w, t, f, 60, NULL), "VALIDATION_FAILED", "toDate");
+	expect_422(&a, batch_body("UTC", w, "2027-02-30", t, 60, NULL),
+			"VALIDATION_FAILED", "fromDate");
+	expect_422(&a, batch_body("UTC", w, f, t, 10, NULL),
+			"VALIDATION_FAILED", "slotDurationMinutes");
+	expect_422(&a, batch_body("UTC", w, f, t, 481, NULL),
+			"VALIDATION_FAILED", "slotDurationMinutes");
+	expect_422(&a, batch_body("UTC", w, f, t, 60, "\"gapMinutes\":241"),
+			"VALIDATION_FAILED", "gapMinutes");
+	expect_422(&a, batch_body("UTC", w, f, t, 60, "\"cancellationCutoffMinutes\":10081"),
+			"VALIDATION_FAILED", "cancellationCutoffMinutes");
+	expect_422(&a, batch_body("UTC", w, f, t, 60, "\"projectId\":\"nope\""),
+			"VALIDATION_FAILED", "projectId");
+	{
+		char loc[520];
+		memset(loc, 'x', 501);
+		loc[501] = 0;
+		expect_422(&a, batch_body("UTC", w, f, t, 60, h_sprintf("\"location\":\"%s\"", loc)),
+				"VALIDATION_FAILED", "location");
+	}
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.slot_batches "
+		"WHERE owner_user_id = $1", a.sub), 0);
+}
+END_TEST
+
+START_TEST(tz_canonical_spelling)
+{
+	struct agent a = new_agent();
+	struct h_resp *r = h_post(BATCHES, a.token, batch_body("europe/berlin",
+		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"11:00\"}]",
+		date_in(5), date_in(5), 60, NULL));
+
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(h_jget(r->json, "batch"), "timeZone"), "Europe/Berlin");
+	ck_assert_str_eq(idx_str(arr(r->json, "slots"), 0, "timeZone"), "Europe/Berlin");
+}
+END_TEST
+
+START_TEST(auth_errors)
+{
+	struct agent a = new_agent();
+	char *body = batch_body("UTC", "[{\"daysOfWeek\":[1],\"from\":\"09:00\",\"to\":\"12:00\"}]",
+			date_in(3), date_in(10), 60, NULL);
+	struct h_resp *r = h_post(BATCHES, NULL, body);
+
+	h_assert_problem(r, 401, "UNAUTHENTICATED");
+	r = h_post(BATCHES, h_token("agent", a.sub, a.tenant, "calendar.events.manage"), body);
+	h_assert_problem(r, 403, "FORBIDDEN");
+	r = h_post(BATCHES, h_token("investor", a.sub, NULL, PERM), body);
+	h_assert_problem(r, 403, "FORBIDDEN");
+	r = h_get(SLOTS, h_token("agent", a.sub, NULL, PERM));
+	h_assert_problem(r, 403, "FORBIDDEN");
+}
+END_TEST
+
+/* ------------------------------------------------------------ archive, list */
+
+START_TEST(archive_slot_and_batch)
+{
+	struct agent a = new_agent(), other = new_agent();
+	struct h_resp *r = h_post(BATCHES, a.token, batch_body("UTC",
+		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"13:00\"}]",
+		date_in(5), date_in(5), 60, NULL));
+	json_object *slots;
+	const char *batch_id, *s0, *s1;
+
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	slots = arr(r->json, "slots");
+	ck_assert_int_eq((int)json_object_array_length(slots), 3);
+	batch_id = h_strdup(h_jstr(h_jget(r->json, "batch"), "id"));
+	s0 = h_strdup(idx_str(slots, 0, "id"));
+	s1 = h_strdup(idx_str(slots, 1, "id"));
+
+	r = h_post(h_sprintf(SLOTS "/%s/archive", s0), a.token, NULL);
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "status"), "Archived");
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "version")), 2);
+	r = h_post(h_sprintf(SLOTS "/%s/archive", s0), a.token, "{}");
+	ck_assert_msg(r->status == 200, "again: %ld %s", r->status, r->body);
+
+	h_sql("UPDATE calendar.availability_slots SET status = 'Booked' WHERE id = $1", s1);
+	r = h_post(h_sprintf(SLOTS "/%s/archive", s1), a.token, NULL);
+	h_assert_problem(r, 409, "SLOT_BOOKED");
+
+	r = h_request("POST", h_sprintf(SLOTS "/%s/archive", idx_str(slots, 2, "id")),
+			a.token, NULL, "If-Match: \"7\"");
+	h_assert_problem(r, 409, "VERSION_CONFLICT");
+
+	r = h_post(h_sprintf(SLOTS "/%s/archive", idx_str(slots, 2, "id")), other.token, NULL);
+	h_assert_problem(r, 404, "SLOT_NOT_FOUND");
+	r = h_post(SLOTS "/not-a-uuid/archive", a.token, NULL);
+	h_assert_problem(r, 404, "SLOT_NOT_FOUND");
+
+	r = h_post(h_sprintf(BATCHES "/%s/archive", batch_id), other.token, NULL);
+	h_assert_problem(r, 404, "BATCH_NOT_FOUND");
+	r = h_post(h_sprintf(BATCHES "/%s/archive", batch_id), a.token, NULL);
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "archived")), 1);
+	ck_assert_str_eq(h_sql_scalar("SELECT status FROM calendar.availability_slots "
+		"WHERE id = $1", s1), "Booked");
+}
+END_TEST
+
+START_TEST(agent_list_filters_and_paging)
+{
+	struct agent a = new_agent();
+	struct h_resp *r = h_post(BATCHES, a.token, batch_body("UTC",
+		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"15:00\"}]",
+		date_in(5), date_in(5), 60, NULL));
+	json_object *items;
+	const char *cursor;
+	char *first;
+
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	h_post(h_sprintf(SLOTS "/%s/archive", idx_str(arr(r->json, "slots"), 0, "id")),
+			a.token, NULL);
+	r = h_get(SLOTS "?limit=2", a.token);
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	items = arr(r->json, "items");
+	ck_assert_int_eq((int)json_object_array_length(items), 2);
+	first = h_strdup(idx_str(items, 0, "startAt"));
+	cursor = h_jstr(r->json, "nextCursor");
+	ck_assert_ptr_nonnull(cursor);
+	r = h_get(h_sprintf(SLOTS "?limit=2&cursor=%s", cursor), a.token);
+	items = arr(r->json, "items");
+	ck_assert_int_eq((int)json_object_array_length(items), 2);
+	ck_assert_msg(strcmp(idx_str(items, 0, "startAt"), first) > 0, "page 2 not after page 1");
+	r = h_get(h_sprintf(SLOTS "?limit=2&cursor=%s", h_jstr(r->json, "nextCursor")), a.token);
+	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "items")), 1);
+	ck_assert_ptr_null(h_jstr(r->json, "nextCursor"));
+
+	r = h_get(SLOTS "?status=Archived", a.token);
+	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "items")), 1);
+	r = h_get(SLOTS "?status=Nope", a.token);
+	h_assert_problem(r, 400, "MALFORMED_REQUEST");
+	r = h_get(h_sprintf(SLOTS "?from=%s&to=%s", h_iso_in(0), h_iso_in(93 * 86400)), a.token);
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+}
+END_TEST
+
+/* ------------------------------------------------------------ showcase */
+
+START_TEST(showcase_filters)
+{
+	struct agent a = new_agent(), b = new_agent();
+	const char *project = h_uuid(), *prop = h_uuid();
+	struct h_resp *r;
+	json_object *items;
+	const char *booked, *soon;
+
+	h_sql("INSERT INTO calendar.user_replicas (user_id, display_name, status, "
+		"last_event_at, created_at, updated_at) VALUES ($1, 'Anna Agent', 'Active', "
+		"now(), now(), now())", a.sub);
+	r = h_post(BATCHES, a.token, batch_body("UTC",
+		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"14:00\"}]",
+		date_in(4), date_in(4), 60,
+		h_sprintf("\"projectId\":\"%s\",\"propertyObjectId\":\"%s\"", project, prop)));
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	booked = h_strdup(idx_str(arr(r->json, "slots"), 0, "id"));
+	soon = h_strdup(idx_str(arr(r->json, "slots"), 1, "id"));
+	r = h_post(BATCHES, b.token, h_sprintf("{\"kind\":\"Consultation\",\"timeZone\":\"UTC\","
+		"\"windows\":[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"12:00\"}],"
+		"\"fromDate\":\"%s\",\"toDate\":\"%s\",\"slotDurationMinutes\":60,"
+		"\"projectId\":\"%s\"}", date_in(4), date_in(4), project));
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	/* not bookable: one Booked, one moved inside the lead time */
+	h_sql("UPDATE calendar.availability_slots SET status = 'Booked' WHERE id = $1", booked);
+	h_sql("UPDATE calendar.availability_slots SET start_at = now() + interval '30 min', "
+		"end_at = now() + interval '90 min' WHERE id = $1", soon);
+
+	r = h_get(h_sprintf(SHOWCASE "?agentUserId=%s", a.sub), NULL);
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	items = arr(r->json, "items");
+	ck_assert_int_eq((int)json_object_array_length(items), 2);
+	ck_assert_str_eq(h_jstr(h_jget(json_object_array_get_idx(items, 0), "agent"),
+			"displayName"), "Anna Agent");
+	ck_assert_ptr_null(h_jget(json_object_array_get_idx(items, 0), "tenantId"));
+	ck_assert_ptr_null(h_jget(json_object_array_get_idx(items, 0), "batchId"));
+
+	r = h_get(h_sprintf(SHOWCASE "?projectId=%s", project), NULL);
+	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "items")), 4);
+	r = h_get(h_sprintf(SHOWCASE "?projectId=%s&kind=Consultation", project), NULL);
+	items = arr(r->json, "items");
+	ck_assert_int_eq((int)json_object_array_length(items), 2);
+	ck_assert_ptr_null(h_jstr(h_jget(json_object_array_get_idx(items, 0), "agent"),
+			"displayName"));
+	r = h_get(h_sprintf(SHOWCASE "?propertyObjectId=%s", prop), NULL);
+	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "items")), 2);
+	r = h_get(h_sprintf(SHOWCASE "?projectId=%s&agentUserId=%s", project, b.sub), NULL);
+	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "items")), 2);
+	/* paging */
+	r = h_get(h_sprintf(SHOWCASE "?projectId=%s&limit=3", project), NULL);
+	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "items")), 3);
+	ck_assert_ptr_nonnull(h_jstr(r->json, "nextCursor"));
+	r = h_get(h_sprintf(SHOWCASE "?projectId=%s&limit=3&cursor=%s", project,
+			h_jstr(r->json, "nextCursor")), NULL);
+	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "items")), 1);
+	/* range */
+	r = h_get(h_sprintf(SHOWCASE "?projectId=%s&from=%s&to=%s", project,
+			h_iso_in(0), h_iso_in(2 * 86400)), NULL);
+	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "items")), 0);
+	/* errors */
+	r = h_get(SHOWCASE, NULL);
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	r = h_get(SHOWCASE "?agentUserId=nope", NULL);
+	h_assert_problem(r, 400, "MALFORMED_REQUEST");
+	r = h_get(h_sprintf(SHOWCASE "?projectId=%s&from=%s&to=%s", project,
+			h_iso_in(0), h_iso_in(100 * 86400)), NULL);
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+}
+END_TEST
+
+START_TEST(showcase_uses_index)
+{
+	PGresult *res;
+	int i, found = 0;
+
+	/* whatever the table size: the query shape must be able to use an index */
+	h_sql("SET enable_seqscan = off");
+	res = h_sql("EXPLAIN SELECT s.id FROM calendar.availability_slots s "
+		"WHERE s.status = 'Available' AND s.owner_user_id = $1::uuid "
+		"AND s.start_at >= now() ORDER BY s.start_at, s.id LIMIT 100", h_uuid());
+	for (i = 0; i < PQntuples(res); i++)
+		if (strstr(PQgetvalue(res, i, 0), "Index") &&
+		    strstr(PQgetvalue(res, i, 0), "ix_availability_slots_showcase_owner"))
+			found = 1;
+	h_sql("RESET enable_seqscan");
+	ck_assert_msg(found, "showcase plan does not use the owner index");
+}
+END_TEST
+
+/* ------------------------------------------------------------ workers */
+
+START_TEST(slot_expiration_job)
+{
+	const char *owner = h_uuid(), *tenant = h_uuid();
+	const char *ins =
+		"INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, kind, "
+		"  start_at, end_at, time_zone, status, created_at, updated_at) "
+		"VALUES ($1, $2, $3, 'Showing', now() + $4::interval, now() + $4::interval + "
+		"  interval '30 min', 'UTC', $5, now(), now())";
+	char *soon = h_uuid(), *later = h_uuid(), *old_exp = h_uuid(), *old_booked = h_uuid(),
+		*recent_booked = h_uuid();
+
+	h_sql(ins, soon, tenant, owner, "30 minutes", "Available");
+	h_sql(ins, later, tenant, owner, "3 days", "Available");
+	h_sql(ins, old_exp, tenant, owner, "-40 days", "Expired");
+	h_sql(ins, old_booked, tenant, owner, "-31 days", "Booked");
+	h_sql(ins, recent_booked, tenant, owner, "-2 days", "Booked");
+	ck_assert_int_eq(h_run_worker_once(0), 0);
+	ck_assert_str_eq(h_sql_scalar("SELECT status FROM calendar.availability_slots WHERE id = $1", soon), "Expired");
+	ck_assert_str_eq(h_sql_scalar("SELECT status FROM calendar.availability_slots WHERE id = $1", later), "Available");
+	ck_assert_str_eq(h_sql_scalar("SELECT status FROM calendar.availability_slots WHERE id = $1", old_exp), "Archived");
+	ck_assert_str_eq(h_sql_scalar("SELECT status FROM calendar.availability_slots WHERE id = $1", old_booked), "Archived");
+	ck_assert_str_eq(h_sql_scalar("SELECT status FROM calendar.availability_slots WHERE id = $1", recent_booked), "Booked");
+	/* travel: 3 days later the other slot is inside the lead time */
+	ck_assert_int_eq(h_run_worker_once(3 * 86400), 0);
+	ck_assert_str_eq(h_sql_scalar("SELECT status FROM calendar.availability_slots WHERE id = $1", later), "Expired");
+	/* idempotent by state */
+	ck_assert_int_eq(h_run_worker_once(0), 0);
+	ck_assert_str_eq(h_sql_scalar("SELECT status FROM calendar.availability_slots WHERE id = $1", soon), "Expired");
+}
+END_TEST
+
+static char *user_msg(const char *user, const char *name, const char *created_at,
+		const char *status, char **mid_out)
+{
+	char *mid = h_sql_scalar("SELECT gen_random_uuid()::text");
+
+	if (mid_out)
+		*mid_out = mid;
+
+	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-updated\","
+		"\"contractVersion\":1,\"createdAt\":\"%s\",\"aggregateType\":\"User\","
+		"\"aggregateId\":\"%s\",\"correlationId\":null,\"payload\":{\"userId\":\"%s\","
+		"\"displayName\":\"%s\",\"avatarUrl\":null,\"email\":\"x@example.com\","
+		"\"phone\":\"+100\",\"status\":\"%s\"}}", mid, created_at, user, user, name, status);
+}
+
+START_TEST(identity_replica_consumer)
+{
+	const char *user = h_uuid();
+	const char *q = "SELECT display_name FROM calendar.user_replicas WHERE user_id = $1";
+	const char *inbox = "SELECT count(*) FROM calendar.inbox "
+		"WHERE consumer_group = 'calendar-identity-users' AND message_id = $1::uuid";
+	char *mid;
+
+	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", user,
+		user_msg(user, "Second", "2026-11-30T10:00:00.000Z", "Active", NULL)), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_scalar(q, user) != NULL, 60000), "replica not written");
+	ck_assert_str_eq(h_sql_scalar(q, user), "Second");
+	/* older message: processed (inbox row) but not applied */
+	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", user,
+		user_msg(user, "First", "2026-11-30T09:00:00.000Z", "Active", &mid)), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int(inbox, mid) == 1, 30000), "older message not consumed");
+	ck_assert_str_eq(h_sql_scalar(q, user), "Second");
+	/* newer message: applied */
+	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", user,
+		user_msg(user, "Third", "2026-11-30T11:00:00.000Z", "Deactivated", NULL)), 0);
+	ck_assert_msg(H_WAIT_UNTIL(!strcmp(h_sql_scalar(q, user), "Third"), 30000),
+			"newer message not applied");
+	ck_assert_str_eq(h_sql_scalar("SELECT status FROM calendar.user_replicas "
+		"WHERE user_id = $1", user), "Deactivated");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM information_schema.columns "
+		"WHERE table_schema = 'calendar' AND table_name = 'user_replicas' "
+		"AND column_name IN ('email', 'phone')"), 0);
+}
+END_TEST
+
+static bool dlq_for(const struct h_kmsg *m, void *ud)
+{
+	return m->key && !strcmp(m->key, (const char *)ud);
+}
+
+START_TEST(identity_invalid_payload_dlq)
+{
+	const char *key = h_uuid();
+	char *mid = h_sql_scalar("SELECT gen_random_uuid()::text");
+
+	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", key, h_sprintf(
+		"{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-updated\","
+		"\"contractVersion\":1,\"createdAt\":\"2026-11-30T10:00:00Z\","
+		"\"aggregateType\":\"User\",\"aggregateId\":\"%s\",\"correlationId\":null,"
+		"\"payload\":{\"userId\":\"not-a-uuid\",\"status\":\"Active\"}}", mid, key)), 0);
+	ck_assert_msg(h_kafka_wait("calendar-identity-users.dlq", 60000, dlq_for, (void *)key)
+			!= NULL, "no DLQ message");
+}
+END_TEST
+
 Suite *make_slots_suite(void)
 {
-	return suite_create("slots");
+	Suite *s = suite_create("slots");
+	TCase *tc;
+
+	tc = h_tcase("dst", 60);
+	tcase_add_test(tc, dst_berlin_spring_forward);
+	tcase_add_test(tc, dst_new_york_spring_forward);
+	tcase_add_test(tc, dst_sydney_fall_back_first_occurrence);
+	tcase_add_test(tc, dst_berlin_fall_back_db_only);
+	tcase_add_test(tc, dst_duration_across_gap_overlap);
+	tcase_add_test(tc, dst_weekly_window_keeps_wall_time);
+	tcase_add_test(tc, lead_time_boundary_db);
+	tcase_add_test(tc, lead_time_through_api);
+	suite_add_tcase(s, tc);
+
+	tc = h_tcase("batches", 60);
+	tcase_add_test(tc, overlap_with_existing_and_exclusion_constraint);
+	tcase_add_test(tc, batch_too_large_writes_nothing);
+	tcase_add_test(tc, validation_errors);
+	tcase_add_test(tc, tz_canonical_spelling);
+	tcase_add_test(tc, auth_errors);
+	tcase_add_test(tc, archive_slot_and_batch);
+	tcase_add_test(tc, agent_list_filters_and_paging);
+	suite_add_tcase(s, tc);
+
+	tc = h_tcase("showcase", 60);
+	tcase_add_test(tc, showcase_filters);
+	tcase_add_test(tc, showcase_uses_index);
+	suite_add_tcase(s, tc);
+
+	tc = h_tcase("workers", 180);
+	tcase_add_test(tc, slot_expiration_job);
+	tcase_add_test(tc, identity_replica_consumer);
+	tcase_add_test(tc, identity_invalid_payload_dlq);
+	suite_add_tcase(s, tc);
+	return s;
 }

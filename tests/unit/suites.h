@@ -11,5 +11,6 @@ Suite *make_config_suite(void);
 Suite *make_loader_suite(void);
 Suite *make_problem_suite(void);
 Suite *make_calendar_rules_suite(void);
+Suite *make_slots_rules_suite(void);
 
 #endif
