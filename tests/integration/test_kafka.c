@@ -5,9 +5,9 @@
  * Needs the worker host to run with tests/fixtures testcons.so (consumer
  * group "test-consumer" on pin.test.events.v1, see the fixture's header).
  *
- * Env: PIN_PG_DSN, PIN_KAFKA_BOOTSTRAP_FILE (or PIN_KAFKA_BOOTSTRAP),
- * PIN_DEV_DIR (pids/broker.pid, logs/) and PIN_BROKER_BIN for the broker
- * stop/start test.  Self-contained helpers (k_*): libpq and librdkafka.
+ * Env (harness.h): PIN_PG_DSN, PIN_KAFKA_BOOTSTRAP_FILE, PIN_BASE_URL,
+ * PIN_DEV_DIR / PIN_BROKER_BIN (broker stop/start through the harness).
+ * The k_* helpers read DLQ headers, which the harness' reader does not.
  */
 #include "config.h"
 
@@ -26,7 +26,7 @@
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
 
-Suite *make_kafka_suite(void);
+#include "harness.h"
 
 #define TEST_TOPIC "pin.test.events.v1"
 #define DLQ_TOPIC "test-consumer.dlq"
@@ -69,6 +69,12 @@ static char *k_bootstrap(void)
 	return strdup(v);
 }
 
+static void k_quiet(void *arg, const char *msg)
+{
+	(void)arg;
+	(void)msg;
+}
+
 static PGconn *k_pg(void)
 {
 	const char *dsn = getenv("PIN_PG_DSN");
@@ -77,6 +83,7 @@ static PGconn *k_pg(void)
 	ck_assert_msg(dsn, "PIN_PG_DSN not set");
 	c = PQconnectdb(dsn);
 	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "pg: %s", PQerrorMessage(c));
+	PQsetNoticeProcessor(c, k_quiet, NULL);
 	return c;
 }
 
@@ -365,6 +372,38 @@ START_TEST(relay_publishes_once)
 }
 END_TEST
 
+/* (a') a message written through api->outbox_put by a route reaches Kafka */
+START_TEST(relay_publishes_api_outbox)
+{
+	PGconn *c = k_setup();
+	char *key = k_uuid(c), *body, *tok;
+	struct h_resp *r;
+	struct k_msg *v;
+	int n, idx, count;
+	json_object *env, *pl;
+
+	body = h_sprintf("{\"key\":\"%s\",\"kind\":\"noop\"}", key);
+	tok = h_token("agent", h_uuid(), h_uuid());
+	r = h_post("/api/v1/test/outbox", tok, body);
+	ck_assert_msg(r->status == 201, "POST /api/v1/test/outbox: %ld %s", r->status, r->body);
+	v = k_wait_topic(TEST_TOPIC, key, 20, &n, &idx, &count);
+	ck_assert_msg(idx >= 0, "outbox message with key %s not published", key);
+	ck_assert_int_eq(count, 1);
+	ck_assert_str_eq(v[idx].key, key);
+	env = json_tokener_parse(v[idx].value);
+	ck_assert_ptr_nonnull(env);
+	ck_assert_str_eq(h_jstr(env, "eventType"), "pin.test.event");
+	ck_assert_str_eq(h_jstr(env, "aggregateId"), key);
+	ck_assert_ptr_nonnull(h_jstr(env, "messageId"));
+	pl = h_jget(env, "payload");
+	ck_assert_str_eq(h_jstr(pl, "kind"), "noop");
+	json_object_put(env);
+	k_msgs_free(v, n);
+	free(key);
+	PQfinish(c);
+}
+END_TEST
+
 /* (c) the same envelope delivered twice is handled once */
 START_TEST(consumer_dedupes)
 {
@@ -466,73 +505,6 @@ START_TEST(consumer_dlq)
 }
 END_TEST
 
-static pid_t k_broker_pid(char *pidfile, size_t len)
-{
-	const char *dir = getenv("PIN_DEV_DIR");
-	FILE *f;
-	long pid = 0;
-
-	ck_assert_msg(dir, "PIN_DEV_DIR not set");
-	snprintf(pidfile, len, "%s/pids/broker.pid", dir);
-	f = fopen(pidfile, "r");
-	if (f) {
-		if (fscanf(f, "%ld", &pid) != 1)
-			pid = 0;
-		fclose(f);
-	}
-	return (pid_t)pid;
-}
-
-static void k_broker_stop(void)
-{
-	char pf[1024];
-	pid_t pid = k_broker_pid(pf, sizeof(pf));
-	double end = k_now() + 15;
-
-	ck_assert_msg(pid > 0, "no broker pid in %s", pf);
-	kill(pid, SIGTERM);
-	while (kill(pid, 0) == 0 && k_now() < end) {
-		waitpid(pid, NULL, WNOHANG);
-		k_sleep_ms(100);
-	}
-	ck_assert_msg(kill(pid, 0) != 0, "broker did not stop");
-}
-
-static void k_broker_start(void)
-{
-	const char *bin = getenv("PIN_BROKER_BIN"), *bf = getenv("PIN_KAFKA_BOOTSTRAP_FILE");
-	const char *dir = getenv("PIN_DEV_DIR");
-	char pf[1024], log[1024];
-	double end = k_now() + 20;
-	pid_t pid;
-	FILE *f;
-
-	ck_assert_msg(bin && bf && dir, "PIN_BROKER_BIN / PIN_KAFKA_BOOTSTRAP_FILE not set");
-	k_broker_pid(pf, sizeof(pf));
-	snprintf(log, sizeof(log), "%s/logs/broker.log", dir);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-
-		setsid();
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execl(bin, bin, "--bootstrap-file", bf, (char *)NULL);
-		_exit(127);
-	}
-	f = fopen(pf, "w");
-	if (f) {
-		fprintf(f, "%ld\n", (long)pid);
-		fclose(f);
-	}
-	while (access(bf, R_OK) != 0 && k_now() < end)
-		k_sleep_ms(100);
-	ck_assert_msg(access(bf, R_OK) == 0, "broker did not write %s", bf);
-}
-
 /* (b) broker down: rows stay unpublished; broker back: published once */
 START_TEST(relay_survives_broker_outage)
 {
@@ -543,13 +515,13 @@ START_TEST(relay_survives_broker_outage)
 	int n, idx, count;
 	const char *p[1];
 
-	k_broker_stop();
+	h_broker_stop();
 	id = k_insert_outbox(c, mid, key, env);
 	p[0] = id;
 	k_sleep_ms(4000);
 	ck_assert_int_eq(k_sql_long(c, "SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
 				" AND published_at IS NULL", 1, p), 1);
-	k_broker_start();
+	h_broker_start();
 	ck_assert_msg(k_wait_count(c, "SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
 				" AND published_at IS NOT NULL", id, 1, 45) == 1,
 			"row not published within 45 s of the broker's return");
@@ -579,10 +551,10 @@ END_TEST
 Suite *make_kafka_suite(void)
 {
 	Suite *s = suite_create("kafka");
-	TCase *tc = tcase_create("worker");
+	TCase *tc = h_tcase("worker", 150);
 
-	tcase_set_timeout(tc, 150);
 	tcase_add_test(tc, relay_publishes_once);
+	tcase_add_test(tc, relay_publishes_api_outbox);
 	tcase_add_test(tc, consumer_dedupes);
 	tcase_add_test(tc, consumer_retries);
 	tcase_add_test(tc, consumer_dlq);
