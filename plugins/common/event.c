@@ -213,11 +213,11 @@ int pc_event_transition(const PGresult *locked, const char *action,
 	params[2] = strcmp(to, "Cancelled") == 0 ? cancel_reason : NULL;
 	params[3] = pc_time_param(now_us);
 	res = pc_api->db_exec_prepared("pc_event_transition",
-		"UPDATE calendar.calendar_events e SET status = $2, "
-		"  cancel_reason = CASE WHEN $2 = 'Cancelled' THEN $3 ELSE e.cancel_reason END, "
-		"  started_at = CASE WHEN $2 = 'InProgress' THEN $4::timestamptz ELSE e.started_at END, "
-		"  completed_at = CASE WHEN $2 = 'Completed' THEN $4::timestamptz ELSE e.completed_at END, "
-		"  cancelled_at = CASE WHEN $2 = 'Cancelled' THEN $4::timestamptz ELSE e.cancelled_at END, "
+		"UPDATE calendar.calendar_events e SET status = $2::text, "
+		"  cancel_reason = CASE WHEN $2::text = 'Cancelled' THEN $3::text ELSE e.cancel_reason END, "
+		"  started_at = CASE WHEN $2::text = 'InProgress' THEN $4::timestamptz ELSE e.started_at END, "
+		"  completed_at = CASE WHEN $2::text = 'Completed' THEN $4::timestamptz ELSE e.completed_at END, "
+		"  cancelled_at = CASE WHEN $2::text = 'Cancelled' THEN $4::timestamptz ELSE e.cancelled_at END, "
 		"  updated_at = $4::timestamptz, version = e.version + 1 "
 		"WHERE e.id = $1 RETURNING " PC_EVENT_COLS, 4, params);
 	if (!res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
