@@ -14,6 +14,8 @@ static int wrk_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		return -1;
 	if (wrk_identity_register(reg, err, errlen) < 0)
 		return -1;
+	if (wrk_appointments_register(reg, err, errlen) < 0)
+		return -1;
 	return 0;
 }
 

@@ -9,5 +9,6 @@ extern const struct pin_host_api *wrk_api;
 int wrk_reminders_register(struct pin_registrar *reg, char *err, size_t errlen);  /* reminders.c */
 int wrk_slots_register(struct pin_registrar *reg, char *err, size_t errlen);      /* slot_jobs.c */
 int wrk_identity_register(struct pin_registrar *reg, char *err, size_t errlen);   /* identity.c */
+int wrk_appointments_register(struct pin_registrar *reg, char *err, size_t errlen); /* appointments.c */
 
 #endif

@@ -1,0 +1,178 @@
+/* appointments.c -- appointments.so: registration, error mapping and the
+ * write skeleton shared by every transition endpoint. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "http.h"
+
+int apt_fail(struct pin_req *r, int rc, struct pc_errs *e)
+{
+	pc_api->db_rollback();
+	switch (rc) {
+	case PC_E_REPLAYED:
+	case PC_E_RESPONDED:
+		return PIN_OK;
+	case PC_E_NOT_FOUND:
+		return pc_problem(r, 404, APT_NOT_FOUND, "no such appointment");
+	case PC_E_TRANSITION:
+		return pc_problem(r, 409, "INVALID_STATUS_TRANSITION",
+				"the appointment's status does not allow this operation");
+	case APT_E_DEADLINE:
+		return pc_problem(r, 409, "INVALID_STATUS_TRANSITION",
+				"the confirmation deadline has passed");
+	case APT_E_STARTED:
+		return pc_problem(r, 409, "INVALID_STATUS_TRANSITION",
+				"the appointment has started; complete it instead");
+	case PC_E_VERSION:
+		return pc_problem(r, 409, "VERSION_CONFLICT",
+				"the appointment was changed meanwhile (If-Match)");
+	case PC_E_VALIDATION:
+		return pc_errs_respond(r, 422, "VALIDATION_FAILED",
+				"the request has invalid fields", e);
+	case APT_E_SLOT_NOT_FOUND:
+		return pc_problem(r, 404, "SLOT_NOT_FOUND", "no such slot");
+	case APT_E_SLOT_BOOKED:
+		return pc_problem(r, 409, "SLOT_ALREADY_BOOKED",
+				"the slot has just been booked; choose another one");
+	case APT_E_SLOT_UNAVAILABLE:
+		return pc_problem(r, 409, "SLOT_NOT_AVAILABLE", "the slot is no longer offered");
+	case APT_E_LEAD_TIME:
+		return pc_problem(r, 422, "LEAD_TIME_NOT_MET",
+				"the slot starts in less than 60 minutes");
+	case APT_E_DUPLICATE:
+		return pc_problem(r, 409, "APPOINTMENT_DUPLICATE_ACTIVE",
+				"you already have an active appointment of this kind with this agent");
+	case APT_E_LIMIT:
+		return pc_problem(r, 409, "APPOINTMENT_LIMIT_REACHED",
+				"at most 3 active appointments at a time");
+	case APT_E_RATE:
+		pc_api->set_header(r, "Retry-After", "3600");
+		return pc_problem(r, 429, "RATE_LIMITED",
+				"too many appointments booked in the last hour");
+	case APT_E_CUTOFF:
+		return pc_problem(r, 409, "CANCELLATION_CUTOFF_PASSED",
+				"too close to the start to cancel or reschedule");
+	case APT_E_NOT_STARTED:
+		return pc_problem(r, 409, "APPOINTMENT_NOT_STARTED",
+				"the appointment has not started yet");
+	case APT_E_OTHER_SLOT: {
+		struct pc_errs oe;
+		pc_errs_init(&oe);
+		pc_errs_add(&oe, "newSlotId", "must be a slot of the same agent and kind");
+		return pc_errs_respond(r, 422, "VALIDATION_FAILED",
+				"the new slot does not fit the appointment", &oe);
+	}
+	default:
+		return rc < 0 ? rc : PIN_ERR;
+	}
+}
+
+json_object *apt_body(struct pin_req *r, const char *const *allowed, struct pc_errs *e)
+{
+	json_object *b = pc_body(r, e);
+
+	if (!b) {
+		pc_errs_respond(r, 400, "MALFORMED_REQUEST", "the body must be a JSON object", e);
+		return NULL;
+	}
+	if (pc_check_fields(b, allowed, e) > 0) {
+		pc_errs_respond(r, 422, "VALIDATION_FAILED", "unknown fields", e);
+		return NULL;
+	}
+	return b;
+}
+
+int apt_write_run(struct pin_req *r, struct apt_write *w)
+{
+	const char *id = pc_path_uuid(r, "appointmentId", APT_NOT_FOUND);
+	struct pc_idem idem;
+	PGresult *locked, *view;
+	json_object *body = NULL;
+	const char *loc = NULL;
+	int rc, have_ver, ver = 0;
+
+	if (!id)
+		return PIN_OK;
+	have_ver = pc_if_match(r, &ver);
+	if (have_ver == PC_E_RESPONDED)
+		return PIN_OK;
+	if (pc_api->db_begin() != 0)
+		return PIN_ERR_DB;
+	if ((rc = pc_idem_begin(r, &idem)) < 0)
+		goto fail;
+	if ((rc = apt_lock(id, &w->scope, &locked)) < 0)
+		goto fail;
+	if (have_ver == 1 && ver != atoi(PQgetvalue(locked, 0, APT_C_VERSION))) {
+		rc = PC_E_VERSION;
+		goto fail;
+	}
+	w->result_id = NULL;
+	if ((rc = w->op(w, locked, pc_api->now_us())) < 0)
+		goto fail;
+	if ((rc = apt_fetch(w->result_id ? w->result_id : id, &w->scope, &view)) < 0)
+		goto fail;
+	body = apt_json(view, 0);
+	if (w->status == 201 && w->location_base)
+		loc = pc_api->sprintf("%s%s", w->location_base, PQgetvalue(view, 0, APT_C_ID));
+	if ((rc = pc_idem_store(&idem, w->status, body, loc)) < 0)
+		goto fail;
+	if ((rc = pc_api->db_commit()) != 0)
+		goto fail;
+	pc_api->set_header(r, "ETag", pc_api->sprintf("\"%s\"",
+			PQgetvalue(view, 0, APT_C_VERSION)));
+	if (loc)
+		pc_api->set_header(r, "Location", loc);
+	return pc_api->respond_json(r, w->status, body);
+fail:
+	if (body)
+		json_object_put(body);
+	return apt_fail(r, rc, NULL);
+}
+
+/* ---------------------------------------------------------------- routes */
+
+#define AGENT (PIN_ACTOR_AGENT | PIN_ACTOR_CONSULTANT)
+#define INV PIN_ACTOR_INVESTOR
+#define AG "/api/v1/agent/calendar/appointments"
+#define IN "/api/v1/investor/calendar/appointments"
+#define VIEW "calendar.appointments.view"
+#define DECIDE "calendar.appointments.decide"
+
+static const struct pin_route routes[] = {
+	{ "POST", "/api/public/calendar/appointments", INV, NULL, 0, apt_h_book, NULL, NULL },
+
+	{ "GET", AG, AGENT, VIEW, 1, apt_h_agent_list, NULL, NULL },
+	{ "GET", AG "/{appointmentId}", AGENT, VIEW, 1, apt_h_agent_get, NULL, NULL },
+	{ "POST", AG "/{appointmentId}/confirm", AGENT, DECIDE, 1, apt_h_agent_confirm, NULL, NULL },
+	{ "POST", AG "/{appointmentId}/decline", AGENT, DECIDE, 1, apt_h_agent_decline, NULL, NULL },
+	{ "POST", AG "/{appointmentId}/cancel", AGENT, DECIDE, 1, apt_h_agent_cancel, NULL, NULL },
+	{ "POST", AG "/{appointmentId}/complete", AGENT, DECIDE, 1, apt_h_agent_complete,
+		NULL, NULL },
+
+	{ "GET", IN, INV, NULL, 0, apt_h_investor_list, NULL, NULL },
+	{ "GET", IN "/{appointmentId}", INV, NULL, 0, apt_h_investor_get, NULL, NULL },
+	{ "POST", IN "/{appointmentId}/cancel", INV, NULL, 0, apt_h_investor_cancel, NULL, NULL },
+	{ "POST", IN "/{appointmentId}/reschedule", INV, NULL, 0, apt_h_investor_reschedule,
+		NULL, NULL },
+
+	{ "GET", "/api/v1/agency/calendar/appointments", PIN_ACTOR_ANY, "calendar.team.view", 1,
+		apt_h_agency_list, NULL, NULL },
+};
+
+static int apt_init(const struct pin_host_api *api, struct pin_registrar *reg,
+		char *err, size_t errlen)
+{
+	size_t i;
+
+	pc_init(api);
+	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+		if (reg->route(reg, &routes[i]) < 0) {
+			snprintf(err, errlen, "appointments: cannot register %s %s",
+					routes[i].method, routes[i].pattern);
+			return -1;
+		}
+	return 0;
+}
+
+PIN_PLUGIN_DEFINE("appointments", PACKAGE_VERSION, apt_init, NULL)

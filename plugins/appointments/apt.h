@@ -1,0 +1,163 @@
+/*
+ * apt.h -- appointments.so (prefix apt_): self-booking of availability slots,
+ * the agent's decisions, the investor's cancel / reschedule, and the
+ * appointment-timeout cascade used by workers.so.
+ *
+ * core.c is compiled into appointments.so AND workers.so (the expiry job);
+ * it uses only pc_api (plugins/common), so the including plugin must have
+ * called pc_init().  Every core function runs inside the caller's
+ * transaction: the caller begins and commits.
+ *
+ * Return convention: 0 ok, negative PIN_ERR*, PC_E_* or APT_E_*.
+ * PGresult pointers are arena results (never PQclear them).
+ */
+#ifndef APT_APT_H
+#define APT_APT_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "pin/plugin.h"
+
+/* ---- domain limits (domain.md) ------------------------------------------- */
+#define APT_LEAD_MIN            60      /* slot StartAt >= now + 60 min */
+#define APT_DEADLINE_MAX_US     (24LL * 3600 * 1000000)   /* CreatedAt + 24 h */
+#define APT_DEADLINE_BEFORE_US  (30LL * 60 * 1000000)     /* StartAt - 30 min */
+#define APT_MAX_ACTIVE          3       /* active appointments per investor */
+#define APT_RATE_PER_HOUR       10      /* default of appointments.rate_limit_per_hour */
+#define APT_COMMENT_MAX         1000
+#define APT_REASON_MAX          500
+#define APT_NOTE_MAX            1000
+
+/* ---- domain errors (pc_* codes of common.h are used as well) ------------- */
+#define APT_E_SLOT_NOT_FOUND    -40   /* 404 SLOT_NOT_FOUND */
+#define APT_E_SLOT_BOOKED       -41   /* 409 SLOT_ALREADY_BOOKED */
+#define APT_E_SLOT_UNAVAILABLE  -42   /* 409 SLOT_NOT_AVAILABLE */
+#define APT_E_LEAD_TIME         -43   /* 422 LEAD_TIME_NOT_MET */
+#define APT_E_DUPLICATE         -44   /* 409 APPOINTMENT_DUPLICATE_ACTIVE */
+#define APT_E_LIMIT             -45   /* 409 APPOINTMENT_LIMIT_REACHED */
+#define APT_E_RATE              -46   /* 429 RATE_LIMITED */
+#define APT_E_CUTOFF            -47   /* 409 CANCELLATION_CUTOFF_PASSED */
+#define APT_E_NOT_STARTED       -48   /* 409 APPOINTMENT_NOT_STARTED */
+#define APT_E_OTHER_SLOT        -49   /* 422 VALIDATION_FAILED newSlotId (agent/kind) */
+#define APT_E_DEADLINE          -50   /* 409 INVALID_STATUS_TRANSITION (deadline passed) */
+#define APT_E_STARTED           -51   /* 409 INVALID_STATUS_TRANSITION (already started) */
+
+#define APT_TOPIC_CREATED    "pin.calendar.appointment-created.v1"
+#define APT_TOPIC_CONFIRMED  "pin.calendar.appointment-confirmed.v1"
+#define APT_TOPIC_CANCELLED  "pin.calendar.appointment-cancelled.v1"
+#define APT_TOPIC_COMPLETED  "pin.calendar.appointment-completed.v1"
+
+/*
+ * Columns of an appointment row:  SELECT APT_COLS FROM calendar.appointments a
+ * Instants are epoch microseconds (calendar.us).  Indexes: APT_C_*.
+ */
+#define APT_COLS \
+	"a.id, a.tenant_id, a.slot_id, a.calendar_event_id, a.agent_user_id, " \
+	"a.investor_user_id, a.kind, calendar.us(a.start_at), calendar.us(a.end_at), " \
+	"a.time_zone, a.status, a.auto_confirmed, a.comment, a.project_id, " \
+	"a.property_object_id, a.consultation_request_id, calendar.us(a.confirm_deadline_at), " \
+	"a.cancelled_by, a.cancel_reason, a.outcome, a.outcome_note, " \
+	"a.rescheduled_from_appointment_id, a.rescheduled_to_appointment_id, " \
+	"calendar.us(a.decided_at), calendar.us(a.cancelled_at), calendar.us(a.completed_at), " \
+	"calendar.us(a.created_at), calendar.us(a.updated_at), a.version"
+enum {
+	APT_C_ID, APT_C_TENANT, APT_C_SLOT, APT_C_EVENT, APT_C_AGENT, APT_C_INVESTOR,
+	APT_C_KIND, APT_C_START, APT_C_END, APT_C_TZ, APT_C_STATUS, APT_C_AUTO,
+	APT_C_COMMENT, APT_C_PROJECT, APT_C_PROPERTY, APT_C_CONSULTATION, APT_C_DEADLINE,
+	APT_C_CANCELLED_BY, APT_C_CANCEL_REASON, APT_C_OUTCOME, APT_C_OUTCOME_NOTE,
+	APT_C_FROM, APT_C_TO, APT_C_DECIDED, APT_C_CANCELLED, APT_C_COMPLETED,
+	APT_C_CREATED, APT_C_UPDATED, APT_C_VERSION,
+	/* only in APT_VIEW_SQL rows: */
+	APT_C_SLOT_STATUS, APT_C_EVENT_STATUS, APT_C_CUTOFF, APT_C__N
+};
+
+/* The representation query: APT_COLS + slot status, event status, the slot's
+ * cancellation cutoff (minutes).  Append a WHERE clause. */
+#define APT_VIEW_SQL \
+	"SELECT " APT_COLS ", s.status, e.status, s.cancellation_cutoff_minutes " \
+	"FROM calendar.appointments a " \
+	"JOIN calendar.availability_slots s ON s.id = a.slot_id " \
+	"LEFT JOIN calendar.calendar_events e ON e.id = a.calendar_event_id "
+
+/* Who may see an appointment; NULL members are not restricted. */
+struct apt_scope {
+	const char *tenant_id;
+	const char *agent_user_id;
+	const char *investor_user_id;
+};
+
+/* ================================================================ core.c */
+
+/* Loads and locks (FOR UPDATE OF the appointment) one appointment within
+ * scope.  *row has the APT_VIEW_SQL columns, but APT_C_SLOT_STATUS and
+ * APT_C_EVENT_STATUS are NULL (only APT_C_CUTOFF is read).
+ * 0 with *row, PC_E_NOT_FOUND, PIN_ERR_DB. */
+int apt_lock(const char *id, const struct apt_scope *sc, PGresult **row);
+
+/* The representation row (APT_VIEW_SQL) of one appointment within scope.
+ * 0 with *row, PC_E_NOT_FOUND, PIN_ERR_DB. */
+int apt_fetch(const char *id, const struct apt_scope *sc, PGresult **row);
+
+/* api.md representation of an APT_VIEW_SQL row: every field plus
+ * slot {id, status} and event {id, status}.  New object. */
+json_object *apt_json(const PGresult *res, int row);
+
+/* A booking request (strings borrowed). */
+struct apt_book_req {
+	const char *slot_id;
+	const char *investor_user_id;
+	const char *comment;                  /* NULL = none (class Internal) */
+	const char *consultation_request_id;  /* NULL = none */
+	/* reschedule only (NULL otherwise): */
+	const char *rescheduled_from;         /* the old appointment id */
+	const char *same_agent, *same_kind;   /* the new slot must match */
+};
+
+/*
+ * Book (domain.md "Book"): per-investor advisory lock, rate limit, slot
+ * guards, anti-spam (the rescheduled_from appointment does not count), the
+ * conditional Available -> Booked update, the CalendarEvent (pc_event_create:
+ * Origin = Appointment, default reminders), the appointment row and the
+ * outbox messages appointment-created (+ appointment-confirmed for
+ * AutoConfirm slots; event-created comes from pc_event_create).
+ * 0 with *id_out (arena) of the new appointment; APT_E_*, PIN_ERR_DB.
+ */
+int apt_book(const struct apt_book_req *b, int64_t now_us, const char **id_out);
+
+/* How an active appointment ends without taking place. */
+struct apt_end {
+	const char *status;          /* "Declined" | "Cancelled" | "Expired" */
+	const char *cancelled_by;    /* "Investor" | "Agent" | "System" */
+	const char *reason;          /* DeclinedByAgent | CancelledByAgent |
+	                                CancelledByInvestor | Expired */
+	const char *cancel_reason;   /* free text (Internal) or NULL */
+	int release_slot;            /* 1: Booked -> Available when StartAt >= now + 60 min */
+	const char *rescheduled_to;  /* new appointment id (reschedule) or NULL */
+};
+
+/*
+ * The cascade of decline / cancel / expire on a locked row (apt_lock):
+ * the appointment (only from Pending | Confirmed, else PC_E_TRANSITION), the
+ * slot (Booked -> Available or Archived), the event -> Cancelled with its
+ * Pending reminders -> Skipped (pc_event_transition, event-status-changed),
+ * and appointment-cancelled.  0, PC_E_TRANSITION, PIN_ERR_DB.
+ */
+int apt_end(const PGresult *locked, const struct apt_end *x, int64_t now_us);
+
+/* Pending -> Confirmed (agent) + appointment-confirmed.  0 / PC_E_TRANSITION /
+ * APT_E_DEADLINE / PIN_ERR_DB. */
+int apt_confirm(const PGresult *locked, int64_t now_us);
+
+/* Confirmed -> Completed | NoShow once now >= StartAt, event -> Completed,
+ * appointment-completed.  0 / PC_E_TRANSITION / APT_E_NOT_STARTED / PIN_ERR_DB. */
+int apt_complete(const PGresult *locked, const char *outcome, const char *note,
+		int64_t now_us);
+
+/*
+ * One batch of the appointment-timeout job in its own transaction: up to
+ * batch Pending rows with ConfirmDeadlineAt <= now (FOR UPDATE SKIP LOCKED)
+ * -> Expired with the cascade.  Returns the number expired or PIN_ERR_DB.
+ */
+int apt_expire_batch(int64_t now_us, int batch);
+
+#endif

@@ -1,0 +1,163 @@
+/* decide.c -- the agent's decisions (confirm, decline, cancel, complete) and
+ * the investor's cancel.  Each is one transaction with its cascades. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "http.h"
+
+static const char *const outcomes[] = { "Completed", "NoShow", NULL };
+
+static void agent_scope(struct pin_req *r, struct apt_write *w)
+{
+	const struct pin_principal *me = pc_api->req_principal(r);
+
+	memset(w, 0, sizeof(*w));
+	w->scope.tenant_id = me->tenant_id;
+	w->scope.agent_user_id = me->sub;
+	w->status = 200;
+}
+
+/* --------------------------------------------------------------- confirm */
+
+static int op_confirm(struct apt_write *w, const PGresult *row, int64_t now_us)
+{
+	(void)w;
+	return apt_confirm(row, now_us);
+}
+
+int apt_h_agent_confirm(struct pin_req *r, void *ud)
+{
+	static const char *const allowed[] = { NULL };
+	struct apt_write w;
+	struct pc_errs e;
+
+	(void)ud;
+	pc_errs_init(&e);
+	if (!apt_body(r, allowed, &e))
+		return PIN_OK;
+	agent_scope(r, &w);
+	w.op = op_confirm;
+	return apt_write_run(r, &w);
+}
+
+/* ------------------------------------------------------ decline / cancel */
+
+static int op_end(struct apt_write *w, const PGresult *row, int64_t now_us)
+{
+	struct apt_end *x = w->ctx;
+	const char *status = PQgetvalue(row, 0, APT_C_STATUS);
+
+	if (strcmp(x->reason, "DeclinedByAgent") == 0) {
+		if (strcmp(status, "Pending") != 0)
+			return PC_E_TRANSITION;
+	} else {
+		if (strcmp(status, "Pending") != 0 && strcmp(status, "Confirmed") != 0)
+			return PC_E_TRANSITION;
+		if (strcmp(x->reason, "CancelledByAgent") == 0 &&
+				now_us >= pc_col_us(row, 0, APT_C_START))
+			return APT_E_STARTED;
+		if (strcmp(x->reason, "CancelledByInvestor") == 0) {
+			long long cutoff = atoll(PQgetvalue(row, 0, APT_C_CUTOFF));
+			if (now_us > pc_col_us(row, 0, APT_C_START) - cutoff * 60 * 1000000LL)
+				return APT_E_CUTOFF;
+		}
+	}
+	return apt_end(row, x, now_us);
+}
+
+/* {reason?, releaseSlot?} of the agent's decline / cancel. */
+static int agent_end(struct pin_req *r, const char *status, const char *reason)
+{
+	static const char *const allowed[] = { "reason", "releaseSlot", NULL };
+	struct apt_end x = { status, "Agent", reason, NULL, 0, NULL };
+	struct apt_write w;
+	struct pc_errs e;
+	json_object *body;
+
+	pc_errs_init(&e);
+	if (!(body = apt_body(r, allowed, &e)))
+		return PIN_OK;
+	pc_get_string(body, "reason", 0, 0, APT_REASON_MAX, &x.cancel_reason, &e);
+	pc_get_bool(body, "releaseSlot", 0, &x.release_slot, &e);
+	if (e.n > 0)
+		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "the request has invalid fields",
+				&e);
+	agent_scope(r, &w);
+	w.op = op_end;
+	w.ctx = &x;
+	return apt_write_run(r, &w);
+}
+
+int apt_h_agent_decline(struct pin_req *r, void *ud)
+{
+	(void)ud;
+	return agent_end(r, "Declined", "DeclinedByAgent");
+}
+
+int apt_h_agent_cancel(struct pin_req *r, void *ud)
+{
+	(void)ud;
+	return agent_end(r, "Cancelled", "CancelledByAgent");
+}
+
+int apt_h_investor_cancel(struct pin_req *r, void *ud)
+{
+	static const char *const allowed[] = { "reason", NULL };
+	const struct pin_principal *me = pc_api->req_principal(r);
+	struct apt_end x = { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1, NULL };
+	struct apt_write w;
+	struct pc_errs e;
+	json_object *body;
+
+	(void)ud;
+	pc_errs_init(&e);
+	if (!(body = apt_body(r, allowed, &e)))
+		return PIN_OK;
+	pc_get_string(body, "reason", 0, 0, APT_REASON_MAX, &x.cancel_reason, &e);
+	if (e.n > 0)
+		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "the request has invalid fields",
+				&e);
+	memset(&w, 0, sizeof(w));
+	w.scope.investor_user_id = me->sub;
+	w.status = 200;
+	w.op = op_end;
+	w.ctx = &x;
+	return apt_write_run(r, &w);
+}
+
+/* -------------------------------------------------------------- complete */
+
+struct complete_args {
+	const char *outcome, *note;
+};
+
+static int op_complete(struct apt_write *w, const PGresult *row, int64_t now_us)
+{
+	const struct complete_args *c = w->ctx;
+
+	return apt_complete(row, c->outcome, c->note, now_us);
+}
+
+int apt_h_agent_complete(struct pin_req *r, void *ud)
+{
+	static const char *const allowed[] = { "outcome", "note", NULL };
+	struct complete_args c = { NULL, NULL };
+	struct apt_write w;
+	struct pc_errs e;
+	json_object *body;
+
+	(void)ud;
+	pc_errs_init(&e);
+	if (!(body = apt_body(r, allowed, &e)))
+		return PIN_OK;
+	pc_get_enum(body, "outcome", 1, outcomes, &c.outcome, &e);
+	pc_get_string(body, "note", 0, 0, APT_NOTE_MAX, &c.note, &e);
+	if (e.n > 0)
+		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "the request has invalid fields",
+				&e);
+	agent_scope(r, &w);
+	w.op = op_complete;
+	w.ctx = &c;
+	return apt_write_run(r, &w);
+}

@@ -1,0 +1,57 @@
+/* http.h -- the HTTP side of appointments.so: route handlers and the shared
+ * write skeleton.  Core (database) functions are in apt.h. */
+#ifndef APT_HTTP_H
+#define APT_HTTP_H
+
+#include "common.h"
+#include "apt.h"
+
+#define APT_NOT_FOUND "APPOINTMENT_NOT_FOUND"
+
+/* Rolls back, then answers the problem of rc (PC_E_*, APT_E_*); returns
+ * PIN_OK, or rc itself for PIN_ERR / PIN_ERR_DB (the host answers 500/503).
+ * e: collected validation errors (may be NULL). */
+int apt_fail(struct pin_req *r, int rc, struct pc_errs *e);
+
+/* The body as an object with only the allowed fields: NULL after answering
+ * 400 (not an object) / 422 (unknown fields); errors go to e otherwise. */
+json_object *apt_body(struct pin_req *r, const char *const *allowed, struct pc_errs *e);
+
+/*
+ * A write on one existing appointment ({appointmentId} of the path):
+ * begin, Idempotency-Key, lock within scope (foreign ids: 404), If-Match,
+ * op, then the answer: the representation of result_id (or the locked
+ * appointment) with status (200 / 201 + Location), stored for idempotent
+ * replays, commit.
+ */
+struct apt_write;
+typedef int (*apt_op_fn)(struct apt_write *w, const PGresult *locked, int64_t now_us);
+struct apt_write {
+	struct apt_scope scope;
+	apt_op_fn op;
+	void *ctx;                  /* the op's arguments */
+	const char *result_id;      /* set by op to answer another appointment */
+	int status;                 /* 200 or 201 */
+	const char *location_base;  /* with 201: Location = base + result id */
+};
+int apt_write_run(struct pin_req *r, struct apt_write *w);
+
+/* Lists (list.c). */
+int apt_h_agent_list(struct pin_req *r, void *ud);
+int apt_h_agent_get(struct pin_req *r, void *ud);
+int apt_h_investor_list(struct pin_req *r, void *ud);
+int apt_h_investor_get(struct pin_req *r, void *ud);
+int apt_h_agency_list(struct pin_req *r, void *ud);
+
+/* Booking and reschedule (book.c). */
+int apt_h_book(struct pin_req *r, void *ud);
+int apt_h_investor_reschedule(struct pin_req *r, void *ud);
+
+/* Decisions (decide.c). */
+int apt_h_agent_confirm(struct pin_req *r, void *ud);
+int apt_h_agent_decline(struct pin_req *r, void *ud);
+int apt_h_agent_cancel(struct pin_req *r, void *ud);
+int apt_h_agent_complete(struct pin_req *r, void *ud);
+int apt_h_investor_cancel(struct pin_req *r, void *ud);
+
+#endif

@@ -1,0 +1,73 @@
+/* appointments.c -- the appointment-timeout job (workers.md): Pending
+ * appointments whose ConfirmDeadlineAt <= now -> Expired, CancelledBy =
+ * System, with the full cascade (slot released or archived, event cancelled,
+ * reminders skipped) and appointment-cancelled Reason = Expired.
+ * Batches of job.appointment-timeout.batch (default 500) taken with FOR
+ * UPDATE SKIP LOCKED, one transaction per batch; idempotent by state.
+ * The cascade is plugins/appointments/core.c, linked into workers.so too. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include "common.h"
+#include "workers.h"
+#include "../appointments/apt.h"
+
+#define JOB_NAME "appointment-timeout"
+#define LABELS "job=\"appointment-timeout\""
+#define DEFAULT_BATCH 500
+#define MAX_BATCHES 100     /* per pass; the next pass continues */
+
+/* Age in seconds of the oldest due Pending appointment (0 when none). */
+static void set_lag(int64_t now_us)
+{
+	const char *p[1] = { pc_time_param(now_us) };
+	PGresult *res = pc_api->db_exec_prepared("wrk_apt_timeout_lag",
+		"SELECT calendar.us(min(confirm_deadline_at)) FROM calendar.appointments "
+		"WHERE status = 'Pending' AND confirm_deadline_at <= $1::timestamptz", 1, p);
+	double lag = 0;
+
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+			!PQgetisnull(res, 0, 0))
+		lag = (double)(now_us - pc_col_us(res, 0, 0)) / 1e6;
+	pc_api->metric_set("pin_job_lag_seconds", LABELS, lag);
+}
+
+static int appointment_timeout(void *ud)
+{
+	int64_t now_us = pc_api->now_us();
+	long long batch = pc_api->config_int("job." JOB_NAME ".batch", DEFAULT_BATCH);
+	int total = 0, n, k;
+
+	(void)ud;
+	if (batch < 1 || batch > 10000)
+		batch = DEFAULT_BATCH;
+	set_lag(now_us);
+	for (k = 0; k < MAX_BATCHES; k++) {
+		n = apt_expire_batch(now_us, (int)batch);
+		if (n < 0)
+			return n;
+		total += n;
+		if (n > 0)
+			pc_api->log(PIN_LOG_INFO, "appointments expired", "job", JOB_NAME,
+					"count", pc_api->sprintf("%d", n), NULL);
+		if (n < batch)
+			break;
+	}
+	if (total > 0)
+		pc_api->metric_add("pin_calendar_appointments_expired_total", NULL, total);
+	set_lag(now_us);
+	return total;
+}
+
+int wrk_appointments_register(struct pin_registrar *reg, char *err, size_t errlen)
+{
+	struct pin_job j = { JOB_NAME, 60000, appointment_timeout, NULL, NULL };
+
+	/* the shared code (plugins/common, core.c) reaches the host through pc_api */
+	pc_init(wrk_api);
+	if (reg->job(reg, &j) < 0) {
+		snprintf(err, errlen, "workers: cannot register job %s", JOB_NAME);
+		return -1;
+	}
+	return 0;
+}
