@@ -307,6 +307,12 @@ static int relay_batch(struct relay *r, int *nrows, int wait_ms)
 	*nrows = n;
 	if (n == 0)
 		return 0;
+	if (r->rk && bootstrap_changed(r)) {
+		/* the broker moved while we were idle */
+		pin_log(PIN_LOG_INFO, "outbox relay: recreating the kafka producer",
+				"reason", "bootstrap changed", NULL);
+		producer_destroy(r);
+	}
 	if (!r->rk && producer_create(r) != 0)
 		return -1;
 
