@@ -1,0 +1,912 @@
+/* test_appointments.c -- appointments.so and the appointment-timeout job
+ * against the real stack: the booking race through nginx, every transition
+ * and error code, the cascades (slot, event, reminders), the messages on the
+ * dev broker, and isolation between investors, agents and tenants. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <curl/curl.h>
+
+#include "harness.h"
+
+#define PUB "/api/public/calendar/appointments"
+#define AG "/api/v1/agent/calendar/appointments"
+#define IN "/api/v1/investor/calendar/appointments"
+#define AGENCY "/api/v1/agency/calendar/appointments"
+#define T_CREATED "pin.calendar.appointment-created.v1"
+#define T_CONFIRMED "pin.calendar.appointment-confirmed.v1"
+#define T_CANCELLED "pin.calendar.appointment-cancelled.v1"
+#define T_COMPLETED "pin.calendar.appointment-completed.v1"
+#define T_EV_CREATED "pin.calendar.event-created.v1"
+#define T_EV_STATUS "pin.calendar.event-status-changed.v1"
+#define KWAIT 20000
+
+/* Public bookings leave from their own loopback address, so nginx's per-IP
+ * limit of the public area (burst 100) is not shared with other suites. */
+#define BOOK_IP "127.0.0.2"
+#define RACE_IP "127.0.0.3"
+#define RACE_N 60
+
+struct agent {
+	char *id, *tenant, *token;
+};
+
+static struct agent mk_agent(const char *tenant)
+{
+	struct agent a;
+
+	a.id = h_uuid();
+	a.tenant = tenant ? h_strdup(tenant) : h_uuid();
+	a.token = h_token("agent", a.id, a.tenant, "calendar.slots.manage",
+			"calendar.appointments.view", "calendar.appointments.decide",
+			"calendar.events.view");
+	return a;
+}
+
+static char *mk_investor(char **id_out)
+{
+	char *id = h_uuid();
+
+	if (id_out)
+		*id_out = id;
+	return h_token("investor", id, NULL);
+}
+
+static char *date_in(int days)
+{
+	time_t t = time(NULL) + (time_t)days * 86400;
+	struct tm tm;
+	char buf[16];
+
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+	return h_strdup(buf);
+}
+
+/* Publishes n one-hour slots (08:00 UTC on) days ahead; returns their ids. */
+static char **publish(const struct agent *a, const char *kind, int n, int days,
+		bool autoc, int cutoff)
+{
+	char *d = date_in(days);
+	char *body = h_sprintf("{\"kind\":\"%s\",\"timeZone\":\"UTC\",\"windows\":"
+			"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"08:00\",\"to\":\"%02d:00\"}],"
+			"\"fromDate\":\"%s\",\"toDate\":\"%s\",\"slotDurationMinutes\":60,"
+			"\"autoConfirm\":%s,\"cancellationCutoffMinutes\":%d}",
+			kind, 8 + n, d, d, autoc ? "true" : "false", cutoff);
+	struct h_resp *r = h_post("/api/v1/agent/calendar/slots/batches", a->token, body);
+	json_object *slots;
+	char **ids;
+	int i;
+
+	ck_assert_msg(r->status == 201, "publish: %ld %s", r->status, r->body);
+	slots = h_jget(r->json, "slots");
+	ck_assert_int_eq((int)json_object_array_length(slots), n);
+	ids = calloc((size_t)n + 1, sizeof(*ids));
+	for (i = 0; i < n; i++)
+		ids[i] = h_strdup(h_jstr(json_object_array_get_idx(slots, (size_t)i), "id"));
+	return ids;    /* the array itself leaks per test process: fine in a forked test */
+}
+
+static struct h_resp *book_opts(const char *token, const char *slot, const char *extra,
+		const char *const *headers)
+{
+	char *body = h_sprintf("{\"slotId\":\"%s\"%s%s}", slot, extra ? "," : "",
+			extra ? extra : "");
+	struct h_req_opts o = { body, 0, NULL, headers, BOOK_IP };
+
+	return h_request_opts("POST", PUB, token, &o);
+}
+
+static struct h_resp *book(const char *token, const char *slot)
+{
+	return book_opts(token, slot, NULL, NULL);
+}
+
+/* Books and asserts 201; returns the appointment id. */
+static char *book_ok(const char *token, const char *slot)
+{
+	struct h_resp *r = book(token, slot);
+
+	ck_assert_msg(r->status == 201, "book: %ld %s", r->status, r->body);
+	return h_strdup(h_jstr(r->json, "id"));
+}
+
+static const char *status_of(const char *apt)
+{
+	return h_sql_scalar("SELECT status FROM calendar.appointments WHERE id = $1", apt);
+}
+
+static const char *slot_status(const char *slot)
+{
+	return h_sql_scalar("SELECT status FROM calendar.availability_slots WHERE id = $1", slot);
+}
+
+static const char *event_status_of(const char *apt)
+{
+	return h_sql_scalar("SELECT e.status FROM calendar.calendar_events e "
+			"JOIN calendar.appointments a ON a.calendar_event_id = e.id WHERE a.id = $1", apt);
+}
+
+static long long pending_reminders(const char *apt)
+{
+	return h_sql_int("SELECT count(*) FROM calendar.event_reminders r "
+			"JOIN calendar.appointments a ON a.calendar_event_id = r.calendar_event_id "
+			"WHERE a.id = $1 AND r.status = 'Pending'", apt);
+}
+
+/* True when the stack's log file name contains needle. */
+static bool log_contains(const char *name, const char *needle)
+{
+	FILE *f = fopen(h_sprintf("%s/logs/%s", h_env("PIN_DEV_DIR"), name), "r");
+	char line[8192];
+	bool hit = false;
+
+	if (!f)
+		return false;
+	while (!hit && fgets(line, sizeof(line), f))
+		hit = strstr(line, needle) != NULL;
+	fclose(f);
+	return hit;
+}
+
+/* The payload of the message keyed key on topic (waits for the relay). */
+static json_object *kpayload(const char *topic, const char *key)
+{
+	const struct h_kmsg *m = h_kafka_wait_key(topic, key, KWAIT);
+
+	ck_assert_msg(m != NULL, "no %s message with key %s", topic, key);
+	ck_assert_ptr_nonnull(m->json);
+	return h_jget(m->json, "payload");
+}
+
+static struct h_resp *post_path(const char *path, const char *id, const char *action,
+		const char *token, const char *body)
+{
+	return h_post(h_sprintf("%s/%s/%s", path, id, action), token, body);
+}
+
+/* ============================================================ the race */
+
+struct rbuf {
+	char *p;
+	size_t n;
+};
+
+static size_t rbuf_write(char *data, size_t size, size_t nmemb, void *ud)
+{
+	struct rbuf *b = ud;
+	size_t len = size * nmemb;
+	char *np = realloc(b->p, b->n + len + 1);
+
+	if (!np)
+		return 0;
+	b->p = np;
+	memcpy(b->p + b->n, data, len);
+	b->n += len;
+	b->p[b->n] = 0;
+	return len;
+}
+
+START_TEST(race_exactly_one_winner)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 1, 3, false, 120);
+	char *url = h_sprintf("%s%s", h_env("PIN_BASE_URL"), PUB);
+	char *body = h_sprintf("{\"slotId\":\"%s\"}", slots[0]);
+	CURLM *mh = curl_multi_init();
+	CURL *eh[RACE_N];
+	struct curl_slist *hdr[RACE_N];
+	struct rbuf out[RACE_N];
+	int i, running = 0, won = 0, lost = 0;
+
+	for (i = 0; i < RACE_N; i++) {
+		/* one investor each: anti-spam never interferes */
+		char *tok = mk_investor(NULL);
+
+		memset(&out[i], 0, sizeof(out[i]));
+		hdr[i] = curl_slist_append(NULL, "Content-Type: application/json");
+		hdr[i] = curl_slist_append(hdr[i], h_sprintf("Authorization: Bearer %s", tok));
+		eh[i] = curl_easy_init();
+		curl_easy_setopt(eh[i], CURLOPT_URL, url);
+		curl_easy_setopt(eh[i], CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(eh[i], CURLOPT_HTTPHEADER, hdr[i]);
+		curl_easy_setopt(eh[i], CURLOPT_WRITEFUNCTION, rbuf_write);
+		curl_easy_setopt(eh[i], CURLOPT_WRITEDATA, &out[i]);
+		curl_easy_setopt(eh[i], CURLOPT_INTERFACE, RACE_IP);
+		curl_easy_setopt(eh[i], CURLOPT_TIMEOUT, 60L);
+		curl_easy_setopt(eh[i], CURLOPT_FORBID_REUSE, 1L);
+		curl_multi_add_handle(mh, eh[i]);
+	}
+	/* every request on its own connection, all in flight at once */
+	do {
+		curl_multi_perform(mh, &running);
+		if (running)
+			curl_multi_poll(mh, NULL, 0, 1000, NULL);
+	} while (running);
+
+	for (i = 0; i < RACE_N; i++) {
+		long code = 0;
+		json_object *j;
+
+		curl_easy_getinfo(eh[i], CURLINFO_RESPONSE_CODE, &code);
+		j = out[i].p ? json_tokener_parse(out[i].p) : NULL;
+		if (code == 201) {
+			won++;
+		} else {
+			ck_assert_msg(code == 409, "loser %d got %ld: %s", i, code,
+					out[i].p ? out[i].p : "");
+			ck_assert_str_eq(h_jstr(j, "code"), "SLOT_ALREADY_BOOKED");
+			lost++;
+		}
+		if (j)
+			json_object_put(j);
+		curl_multi_remove_handle(mh, eh[i]);
+		curl_easy_cleanup(eh[i]);
+		curl_slist_free_all(hdr[i]);
+		free(out[i].p);
+	}
+	curl_multi_cleanup(mh);
+	ck_assert_int_eq(won, 1);
+	ck_assert_int_eq(lost, RACE_N - 1);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.appointments WHERE slot_id = $1",
+			slots[0]), 1);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events e "
+			"JOIN calendar.appointments a ON a.id = e.appointment_id WHERE a.slot_id = $1",
+			slots[0]), 1);
+	ck_assert_str_eq(slot_status(slots[0]), "Booked");
+}
+END_TEST
+
+/* ============================================================ booking */
+
+START_TEST(book_pending_cascade_and_messages)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Consultation", 1, 3, false, 120);
+	char *inv, *tok = mk_investor(&inv);
+	struct h_resp *r = book_opts(tok, slots[0],
+			"\"comment\":\"call me after 5\",\"consultationRequestId\":"
+			"\"0f8e4a9c-1111-4a2b-9c3d-5e6f7a8b9c0d\"", NULL);
+	const char *id, *ev;
+	json_object *p;
+
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	id = h_jstr(r->json, "id");
+	ck_assert_str_eq(r->location, h_sprintf(IN "/%s", id));
+	ck_assert_str_eq(h_jstr(r->json, "status"), "Pending");
+	ck_assert_str_eq(h_jstr(r->json, "kind"), "Consultation");
+	ck_assert_str_eq(h_jstr(r->json, "agentUserId"), a.id);
+	ck_assert_str_eq(h_jstr(r->json, "tenantId"), a.tenant);
+	ck_assert_str_eq(h_jstr(r->json, "investorUserId"), inv);
+	ck_assert_str_eq(h_jstr(r->json, "comment"), "call me after 5");
+	ck_assert_str_eq(h_jstr(h_jget(r->json, "slot"), "status"), "Booked");
+	ck_assert_str_eq(h_jstr(h_jget(r->json, "event"), "status"), "Planned");
+	ck_assert(!json_object_get_boolean(h_jget(r->json, "autoConfirmed")));
+	ev = h_jstr(r->json, "calendarEventId");
+	/* ConfirmDeadlineAt = min(CreatedAt + 24 h, StartAt - 30 min) */
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.appointments WHERE id = $1 "
+			"AND confirm_deadline_at = least(created_at + interval '24 hours', "
+			"start_at - interval '30 minutes')", id), 1);
+	/* the event: Origin = Appointment, the investor as client, 2 reminders */
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+			"WHERE id = $1 AND origin = 'Appointment' AND appointment_id = $2 "
+			"AND client_user_id = $3 AND owner_user_id = $4 AND kind = 'Consultation'",
+			ev, id, inv, a.id), 1);
+	ck_assert_int_eq(pending_reminders(id), 2);
+
+	p = kpayload(T_CREATED, id);
+	ck_assert_str_eq(h_jstr(p, "appointmentId"), id);
+	ck_assert_str_eq(h_jstr(p, "slotId"), slots[0]);
+	ck_assert_str_eq(h_jstr(p, "eventId"), ev);
+	ck_assert_str_eq(h_jstr(p, "status"), "Pending");
+	ck_assert_str_eq(h_jstr(p, "comment"), "call me after 5");
+	ck_assert_str_eq(h_jstr(p, "consultationRequestId"),
+			"0f8e4a9c-1111-4a2b-9c3d-5e6f7a8b9c0d");
+	ck_assert(json_object_object_get_ex(p, "rescheduledFromAppointmentId", NULL));
+	p = kpayload(T_EV_CREATED, ev);
+	ck_assert_str_eq(h_jstr(p, "origin"), "Appointment");
+	ck_assert_str_eq(h_jstr(p, "appointmentId"), id);
+	/* the comment (class Internal) never reaches the logs */
+	ck_assert(!log_contains("api.log", "call me after 5"));
+	ck_assert(!log_contains("worker.log", "call me after 5"));
+}
+END_TEST
+
+START_TEST(book_autoconfirm)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 1, 3, true, 120);
+	char *tok = mk_investor(NULL);
+	struct h_resp *r = book(tok, slots[0]);
+	const char *id;
+	json_object *p;
+
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	id = h_jstr(r->json, "id");
+	ck_assert_str_eq(h_jstr(r->json, "status"), "Confirmed");
+	ck_assert(json_object_get_boolean(h_jget(r->json, "autoConfirmed")));
+	ck_assert_ptr_nonnull(h_jstr(r->json, "decidedAt"));
+	p = kpayload(T_CREATED, id);
+	ck_assert_str_eq(h_jstr(p, "status"), "Confirmed");
+	p = kpayload(T_CONFIRMED, id);
+	ck_assert(json_object_get_boolean(h_jget(p, "autoConfirmed")));
+	ck_assert_str_eq(h_jstr(p, "agentUserId"), a.id);
+}
+END_TEST
+
+START_TEST(book_errors)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 3, 3, false, 120);
+	char *tok = mk_investor(NULL);
+	struct h_resp *r;
+
+	/* auth: no token, agent token */
+	r = book(NULL, slots[0]);
+	h_assert_problem(r, 401, "UNAUTHENTICATED");
+	r = book(a.token, slots[0]);
+	h_assert_problem(r, 403, "FORBIDDEN");
+	/* body */
+	r = book_opts(tok, slots[0], "\"bogus\":1", NULL);
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	r = h_request_opts("POST", PUB, tok, &(struct h_req_opts){ "{}", 0, NULL, NULL, BOOK_IP });
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	r = book(tok, "not-a-uuid");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	r = book_opts(tok, slots[0], h_sprintf("\"comment\":\"%01001d\"", 0), NULL);
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	/* slot state */
+	r = book(tok, h_uuid());
+	h_assert_problem(r, 404, "SLOT_NOT_FOUND");
+	r = h_post(h_sprintf("/api/v1/agent/calendar/slots/%s/archive", slots[1]), a.token, NULL);
+	ck_assert_int_eq(r->status, 200);
+	r = book(tok, slots[1]);
+	h_assert_problem(r, 409, "SLOT_NOT_AVAILABLE");
+	h_sql("UPDATE calendar.availability_slots SET start_at = now() + interval '30 minutes', "
+			"end_at = now() + interval '90 minutes' WHERE id = $1", slots[2]);
+	r = book(tok, slots[2]);
+	h_assert_problem(r, 422, "LEAD_TIME_NOT_MET");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.appointments a "
+			"JOIN calendar.availability_slots s ON s.id = a.slot_id "
+			"WHERE s.owner_user_id = $1", a.id), 0);
+	/* a booked slot */
+	book_ok(tok, slots[0]);
+	r = book(mk_investor(NULL), slots[0]);
+	h_assert_problem(r, 409, "SLOT_ALREADY_BOOKED");
+}
+END_TEST
+
+START_TEST(book_idempotency_key)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 1, 3, false, 120);
+	char *tok = mk_investor(NULL);
+	const char *const hk[] = { "Idempotency-Key: book-once-1", NULL };
+	struct h_resp *r1 = book_opts(tok, slots[0], NULL, hk);
+	struct h_resp *r2 = book_opts(tok, slots[0], NULL, hk);
+
+	ck_assert_int_eq(r1->status, 201);
+	ck_assert_int_eq(r2->status, 201);
+	ck_assert_str_eq(h_jstr(r1->json, "id"), h_jstr(r2->json, "id"));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.appointments WHERE slot_id = $1",
+			slots[0]), 1);
+}
+END_TEST
+
+START_TEST(antispam_duplicate_and_limit)
+{
+	struct agent a1 = mk_agent(NULL), a2 = mk_agent(NULL), a4 = mk_agent(NULL);
+	char **s1 = publish(&a1, "Showing", 2, 3, false, 120);
+	char **s1c = publish(&a1, "Consultation", 1, 4, false, 120);
+	char **s2 = publish(&a2, "Showing", 1, 3, false, 120);
+	char **s4 = publish(&a4, "Showing", 1, 3, false, 120);
+	char *tok = mk_investor(NULL);
+	struct h_resp *r;
+
+	book_ok(tok, s1[0]);
+	/* one active per (investor, agent, kind) */
+	r = book(tok, s1[1]);
+	h_assert_problem(r, 409, "APPOINTMENT_DUPLICATE_ACTIVE");
+	ck_assert_str_eq(slot_status(s1[1]), "Available");
+	/* another kind with the same agent is fine, another agent too */
+	book_ok(tok, s1c[0]);
+	book_ok(tok, s2[0]);
+	/* at most 3 active per investor */
+	r = book(tok, s4[0]);
+	h_assert_problem(r, 409, "APPOINTMENT_LIMIT_REACHED");
+	ck_assert_str_eq(slot_status(s4[0]), "Available");
+	/* an appointment in the past is not active */
+	h_sql("UPDATE calendar.appointments SET start_at = now() - interval '2 hours', "
+			"end_at = now() - interval '1 hour' WHERE slot_id = $1", s2[0]);
+	book_ok(tok, s4[0]);
+}
+END_TEST
+
+START_TEST(rate_limit_per_investor)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 11, 3, false, 120);
+	char *tok = mk_investor(NULL);
+	struct h_resp *r;
+	int i;
+
+	for (i = 0; i < 10; i++) {
+		char *id = book_ok(tok, slots[i]);
+		r = post_path(IN, id, "cancel", tok, NULL);
+		ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	}
+	r = book(tok, slots[10]);
+	h_assert_problem(r, 429, "RATE_LIMITED");
+	ck_assert_str_eq(slot_status(slots[10]), "Available");
+	/* refused attempts do not count; an hour later the window has moved */
+	h_sql("UPDATE calendar.appointments SET created_at = created_at - interval '61 minutes' "
+			"WHERE slot_id = $1", slots[0]);
+	book_ok(tok, slots[10]);
+}
+END_TEST
+
+/* ============================================================ agent */
+
+START_TEST(agent_confirm)
+{
+	struct agent a = mk_agent(NULL), other = mk_agent(NULL);
+	struct agent colleague = mk_agent(a.tenant);
+	char **slots = publish(&a, "Showing", 1, 3, false, 120);
+	char *tok = mk_investor(NULL);
+	char *id = book_ok(tok, slots[0]);
+	char *ro = h_token("agent", a.id, a.tenant, "calendar.appointments.view");
+	struct h_resp *r;
+	json_object *p;
+
+	/* foreign agents (other tenant, same tenant) see nothing */
+	r = post_path(AG, id, "confirm", other.token, NULL);
+	h_assert_problem(r, 404, "APPOINTMENT_NOT_FOUND");
+	r = post_path(AG, id, "confirm", colleague.token, NULL);
+	h_assert_problem(r, 404, "APPOINTMENT_NOT_FOUND");
+	r = h_get(h_sprintf(AG "/%s", id), colleague.token);
+	h_assert_problem(r, 404, "APPOINTMENT_NOT_FOUND");
+	/* view without decide */
+	r = post_path(AG, id, "confirm", ro, NULL);
+	h_assert_problem(r, 403, "FORBIDDEN");
+	r = h_get(h_sprintf(AG "/%s", id), ro);
+	ck_assert_int_eq(r->status, 200);
+	/* the investor cannot decide */
+	r = post_path(AG, id, "confirm", tok, NULL);
+	h_assert_problem(r, 403, "FORBIDDEN");
+	r = post_path(AG, id, "confirm", a.token, "{\"x\":1}");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	r = h_request("POST", h_sprintf(AG "/%s/confirm", id), a.token, NULL, "If-Match: \"7\"");
+	h_assert_problem(r, 409, "VERSION_CONFLICT");
+
+	r = h_request("POST", h_sprintf(AG "/%s/confirm", id), a.token, NULL, "If-Match: \"1\"");
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "status"), "Confirmed");
+	ck_assert_ptr_nonnull(h_jstr(r->json, "decidedAt"));
+	ck_assert_str_eq(r->etag, "\"2\"");
+	p = kpayload(T_CONFIRMED, id);
+	ck_assert(!json_object_get_boolean(h_jget(p, "autoConfirmed")));
+	ck_assert_str_eq(h_jstr(p, "investorUserId"),
+			h_sql_scalar("SELECT investor_user_id::text FROM calendar.appointments "
+				"WHERE id = $1", id));
+	/* again */
+	r = post_path(AG, id, "confirm", a.token, NULL);
+	h_assert_problem(r, 409, "INVALID_STATUS_TRANSITION");
+	ck_assert_str_eq(slot_status(slots[0]), "Booked");
+	ck_assert_str_eq(event_status_of(id), "Planned");
+}
+END_TEST
+
+START_TEST(agent_decline_release_or_archive)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 2, 3, false, 120);
+	char *t1 = mk_investor(NULL), *t2 = mk_investor(NULL);
+	char *id1 = book_ok(t1, slots[0]), *id2 = book_ok(t2, slots[1]);
+	struct h_resp *r;
+	json_object *p;
+
+	r = post_path(AG, id1, "decline", a.token,
+			"{\"reason\":\"busy that day\",\"releaseSlot\":true}");
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "status"), "Declined");
+	ck_assert_str_eq(h_jstr(r->json, "cancelledBy"), "Agent");
+	ck_assert_str_eq(h_jstr(h_jget(r->json, "slot"), "status"), "Available");
+	ck_assert_str_eq(h_jstr(h_jget(r->json, "event"), "status"), "Cancelled");
+	ck_assert_int_eq(pending_reminders(id1), 0);
+	p = kpayload(T_CANCELLED, id1);
+	ck_assert_str_eq(h_jstr(p, "reason"), "DeclinedByAgent");
+	ck_assert_str_eq(h_jstr(p, "cancelledBy"), "Agent");
+	ck_assert_str_eq(h_jstr(p, "cancelReason"), "busy that day");
+	p = kpayload(T_EV_STATUS, h_sql_scalar("SELECT calendar_event_id::text FROM "
+			"calendar.appointments WHERE id = $1", id1));
+	ck_assert_str_eq(h_jstr(p, "status"), "Cancelled");
+	/* the released slot is bookable again */
+	book_ok(mk_investor(NULL), slots[0]);
+
+	/* without releaseSlot the slot is archived */
+	r = post_path(AG, id2, "decline", a.token, NULL);
+	ck_assert_int_eq(r->status, 200);
+	ck_assert_str_eq(slot_status(slots[1]), "Archived");
+	r = post_path(AG, id2, "decline", a.token, NULL);
+	h_assert_problem(r, 409, "INVALID_STATUS_TRANSITION");
+	r = post_path(AG, id2, "decline", a.token, "{\"releaseSlot\":\"yes\"}");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+}
+END_TEST
+
+START_TEST(agent_decline_only_pending)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 1, 3, true, 120);
+	char *id = book_ok(mk_investor(NULL), slots[0]);
+	struct h_resp *r = post_path(AG, id, "decline", a.token, NULL);
+
+	h_assert_problem(r, 409, "INVALID_STATUS_TRANSITION");
+	ck_assert_str_eq(status_of(id), "Confirmed");
+}
+END_TEST
+
+START_TEST(agent_cancel)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 2, 3, true, 120);
+	char *id1 = book_ok(mk_investor(NULL), slots[0]);
+	char *id2 = book_ok(mk_investor(NULL), slots[1]);
+	struct h_resp *r;
+	json_object *p;
+
+	r = post_path(AG, id1, "cancel", a.token, "{\"reason\":\"sick\"}");
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "status"), "Cancelled");
+	ck_assert_str_eq(h_jstr(r->json, "cancelledBy"), "Agent");
+	ck_assert_str_eq(slot_status(slots[0]), "Archived");
+	ck_assert_str_eq(event_status_of(id1), "Cancelled");
+	p = kpayload(T_CANCELLED, id1);
+	ck_assert_str_eq(h_jstr(p, "reason"), "CancelledByAgent");
+	ck_assert_str_eq(h_jstr(p, "cancelReason"), "sick");
+	/* not after StartAt */
+	h_sql("UPDATE calendar.appointments SET start_at = now() - interval '5 minutes' "
+			"WHERE id = $1", id2);
+	r = post_path(AG, id2, "cancel", a.token, "{\"releaseSlot\":true}");
+	h_assert_problem(r, 409, "INVALID_STATUS_TRANSITION");
+	ck_assert_str_eq(status_of(id2), "Confirmed");
+}
+END_TEST
+
+START_TEST(agent_complete)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 2, 3, false, 120);
+	char *id1 = book_ok(mk_investor(NULL), slots[0]);
+	char *id2 = book_ok(mk_investor(NULL), slots[1]);
+	struct h_resp *r;
+	json_object *p;
+
+	r = post_path(AG, id1, "complete", a.token, "{\"outcome\":\"Completed\"}");
+	h_assert_problem(r, 409, "INVALID_STATUS_TRANSITION");      /* Pending */
+	r = post_path(AG, id1, "confirm", a.token, NULL);
+	ck_assert_int_eq(r->status, 200);
+	r = post_path(AG, id1, "complete", a.token, "{\"outcome\":\"Completed\"}");
+	h_assert_problem(r, 409, "APPOINTMENT_NOT_STARTED");
+	r = post_path(AG, id1, "complete", a.token, "{\"outcome\":\"Maybe\"}");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	r = post_path(AG, id1, "complete", a.token, NULL);
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+
+	h_sql("UPDATE calendar.appointments SET start_at = now() - interval '10 minutes', "
+			"end_at = now() + interval '50 minutes' WHERE id IN ($1, $2)", id1, id2);
+	r = post_path(AG, id1, "complete", a.token,
+			"{\"outcome\":\"Completed\",\"note\":\"went well\"}");
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "status"), "Completed");
+	ck_assert_str_eq(h_jstr(r->json, "outcome"), "Completed");
+	ck_assert_str_eq(h_jstr(r->json, "outcomeNote"), "went well");
+	ck_assert_ptr_nonnull(h_jstr(r->json, "completedAt"));
+	ck_assert_str_eq(event_status_of(id1), "Completed");
+	ck_assert_int_eq(pending_reminders(id1), 0);
+	p = kpayload(T_COMPLETED, id1);
+	ck_assert_str_eq(h_jstr(p, "outcome"), "Completed");
+
+	r = post_path(AG, id2, "confirm", a.token, NULL);
+	ck_assert_int_eq(r->status, 200);
+	r = post_path(AG, id2, "complete", a.token, "{\"outcome\":\"NoShow\"}");
+	ck_assert_int_eq(r->status, 200);
+	ck_assert_str_eq(h_jstr(r->json, "status"), "NoShow");
+	p = kpayload(T_COMPLETED, id2);
+	ck_assert_str_eq(h_jstr(p, "outcome"), "NoShow");
+	r = post_path(AG, id2, "complete", a.token, "{\"outcome\":\"Completed\"}");
+	h_assert_problem(r, 409, "INVALID_STATUS_TRANSITION");
+	r = post_path(AG, id2, "cancel", a.token, NULL);
+	h_assert_problem(r, 409, "INVALID_STATUS_TRANSITION");
+}
+END_TEST
+
+START_TEST(agent_lists_and_agency)
+{
+	struct agent a = mk_agent(NULL), b = mk_agent(NULL);
+	struct agent mate = mk_agent(a.tenant);
+	char **sa = publish(&a, "Showing", 2, 3, false, 120);
+	char **sm = publish(&mate, "Showing", 1, 3, false, 120);
+	char **sb = publish(&b, "Showing", 1, 3, false, 120);
+	char *ida = book_ok(mk_investor(NULL), sa[0]);
+	char *ida2 = book_ok(mk_investor(NULL), sa[1]);
+	char *idm = book_ok(mk_investor(NULL), sm[0]);
+	char *idb = book_ok(mk_investor(NULL), sb[0]);
+	char *head = h_token("agency_head", h_uuid(), a.tenant, "calendar.team.view");
+	struct h_resp *r;
+	json_object *items;
+
+	r = post_path(AG, ida2, "confirm", a.token, NULL);
+	ck_assert_int_eq(r->status, 200);
+	r = h_get(AG, a.token);
+	ck_assert_int_eq(r->status, 200);
+	items = h_jget(r->json, "items");
+	ck_assert_int_eq((int)json_object_array_length(items), 2);
+	r = h_get(AG "?status=Confirmed", a.token);
+	items = h_jget(r->json, "items");
+	ck_assert_int_eq((int)json_object_array_length(items), 1);
+	ck_assert_str_eq(h_jstr(json_object_array_get_idx(items, 0), "id"), ida2);
+	r = h_get(AG "?limit=1", a.token);
+	items = h_jget(r->json, "items");
+	ck_assert_int_eq((int)json_object_array_length(items), 1);
+	ck_assert_ptr_nonnull(h_jstr(r->json, "nextCursor"));
+	r = h_get(h_sprintf(AG "?limit=1&cursor=%s", h_jstr(r->json, "nextCursor")), a.token);
+	items = h_jget(r->json, "items");
+	ck_assert_int_eq((int)json_object_array_length(items), 1);
+	ck_assert_ptr_null(h_jstr(r->json, "nextCursor"));
+	r = h_get(AG "?status=Bogus", a.token);
+	h_assert_problem(r, 400, "MALFORMED_REQUEST");
+	r = h_get(h_sprintf(AG "/%s", idb), a.token);
+	h_assert_problem(r, 404, "APPOINTMENT_NOT_FOUND");
+	r = h_get(AG "/not-a-uuid", a.token);
+	h_assert_problem(r, 404, "APPOINTMENT_NOT_FOUND");
+
+	/* agency: the tenant's agents only */
+	r = h_get(AGENCY, head);
+	ck_assert_int_eq(r->status, 200);
+	items = h_jget(r->json, "items");
+	ck_assert_int_eq((int)json_object_array_length(items), 3);
+	r = h_get(h_sprintf(AGENCY "?agentUserIds=%s", mate.id), head);
+	items = h_jget(r->json, "items");
+	ck_assert_int_eq((int)json_object_array_length(items), 1);
+	ck_assert_str_eq(h_jstr(json_object_array_get_idx(items, 0), "id"), idm);
+	r = h_get(AGENCY, h_token("agency_head", h_uuid(), a.tenant, "calendar.events.view"));
+	h_assert_problem(r, 403, "FORBIDDEN");
+	(void)ida;
+}
+END_TEST
+
+/* ============================================================ investor */
+
+START_TEST(investor_isolation_and_cancel)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 1, 3, false, 120);
+	char **slots2 = publish(&a, "Consultation", 1, 4, false, 120);
+	char *ia, *ta = mk_investor(&ia), *tb = mk_investor(NULL);
+	char *id = book_ok(ta, slots[0]);
+	struct h_resp *r;
+	json_object *p;
+
+	/* B sees nothing of A */
+	r = h_get(h_sprintf(IN "/%s", id), tb);
+	h_assert_problem(r, 404, "APPOINTMENT_NOT_FOUND");
+	r = h_get(IN, tb);
+	ck_assert_int_eq(r->status, 200);
+	ck_assert_int_eq((int)json_object_array_length(h_jget(r->json, "items")), 0);
+	r = post_path(IN, id, "cancel", tb, NULL);
+	h_assert_problem(r, 404, "APPOINTMENT_NOT_FOUND");
+	r = post_path(IN, id, "reschedule", tb, h_sprintf("{\"newSlotId\":\"%s\"}", slots2[0]));
+	h_assert_problem(r, 404, "APPOINTMENT_NOT_FOUND");
+	/* agents are not investors */
+	r = h_get(IN, a.token);
+	h_assert_problem(r, 403, "FORBIDDEN");
+
+	r = h_get(IN, ta);
+	ck_assert_int_eq((int)json_object_array_length(h_jget(r->json, "items")), 1);
+	r = h_get(h_sprintf(IN "/%s", id), ta);
+	ck_assert_int_eq(r->status, 200);
+	ck_assert_str_eq(h_jstr(r->json, "investorUserId"), ia);
+
+	r = post_path(IN, id, "cancel", ta, "{\"reason\":\"changed my mind\"}");
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "status"), "Cancelled");
+	ck_assert_str_eq(h_jstr(r->json, "cancelledBy"), "Investor");
+	ck_assert_str_eq(slot_status(slots[0]), "Available");
+	ck_assert_str_eq(event_status_of(id), "Cancelled");
+	ck_assert_int_eq(pending_reminders(id), 0);
+	p = kpayload(T_CANCELLED, id);
+	ck_assert_str_eq(h_jstr(p, "reason"), "CancelledByInvestor");
+	ck_assert_str_eq(h_jstr(p, "cancelledBy"), "Investor");
+	r = post_path(IN, id, "cancel", ta, NULL);
+	h_assert_problem(r, 409, "INVALID_STATUS_TRANSITION");
+}
+END_TEST
+
+START_TEST(investor_cancel_cutoff)
+{
+	struct agent a = mk_agent(NULL);
+	/* 3 days ahead, 7-day cutoff: already too late */
+	char **slots = publish(&a, "Showing", 1, 3, false, 10080);
+	char **other = publish(&a, "Showing", 1, 4, false, 120);
+	char *tok = mk_investor(NULL);
+	char *id = book_ok(tok, slots[0]);
+	struct h_resp *r;
+
+	r = post_path(IN, id, "cancel", tok, NULL);
+	h_assert_problem(r, 409, "CANCELLATION_CUTOFF_PASSED");
+	r = post_path(IN, id, "reschedule", tok, h_sprintf("{\"newSlotId\":\"%s\"}", other[0]));
+	h_assert_problem(r, 409, "CANCELLATION_CUTOFF_PASSED");
+	ck_assert_str_eq(status_of(id), "Pending");
+	ck_assert_str_eq(slot_status(other[0]), "Available");
+}
+END_TEST
+
+START_TEST(investor_reschedule)
+{
+	struct agent a = mk_agent(NULL), b = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 3, 3, false, 120);
+	char **cons = publish(&a, "Consultation", 1, 4, false, 120);
+	char **foreign = publish(&b, "Showing", 1, 3, false, 120);
+	char **more = publish(&b, "Consultation", 2, 4, false, 120);
+	char *tok = mk_investor(NULL);
+	char *old = book_ok(tok, slots[0]), *nid, *oev, *nev;
+	struct h_resp *r;
+	json_object *p;
+
+	book_ok(mk_investor(NULL), slots[2]);
+	/* other agent, other kind */
+	r = post_path(IN, old, "reschedule", tok, h_sprintf("{\"newSlotId\":\"%s\"}", foreign[0]));
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	r = post_path(IN, old, "reschedule", tok, h_sprintf("{\"newSlotId\":\"%s\"}", cons[0]));
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	/* a booked slot: the old appointment is untouched */
+	r = post_path(IN, old, "reschedule", tok, h_sprintf("{\"newSlotId\":\"%s\"}", slots[2]));
+	h_assert_problem(r, 409, "SLOT_ALREADY_BOOKED");
+	r = post_path(IN, old, "reschedule", tok, "{}");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	ck_assert_str_eq(status_of(old), "Pending");
+	ck_assert_str_eq(slot_status(slots[0]), "Booked");
+
+	/* anti-spam counts the pair as one: 3 active, reschedule still works */
+	book_ok(tok, more[0]);
+	book_ok(tok, cons[0]);
+	r = post_path(IN, old, "reschedule", tok, h_sprintf("{\"newSlotId\":\"%s\"}", slots[1]));
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	nid = h_strdup(h_jstr(r->json, "id"));
+	ck_assert_str_ne(nid, old);
+	ck_assert_str_eq(r->location, h_sprintf(IN "/%s", nid));
+	ck_assert_str_eq(h_jstr(r->json, "rescheduledFromAppointmentId"), old);
+	ck_assert_str_eq(h_jstr(r->json, "slotId"), slots[1]);
+	ck_assert_str_eq(h_jstr(r->json, "status"), "Pending");
+	/* both ways */
+	ck_assert_str_eq(status_of(old), "Cancelled");
+	ck_assert_str_eq(h_sql_scalar("SELECT rescheduled_to_appointment_id::text FROM "
+			"calendar.appointments WHERE id = $1", old), nid);
+	ck_assert_str_eq(h_sql_scalar("SELECT cancelled_by FROM calendar.appointments "
+			"WHERE id = $1", old), "Investor");
+	ck_assert_str_eq(slot_status(slots[0]), "Available");
+	ck_assert_str_eq(slot_status(slots[1]), "Booked");
+	ck_assert_str_eq(event_status_of(old), "Cancelled");
+	ck_assert_str_eq(event_status_of(nid), "Planned");
+	ck_assert_int_eq(pending_reminders(old), 0);
+	ck_assert_int_eq(pending_reminders(nid), 2);
+	oev = h_sql_scalar("SELECT calendar_event_id::text FROM calendar.appointments "
+			"WHERE id = $1", old);
+	nev = h_sql_scalar("SELECT calendar_event_id::text FROM calendar.appointments "
+			"WHERE id = $1", nid);
+	ck_assert_str_ne(oev, nev);
+	p = kpayload(T_CANCELLED, old);
+	ck_assert_str_eq(h_jstr(p, "reason"), "CancelledByInvestor");
+	ck_assert_str_eq(h_jstr(p, "rescheduledToAppointmentId"), nid);
+	p = kpayload(T_CREATED, nid);
+	ck_assert_str_eq(h_jstr(p, "rescheduledFromAppointmentId"), old);
+	kpayload(T_EV_CREATED, nev);
+	p = kpayload(T_EV_STATUS, oev);
+	ck_assert_str_eq(h_jstr(p, "status"), "Cancelled");
+	/* the old one is terminal now */
+	r = post_path(IN, old, "reschedule", tok, h_sprintf("{\"newSlotId\":\"%s\"}", slots[0]));
+	h_assert_problem(r, 409, "INVALID_STATUS_TRANSITION");
+	(void)more;
+}
+END_TEST
+
+/* ============================================================ worker */
+
+START_TEST(timeout_expires_pending)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 3, 3, false, 120);
+	char *id1 = book_ok(mk_investor(NULL), slots[0]);
+	char *id2 = book_ok(mk_investor(NULL), slots[1]);
+	char *id3 = book_ok(mk_investor(NULL), slots[2]);
+	struct h_resp *r;
+	json_object *p;
+	char *v1;
+
+	r = post_path(AG, id3, "confirm", a.token, NULL);
+	ck_assert_int_eq(r->status, 200);
+	/* id1 past its deadline with a far slot (released); id2 past its deadline
+	 * with a slot inside the lead time (archived); id3 Confirmed (kept) */
+	h_sql("UPDATE calendar.appointments SET confirm_deadline_at = now() - interval '1 minute' "
+			"WHERE id IN ($1, $2, $3)", id1, id2, id3);
+	h_sql("UPDATE calendar.availability_slots SET start_at = now() + interval '20 minutes', "
+			"end_at = now() + interval '80 minutes' WHERE id = $1", slots[1]);
+	ck_assert_int_eq(h_run_worker_once(0), 0);
+
+	ck_assert_str_eq(status_of(id1), "Expired");
+	ck_assert_str_eq(h_sql_scalar("SELECT cancelled_by FROM calendar.appointments "
+			"WHERE id = $1", id1), "System");
+	ck_assert_str_eq(slot_status(slots[0]), "Available");
+	ck_assert_str_eq(event_status_of(id1), "Cancelled");
+	ck_assert_int_eq(pending_reminders(id1), 0);
+	ck_assert_str_eq(status_of(id2), "Expired");
+	ck_assert_str_eq(slot_status(slots[1]), "Archived");
+	ck_assert_str_eq(status_of(id3), "Confirmed");
+	p = kpayload(T_CANCELLED, id1);
+	ck_assert_str_eq(h_jstr(p, "reason"), "Expired");
+	ck_assert_str_eq(h_jstr(p, "cancelledBy"), "System");
+
+	/* idempotent by state: a second pass changes nothing */
+	v1 = h_sql_scalar("SELECT version::text FROM calendar.appointments WHERE id = $1", id1);
+	ck_assert_int_eq(h_run_worker_once(0), 0);
+	ck_assert_str_eq(h_sql_scalar("SELECT version::text FROM calendar.appointments "
+			"WHERE id = $1", id1), v1);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE key = $1 "
+			"AND topic = '" T_CANCELLED "'", id1), 1);
+	/* a decision after expiry is refused */
+	r = post_path(AG, id1, "confirm", a.token, NULL);
+	h_assert_problem(r, 409, "INVALID_STATUS_TRANSITION");
+}
+END_TEST
+
+START_TEST(confirm_after_deadline_refused)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 1, 3, false, 120);
+	char *id = book_ok(mk_investor(NULL), slots[0]);
+	struct h_resp *r;
+
+	h_sql("UPDATE calendar.appointments SET confirm_deadline_at = now() - interval '1 minute' "
+			"WHERE id = $1", id);
+	r = post_path(AG, id, "confirm", a.token, NULL);
+	h_assert_problem(r, 409, "INVALID_STATUS_TRANSITION");
+	ck_assert_str_eq(status_of(id), "Pending");
+}
+END_TEST
+
+Suite *make_appointments_suite(void)
+{
+	Suite *s = suite_create("appointments");
+	TCase *tc = h_tcase("booking", 120);
+	TCase *td = h_tcase("decisions", 120);
+	TCase *tw = h_tcase("timeout", 120);
+
+	tcase_add_test(tc, race_exactly_one_winner);
+	tcase_add_test(tc, book_pending_cascade_and_messages);
+	tcase_add_test(tc, book_autoconfirm);
+	tcase_add_test(tc, book_errors);
+	tcase_add_test(tc, book_idempotency_key);
+	tcase_add_test(tc, antispam_duplicate_and_limit);
+	tcase_add_test(tc, rate_limit_per_investor);
+	suite_add_tcase(s, tc);
+
+	tcase_add_test(td, agent_confirm);
+	tcase_add_test(td, agent_decline_release_or_archive);
+	tcase_add_test(td, agent_decline_only_pending);
+	tcase_add_test(td, agent_cancel);
+	tcase_add_test(td, agent_complete);
+	tcase_add_test(td, agent_lists_and_agency);
+	tcase_add_test(td, investor_isolation_and_cancel);
+	tcase_add_test(td, investor_cancel_cutoff);
+	tcase_add_test(td, investor_reschedule);
+	suite_add_tcase(s, td);
+
+	tcase_add_test(tw, timeout_expires_pending);
+	tcase_add_test(tw, confirm_after_deadline_refused);
+	suite_add_tcase(s, tw);
+	return s;
+}
