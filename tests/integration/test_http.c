@@ -9,8 +9,14 @@
  */
 #include "config.h"
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "harness.h"
 
@@ -249,11 +255,30 @@ END_TEST
 
 /* From a second loopback address (127.0.0.2) so that the other suites'
  * public requests from 127.0.0.1 keep their own budget. */
+static bool can_bind(const char *ip)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok;
+}
+
 START_TEST(public_rate_limit_429)
 {
 	struct h_req_opts o = { .source_ip = "127.0.0.2" };
 	struct h_resp *r = NULL;
 	int i, limited = 0;
+
+	if (!can_bind(o.source_ip)) {
+		fprintf(stderr, "public_rate_limit_429: cannot bind 127.0.0.2, skipped\n");
+		return;
+	}
 
 	for (i = 0; i < 400 && !limited; i++) {
 		r = h_request_opts("GET", "/api/public/calendar/slots", NULL, &o);
