@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <curl/curl.h>
 
 #include "harness.h"
@@ -24,11 +28,27 @@
 #define T_EV_STATUS "pin.calendar.event-status-changed.v1"
 #define KWAIT 20000
 
-/* Public bookings leave from their own loopback address, so nginx's per-IP
- * limit of the public area (burst 100) is not shared with other suites. */
-#define BOOK_IP "127.0.0.2"
-#define RACE_IP "127.0.0.3"
+/* Public bookings leave from their own loopback addresses, so nginx's per-IP
+ * limit of the public area (burst 100) is not shared with other suites
+ * (test_http.c exhausts 127.0.0.2 on purpose).  Falls back to the default
+ * address where a second loopback address cannot be bound. */
+#define BOOK_IP src_ip("127.0.0.41")
+#define RACE_IP src_ip("127.0.0.42")
 #define RACE_N 60
+
+static const char *src_ip(const char *ip)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	bool ok;
+
+	if (fd < 0)
+		return NULL;
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok ? ip : NULL;
+}
 
 struct agent {
 	char *id, *tenant, *token;
@@ -200,6 +220,7 @@ START_TEST(race_exactly_one_winner)
 	CURL *eh[RACE_N];
 	struct curl_slist *hdr[RACE_N];
 	struct rbuf out[RACE_N];
+	const char *race_ip = RACE_IP;
 	int i, running = 0, won = 0, lost = 0;
 
 	for (i = 0; i < RACE_N; i++) {
@@ -215,7 +236,8 @@ START_TEST(race_exactly_one_winner)
 		curl_easy_setopt(eh[i], CURLOPT_HTTPHEADER, hdr[i]);
 		curl_easy_setopt(eh[i], CURLOPT_WRITEFUNCTION, rbuf_write);
 		curl_easy_setopt(eh[i], CURLOPT_WRITEDATA, &out[i]);
-		curl_easy_setopt(eh[i], CURLOPT_INTERFACE, RACE_IP);
+		if (race_ip)
+			curl_easy_setopt(eh[i], CURLOPT_INTERFACE, race_ip);
 		curl_easy_setopt(eh[i], CURLOPT_TIMEOUT, 60L);
 		curl_easy_setopt(eh[i], CURLOPT_FORBID_REUSE, 1L);
 		curl_multi_add_handle(mh, eh[i]);
