@@ -123,6 +123,25 @@ static void check_result(PGresult *res, const char *what)
 		msg ? msg : "", "statement", what, NULL);
 }
 
+/* A dead connection is only noticed when a statement fails.  Outside a
+ * transaction the statement can safely run again on a fresh connection, so
+ * the first request after a database restart does not answer 503. */
+static __thread bool retried;
+
+static bool retry_after_reconnect(PGresult **res)
+{
+	bool ok;
+
+	if (retried || t.in_tx || !t.conn || PQstatus(t.conn) == CONNECTION_OK)
+		return false;
+	PQclear(*res);
+	*res = NULL;
+	t.last_attempt_us = 0;
+	retried = true;
+	ok = pin_db_conn() != NULL;
+	return ok;
+}
+
 PGresult *pin_db_exec_raw(const char *sql, int n, const char *const *vals)
 {
 	PGconn *c = pin_db_conn();
@@ -131,9 +150,10 @@ PGresult *pin_db_exec_raw(const char *sql, int n, const char *const *vals)
 	if (!c)
 		return NULL;
 	res = PQexecParams(c, sql, n, NULL, vals, NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_FATAL_ERROR && retry_after_reconnect(&res))
+		res = PQexecParams(t.conn, sql, n, NULL, vals, NULL, NULL, 0);
+	retried = false;
 	check_result(res, "exec");
-	if (!res)
-		return NULL;
 	return res;
 }
 
@@ -163,6 +183,12 @@ PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
 		if (t.nprep == MAX_PREPARED)
 			return pin_db_exec(sql, n, vals);
 		res = PQprepare(c, name, sql, n, NULL);
+		if (PQresultStatus(res) == PGRES_FATAL_ERROR &&
+		    retry_after_reconnect(&res)) {
+			c = t.conn;
+			res = PQprepare(c, name, sql, n, NULL);
+		}
+		retried = false;
 		check_result(res, name);
 		if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
 			pin_arena_track_result(res);
@@ -172,6 +198,12 @@ PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
 		t.prep[t.nprep++] = strdup(name);
 	}
 	res = PQexecPrepared(c, name, n, vals, NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_FATAL_ERROR && retry_after_reconnect(&res)) {
+		res = pin_db_exec_prepared(name, sql, n, vals);   /* cache is empty now */
+		retried = false;
+		return res;
+	}
+	retried = false;
 	check_result(res, name);
 	pin_arena_track_result(res);
 	return res;
