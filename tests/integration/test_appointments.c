@@ -219,29 +219,27 @@ static size_t rbuf_write(char *data, size_t size, size_t nmemb, void *ud)
 	return len;
 }
 
-START_TEST(race_exactly_one_winner)
+/* Fires n public bookings at once (curl multi, one connection each, all in
+ * flight together).  bodies[i] / tokens[i]; codes[i] = HTTP status,
+ * errs[i] = problem code or NULL (harness strings). */
+static void fire(int n, char *const *bodies, char *const *tokens, long *codes, char **errs)
 {
-	struct agent a = mk_agent(NULL);
-	char **slots = publish(&a, "Showing", 1, 3, false, 120);
 	char *url = h_sprintf("%s%s", h_env("PIN_BASE_URL"), PUB);
-	char *body = h_sprintf("{\"slotId\":\"%s\"}", slots[0]);
+	const char *race_ip = RACE_IP;
 	CURLM *mh = curl_multi_init();
 	CURL *eh[RACE_N];
 	struct curl_slist *hdr[RACE_N];
 	struct rbuf out[RACE_N];
-	const char *race_ip = RACE_IP;
-	int i, running = 0, won = 0, lost = 0;
+	int i, running = 0;
 
-	for (i = 0; i < RACE_N; i++) {
-		/* one investor each: anti-spam never interferes */
-		char *tok = mk_investor(NULL);
-
+	ck_assert_int_le(n, RACE_N);
+	for (i = 0; i < n; i++) {
 		memset(&out[i], 0, sizeof(out[i]));
 		hdr[i] = curl_slist_append(NULL, "Content-Type: application/json");
-		hdr[i] = curl_slist_append(hdr[i], h_sprintf("Authorization: Bearer %s", tok));
+		hdr[i] = curl_slist_append(hdr[i], h_sprintf("Authorization: Bearer %s", tokens[i]));
 		eh[i] = curl_easy_init();
 		curl_easy_setopt(eh[i], CURLOPT_URL, url);
-		curl_easy_setopt(eh[i], CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(eh[i], CURLOPT_POSTFIELDS, bodies[i]);
 		curl_easy_setopt(eh[i], CURLOPT_HTTPHEADER, hdr[i]);
 		curl_easy_setopt(eh[i], CURLOPT_WRITEFUNCTION, rbuf_write);
 		curl_easy_setopt(eh[i], CURLOPT_WRITEDATA, &out[i]);
@@ -251,27 +249,17 @@ START_TEST(race_exactly_one_winner)
 		curl_easy_setopt(eh[i], CURLOPT_FORBID_REUSE, 1L);
 		curl_multi_add_handle(mh, eh[i]);
 	}
-	/* every request on its own connection, all in flight at once */
 	do {
 		curl_multi_perform(mh, &running);
 		if (running)
 			curl_multi_poll(mh, NULL, 0, 1000, NULL);
 	} while (running);
+	for (i = 0; i < n; i++) {
+		json_object *j = out[i].p ? json_tokener_parse(out[i].p) : NULL;
 
-	for (i = 0; i < RACE_N; i++) {
-		long code = 0;
-		json_object *j;
-
-		curl_easy_getinfo(eh[i], CURLINFO_RESPONSE_CODE, &code);
-		j = out[i].p ? json_tokener_parse(out[i].p) : NULL;
-		if (code == 201) {
-			won++;
-		} else {
-			ck_assert_msg(code == 409, "loser %d got %ld: %s", i, code,
-					out[i].p ? out[i].p : "");
-			ck_assert_str_eq(h_jstr(j, "code"), "SLOT_ALREADY_BOOKED");
-			lost++;
-		}
+		codes[i] = 0;
+		curl_easy_getinfo(eh[i], CURLINFO_RESPONSE_CODE, &codes[i]);
+		errs[i] = h_jstr(j, "code") ? h_strdup(h_jstr(j, "code")) : NULL;
 		if (j)
 			json_object_put(j);
 		curl_multi_remove_handle(mh, eh[i]);
@@ -280,6 +268,30 @@ START_TEST(race_exactly_one_winner)
 		free(out[i].p);
 	}
 	curl_multi_cleanup(mh);
+}
+
+START_TEST(race_exactly_one_winner)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 1, 3, false, 120);
+	char *bodies[RACE_N], *tokens[RACE_N], *errs[RACE_N];
+	long codes[RACE_N];
+	int i, won = 0, lost = 0;
+
+	for (i = 0; i < RACE_N; i++) {
+		bodies[i] = h_sprintf("{\"slotId\":\"%s\"}", slots[0]);
+		tokens[i] = mk_investor(NULL);  /* one investor each: no anti-spam */
+	}
+	fire(RACE_N, bodies, tokens, codes, errs);
+	for (i = 0; i < RACE_N; i++) {
+		if (codes[i] == 201) {
+			won++;
+			continue;
+		}
+		ck_assert_msg(codes[i] == 409 && errs[i] && strcmp(errs[i], "SLOT_ALREADY_BOOKED") == 0,
+				"loser %d got %ld %s", i, codes[i], errs[i] ? errs[i] : "");
+		lost++;
+	}
 	ck_assert_int_eq(won, 1);
 	ck_assert_int_eq(lost, RACE_N - 1);
 	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.appointments WHERE slot_id = $1",
@@ -288,6 +300,37 @@ START_TEST(race_exactly_one_winner)
 			"JOIN calendar.appointments a ON a.id = e.appointment_id WHERE a.slot_id = $1",
 			slots[0]), 1);
 	ck_assert_str_eq(slot_status(slots[0]), "Booked");
+}
+END_TEST
+
+/* One investor, 8 slots of one agent and kind at once: the per-investor
+ * lock makes the anti-spam count race-safe -> exactly one appointment. */
+START_TEST(race_same_investor_antispam)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 8, 3, false, 120);
+	char *tok = mk_investor(NULL);
+	char *bodies[8], *tokens[8], *errs[8];
+	long codes[8];
+	int i, won = 0;
+
+	for (i = 0; i < 8; i++) {
+		bodies[i] = h_sprintf("{\"slotId\":\"%s\"}", slots[i]);
+		tokens[i] = tok;
+	}
+	fire(8, bodies, tokens, codes, errs);
+	for (i = 0; i < 8; i++) {
+		if (codes[i] == 201) {
+			won++;
+			continue;
+		}
+		ck_assert_msg(codes[i] == 409 && errs[i] &&
+				strcmp(errs[i], "APPOINTMENT_DUPLICATE_ACTIVE") == 0,
+				"request %d got %ld %s", i, codes[i], errs[i] ? errs[i] : "");
+	}
+	ck_assert_int_eq(won, 1);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+			"WHERE owner_user_id = $1 AND status = 'Booked'", a.id), 1);
 }
 END_TEST
 
@@ -925,6 +968,7 @@ Suite *make_appointments_suite(void)
 	TCase *tw = h_tcase("timeout", 120);
 
 	tcase_add_test(tc, race_exactly_one_winner);
+	tcase_add_test(tc, race_same_investor_antispam);
 	tcase_add_test(tc, book_pending_cascade_and_messages);
 	tcase_add_test(tc, book_autoconfirm);
 	tcase_add_test(tc, book_errors);
