@@ -62,16 +62,23 @@ int pc_problem(struct pin_req *r, int status, const char *code, const char *deta
 
 /* ------------------------------------------------------------ JSON bodies */
 
+/* one empty object per process, never modified (a global, not __thread:
+ * a per-thread copy is lost at thread exit and LeakSanitizer reports it) */
+static json_object *pc_empty_body;
+static pthread_once_t pc_empty_once = PTHREAD_ONCE_INIT;
+
+static void pc_empty_init(void)
+{
+	pc_empty_body = json_object_new_object();
+}
+
 json_object *pc_body(struct pin_req *r, struct pc_errs *e)
 {
 	json_object *b = pc_api->req_body(r);
-	static __thread json_object *empty;
 
 	if (!b) {
-		/* one empty object per thread, never modified */
-		if (!empty)
-			empty = json_object_new_object();
-		return empty;
+		pthread_once(&pc_empty_once, pc_empty_init);
+		return pc_empty_body;
 	}
 	if (!json_object_is_type(b, json_type_object)) {
 		pc_errs_add(e, "body", "must be a JSON object");
