@@ -304,12 +304,8 @@ int cal_events_patch(struct pin_req *r, void *ud)
 				PC_MAX_OFFSETS, PC_OFFSET_MIN, PC_OFFSET_MAX, 1, offsets, &n_off, &e);
 		if (st == PC_NULL)
 			pc_errs_add(&e, "reminderOffsetsMinutes", "must be an array (use [])");
-		if (st == PC_SET) {
-			char *a = pc_api->strdup("{");
-			for (i = 0; i < n_off; i++)
-				a = pc_api->sprintf("%s%s%d", a, i ? "," : "", offsets[i]);
-			new_offsets = pc_api->sprintf("%s}", a);
-		}
+		if (st == PC_SET)
+			new_offsets = pc_pg_int_array(offsets, n_off);
 	}
 	if (e.n)
 		return fail(r, PC_E_VALIDATION, &e);
@@ -343,53 +339,25 @@ int cal_events_patch(struct pin_req *r, void *ud)
 	return write_epilogue(r, &idem, res);
 }
 
-/* ------------------------------------------------------------- reschedule */
+/* ------------------------------------------------- reschedule, transitions */
 
-int cal_events_reschedule(struct pin_req *r, void *ud)
+/*
+ * POST .../events/{id}/<action>: the body (strict fields; optional for
+ * transitions, so no body = {}), If-Match, the write prologue, then the
+ * domain function, the epilogue.  action "reschedule" or a transition.
+ */
+static int event_action(struct pin_req *r, const char *action)
 {
-	static const char *const fields[] = { "startAt", NULL };
-	struct pc_errs e;
-	struct pc_idem idem;
-	json_object *b;
-	const char *id;
-	int64_t start;
-	int have_ver, ver = 0, rc;
-	PGresult *row, *res;
-
-	(void)ud;
-	pc_errs_init(&e);
-	if (!(id = pc_path_uuid(r, "id", NOT_FOUND)))
-		return PIN_OK;
-	b = pc_body(r, &e);
-	if (b) {
-		pc_check_fields(b, fields, &e);
-		pc_get_instant(b, "startAt", 1, &start, &e);
-	}
-	if (e.n)
-		return fail(r, PC_E_VALIDATION, &e);
-	have_ver = pc_if_match(r, &ver);
-	if (have_ver < 0)
-		return PIN_OK;
-	rc = write_prologue(r, id, have_ver, ver, &idem, &row);
-	if (rc < 0)
-		return fail(r, rc, &e);
-	rc = pc_event_reschedule(row, start, pc_api->now_us(), &res);
-	if (rc < 0)
-		return fail(r, rc, &e);
-	return write_epilogue(r, &idem, res);
-}
-
-/* ------------------------------------------------------------ transitions */
-
-static int transition(struct pin_req *r, const char *action)
-{
-	static const char *const no_fields[] = { NULL };
+	static const char *const reschedule_fields[] = { "startAt", NULL };
 	static const char *const cancel_fields[] = { "reason", NULL };
+	static const char *const no_fields[] = { NULL };
+	int reschedule = strcmp(action, "reschedule") == 0;
 	int cancel = strcmp(action, "cancel") == 0;
 	struct pc_errs e;
 	struct pc_idem idem;
 	json_object *b;
 	const char *id, *reason = NULL;
+	int64_t start = 0;
 	int have_ver, ver = 0, rc;
 	PGresult *row, *res;
 
@@ -398,7 +366,10 @@ static int transition(struct pin_req *r, const char *action)
 		return PIN_OK;
 	b = pc_body(r, &e);
 	if (b) {
-		pc_check_fields(b, cancel ? cancel_fields : no_fields, &e);
+		pc_check_fields(b, reschedule ? reschedule_fields :
+				cancel ? cancel_fields : no_fields, &e);
+		if (reschedule)
+			pc_get_instant(b, "startAt", 1, &start, &e);
 		if (cancel)
 			pc_get_string(b, "reason", 0, 0, 500, &reason, &e);
 	}
@@ -410,26 +381,35 @@ static int transition(struct pin_req *r, const char *action)
 	rc = write_prologue(r, id, have_ver, ver, &idem, &row);
 	if (rc < 0)
 		return fail(r, rc, &e);
-	rc = pc_event_transition(row, action, reason, pc_api->now_us(), &res);
+	if (reschedule)
+		rc = pc_event_reschedule(row, start, pc_api->now_us(), &res);
+	else
+		rc = pc_event_transition(row, action, reason, pc_api->now_us(), &res);
 	if (rc < 0)
 		return fail(r, rc, &e);
 	return write_epilogue(r, &idem, res);
 }
 
+int cal_events_reschedule(struct pin_req *r, void *ud)
+{
+	(void)ud;
+	return event_action(r, "reschedule");
+}
+
 int cal_events_start(struct pin_req *r, void *ud)
 {
 	(void)ud;
-	return transition(r, "start");
+	return event_action(r, "start");
 }
 
 int cal_events_complete(struct pin_req *r, void *ud)
 {
 	(void)ud;
-	return transition(r, "complete");
+	return event_action(r, "complete");
 }
 
 int cal_events_cancel(struct pin_req *r, void *ud)
 {
 	(void)ud;
-	return transition(r, "cancel");
+	return event_action(r, "cancel");
 }

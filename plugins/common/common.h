@@ -46,6 +46,8 @@ void pc_init(const struct pin_host_api *api);
 #define PC_E_TZ               -15  /* 422 UNKNOWN_TIME_ZONE */
 #define PC_E_REPLAYED         -16  /* idempotent replay already answered */
 #define PC_E_RESPONDED        -17  /* a response was already sent */
+/* Positive result: the operation had nothing to change (not an error). */
+#define PC_UNCHANGED          1
 
 /*
  * Collector of validation errors: {field, message} objects.  Zero-init or
@@ -338,7 +340,9 @@ int pc_event_transition(const PGresult *locked, const char *action,
 /*
  * Reschedule of a locked event: INV-CAL-3 (duration kept), reminders
  * re-materialised (rule 2), outbox event-rescheduled.
- * 0 with *row_out, PC_E_TRANSITION, PIN_ERR_DB.
+ * 0 with *row_out, PC_E_TRANSITION, PIN_ERR_DB.  A new start equal to the
+ * current one is no move (seed 002 publishes every *actual* reschedule):
+ * PC_UNCHANGED with *row_out = locked, nothing written, no message.
  */
 int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t now_us,
 		PGresult **row_out);
@@ -350,6 +354,8 @@ int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t no
  */
 int pc_reminders_rematerialise(const char *event_id, int64_t start_us,
 		const char *offsets_pg, int64_t now_us);
+/* ints -> PostgreSQL array text "{1440,60}" (arena). */
+char *pc_pg_int_array(const int *v, size_t n);
 /* Rule 3: every Pending reminder of the event -> Skipped.  0 / PIN_ERR_DB */
 int pc_reminders_skip(const char *event_id, int64_t now_us);
 

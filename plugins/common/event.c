@@ -38,7 +38,7 @@ static size_t parse_pg_int_array(const char *pg, int *out, size_t max)
 	return n;
 }
 
-static char *pg_int_array(const int *v, size_t n)
+char *pc_pg_int_array(const int *v, size_t n)
 {
 	char *s = pc_api->strdup("{");
 	size_t i;
@@ -114,6 +114,28 @@ int pc_reminders_skip(const char *event_id, int64_t now_us)
 	return res_ok(res, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
 }
 
+/* Runs an UPDATE ... RETURNING PC_EVENT_COLS of one event: 0 with *row_out
+ * or PIN_ERR_DB. */
+static int update_event(const char *stmt, const char *sql, int n, const char *const *params,
+		PGresult **row_out)
+{
+	PGresult *res = pc_api->db_exec_prepared(stmt, sql, n, params);
+
+	if (!res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
+		return PIN_ERR_DB;
+	*row_out = res;
+	return 0;
+}
+
+/* An event-* message for the event row; key = aggregate id = EventId. */
+static int publish(const char *topic, const char *event_type, const PGresult *row,
+		json_object *payload)
+{
+	const char *id = PQgetvalue(row, 0, PC_EC_ID);
+
+	return pc_outbox(topic, id, event_type, EV_AGG, id, payload);
+}
+
 /* ---------------------------------------------------------------- create */
 
 int pc_event_create(const struct pc_event_new *ev, int64_t now_us, PGresult **row_out)
@@ -149,7 +171,7 @@ int pc_event_create(const struct pc_event_new *ev, int64_t now_us, PGresult **ro
 	params[16] = ev->project_id;
 	params[17] = ev->property_object_id;
 	params[18] = ev->appointment_id;
-	params[19] = pg_int_array(offsets, n);
+	params[19] = pc_pg_int_array(offsets, n);
 	params[20] = ev->created_by_user_id;
 	params[21] = pc_time_param(now_us);
 	res = pc_api->db_exec_prepared("pc_event_insert",
@@ -166,7 +188,7 @@ int pc_event_create(const struct pc_event_new *ev, int64_t now_us, PGresult **ro
 	rc = insert_reminders(id, ev->start_us, offsets, n, now_us);
 	if (rc < 0)
 		return rc;
-	rc = pc_outbox(PC_TOPIC_EVENT_CREATED, id, "pin.calendar.event-created", EV_AGG, id,
+	rc = publish(PC_TOPIC_EVENT_CREATED, "pin.calendar.event-created", res,
 			pc_payload_event_created(res, 0));
 	if (rc < 0)
 		return rc;
@@ -212,23 +234,23 @@ int pc_event_transition(const PGresult *locked, const char *action,
 	params[1] = to;
 	params[2] = strcmp(to, "Cancelled") == 0 ? cancel_reason : NULL;
 	params[3] = pc_time_param(now_us);
-	res = pc_api->db_exec_prepared("pc_event_transition",
+	rc = update_event("pc_event_transition",
 		"UPDATE calendar.calendar_events e SET status = $2::text, "
 		"  cancel_reason = CASE WHEN $2::text = 'Cancelled' THEN $3::text ELSE e.cancel_reason END, "
 		"  started_at = CASE WHEN $2::text = 'InProgress' THEN $4::timestamptz ELSE e.started_at END, "
 		"  completed_at = CASE WHEN $2::text = 'Completed' THEN $4::timestamptz ELSE e.completed_at END, "
 		"  cancelled_at = CASE WHEN $2::text = 'Cancelled' THEN $4::timestamptz ELSE e.cancelled_at END, "
 		"  updated_at = $4::timestamptz, version = e.version + 1 "
-		"WHERE e.id = $1 RETURNING " PC_EVENT_COLS, 4, params);
-	if (!res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
-		return PIN_ERR_DB;
+		"WHERE e.id = $1 RETURNING " PC_EVENT_COLS, 4, params, &res);
+	if (rc < 0)
+		return rc;
 	if (strcmp(to, "Completed") == 0 || strcmp(to, "Cancelled") == 0) {
 		rc = pc_reminders_skip(id, now_us);     /* rule 3 */
 		if (rc < 0)
 			return rc;
 	}
-	rc = pc_outbox(PC_TOPIC_EVENT_STATUS_CHANGED, id, "pin.calendar.event-status-changed",
-			EV_AGG, id, pc_payload_event_status_changed(res, 0, from));
+	rc = publish(PC_TOPIC_EVENT_STATUS_CHANGED, "pin.calendar.event-status-changed", res,
+			pc_payload_event_status_changed(res, 0, from));
 	if (rc < 0)
 		return rc;
 	*row_out = res;
@@ -249,23 +271,29 @@ int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t no
 
 	if (!pc_rule_can_reschedule(PQgetvalue(locked, 0, PC_EC_STATUS)))
 		return PC_E_TRANSITION;
+	if (new_start_us == old_start) {
+		/* not an actual move (seed 002 publishes "every actual reschedule"):
+		 * no message, reminders and version stay */
+		*row_out = (PGresult *)locked;
+		return PC_UNCHANGED;
+	}
 	new_end = pc_rule_reschedule_end(old_start, has_end, old_end, new_start_us);
 	params[0] = id;
 	params[1] = pc_time_param(new_start_us);
 	params[2] = has_end ? pc_time_param(new_end) : NULL;
 	params[3] = pc_time_param(now_us);
-	res = pc_api->db_exec_prepared("pc_event_reschedule",
+	rc = update_event("pc_event_reschedule",
 		"UPDATE calendar.calendar_events e SET start_at = $2::timestamptz, "
 		"  end_at = $3::timestamptz, updated_at = $4::timestamptz, version = e.version + 1 "
-		"WHERE e.id = $1 RETURNING " PC_EVENT_COLS, 4, params);
-	if (!res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
-		return PIN_ERR_DB;
+		"WHERE e.id = $1 RETURNING " PC_EVENT_COLS, 4, params, &res);
+	if (rc < 0)
+		return rc;
 	rc = pc_reminders_rematerialise(id, new_start_us,
 			PQgetvalue(res, 0, PC_EC_OFFSETS), now_us);   /* rule 2 */
 	if (rc < 0)
 		return rc;
-	rc = pc_outbox(PC_TOPIC_EVENT_RESCHEDULED, id, "pin.calendar.event-rescheduled",
-			EV_AGG, id, pc_payload_event_rescheduled(res, 0));
+	rc = publish(PC_TOPIC_EVENT_RESCHEDULED, "pin.calendar.event-rescheduled", res,
+			pc_payload_event_rescheduled(res, 0));
 	if (rc < 0)
 		return rc;
 	*row_out = res;
@@ -336,8 +364,9 @@ json_object *pc_event_reminders_json(const char *event_id)
 }
 
 /* Payloads: camelCase of events.md, nulls present, no PII (no title,
- * description, location). */
-json_object *pc_payload_event_created(const PGresult *res, int row)
+ * description, location).  Every event-* contract opens with the same
+ * identity fields and carries the same instants. */
+static json_object *payload_identity(const PGresult *res, int row)
 {
 	json_object *o = json_object_new_object();
 
@@ -346,11 +375,23 @@ json_object *pc_payload_event_created(const PGresult *res, int row)
 	pc_json_col(o, "ownerUserId", res, row, PC_EC_OWNER);
 	pc_json_col(o, "kind", res, row, PC_EC_KIND);
 	pc_json_col(o, "origin", res, row, PC_EC_ORIGIN);
-	pc_json_col(o, "status", res, row, PC_EC_STATUS);
-	pc_json_col(o, "priority", res, row, PC_EC_PRIORITY);
+	return o;
+}
+
+static void payload_when(json_object *o, const PGresult *res, int row)
+{
 	pc_json_col_time(o, "startAt", res, row, PC_EC_START);
 	pc_json_col_time(o, "endAt", res, row, PC_EC_END);
 	pc_json_col(o, "timeZone", res, row, PC_EC_TZ);
+}
+
+json_object *pc_payload_event_created(const PGresult *res, int row)
+{
+	json_object *o = payload_identity(res, row);
+
+	pc_json_col(o, "status", res, row, PC_EC_STATUS);
+	pc_json_col(o, "priority", res, row, PC_EC_PRIORITY);
+	payload_when(o, res, row);
 	pc_json_col(o, "clientUserId", res, row, PC_EC_CLIENT);
 	pc_json_col(o, "leadId", res, row, PC_EC_LEAD);
 	pc_json_col(o, "dealId", res, row, PC_EC_DEAL);
@@ -362,40 +403,27 @@ json_object *pc_payload_event_created(const PGresult *res, int row)
 	return o;
 }
 
+/* exactly seed 002: no status, no title/description/location */
 json_object *pc_payload_event_rescheduled(const PGresult *res, int row)
 {
-	json_object *o = json_object_new_object();
+	json_object *o = payload_identity(res, row);
 
-	pc_json_col(o, "eventId", res, row, PC_EC_ID);
-	pc_json_col(o, "tenantId", res, row, PC_EC_TENANT);
-	pc_json_col(o, "ownerUserId", res, row, PC_EC_OWNER);
-	pc_json_col(o, "kind", res, row, PC_EC_KIND);
-	pc_json_col(o, "origin", res, row, PC_EC_ORIGIN);
 	pc_json_col(o, "clientUserId", res, row, PC_EC_CLIENT);
-	pc_json_col_time(o, "startAt", res, row, PC_EC_START);
-	pc_json_col_time(o, "endAt", res, row, PC_EC_END);
-	pc_json_col(o, "timeZone", res, row, PC_EC_TZ);
+	payload_when(o, res, row);
 	return o;
 }
 
 json_object *pc_payload_event_status_changed(const PGresult *res, int row,
 		const char *previous_status)
 {
-	json_object *o = json_object_new_object();
+	json_object *o = payload_identity(res, row);
 
-	pc_json_col(o, "eventId", res, row, PC_EC_ID);
-	pc_json_col(o, "tenantId", res, row, PC_EC_TENANT);
-	pc_json_col(o, "ownerUserId", res, row, PC_EC_OWNER);
-	pc_json_col(o, "kind", res, row, PC_EC_KIND);
-	pc_json_col(o, "origin", res, row, PC_EC_ORIGIN);
 	pc_json_col(o, "clientUserId", res, row, PC_EC_CLIENT);
 	pc_json_str(o, "previousStatus", previous_status);
 	pc_json_col(o, "status", res, row, PC_EC_STATUS);
 	/* CancelReason is class Internal: carried in the payload, never logged */
 	pc_json_col(o, "cancelReason", res, row, PC_EC_CANCEL_REASON);
-	pc_json_col_time(o, "startAt", res, row, PC_EC_START);
-	pc_json_col_time(o, "endAt", res, row, PC_EC_END);
-	pc_json_col(o, "timeZone", res, row, PC_EC_TZ);
+	payload_when(o, res, row);
 	pc_json_col(o, "dealId", res, row, PC_EC_DEAL);
 	pc_json_col(o, "bookingId", res, row, PC_EC_BOOKING);
 	pc_json_col(o, "appointmentId", res, row, PC_EC_APPOINTMENT);

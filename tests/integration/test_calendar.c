@@ -89,6 +89,34 @@ static long long epoch_of(const char *iso)
 	return h_sql_int("SELECT extract(epoch FROM $1::timestamptz)::bigint", iso);
 }
 
+/* The payload has exactly the keys of csv (events.md / seeds 000, 002):
+ * nothing missing (nulls present), nothing more (no title, description,
+ * location). */
+static void assert_keys(json_object *p, const char *csv)
+{
+	char *list = h_strdup(csv), *save = NULL, *k;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(p);
+	for (k = strtok_r(list, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
+		ck_assert_msg(json_object_object_get_ex(p, k, NULL), "payload lacks %s: %s", k,
+				json_object_to_json_string(p));
+		n++;
+	}
+	ck_assert_msg((int)json_object_object_length(p) == n, "payload has extra keys: %s",
+			json_object_to_json_string(p));
+}
+
+#define KEYS_CREATED "eventId,tenantId,ownerUserId,kind,origin,status,priority,startAt," \
+	"endAt,timeZone,clientUserId,leadId,dealId,bookingId,projectId,propertyObjectId," \
+	"appointmentId,createdByUserId"
+#define KEYS_RESCHEDULED "eventId,tenantId,ownerUserId,kind,origin,clientUserId,startAt," \
+	"endAt,timeZone"
+#define KEYS_STATUS "eventId,tenantId,ownerUserId,kind,origin,clientUserId,previousStatus," \
+	"status,cancelReason,startAt,endAt,timeZone,dealId,bookingId,appointmentId"
+#define KEYS_REMINDER "reminderId,eventId,tenantId,ownerUserId,clientUserId,kind,startAt," \
+	"timeZone,offsetMinutes,appointmentId"
+
 /* ------------------------------------------------------------ create / card */
 
 START_TEST(create_and_card_with_default_reminders)
@@ -148,6 +176,9 @@ START_TEST(create_location_header_and_event_created_message)
 	ck_assert_msg(json_object_object_get_ex(p, "clientUserId", NULL), "nulls present");
 	ck_assert_msg(!json_object_object_get_ex(p, "title", NULL) && !strstr(m->value, "Встреча"),
 			"no PII (title) in the payload: %s", m->value);
+	assert_keys(p, KEYS_CREATED);
+	ck_assert_str_eq(h_jstr(m->json, "aggregateType"), "CalendarEvent");
+	ck_assert_str_eq(m->key, id);
 }
 END_TEST
 
@@ -270,6 +301,7 @@ START_TEST(ac_dispatch_once_and_idempotent)
 	ck_assert_msg(json_object_object_get_ex(p, "clientUserId", NULL) &&
 			json_object_object_get_ex(p, "appointmentId", NULL), "nulls present");
 	ck_assert_msg(!strstr(m->value, "Встреча"), "no PII: %s", m->value);
+	assert_keys(p, KEYS_REMINDER);
 }
 END_TEST
 
@@ -315,6 +347,39 @@ START_TEST(ac_reschedule_rematerialises)
 	ck_assert_msg(m != NULL, "event-rescheduled not on the broker");
 	ck_assert_str_eq(h_jstr(h_jget(m->json, "payload"), "origin"), "Manual");
 	ck_assert(epoch_of(h_jstr(h_jget(m->json, "payload"), "startAt")) == new_start);
+	assert_keys(h_jget(m->json, "payload"), KEYS_RESCHEDULED);
+	ck_assert_msg(!strstr(m->value, "Встреча"), "no PII: %s", m->value);
+}
+END_TEST
+
+START_TEST(reschedule_to_same_start_is_no_move)
+{
+	/* seed 002: every *actual* reschedule is published; the same instant
+	 * (even written with another offset) moves nothing: no message, the
+	 * Pending reminders and the version stay */
+	struct who w = agent();
+	json_object *ev = create_ok(&w, meeting_body(3 * DAY, NULL));
+	const char *id = h_jstr(ev, "id");
+	char *pending = h_sql_scalar("SELECT string_agg(id::text, ',' ORDER BY id) "
+			"FROM calendar.event_reminders WHERE calendar_event_id = $1 "
+			"AND status = 'Pending'", id);
+	char *same = h_sql_scalar("SELECT to_char($1::timestamptz AT TIME ZONE 'Asia/Tokyo', "
+			"'YYYY-MM-DD\"T\"HH24:MI:SS.US') || '+09:00'", h_jstr(ev, "startAt"));
+	struct h_resp *r;
+
+	r = post_id(&w, id, "reschedule", h_sprintf("{\"startAt\":\"%s\"}", same));
+	ck_assert_msg(r->status == 200, "reschedule %ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "startAt"), h_jstr(ev, "startAt"));
+	ck_assert_str_eq(h_jstr(r->json, "endAt"), h_jstr(ev, "endAt"));
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "version")), 1);
+	ck_assert_int_eq(outbox_count(T_RESCHEDULED, id), 0);
+	ck_assert_str_eq(pending, h_sql_scalar("SELECT string_agg(id::text, ',' ORDER BY id) "
+			"FROM calendar.event_reminders WHERE calendar_event_id = $1 "
+			"AND status = 'Pending'", id));
+	/* still refused on a terminal event, even when nothing would move */
+	ck_assert_int_eq(post_id(&w, id, "cancel", NULL)->status, 200);
+	h_assert_problem(post_id(&w, id, "reschedule", h_sprintf("{\"startAt\":\"%s\"}", same)),
+			409, "INVALID_STATUS_TRANSITION");
 }
 END_TEST
 
@@ -339,6 +404,8 @@ START_TEST(ac_cancel_skips_pending)
 	p = h_jget(m->json, "payload");
 	ck_assert_str_eq(h_jstr(p, "previousStatus"), "Planned");
 	ck_assert_str_eq(h_jstr(p, "status"), "Cancelled");
+	ck_assert_str_eq(h_jstr(p, "cancelReason"), "клиент заболел");
+	assert_keys(p, KEYS_STATUS);
 	/* cancelled is terminal */
 	h_assert_problem(post_id(&w, id, "cancel", NULL), 409, "INVALID_STATUS_TRANSITION");
 	h_assert_problem(post_id(&w, id, "reschedule",
@@ -603,6 +670,19 @@ START_TEST(agency_and_pin_manager_views)
 			from, to), mgr), 400, "MALFORMED_REQUEST");
 	h_assert_problem(h_get(h_sprintf("/api/v1/pin-manager/calendar/events?tenantId=%s"
 			"&from=%s&to=%s", a.tenant, from, to), head), 403, "FORBIDDEN");
+	/* read only: neither view writes events, in its area or in the agent's */
+	h_assert_problem(h_post(EV, mgr, meeting_body(DAY, NULL)), 403, "FORBIDDEN");
+	h_assert_problem(h_post(EV, head, meeting_body(DAY, NULL)), 403, "FORBIDDEN");
+	h_assert_problem(h_post(h_sprintf(EV "/%s/cancel", ea), mgr, NULL), 403, "FORBIDDEN");
+	h_assert_problem(h_get(h_sprintf(EV "/%s", ea), head), 403, "FORBIDDEN");
+	ck_assert_int_ne(h_post("/api/v1/pin-manager/calendar/events", mgr,
+			meeting_body(DAY, NULL))->status, 201);
+	ck_assert_int_ne(h_post("/api/v1/agency/calendar/events", head,
+			meeting_body(DAY, NULL))->status, 201);
+	ck_assert_str_eq(h_sql_scalar("SELECT status FROM calendar.calendar_events WHERE id = $1",
+			ea), "Planned");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+			"WHERE tenant_id = $1", a.tenant), 2);
 }
 END_TEST
 
@@ -684,6 +764,7 @@ Suite *make_calendar_suite(void)
 	tcase_add_test(rem, ac_past_offsets_skipped);
 	tcase_add_test(rem, ac_dispatch_once_and_idempotent);
 	tcase_add_test(rem, ac_reschedule_rematerialises);
+	tcase_add_test(rem, reschedule_to_same_start_is_no_move);
 	tcase_add_test(rem, ac_cancel_skips_pending);
 	tcase_add_test(rem, two_worker_hosts_no_duplicates);
 	suite_add_tcase(s, rem);
