@@ -9,21 +9,40 @@
  * Events overlapping [from, to): point events with from <= start < to,
  * others with start < to and end > from.  An event lasts <= 24 h, so
  * start > from - 24 h bounds the index range scan on (owner|tenant, start_at, id).
+ *
+ * Two statements, one per scope, with no "$n IS NULL OR" on the scope
+ * column: a prepared statement goes to a generic plan after five runs, and a
+ * generic plan of a shared text could not know whether $2 (the owner) is
+ * set, so the hot agent list would run on the tenant index and filter the
+ * colleagues' rows.  The keyset bound (start_at, id) > ($8, $9) is never
+ * NULL (without a cursor it is from - 24 h), so it is an index condition too.
  */
-static const char list_sql[] =
-	"SELECT " PC_EVENT_COLS ", u.display_name, u.avatar_url "
-	"FROM calendar.calendar_events e "
+#define LIST_SELECT \
+	"SELECT " PC_EVENT_COLS ", u.display_name, u.avatar_url " \
+	"FROM calendar.calendar_events e " \
 	"LEFT JOIN calendar.user_replicas u ON $10::bool AND u.user_id = e.owner_user_id "
-	"WHERE e.tenant_id = $1 "
-	"  AND ($2::uuid IS NULL OR e.owner_user_id = $2::uuid) "
-	"  AND ($3::uuid[] IS NULL OR e.owner_user_id = ANY ($3::uuid[])) "
-	"  AND e.start_at < $5::timestamptz "
-	"  AND e.start_at > $4::timestamptz - interval '24 hours' "
-	"  AND (e.start_at >= $4::timestamptz OR e.end_at > $4::timestamptz) "
-	"  AND ($6::text IS NULL OR e.kind = $6) "
-	"  AND ($7::text IS NULL OR e.status = $7) "
-	"  AND ($8::timestamptz IS NULL OR (e.start_at, e.id) > ($8::timestamptz, $9::uuid)) "
-	"ORDER BY e.start_at, e.id LIMIT $11::int";
+#define LIST_RANGE \
+	"  AND e.start_at < $5::timestamptz " \
+	"  AND e.start_at > $4::timestamptz - interval '24 hours' " \
+	"  AND (e.start_at >= $4::timestamptz OR e.end_at > $4::timestamptz) " \
+	"  AND ($6::text IS NULL OR e.kind = $6) " \
+	"  AND ($7::text IS NULL OR e.status = $7) " \
+	"  AND (e.start_at, e.id) > ($8::timestamptz, $9::uuid) " \
+	"ORDER BY e.start_at, e.id LIMIT $11::int"
+
+/* one owner's calendar (agent list, PIN manager with ownerUserId):
+ * ix_calendar_events_owner_start; $3 is unused but typed */
+static const char list_owner_sql[] = LIST_SELECT
+	"WHERE e.owner_user_id = $2::uuid AND e.tenant_id = $1 "
+	"  AND $3::uuid[] IS NULL " LIST_RANGE;
+
+/* a tenant, optionally some owners (agency, PIN manager):
+ * ix_calendar_events_tenant_start; $2 is unused but typed */
+static const char list_tenant_sql[] = LIST_SELECT
+	"WHERE e.tenant_id = $1 AND $2::uuid IS NULL "
+	"  AND ($3::uuid[] IS NULL OR e.owner_user_id = ANY ($3::uuid[])) " LIST_RANGE;
+
+#define NIL_UUID "00000000-0000-0000-0000-000000000000"
 
 int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 		struct pc_errs *e)
@@ -61,11 +80,14 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 	params[4] = pc_time_param(to);
 	params[5] = kind;
 	params[6] = status;
-	params[7] = cursor && *cursor ? pc_time_param(cur_us) : NULL;
-	params[8] = cursor && *cursor ? pc_api->strdup(cur_id) : NULL;
+	params[7] = pc_time_param(cursor && *cursor ? cur_us : from - PC_MAX_EVENT_US);
+	params[8] = cursor && *cursor ? pc_api->strdup(cur_id) : NIL_UUID;
 	params[9] = scope->with_owner ? "true" : "false";
 	params[10] = pc_api->sprintf("%lld", limit + 1);
-	res = pc_api->db_exec_prepared("cal_events_list", list_sql, 11, params);
+	if (scope->owner_user_id)
+		res = pc_api->db_exec_prepared("cal_events_list_owner", list_owner_sql, 11, params);
+	else
+		res = pc_api->db_exec_prepared("cal_events_list_tenant", list_tenant_sql, 11, params);
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
 		return PIN_ERR_DB;
 	n = PQntuples(res);
