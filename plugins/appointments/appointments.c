@@ -6,66 +6,121 @@
 #include <string.h>
 #include "http.h"
 
+/* Domain refusals answered with a plain problem (apt_fail). */
+static const struct apt_problem {
+	int rc, status;
+	const char *code, *detail;
+} problems[] = {
+	{ PC_E_NOT_FOUND, 404, APT_NOT_FOUND, "no such appointment" },
+	{ PC_E_TRANSITION, 409, "INVALID_STATUS_TRANSITION",
+		"the appointment's status does not allow this operation" },
+	{ APT_E_DEADLINE, 409, "INVALID_STATUS_TRANSITION",
+		"the confirmation deadline has passed" },
+	{ APT_E_STARTED, 409, "INVALID_STATUS_TRANSITION",
+		"the appointment has started; complete it instead" },
+	{ PC_E_VERSION, 409, "VERSION_CONFLICT",
+		"the appointment was changed meanwhile (If-Match)" },
+	{ APT_E_CONFLICT, 409, "VERSION_CONFLICT",
+		"a concurrent change of the same appointment or slot; try again" },
+	{ APT_E_SLOT_NOT_FOUND, 404, "SLOT_NOT_FOUND", "no such slot" },
+	{ APT_E_SLOT_BOOKED, 409, "SLOT_ALREADY_BOOKED",
+		"the slot has just been booked; choose another one" },
+	{ APT_E_SLOT_UNAVAILABLE, 409, "SLOT_NOT_AVAILABLE", "the slot is no longer offered" },
+	{ APT_E_LEAD_TIME, 422, "LEAD_TIME_NOT_MET",
+		"the slot starts in less than 60 minutes" },
+	{ APT_E_DUPLICATE, 409, "APPOINTMENT_DUPLICATE_ACTIVE",
+		"you already have an active appointment of this kind with this agent" },
+	{ APT_E_LIMIT, 409, "APPOINTMENT_LIMIT_REACHED",
+		"at most 3 active appointments at a time" },
+	{ APT_E_RATE, 429, "RATE_LIMITED", "too many appointments booked in the last hour" },
+	{ APT_E_CUTOFF, 409, "CANCELLATION_CUTOFF_PASSED",
+		"too close to the start to cancel or reschedule" },
+	{ APT_E_NOT_STARTED, 409, "APPOINTMENT_NOT_STARTED",
+		"the appointment has not started yet" },
+};
+
 int apt_fail(struct pin_req *r, int rc, struct pc_errs *e)
 {
+	struct pc_errs oe;
+	size_t i;
+
 	pc_api->db_rollback();
-	switch (rc) {
-	case PC_E_REPLAYED:
-	case PC_E_RESPONDED:
+	if (rc == PC_E_REPLAYED || rc == PC_E_RESPONDED)
 		return PIN_OK;
-	case PC_E_NOT_FOUND:
-		return pc_problem(r, 404, APT_NOT_FOUND, "no such appointment");
-	case PC_E_TRANSITION:
-		return pc_problem(r, 409, "INVALID_STATUS_TRANSITION",
-				"the appointment's status does not allow this operation");
-	case APT_E_DEADLINE:
-		return pc_problem(r, 409, "INVALID_STATUS_TRANSITION",
-				"the confirmation deadline has passed");
-	case APT_E_STARTED:
-		return pc_problem(r, 409, "INVALID_STATUS_TRANSITION",
-				"the appointment has started; complete it instead");
-	case PC_E_VERSION:
-		return pc_problem(r, 409, "VERSION_CONFLICT",
-				"the appointment was changed meanwhile (If-Match)");
-	case PC_E_VALIDATION:
+	if (rc == PC_E_VALIDATION)
 		return pc_errs_respond(r, 422, "VALIDATION_FAILED",
 				"the request has invalid fields", e);
-	case APT_E_SLOT_NOT_FOUND:
-		return pc_problem(r, 404, "SLOT_NOT_FOUND", "no such slot");
-	case APT_E_SLOT_BOOKED:
-		return pc_problem(r, 409, "SLOT_ALREADY_BOOKED",
-				"the slot has just been booked; choose another one");
-	case APT_E_SLOT_UNAVAILABLE:
-		return pc_problem(r, 409, "SLOT_NOT_AVAILABLE", "the slot is no longer offered");
-	case APT_E_LEAD_TIME:
-		return pc_problem(r, 422, "LEAD_TIME_NOT_MET",
-				"the slot starts in less than 60 minutes");
-	case APT_E_DUPLICATE:
-		return pc_problem(r, 409, "APPOINTMENT_DUPLICATE_ACTIVE",
-				"you already have an active appointment of this kind with this agent");
-	case APT_E_LIMIT:
-		return pc_problem(r, 409, "APPOINTMENT_LIMIT_REACHED",
-				"at most 3 active appointments at a time");
-	case APT_E_RATE:
-		pc_api->set_header(r, "Retry-After", "3600");
-		return pc_problem(r, 429, "RATE_LIMITED",
-				"too many appointments booked in the last hour");
-	case APT_E_CUTOFF:
-		return pc_problem(r, 409, "CANCELLATION_CUTOFF_PASSED",
-				"too close to the start to cancel or reschedule");
-	case APT_E_NOT_STARTED:
-		return pc_problem(r, 409, "APPOINTMENT_NOT_STARTED",
-				"the appointment has not started yet");
-	case APT_E_OTHER_SLOT: {
-		struct pc_errs oe;
+	if (rc == APT_E_OTHER_SLOT) {
 		pc_errs_init(&oe);
 		pc_errs_add(&oe, "newSlotId", "must be a slot of the same agent and kind");
 		return pc_errs_respond(r, 422, "VALIDATION_FAILED",
 				"the new slot does not fit the appointment", &oe);
 	}
-	default:
-		return rc < 0 ? rc : PIN_ERR;
+	if (rc == APT_E_RATE)
+		pc_api->set_header(r, "Retry-After", "3600");
+	for (i = 0; i < sizeof(problems) / sizeof(problems[0]); i++)
+		if (problems[i].rc == rc)
+			return pc_problem(r, problems[i].status, problems[i].code,
+					problems[i].detail);
+	return rc < 0 ? rc : PIN_ERR;
+}
+
+/* ------------------------------------------------- lock conflicts, retry */
+
+/*
+ * A deadlock (40P01) or serialization failure (40001) aborts the whole
+ * transaction, and the host only says PIN_ERR_DB.  appointments.so hands the
+ * shared code (pc_api) a copy of the host table whose db_exec* note these
+ * SQLSTATEs per thread, so a write can run once more on a fresh transaction
+ * (apt_retryable) instead of answering 500.
+ */
+static const struct pin_host_api *host;
+static struct pin_host_api noting;
+static __thread int tx_conflict;
+
+static PGresult *note(PGresult *res)
+{
+	const char *st;
+
+	if (res && PQresultStatus(res) == PGRES_FATAL_ERROR) {
+		st = host->db_sqlstate(res);
+		if (strcmp(st, "40P01") == 0 || strcmp(st, "40001") == 0)
+			tx_conflict = 1;
 	}
+	return res;
+}
+
+static PGresult *noting_exec(const char *sql, int n, const char *const *params)
+{
+	return note(host->db_exec(sql, n, params));
+}
+
+static PGresult *noting_exec_prepared(const char *name, const char *sql, int n,
+		const char *const *params)
+{
+	return note(host->db_exec_prepared(name, sql, n, params));
+}
+
+static int noting_begin(void)
+{
+	tx_conflict = 0;
+	return host->db_begin();
+}
+
+int apt_retryable(int rc, int *attempt)
+{
+	if (rc != PIN_ERR_DB || !tx_conflict)
+		return 0;
+	pc_api->metric_add("pin_calendar_appointment_tx_conflicts_total", NULL, 1);
+	if (++*attempt >= APT_TX_ATTEMPTS)
+		return 0;
+	pc_api->db_rollback();
+	return 1;
+}
+
+int apt_conflict_rc(int rc)
+{
+	return rc == PIN_ERR_DB && tx_conflict ? APT_E_CONFLICT : rc;
 }
 
 json_object *apt_body(struct pin_req *r, const char *const *allowed, struct pc_errs *e)
@@ -90,13 +145,14 @@ int apt_write_run(struct pin_req *r, struct apt_write *w)
 	PGresult *locked, *view;
 	json_object *body = NULL;
 	const char *loc = NULL;
-	int rc, have_ver, ver = 0;
+	int rc, have_ver, ver = 0, attempt = 0;
 
 	if (!id)
 		return PIN_OK;
 	have_ver = pc_if_match(r, &ver);
 	if (have_ver == PC_E_RESPONDED)
 		return PIN_OK;
+again:
 	if (pc_api->db_begin() != 0)
 		return PIN_ERR_DB;
 	if ((rc = pc_idem_begin(r, &idem)) < 0)
@@ -127,7 +183,10 @@ int apt_write_run(struct pin_req *r, struct apt_write *w)
 fail:
 	if (body)
 		json_object_put(body);
-	return apt_fail(r, rc, NULL);
+	body = NULL;
+	if (apt_retryable(rc, &attempt))
+		goto again;
+	return apt_fail(r, apt_conflict_rc(rc), NULL);
 }
 
 /* ---------------------------------------------------------------- routes */
@@ -163,9 +222,15 @@ static const struct pin_route routes[] = {
 static int apt_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
-	size_t i;
+	size_t i, n = api->size < sizeof(noting) ? api->size : sizeof(noting);
 
-	pc_init(api);
+	host = api;
+	memcpy(&noting, api, n);
+	noting.size = n;
+	noting.db_exec = noting_exec;
+	noting.db_exec_prepared = noting_exec_prepared;
+	noting.db_begin = noting_begin;
+	pc_init(&noting);
 	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
 		if (reg->route(reg, &routes[i]) < 0) {
 			snprintf(err, errlen, "appointments: cannot register %s %s",

@@ -110,6 +110,7 @@ struct apt_book_req {
 	const char *consultation_request_id;  /* NULL = none */
 	/* reschedule only (NULL otherwise): */
 	const char *rescheduled_from;         /* the old appointment id */
+	const char *old_slot_id;              /* its slot (locked with the new one) */
 	const char *same_agent, *same_kind;   /* the new slot must match */
 };
 

@@ -20,7 +20,7 @@ int apt_h_book(struct pin_req *r, void *ud)
 	json_object *body, *out = NULL;
 	PGresult *view;
 	const char *id, *loc;
-	int rc;
+	int rc, attempt = 0;
 
 	(void)ud;
 	pc_errs_init(&e);
@@ -35,6 +35,7 @@ int apt_h_book(struct pin_req *r, void *ud)
 				&e);
 	b.investor_user_id = me->sub;
 
+again:
 	if (pc_api->db_begin() != 0)
 		return PIN_ERR_DB;
 	if ((rc = pc_idem_begin(r, &idem)) < 0)
@@ -55,9 +56,12 @@ int apt_h_book(struct pin_req *r, void *ud)
 fail:
 	if (out)
 		json_object_put(out);
+	out = NULL;
+	if (apt_retryable(rc, &attempt))
+		goto again;
 	if (rc == APT_E_SLOT_BOOKED)
 		pc_api->metric_add("pin_calendar_booking_conflicts_total", NULL, 1);
-	return apt_fail(r, rc, &e);
+	return apt_fail(r, apt_conflict_rc(rc), &e);
 }
 
 /* ------------------------------------------------------------- reschedule */
@@ -88,6 +92,7 @@ static int op_reschedule(struct apt_write *w, const PGresult *old, int64_t now_u
 	b.consultation_request_id = PQgetisnull(old, 0, APT_C_CONSULTATION) ? NULL
 		: PQgetvalue(old, 0, APT_C_CONSULTATION);
 	b.rescheduled_from = PQgetvalue(old, 0, APT_C_ID);
+	b.old_slot_id = PQgetvalue(old, 0, APT_C_SLOT);
 	b.same_agent = PQgetvalue(old, 0, APT_C_AGENT);
 	b.same_kind = PQgetvalue(old, 0, APT_C_KIND);
 	/* the new slot first: a lost race leaves the old appointment untouched */

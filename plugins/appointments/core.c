@@ -114,35 +114,34 @@ json_object *apt_json(const PGresult *res, int row)
 
 /* -------------------------------------------------------------- payloads */
 
-/* The fields every appointment-* contract starts with (events.md). */
-static json_object *payload_head(const PGresult *res, int row)
+/* The fields every appointment-* contract starts with (events.md):
+ * AppointmentId, TenantId, EventId, AgentUserId, InvestorUserId, Kind,
+ * StartAt, and with_span: EndAt, TimeZone. */
+static json_object *payload_head(const PGresult *res, int row, int with_span)
 {
 	json_object *o = json_object_new_object();
 
 	pc_json_col(o, "appointmentId", res, row, APT_C_ID);
 	pc_json_col(o, "tenantId", res, row, APT_C_TENANT);
-	return o;
-}
-
-static void payload_people(json_object *o, const PGresult *res, int row)
-{
 	pc_json_col(o, "eventId", res, row, APT_C_EVENT);
 	pc_json_col(o, "agentUserId", res, row, APT_C_AGENT);
 	pc_json_col(o, "investorUserId", res, row, APT_C_INVESTOR);
 	pc_json_col(o, "kind", res, row, APT_C_KIND);
+	pc_json_col_time(o, "startAt", res, row, APT_C_START);
+	if (with_span) {
+		pc_json_col_time(o, "endAt", res, row, APT_C_END);
+		pc_json_col(o, "timeZone", res, row, APT_C_TZ);
+	}
+	return o;
 }
 
 static json_object *payload_created(const PGresult *res, int row)
 {
-	json_object *o = payload_head(res, row);
+	json_object *o = payload_head(res, row, 1);
 
 	pc_json_col(o, "slotId", res, row, APT_C_SLOT);
-	payload_people(o, res, row);
 	pc_json_col(o, "status", res, row, APT_C_STATUS);
 	json_bool_col(o, "autoConfirmed", res, row, APT_C_AUTO);
-	pc_json_col_time(o, "startAt", res, row, APT_C_START);
-	pc_json_col_time(o, "endAt", res, row, APT_C_END);
-	pc_json_col(o, "timeZone", res, row, APT_C_TZ);
 	pc_json_col_time(o, "confirmDeadlineAt", res, row, APT_C_DEADLINE);
 	pc_json_col(o, "projectId", res, row, APT_C_PROJECT);
 	pc_json_col(o, "propertyObjectId", res, row, APT_C_PROPERTY);
@@ -155,24 +154,16 @@ static json_object *payload_created(const PGresult *res, int row)
 
 static json_object *payload_confirmed(const PGresult *res, int row)
 {
-	json_object *o = payload_head(res, row);
+	json_object *o = payload_head(res, row, 1);
 
-	payload_people(o, res, row);
-	pc_json_col_time(o, "startAt", res, row, APT_C_START);
-	pc_json_col_time(o, "endAt", res, row, APT_C_END);
-	pc_json_col(o, "timeZone", res, row, APT_C_TZ);
 	json_bool_col(o, "autoConfirmed", res, row, APT_C_AUTO);
 	return o;
 }
 
 static json_object *payload_cancelled(const PGresult *res, int row, const char *reason)
 {
-	json_object *o = payload_head(res, row);
+	json_object *o = payload_head(res, row, 1);
 
-	payload_people(o, res, row);
-	pc_json_col_time(o, "startAt", res, row, APT_C_START);
-	pc_json_col_time(o, "endAt", res, row, APT_C_END);
-	pc_json_col(o, "timeZone", res, row, APT_C_TZ);
 	pc_json_str(o, "reason", reason);
 	pc_json_col(o, "cancelledBy", res, row, APT_C_CANCELLED_BY);
 	/* CancelReason is class Internal: carried, never logged */
@@ -183,10 +174,8 @@ static json_object *payload_cancelled(const PGresult *res, int row, const char *
 
 static json_object *payload_completed(const PGresult *res, int row)
 {
-	json_object *o = payload_head(res, row);
+	json_object *o = payload_head(res, row, 0);
 
-	payload_people(o, res, row);
-	pc_json_col_time(o, "startAt", res, row, APT_C_START);
 	pc_json_col(o, "outcome", res, row, APT_C_OUTCOME);
 	return o;
 }
@@ -241,17 +230,34 @@ static int book_guards(const struct apt_book_req *b, const char *now, int64_t no
 		1, p);
 	if (!res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
-	/* Per-investor rate limit: rows created in the rolling hour (refused
-	 * attempts leave no row, so they do not count). */
-	p[1] = now;
-	res = pc_api->db_exec_prepared("apt_rate",
-		"SELECT count(*) FROM calendar.appointments "
-		"WHERE investor_user_id = $1::uuid "
-		"  AND created_at >= $2::timestamptz - interval '1 hour'", 2, p);
-	if (!res_ok(res, PGRES_TUPLES_OK))
-		return PIN_ERR_DB;
-	if (rate > 0 && atoll(PQgetvalue(res, 0, 0)) >= rate)
-		return APT_E_RATE;
+	/* Per-investor rate limit: bookings created in the rolling hour (refused
+	 * attempts leave no row, so they do not count).  Anti-spam counts a
+	 * reschedule pair as one: the new side of a pair is not counted, and a
+	 * reschedule is not refused by the limit. */
+	if (rate > 0 && !b->rescheduled_from) {
+		p[1] = now;
+		res = pc_api->db_exec_prepared("apt_rate",
+			"SELECT count(*) FROM calendar.appointments "
+			"WHERE investor_user_id = $1::uuid "
+			"  AND created_at >= $2::timestamptz - interval '1 hour' "
+			"  AND rescheduled_from_appointment_id IS NULL", 2, p);
+		if (!res_ok(res, PGRES_TUPLES_OK))
+			return PIN_ERR_DB;
+		if (atoll(PQgetvalue(res, 0, 0)) >= rate)
+			return APT_E_RATE;
+	}
+	/* A reschedule touches two slots: lock both in id order (after the
+	 * appointment and the investor lock), so reschedules crossing the same
+	 * slots queue instead of deadlocking. */
+	if (b->old_slot_id) {
+		const char *q[2] = { b->slot_id, b->old_slot_id };
+
+		res = pc_api->db_exec_prepared("apt_slots_lock",
+			"SELECT s.id FROM calendar.availability_slots s "
+			"WHERE s.id IN ($1::uuid, $2::uuid) ORDER BY s.id FOR UPDATE", 2, q);
+		if (!res_ok(res, PGRES_TUPLES_OK))
+			return PIN_ERR_DB;
+	}
 
 	slot = slot_get(b->slot_id);
 	if (!res_ok(slot, PGRES_TUPLES_OK))

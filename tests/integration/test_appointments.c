@@ -166,6 +166,57 @@ static long long pending_reminders(const char *apt)
 			"WHERE a.id = $1 AND r.status = 'Pending'", apt);
 }
 
+static long long skipped_reminders(const char *apt)
+{
+	return h_sql_int("SELECT count(*) FROM calendar.event_reminders r "
+			"JOIN calendar.appointments a ON a.calendar_event_id = r.calendar_event_id "
+			"WHERE a.id = $1 AND r.status = 'Skipped'", apt);
+}
+
+static const char *event_of(const char *apt)
+{
+	return h_sql_scalar("SELECT calendar_event_id::text FROM calendar.appointments "
+			"WHERE id = $1", apt);
+}
+
+/* The payload has exactly the keys of the contract (events.md): optional
+ * ones present (null when empty), nothing else (no names, phones, titles). */
+static void assert_keys(json_object *p, const char *const *keys)
+{
+	size_t n = 0;
+
+	for (; keys[n]; n++)
+		ck_assert_msg(json_object_object_get_ex(p, keys[n], NULL), "missing %s in %s",
+				keys[n], json_object_to_json_string(p));
+	ck_assert_msg((size_t)json_object_object_length(p) == n, "extra keys in %s",
+			json_object_to_json_string(p));
+}
+
+#define HEAD_KEYS "appointmentId", "tenantId", "eventId", "agentUserId", \
+	"investorUserId", "kind", "startAt"
+static const char *const created_keys[] = { HEAD_KEYS, "endAt", "timeZone", "slotId",
+	"status", "autoConfirmed", "confirmDeadlineAt", "projectId", "propertyObjectId",
+	"consultationRequestId", "rescheduledFromAppointmentId", "comment", NULL };
+static const char *const confirmed_keys[] = { HEAD_KEYS, "endAt", "timeZone",
+	"autoConfirmed", NULL };
+static const char *const cancelled_keys[] = { HEAD_KEYS, "endAt", "timeZone", "reason",
+	"cancelledBy", "cancelReason", "rescheduledToAppointmentId", NULL };
+static const char *const completed_keys[] = { HEAD_KEYS, "outcome", NULL };
+
+static json_object *kpayload(const char *topic, const char *key);
+
+/* The event-status-changed message of the appointment's event reached the
+ * broker with previousStatus -> status. */
+static void assert_event_status_msg(const char *apt, const char *prev, const char *status)
+{
+	json_object *p = kpayload(T_EV_STATUS, event_of(apt));
+
+	ck_assert_str_eq(h_jstr(p, "previousStatus"), prev);
+	ck_assert_str_eq(h_jstr(p, "status"), status);
+	ck_assert_str_eq(h_jstr(p, "appointmentId"), apt);
+	ck_assert_str_eq(h_jstr(p, "origin"), "Appointment");
+}
+
 /* True when the stack's log file name contains needle. */
 static bool log_contains(const char *name, const char *needle)
 {
@@ -372,6 +423,7 @@ START_TEST(book_pending_cascade_and_messages)
 	ck_assert_int_eq(pending_reminders(id), 2);
 
 	p = kpayload(T_CREATED, id);
+	assert_keys(p, created_keys);
 	ck_assert_str_eq(h_jstr(p, "appointmentId"), id);
 	ck_assert_str_eq(h_jstr(p, "slotId"), slots[0]);
 	ck_assert_str_eq(h_jstr(p, "eventId"), ev);
@@ -404,8 +456,12 @@ START_TEST(book_autoconfirm)
 	ck_assert(json_object_get_boolean(h_jget(r->json, "autoConfirmed")));
 	ck_assert_ptr_nonnull(h_jstr(r->json, "decidedAt"));
 	p = kpayload(T_CREATED, id);
+	assert_keys(p, created_keys);
 	ck_assert_str_eq(h_jstr(p, "status"), "Confirmed");
+	ck_assert_ptr_null(h_jget(p, "comment"));
+	ck_assert_ptr_null(h_jget(p, "rescheduledFromAppointmentId"));
 	p = kpayload(T_CONFIRMED, id);
+	assert_keys(p, confirmed_keys);
 	ck_assert(json_object_get_boolean(h_jget(p, "autoConfirmed")));
 	ck_assert_str_eq(h_jstr(p, "agentUserId"), a.id);
 }
@@ -530,6 +586,34 @@ START_TEST(rate_limit_per_investor)
 }
 END_TEST
 
+START_TEST(rate_limit_counts_reschedule_pair_once)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 12, 3, false, 120);
+	char *tok = mk_investor(NULL), *id = NULL;
+	struct h_resp *r;
+	int i;
+
+	/* 9 bookings in the hour, the last one stays active */
+	for (i = 0; i < 9; i++) {
+		id = book_ok(tok, slots[i]);
+		if (i < 8) {
+			r = post_path(IN, id, "cancel", tok, NULL);
+			ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+		}
+	}
+	/* the reschedule pair is one booking: still 9 */
+	r = post_path(IN, id, "reschedule", tok, h_sprintf("{\"newSlotId\":\"%s\"}", slots[9]));
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	r = post_path(IN, h_jstr(r->json, "id"), "cancel", tok, NULL);
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	book_ok(tok, slots[10]);                    /* the 10th */
+	r = book(tok, slots[11]);
+	h_assert_problem(r, 429, "RATE_LIMITED");
+	ck_assert_str_eq(slot_status(slots[11]), "Available");
+}
+END_TEST
+
 /* ============================================================ agent */
 
 START_TEST(agent_confirm)
@@ -598,13 +682,14 @@ START_TEST(agent_decline_release_or_archive)
 	ck_assert_str_eq(h_jstr(h_jget(r->json, "slot"), "status"), "Available");
 	ck_assert_str_eq(h_jstr(h_jget(r->json, "event"), "status"), "Cancelled");
 	ck_assert_int_eq(pending_reminders(id1), 0);
+	ck_assert_int_eq(skipped_reminders(id1), 2);
 	p = kpayload(T_CANCELLED, id1);
+	assert_keys(p, cancelled_keys);
+	ck_assert_ptr_null(h_jget(p, "rescheduledToAppointmentId"));
 	ck_assert_str_eq(h_jstr(p, "reason"), "DeclinedByAgent");
 	ck_assert_str_eq(h_jstr(p, "cancelledBy"), "Agent");
 	ck_assert_str_eq(h_jstr(p, "cancelReason"), "busy that day");
-	p = kpayload(T_EV_STATUS, h_sql_scalar("SELECT calendar_event_id::text FROM "
-			"calendar.appointments WHERE id = $1", id1));
-	ck_assert_str_eq(h_jstr(p, "status"), "Cancelled");
+	assert_event_status_msg(id1, "Planned", "Cancelled");
 	/* the released slot is bookable again */
 	book_ok(mk_investor(NULL), slots[0]);
 
@@ -646,7 +731,10 @@ START_TEST(agent_cancel)
 	ck_assert_str_eq(h_jstr(r->json, "cancelledBy"), "Agent");
 	ck_assert_str_eq(slot_status(slots[0]), "Archived");
 	ck_assert_str_eq(event_status_of(id1), "Cancelled");
+	ck_assert_int_eq(skipped_reminders(id1), 2);
+	assert_event_status_msg(id1, "Planned", "Cancelled");
 	p = kpayload(T_CANCELLED, id1);
+	assert_keys(p, cancelled_keys);
 	ck_assert_str_eq(h_jstr(p, "reason"), "CancelledByAgent");
 	ck_assert_str_eq(h_jstr(p, "cancelReason"), "sick");
 	/* not after StartAt */
@@ -689,7 +777,10 @@ START_TEST(agent_complete)
 	ck_assert_ptr_nonnull(h_jstr(r->json, "completedAt"));
 	ck_assert_str_eq(event_status_of(id1), "Completed");
 	ck_assert_int_eq(pending_reminders(id1), 0);
+	ck_assert_int_eq(skipped_reminders(id1), 2);
+	assert_event_status_msg(id1, "Planned", "Completed");
 	p = kpayload(T_COMPLETED, id1);
+	assert_keys(p, completed_keys);
 	ck_assert_str_eq(h_jstr(p, "outcome"), "Completed");
 
 	r = post_path(AG, id2, "confirm", a.token, NULL);
@@ -800,7 +891,10 @@ START_TEST(investor_isolation_and_cancel)
 	ck_assert_str_eq(slot_status(slots[0]), "Available");
 	ck_assert_str_eq(event_status_of(id), "Cancelled");
 	ck_assert_int_eq(pending_reminders(id), 0);
+	ck_assert_int_eq(skipped_reminders(id), 2);
+	assert_event_status_msg(id, "Planned", "Cancelled");
 	p = kpayload(T_CANCELLED, id);
+	assert_keys(p, cancelled_keys);
 	ck_assert_str_eq(h_jstr(p, "reason"), "CancelledByInvestor");
 	ck_assert_str_eq(h_jstr(p, "cancelledBy"), "Investor");
 	r = post_path(IN, id, "cancel", ta, NULL);
@@ -881,18 +975,127 @@ START_TEST(investor_reschedule)
 	nev = h_sql_scalar("SELECT calendar_event_id::text FROM calendar.appointments "
 			"WHERE id = $1", nid);
 	ck_assert_str_ne(oev, nev);
+	ck_assert_int_eq(skipped_reminders(old), 2);
 	p = kpayload(T_CANCELLED, old);
+	assert_keys(p, cancelled_keys);
 	ck_assert_str_eq(h_jstr(p, "reason"), "CancelledByInvestor");
+	ck_assert_str_eq(h_jstr(p, "cancelledBy"), "Investor");
 	ck_assert_str_eq(h_jstr(p, "rescheduledToAppointmentId"), nid);
 	p = kpayload(T_CREATED, nid);
+	assert_keys(p, created_keys);
 	ck_assert_str_eq(h_jstr(p, "rescheduledFromAppointmentId"), old);
-	kpayload(T_EV_CREATED, nev);
-	p = kpayload(T_EV_STATUS, oev);
-	ck_assert_str_eq(h_jstr(p, "status"), "Cancelled");
+	ck_assert_str_eq(h_jstr(p, "slotId"), slots[1]);
+	p = kpayload(T_EV_CREATED, nev);
+	ck_assert_str_eq(h_jstr(p, "appointmentId"), nid);
+	assert_event_status_msg(old, "Planned", "Cancelled");
+	ck_assert_str_eq(oev, event_of(old));
 	/* the old one is terminal now */
 	r = post_path(IN, old, "reschedule", tok, h_sprintf("{\"newSlotId\":\"%s\"}", slots[0]));
 	h_assert_problem(r, 409, "INVALID_STATUS_TRANSITION");
 	(void)more;
+}
+END_TEST
+
+/* Sends one request with curl multi and returns the handle; drive it with
+ * finish(). */
+static CURLM *start(const char *method, const char *path, const char *token, CURL **eh,
+		struct rbuf *out, struct curl_slist **hdr)
+{
+	CURLM *mh = curl_multi_init();
+	int running;
+
+	memset(out, 0, sizeof(*out));
+	*hdr = curl_slist_append(NULL, "Content-Type: application/json");
+	*hdr = curl_slist_append(*hdr, h_sprintf("Authorization: Bearer %s", token));
+	*eh = curl_easy_init();
+	curl_easy_setopt(*eh, CURLOPT_URL, h_sprintf("%s%s", h_env("PIN_BASE_URL"), path));
+	curl_easy_setopt(*eh, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(*eh, CURLOPT_POSTFIELDS, "{}");
+	curl_easy_setopt(*eh, CURLOPT_HTTPHEADER, *hdr);
+	curl_easy_setopt(*eh, CURLOPT_WRITEFUNCTION, rbuf_write);
+	curl_easy_setopt(*eh, CURLOPT_WRITEDATA, out);
+	curl_easy_setopt(*eh, CURLOPT_TIMEOUT, 60L);
+	curl_multi_add_handle(mh, *eh);
+	curl_multi_perform(mh, &running);
+	return mh;
+}
+
+/* Drives the request until done; returns its HTTP status. */
+static long finish(CURLM *mh, CURL *eh, struct curl_slist *hdr)
+{
+	long code = 0;
+	int running;
+
+	do {
+		curl_multi_perform(mh, &running);
+		if (running)
+			curl_multi_poll(mh, NULL, 0, 200, NULL);
+	} while (running);
+	curl_easy_getinfo(eh, CURLINFO_RESPONSE_CODE, &code);
+	curl_multi_remove_handle(mh, eh);
+	curl_easy_cleanup(eh);
+	curl_slist_free_all(hdr);
+	curl_multi_cleanup(mh);
+	return code;
+}
+
+/* A deadlock (40P01) inside a decision is retried on a fresh transaction, not
+ * answered 500: another transaction holds the appointment's event while the
+ * agent's cancel waits for it, then asks for the appointment the cancel holds. */
+START_TEST(deadlock_retried_not_500)
+{
+	struct agent a = mk_agent(NULL);
+	char **slots = publish(&a, "Showing", 1, 3, false, 120);
+	char *id = book_ok(mk_investor(NULL), slots[0]);
+	const char *ev = event_of(id);
+	PGconn *blocker = PQconnectdb(h_env("PIN_PG_DSN"));
+	const char *p1[1] = { ev }, *p2[1] = { id };
+	char pid[16];
+	struct rbuf out;
+	struct curl_slist *hdr;
+	CURL *eh;
+	CURLM *mh;
+	PGresult *res;
+	int64_t until = h_now_ms() + 20000;
+	int running;
+	long code;
+
+	ck_assert_int_eq(PQstatus(blocker), CONNECTION_OK);
+	snprintf(pid, sizeof(pid), "%d", PQbackendPID(blocker));
+	PQclear(PQexec(blocker, "BEGIN"));
+	res = PQexecParams(blocker, "SELECT 1 FROM calendar.calendar_events WHERE id = $1 "
+			"FOR UPDATE", 1, NULL, p1, NULL, NULL, 0);
+	ck_assert_int_eq(PQresultStatus(res), PGRES_TUPLES_OK);
+	PQclear(res);
+
+	mh = start("POST", h_sprintf(AG "/%s/cancel", id), a.token, &eh, &out, &hdr);
+	/* the cancel holds the appointment and waits for the event */
+	while (h_sql_int("SELECT count(*) FROM pg_stat_activity "
+			"WHERE $1::int = ANY (pg_blocking_pids(pid))", pid) < 1) {
+		ck_assert_msg(h_now_ms() < until, "the cancel never waited for the event");
+		curl_multi_perform(mh, &running);
+		h_sleep_ms(20);
+	}
+	/* the cycle: PostgreSQL aborts the cancel's transaction (it waited first) */
+	res = PQexecParams(blocker, "SELECT 1 FROM calendar.appointments WHERE id = $1 "
+			"FOR UPDATE", 1, NULL, p2, NULL, NULL, 0);
+	/* granted: the cancel was the victim (else this test proves nothing) */
+	ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "blocker: %s",
+			PQerrorMessage(blocker));
+	PQclear(res);
+	PQclear(PQexec(blocker, "ROLLBACK"));
+	PQfinish(blocker);
+	code = finish(mh, eh, hdr);
+	ck_assert_msg(code == 200, "cancel after a deadlock: %ld %s", code,
+			out.p ? out.p : "");
+	free(out.p);
+	ck_assert_str_eq(status_of(id), "Cancelled");
+	ck_assert_str_eq(event_status_of(id), "Cancelled");
+	ck_assert_str_eq(slot_status(slots[0]), "Archived");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE key = $1 "
+			"AND topic = '" T_CANCELLED "'", id), 1);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE key = $1 "
+			"AND topic = '" T_EV_STATUS "'", ev), 1);
 }
 END_TEST
 
@@ -928,9 +1131,18 @@ START_TEST(timeout_expires_pending)
 	ck_assert_str_eq(status_of(id2), "Expired");
 	ck_assert_str_eq(slot_status(slots[1]), "Archived");
 	ck_assert_str_eq(status_of(id3), "Confirmed");
+	ck_assert_int_eq(skipped_reminders(id1), 2);
+	ck_assert_str_eq(event_status_of(id2), "Cancelled");
+	ck_assert_int_eq(pending_reminders(id2), 0);
+	ck_assert_str_eq(event_status_of(id3), "Planned");
+	ck_assert_int_eq(pending_reminders(id3), 2);
 	p = kpayload(T_CANCELLED, id1);
+	assert_keys(p, cancelled_keys);
 	ck_assert_str_eq(h_jstr(p, "reason"), "Expired");
 	ck_assert_str_eq(h_jstr(p, "cancelledBy"), "System");
+	ck_assert_ptr_null(h_jget(p, "cancelReason"));
+	assert_event_status_msg(id1, "Planned", "Cancelled");
+	assert_event_status_msg(id2, "Planned", "Cancelled");
 
 	/* idempotent by state: a second pass changes nothing */
 	v1 = h_sql_scalar("SELECT version::text FROM calendar.appointments WHERE id = $1", id1);
@@ -975,6 +1187,7 @@ Suite *make_appointments_suite(void)
 	tcase_add_test(tc, book_idempotency_key);
 	tcase_add_test(tc, antispam_duplicate_and_limit);
 	tcase_add_test(tc, rate_limit_per_investor);
+	tcase_add_test(tc, rate_limit_counts_reschedule_pair_once);
 	suite_add_tcase(s, tc);
 
 	tcase_add_test(td, agent_confirm);
@@ -986,6 +1199,7 @@ Suite *make_appointments_suite(void)
 	tcase_add_test(td, investor_isolation_and_cancel);
 	tcase_add_test(td, investor_cancel_cutoff);
 	tcase_add_test(td, investor_reschedule);
+	tcase_add_test(td, deadlock_retried_not_500);
 	suite_add_tcase(s, td);
 
 	tcase_add_test(tw, timeout_expires_pending);
