@@ -26,8 +26,31 @@ struct batch_in {
 	const char *project_id, *property_object_id, *location;
 };
 
-/* Validates windows into a normalised array (new object) or NULL. */
-static json_object *parse_windows(json_object *body, struct pc_errs *e)
+/* The "HH:MM" member key ("from" or "to": "24:00" allowed) of window w into
+ * *minutes; the string, or NULL after adding an error on <pfx>.<key>. */
+static const char *window_time(json_object *w, const char *pfx, const char *key,
+		int *minutes, struct pc_errs *e)
+{
+	int is_end = strcmp(key, "to") == 0;
+	json_object *v;
+	const char *s = NULL;
+
+	if (json_object_object_get_ex(w, key, &v) && v &&
+	    json_object_is_type(v, json_type_string))
+		s = json_object_get_string(v);
+	if (!s || slot_parse_hhmm(s, is_end, minutes) < 0) {
+		pc_errs_add(e, slot_api->sprintf("%s.%s", pfx, key), is_end ?
+			"must be a local time \"HH:MM\" (00:01..24:00)" :
+			"must be a local time \"HH:MM\" (00:00..23:59)");
+		return NULL;
+	}
+	return s;
+}
+
+/* Validates windows into a normalised array (new object) or NULL.  *shortest
+ * gets the index of the shortest window and *shortest_min its length. */
+static json_object *parse_windows(json_object *body, struct pc_errs *e, size_t *shortest,
+		int *shortest_min)
 {
 	json_object *arr, *out = NULL;
 	size_t i, j, n;
@@ -48,7 +71,7 @@ static json_object *parse_windows(json_object *body, struct pc_errs *e)
 	}
 	out = json_object_new_array();
 	for (i = 0; i < n; i++) {
-		json_object *w = json_object_array_get_idx(arr, i), *days, *v, *nw, *nd;
+		json_object *w = json_object_array_get_idx(arr, i), *days, *nw, *nd;
 		const char *pfx = slot_api->sprintf("windows[%zu]", i);
 		const char *sfrom = NULL, *sto = NULL;
 		int from_m = -1, to_m = -1, seen[8] = { 0 };
@@ -92,26 +115,17 @@ static json_object *parse_windows(json_object *body, struct pc_errs *e)
 				json_object_array_add(nd, json_object_new_int((int)x));
 			}
 		}
-		if (json_object_object_get_ex(w, "from", &v) && v &&
-		    json_object_is_type(v, json_type_string))
-			sfrom = json_object_get_string(v);
-		if (!sfrom || slot_parse_hhmm(sfrom, 0, &from_m) < 0) {
-			pc_errs_add(e, slot_api->sprintf("%s.from", pfx),
-					"must be a local time \"HH:MM\" (00:00..23:59)");
+		sfrom = window_time(w, pfx, "from", &from_m, e);
+		sto = window_time(w, pfx, "to", &to_m, e);
+		if (!sfrom || !sto)
 			bad = 1;
-		}
-		if (json_object_object_get_ex(w, "to", &v) && v &&
-		    json_object_is_type(v, json_type_string))
-			sto = json_object_get_string(v);
-		if (!sto || slot_parse_hhmm(sto, 1, &to_m) < 0) {
-			pc_errs_add(e, slot_api->sprintf("%s.to", pfx),
-					"must be a local time \"HH:MM\" (00:01..24:00)");
-			bad = 1;
-		}
 		if (from_m >= 0 && to_m >= 0 && slot_rule_window(from_m, to_m)) {
 			pc_errs_add(e, slot_api->sprintf("%s.to", pfx),
 					slot_rule_window(from_m, to_m));
 			bad = 1;
+		} else if (from_m >= 0 && to_m >= 0 && to_m - from_m < *shortest_min) {
+			*shortest = i;
+			*shortest_min = to_m - from_m;
 		}
 		nw = json_object_new_object();
 		json_object_object_add(nw, "daysOfWeek", nd);
@@ -153,7 +167,8 @@ static int parse_batch(struct pin_req *r, struct batch_in *in)
 	const char *tzname = NULL, *field;
 	const char *msg;
 	long long v;
-	int b, rc = 0, tz_unknown = 0, dates_ok = 1;
+	int b, rc = 0, tz_unknown = 0, dates_ok = 1, shortest_min = 24 * 60 + 1;
+	size_t shortest = 0;
 	long today;
 
 	pc_errs_init(&e);
@@ -174,7 +189,7 @@ static int parse_batch(struct pin_req *r, struct batch_in *in)
 		}
 		rc = 0;
 	}
-	win = parse_windows(body, &e);
+	win = parse_windows(body, &e, &shortest, &shortest_min);
 	if (pc_get_string(body, "fromDate", 1, 10, 10, &in->from_date, &e) != PC_SET ||
 	    slot_parse_date(in->from_date, &in->from_d) < 0) {
 		if (in->from_date)
@@ -187,8 +202,11 @@ static int parse_batch(struct pin_req *r, struct batch_in *in)
 			pc_errs_add(&e, "toDate", "must be a date YYYY-MM-DD");
 		dates_ok = 0;
 	}
-	pc_get_int(body, "slotDurationMinutes", 1, SLOT_DURATION_MIN, SLOT_DURATION_MAX,
-			&in->duration, &e);
+	if (pc_get_int(body, "slotDurationMinutes", 1, SLOT_DURATION_MIN, SLOT_DURATION_MAX,
+			&in->duration, &e) == PC_SET && win &&
+	    slot_rule_per_window(0, shortest_min, (int)in->duration, 0) == 0)
+		pc_errs_add(&e, slot_api->sprintf("windows[%zu].to", shortest),
+			"the window is shorter than slotDurationMinutes: it would give no slot");
 	if (pc_get_int(body, "gapMinutes", 0, 0, SLOT_GAP_MAX, &v, &e) == PC_SET)
 		in->gap = v;
 	if (pc_get_bool(body, "autoConfirm", 0, &b, &e) == PC_SET)
@@ -296,11 +314,8 @@ int slot_h_preview(struct pin_req *r, void *ud)
 	int rc, i, n, keep;
 
 	(void)ud;
-	rc = parse_batch(r, &in);
-	if (rc == PC_E_RESPONDED)
-		return PIN_OK;
-	if (rc < 0)
-		return rc;
+	if ((rc = parse_batch(r, &in)) < 0)
+		return rc == PC_E_RESPONDED ? PIN_OK : rc;
 	res = plan(&in, pr->sub, &keep);
 	if (!res)
 		return PIN_ERR_DB;
@@ -385,22 +400,11 @@ int slot_h_publish(struct pin_req *r, void *ud)
 	int64_t now = slot_api->now_us();
 
 	(void)ud;
-	rc = parse_batch(r, &in);
-	if (rc == PC_E_RESPONDED)
-		return PIN_OK;
-	if (rc < 0)
-		return rc;
+	if ((rc = parse_batch(r, &in)) < 0)
+		return rc == PC_E_RESPONDED ? PIN_OK : rc;
 
-	if ((rc = slot_api->db_begin()) < 0)
-		goto out;
-	in_tx = 1;
-	rc = pc_idem_begin(r, &idem);
-	if (rc == PC_E_REPLAYED || rc == PC_E_RESPONDED) {
-		rc = PIN_OK;
-		goto out;
-	}
-	if (rc < 0)
-		goto out;
+	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
+		return rc == PC_E_RESPONDED ? PIN_OK : rc;
 	/* One publisher per owner at a time: the overlap check of slot_plan
 	 * then sees every committed slot, and the exclusion constraint is the
 	 * safety net. */
@@ -521,17 +525,11 @@ int slot_h_publish(struct pin_req *r, void *ud)
 	json_object_object_add(body, "created", json_object_new_int(keep));
 	json_object_object_add(body, "slots", slots);
 	json_object_object_add(body, "skipped", skipped_json(pl));
-	if ((rc = pc_idem_store(&idem, 201, body, NULL)) < 0)
-		goto out;
-	rc = slot_api->db_commit();
-	in_tx = 0;
-	if (rc < 0)
+	if ((rc = slot_tx_commit_respond(r, &idem, &in_tx, 201, &body, NULL)) < 0)
 		goto out;
 	slot_api->metric_add("pin_calendar_slots_created_total", NULL, keep);
 	slot_api->log(PIN_LOG_INFO, "slot batch published", "batchId", batch_id,
 			"created", created, "skipped", skipped, NULL);
-	rc = slot_api->respond_json(r, 201, body);
-	body = NULL;
 out:
 	if (in_tx)
 		slot_api->db_rollback();

@@ -53,9 +53,8 @@ int slot_h_list(struct pin_req *r, void *ud)
 	int64_t from, to, cur_us = 0;
 	long long limit;
 	char cur_id[37], lim[24];
-	json_object *items, *body;
 	PGresult *res;
-	int i, n, rc;
+	int rc;
 
 	(void)ud;
 	pc_errs_init(&e);
@@ -85,19 +84,27 @@ int slot_h_list(struct pin_req *r, void *ud)
 		rc = PIN_ERR_DB;
 		goto out;
 	}
-	n = PQntuples(res);
-	items = json_object_new_array();
-	for (i = 0; i < n && i < limit; i++)
-		json_object_array_add(items, slot_json(res, i));
-	body = json_object_new_object();
-	json_object_object_add(body, "items", items);
-	pc_json_str(body, "nextCursor", n > limit ?
-			pc_cursor_make(pc_col_us(res, (int)limit - 1, 6),
-				PQgetvalue(res, (int)limit - 1, 0)) : NULL);
-	rc = slot_api->respond_json(r, 200, body);
+	rc = slot_api->respond_json(r, 200, slot_page_json(res, limit, 0, 6, slot_json));
 out:
 	pc_errs_free(&e);
 	return rc;
+}
+
+/* Locks the caller's row: sql takes $1 id, $2 owner, $3 tenant (p[0..2]).
+ * 0 with *res (one row); PC_E_RESPONDED after answering 404 not_found;
+ * PIN_ERR_DB. */
+static int lock_own(struct pin_req *r, const char *stmt, const char *sql,
+		const char *const *p, const char *not_found, const char *detail,
+		PGresult **res)
+{
+	*res = slot_api->db_exec_prepared(stmt, sql, 3, p);
+	if (!*res || PQresultStatus(*res) != PGRES_TUPLES_OK)
+		return PIN_ERR_DB;
+	if (PQntuples(*res) != 1) {
+		pc_problem(r, 404, not_found, detail);
+		return PC_E_RESPONDED;
+	}
+	return 0;
 }
 
 int slot_h_archive(struct pin_req *r, void *ud)
@@ -115,31 +122,16 @@ int slot_h_archive(struct pin_req *r, void *ud)
 	has_ver = pc_if_match(r, &want_ver);
 	if (has_ver == PC_E_RESPONDED)
 		return PIN_OK;
-	if ((rc = slot_api->db_begin()) < 0)
-		goto out;
-	in_tx = 1;
-	rc = pc_idem_begin(r, &idem);
-	if (rc == PC_E_REPLAYED || rc == PC_E_RESPONDED) {
-		rc = PIN_OK;
-		goto out;
-	}
-	if (rc < 0)
-		goto out;
+	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
+		return rc == PC_E_RESPONDED ? PIN_OK : rc;
 	p[0] = id;
 	p[1] = pr->sub;
 	p[2] = pr->tenant_id;
-	res = slot_api->db_exec_prepared("slots_lock_own",
+	if ((rc = lock_own(r, "slots_lock_own",
 		"SELECT " SLOT_COLS " FROM calendar.availability_slots s "
 		"WHERE s.id = $1::uuid AND s.owner_user_id = $2::uuid AND s.tenant_id = $3::uuid "
-		"FOR UPDATE", 3, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-		rc = PIN_ERR_DB;
+		"FOR UPDATE", p, "SLOT_NOT_FOUND", "no such slot", &res)) < 0)
 		goto out;
-	}
-	if (PQntuples(res) != 1) {
-		rc = pc_problem(r, 404, "SLOT_NOT_FOUND", "no such slot");
-		goto out;
-	}
 	if (has_ver == 1 && atoi(PQgetvalue(res, 0, 14)) != want_ver) {
 		rc = pc_problem(r, 409, "VERSION_CONFLICT",
 				"the slot was changed; reload it and retry");
@@ -171,21 +163,13 @@ int slot_h_archive(struct pin_req *r, void *ud)
 	}
 	/* Archived already: answered as is (idempotent by state). */
 	body = slot_json(res, 0);
-	if ((rc = pc_idem_store(&idem, 200, body, NULL)) < 0)
-		goto out;
-	rc = slot_api->db_commit();
-	in_tx = 0;
-	if (rc < 0)
-		goto out;
-	slot_api->set_header(r, "ETag", slot_api->sprintf("\"%s\"", PQgetvalue(res, 0, 14)));
-	rc = slot_api->respond_json(r, 200, body);
-	body = NULL;
+	rc = slot_tx_commit_respond(r, &idem, &in_tx, 200, &body, PQgetvalue(res, 0, 14));
 out:
 	if (in_tx)
 		slot_api->db_rollback();
 	if (body)
 		json_object_put(body);
-	return rc;
+	return rc == PC_E_RESPONDED ? PIN_OK : rc;
 }
 
 int slot_h_archive_batch(struct pin_req *r, void *ud)
@@ -200,34 +184,19 @@ int slot_h_archive_batch(struct pin_req *r, void *ud)
 	(void)ud;
 	if (!(id = pc_path_uuid(r, "batchId", "BATCH_NOT_FOUND")))
 		return PIN_OK;
-	if ((rc = slot_api->db_begin()) < 0)
-		goto out;
-	in_tx = 1;
-	rc = pc_idem_begin(r, &idem);
-	if (rc == PC_E_REPLAYED || rc == PC_E_RESPONDED) {
-		rc = PIN_OK;
-		goto out;
-	}
-	if (rc < 0)
-		goto out;
+	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
+		return rc == PC_E_RESPONDED ? PIN_OK : rc;
 	p[0] = id;
 	p[1] = pr->sub;
 	p[2] = pr->tenant_id;
 	p[3] = pc_time_param(slot_api->now_us());
 	/* Locks the batch row so two archives of one batch serialise; a slot
 	 * being booked meanwhile is re-checked by the UPDATE (status filter). */
-	res = slot_api->db_exec_prepared("slots_batch_lock",
+	if ((rc = lock_own(r, "slots_batch_lock",
 		"SELECT 1 FROM calendar.slot_batches b "
 		"WHERE b.id = $1::uuid AND b.owner_user_id = $2::uuid AND b.tenant_id = $3::uuid "
-		"FOR UPDATE", 3, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-		rc = PIN_ERR_DB;
+		"FOR UPDATE", p, "BATCH_NOT_FOUND", "no such batch", &res)) < 0)
 		goto out;
-	}
-	if (PQntuples(res) != 1) {
-		rc = pc_problem(r, 404, "BATCH_NOT_FOUND", "no such batch");
-		goto out;
-	}
 	res = slot_api->db_exec_prepared("slots_archive_batch",
 		"UPDATE calendar.availability_slots s SET status = 'Archived', "
 		"  version = s.version + 1, updated_at = $4::timestamptz "
@@ -240,18 +209,11 @@ int slot_h_archive_batch(struct pin_req *r, void *ud)
 	body = json_object_new_object();
 	json_object_object_add(body, "batchId", json_object_new_string(id));
 	json_object_object_add(body, "archived", json_object_new_int(atoi(PQcmdTuples(res))));
-	if ((rc = pc_idem_store(&idem, 200, body, NULL)) < 0)
-		goto out;
-	rc = slot_api->db_commit();
-	in_tx = 0;
-	if (rc < 0)
-		goto out;
-	rc = slot_api->respond_json(r, 200, body);
-	body = NULL;
+	rc = slot_tx_commit_respond(r, &idem, &in_tx, 200, &body, NULL);
 out:
 	if (in_tx)
 		slot_api->db_rollback();
 	if (body)
 		json_object_put(body);
-	return rc;
+	return rc == PC_E_RESPONDED ? PIN_OK : rc;
 }

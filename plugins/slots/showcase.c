@@ -62,9 +62,8 @@ int slot_h_showcase(struct pin_req *r, void *ud)
 	int64_t now = slot_api->now_us(), from, to, cur_us = 0, lower;
 	long long limit;
 	char cur_id[37], lim[24];
-	json_object *items, *body;
 	PGresult *res;
-	int i, n, rc;
+	int rc;
 
 	(void)ud;
 	pc_errs_init(&e);
@@ -111,17 +110,9 @@ int slot_h_showcase(struct pin_req *r, void *ud)
 		rc = PIN_ERR_DB;
 		goto out;
 	}
-	n = PQntuples(res);
-	items = json_object_new_array();
-	for (i = 0; i < n && i < limit; i++)
-		json_object_array_add(items, public_slot_json(res, i));
-	body = json_object_new_object();
-	json_object_object_add(body, "items", items);
-	pc_json_str(body, "nextCursor", n > limit ?
-			pc_cursor_make(pc_col_us(res, (int)limit - 1, 4),
-				PQgetvalue(res, (int)limit - 1, 0)) : NULL);
 	slot_api->metric_add("pin_calendar_showcase_requests_total", NULL, 1);
-	rc = slot_api->respond_json(r, 200, body);
+	rc = slot_api->respond_json(r, 200,
+			slot_page_json(res, limit, 0, 4, public_slot_json));
 out:
 	pc_errs_free(&e);
 	return rc;

@@ -32,6 +32,55 @@ json_object *slot_json(const PGresult *res, int row)
 	return o;
 }
 
+int slot_tx_begin(struct pin_req *r, struct pc_idem *idem, int *in_tx)
+{
+	int rc;
+
+	*in_tx = 0;
+	if ((rc = slot_api->db_begin()) < 0)
+		return rc;
+	rc = pc_idem_begin(r, idem);
+	if (rc == 0) {
+		*in_tx = 1;
+		return 0;
+	}
+	slot_api->db_rollback();
+	return rc == PC_E_REPLAYED || rc == PC_E_RESPONDED ? PC_E_RESPONDED : rc;
+}
+
+int slot_tx_commit_respond(struct pin_req *r, const struct pc_idem *idem, int *in_tx,
+		int status, json_object **body, const char *etag_version)
+{
+	int rc;
+
+	if ((rc = pc_idem_store(idem, status, *body, NULL)) < 0)
+		return rc;
+	rc = slot_api->db_commit();
+	*in_tx = 0;
+	if (rc < 0)
+		return rc;
+	if (etag_version)
+		slot_api->set_header(r, "ETag", slot_api->sprintf("\"%s\"", etag_version));
+	rc = slot_api->respond_json(r, status, *body);
+	*body = NULL;
+	return rc;
+}
+
+json_object *slot_page_json(const PGresult *res, long long limit, int id_col, int start_col,
+		json_object *(*item)(const PGresult *res, int row))
+{
+	json_object *items = json_object_new_array(), *body = json_object_new_object();
+	int i, n = PQntuples(res);
+
+	for (i = 0; i < n && i < limit; i++)
+		json_object_array_add(items, item(res, i));
+	json_object_object_add(body, "items", items);
+	pc_json_str(body, "nextCursor", n > limit ?
+			pc_cursor_make(pc_col_us(res, (int)limit - 1, start_col),
+				PQgetvalue(res, (int)limit - 1, id_col)) : NULL);
+	return body;
+}
+
 #define AGENT_ACTORS (PIN_ACTOR_AGENT | PIN_ACTOR_CONSULTANT)
 #define PERM "calendar.slots.manage"
 

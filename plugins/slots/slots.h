@@ -71,6 +71,36 @@ struct pc_errs;
 int slot_list_params(struct pin_req *r, int64_t def_from, int64_t *from, int64_t *to,
 		long long *limit, int64_t *cur_us, char cur_id[37], struct pc_errs *e);
 
+struct pc_idem;
+/*
+ * Opens the transaction of a write handler and runs the Idempotency-Key
+ * check (common.h).  0: inside the transaction, *in_tx = 1, go on;
+ * PC_E_RESPONDED: already answered (a replay, or a key reused with another
+ * request), rolled back, the handler returns PIN_OK; < 0 (PIN_ERR_DB): rolled
+ * back, the handler returns it.
+ */
+int slot_tx_begin(struct pin_req *r, struct pc_idem *idem, int *in_tx);
+
+/*
+ * Ends a write handler that opened its transaction with slot_tx_begin:
+ * stores the response under the Idempotency-Key, commits (*in_tx = 0), sets
+ * ETag: "etag_version" when etag_version is not NULL, and answers status
+ * with *body.  Ownership of *body passes to the host once it is answered
+ * (*body = NULL); on an error before that the caller still owns it and
+ * still rolls back when *in_tx.  0 ok, PIN_ERR_DB.
+ */
+int slot_tx_commit_respond(struct pin_req *r, const struct pc_idem *idem, int *in_tx,
+		int status, json_object **body, const char *etag_version);
+
+/*
+ * A keyset page {items, nextCursor} of a list query that fetched limit + 1
+ * rows ordered by (start_at, id): items are item(res, row) for the first
+ * limit rows; nextCursor is built from the last of them (id in column
+ * id_col, start in column start_col) when a further row exists.  New object.
+ */
+json_object *slot_page_json(const PGresult *res, long long limit, int id_col, int start_col,
+		json_object *(*item)(const PGresult *res, int row));
+
 /* Route handlers. */
 int slot_h_publish(struct pin_req *r, void *ud);        /* batch.c */
 int slot_h_preview(struct pin_req *r, void *ud);        /* batch.c */
