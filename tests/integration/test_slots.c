@@ -173,6 +173,103 @@ START_TEST(dst_sydney_fall_back_first_occurrence)
 }
 END_TEST
 
+/* Asserts that a preview and a publish of the same body gave the same slots
+ * (startAt, endAt) and the same skipped entries, in the same order. */
+static void assert_preview_eq_publish(const struct h_resp *pv, const struct h_resp *pb)
+{
+	json_object *a = arr(pv->json, "slots"), *b = arr(pb->json, "slots");
+	json_object *sa = arr(pv->json, "skipped"), *sb = arr(pb->json, "skipped");
+	size_t i;
+
+	ck_assert_int_eq((int)json_object_array_length(a), (int)json_object_array_length(b));
+	ck_assert_int_eq(json_object_get_int(h_jget(pb->json, "created")),
+			(int)json_object_array_length(a));
+	for (i = 0; i < json_object_array_length(a); i++) {
+		ck_assert_str_eq(idx_str(a, i, "startAt"), idx_str(b, i, "startAt"));
+		ck_assert_str_eq(idx_str(a, i, "endAt"), idx_str(b, i, "endAt"));
+	}
+	ck_assert_int_eq((int)json_object_array_length(sa), (int)json_object_array_length(sb));
+	for (i = 0; i < json_object_array_length(sa); i++) {
+		ck_assert_str_eq(idx_str(sa, i, "localDate"), idx_str(sb, i, "localDate"));
+		ck_assert_str_eq(idx_str(sa, i, "localStart"), idx_str(sb, i, "localStart"));
+		ck_assert_str_eq(idx_str(sa, i, "reason"), idx_str(sb, i, "reason"));
+	}
+}
+
+/* Sydney's fall-back (2027-04-04 03:00 AEDT -> 02:00 AEST) end to end:
+ * preview, then publish of the same body (same result), morning and
+ * afternoon windows on Saturday/Sunday/Monday keep their wall time (the UTC
+ * instant moves by one hour), and the ambiguous 02:00-03:00 hour is laid
+ * once, at its first (AEDT) occurrence. */
+START_TEST(dst_sydney_fall_back_publish)
+{
+	struct agent a = new_agent();
+	char *body = batch_body("Australia/Sydney",
+		"[{\"daysOfWeek\":[6,7,1],\"from\":\"09:00\",\"to\":\"10:00\"},"
+		" {\"daysOfWeek\":[6,7,1],\"from\":\"15:00\",\"to\":\"16:00\"},"
+		" {\"daysOfWeek\":[7],\"from\":\"02:00\",\"to\":\"03:00\"}]",
+		"2027-04-03", "2027-04-05", 30, NULL);
+	static const char *const starts[] = {
+		"2027-04-02T22:00:00Z", "2027-04-02T22:30:00Z",         /* Sat 09:00 AEDT */
+		"2027-04-03T04:00:00Z", "2027-04-03T04:30:00Z",         /* Sat 15:00 AEDT */
+		"2027-04-03T15:00:00Z", "2027-04-03T15:30:00Z",         /* Sun 02:00 AEDT (1st) */
+		"2027-04-03T23:00:00Z", "2027-04-03T23:30:00Z",         /* Sun 09:00 AEST */
+		"2027-04-04T05:00:00Z", "2027-04-04T05:30:00Z",         /* Sun 15:00 AEST */
+		"2027-04-04T23:00:00Z", "2027-04-04T23:30:00Z",         /* Mon 09:00 AEST */
+		"2027-04-05T05:00:00Z", "2027-04-05T05:30:00Z", NULL }; /* Mon 15:00 AEST */
+	static const char *const none[] = { NULL };
+	struct h_resp *pv = preview(&a, body), *pb;
+
+	ck_assert_msg(pv->status == 200, "%ld %s", pv->status, pv->body);
+	assert_starts(pv, starts);
+	assert_skipped(pv, none);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1", a.sub), 0);
+	pb = h_post(BATCHES, a.token, body);
+	ck_assert_msg(pb->status == 201, "%ld %s", pb->status, pb->body);
+	assert_starts(pb, starts);
+	assert_preview_eq_publish(pv, pb);
+	/* stored: every slot at its local wall time, none at the second 02:00/02:30 */
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1 AND time_zone = 'Australia/Sydney' "
+		"AND to_char(start_at AT TIME ZONE 'Australia/Sydney', 'HH24:MI') "
+		"    IN ('09:00', '09:30', '15:00', '15:30', '02:00', '02:30')", a.sub), 14);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1 AND start_at >= '2027-04-03T16:00:00Z' "
+		"AND start_at < '2027-04-03T17:00:00Z'", a.sub), 0);
+	/* publishing it again creates nothing: every slot is an overlap now */
+	pb = h_post(BATCHES, a.token, body);
+	ck_assert_msg(pb->status == 201, "%ld %s", pb->status, pb->body);
+	ck_assert_int_eq(json_object_get_int(h_jget(pb->json, "created")), 0);
+	ck_assert_int_eq((int)json_object_array_length(arr(pb->json, "skipped")), 14);
+}
+END_TEST
+
+/* Preview and publish agree on a spring-forward day too (dst_gap skips). */
+START_TEST(dst_new_york_preview_equals_publish)
+{
+	struct agent a = new_agent();
+	char *body = batch_body("America/New_York",
+		"[{\"daysOfWeek\":[6,7],\"from\":\"01:00\",\"to\":\"04:00\"},"
+		" {\"daysOfWeek\":[7],\"from\":\"13:00\",\"to\":\"14:30\"}]",
+		"2027-03-13", "2027-03-14", 30, "\"gapMinutes\":15");
+	struct h_resp *pv = preview(&a, body), *pb;
+	static const char *const skipped[] = { "2027-03-14 02:30 dst_gap", NULL };
+
+	ck_assert_msg(pv->status == 200, "%ld %s", pv->status, pv->body);
+	/* 01:00, 01:45, 02:30 (gap), 03:15 local, both days; 13:00, 13:45 Sunday */
+	assert_skipped(pv, skipped);
+	pb = h_post(BATCHES, a.token, body);
+	ck_assert_msg(pb->status == 201, "%ld %s", pb->status, pb->body);
+	assert_preview_eq_publish(pv, pb);
+	ck_assert_int_eq(json_object_get_int(h_jget(pb->json, "created")), 9);
+	/* Sunday 03:15 is EDT (07:15Z), Saturday 03:15 EST (08:15Z) */
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1 AND start_at IN ('2027-03-14T07:15:00Z', "
+		"'2027-03-13T08:15:00Z')", a.sub), 2);
+}
+END_TEST
+
 /* Europe/Berlin 2027-10-31 is beyond today + 183: DB-only on calendar.slot_plan. */
 START_TEST(dst_berlin_fall_back_db_only)
 {
@@ -304,11 +401,13 @@ START_TEST(overlap_with_existing_and_exclusion_constraint)
 	const char *win = "[{\"daysOfWeek\":[1,2,3,4,5],\"from\":\"09:00\",\"to\":\"12:00\"}]";
 	struct h_resp *r = h_post(BATCHES, a.token, batch_body("Europe/Berlin", win,
 			date_in(10), date_in(16), 60, NULL));
+	const char *batch1;
 	int created;
 
 	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
 	created = json_object_get_int(h_jget(r->json, "created"));
 	ck_assert_int_ge(created, 12);
+	batch1 = h_strdup(h_jstr(h_jget(r->json, "batch"), "id"));
 	/* same windows, shifted by 30 min: every slot overlaps */
 	r = h_post(BATCHES, a.token, batch_body("Europe/Berlin",
 		"[{\"daysOfWeek\":[1,2,3,4,5],\"from\":\"09:30\",\"to\":\"11:30\"}]",
@@ -329,6 +428,15 @@ START_TEST(overlap_with_existing_and_exclusion_constraint)
 		ck_assert_str_eq(PQresultErrorField(res, PG_DIAG_SQLSTATE), "23P01");
 		PQclear(res);
 	}
+	/* archived slots no longer block their time: the shifted batch now fits */
+	r = h_post(h_sprintf(BATCHES "/%s/archive", batch1), a.token, NULL);
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "archived")), created);
+	r = h_post(BATCHES, a.token, batch_body("Europe/Berlin",
+		"[{\"daysOfWeek\":[1,2,3,4,5],\"from\":\"09:30\",\"to\":\"11:30\"}]",
+		date_in(10), date_in(16), 60, NULL));
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "created")), created * 2 / 3);
 }
 END_TEST
 
@@ -354,6 +462,42 @@ START_TEST(batch_too_large_writes_nothing)
 		date_in(2), date_in(26), 30, NULL));
 	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
 	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "slots")), 500);
+}
+END_TEST
+
+/* The limit counts the slots to create: 520 candidates of which 20 overlap
+ * existing slots give 500 (fine); the same 520 without the overlaps are
+ * too many. */
+START_TEST(batch_limit_counts_created_slots)
+{
+	struct agent a = new_agent(), b = new_agent();
+	const char *w = "[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"02:00\",\"to\":\"12:00\"}]";
+	char *big = batch_body("UTC", w, date_in(2), date_in(27), 30, NULL);
+	struct h_resp *r = h_post(BATCHES, a.token, batch_body("UTC", w, date_in(2),
+			date_in(2), 30, NULL)), *pv;
+	json_object *sk;
+	size_t i;
+
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "created")), 20);
+	pv = preview(&a, big);
+	ck_assert_msg(pv->status == 200, "%ld %s", pv->status, pv->body);
+	ck_assert_int_eq((int)json_object_array_length(arr(pv->json, "slots")), 500);
+	sk = arr(pv->json, "skipped");
+	ck_assert_int_eq((int)json_object_array_length(sk), 20);
+	for (i = 0; i < 20; i++)
+		ck_assert_str_eq(idx_str(sk, i, "reason"), "overlap");
+	r = h_post(BATCHES, a.token, big);
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	assert_preview_eq_publish(pv, r);
+	ck_assert_int_eq(json_object_get_int(h_jget(h_jget(r->json, "batch"), "skippedCount")), 20);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1 AND status = 'Available'", a.sub), 520);
+
+	h_assert_problem(preview(&b, big), 422, "SLOT_BATCH_TOO_LARGE");
+	h_assert_problem(h_post(BATCHES, b.token, big), 422, "SLOT_BATCH_TOO_LARGE");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1", b.sub), 0);
 }
 END_TEST
 
@@ -422,6 +566,10 @@ START_TEST(validation_errors)
 	expect_422(&a, batch_body("UTC", w, t, f, 60, NULL), "VALIDATION_FAILED", "toDate");
 	expect_422(&a, batch_body("UTC", w, "2027-02-30", t, 60, NULL),
 			"VALIDATION_FAILED", "fromDate");
+	/* a window shorter than one slot would silently give nothing */
+	expect_422(&a, batch_body("UTC", "[{\"daysOfWeek\":[1],\"from\":\"09:00\",\"to\":\"12:00\"},"
+		"{\"daysOfWeek\":[2],\"from\":\"09:00\",\"to\":\"09:45\"}]", f, t, 60, NULL),
+		"VALIDATION_FAILED", "windows[1].to");
 	expect_422(&a, batch_body("UTC", w, f, t, 10, NULL),
 			"VALIDATION_FAILED", "slotDurationMinutes");
 	expect_422(&a, batch_body("UTC", w, f, t, 481, NULL),
@@ -631,22 +779,79 @@ START_TEST(showcase_filters)
 }
 END_TEST
 
+/* The WHERE shape of the showcase statement of plugins/slots/showcase.c
+ * (SHOWCASE_SQL) for one driver, with the optional filters bound to NULL as
+ * a custom plan sees them.  Keep in sync. */
+static char *showcase_explain(const char *driver)
+{
+	return h_sprintf("EXPLAIN SELECT s.id, u.display_name "
+		"FROM calendar.availability_slots s "
+		"LEFT JOIN calendar.user_replicas u ON u.user_id = s.owner_user_id "
+		"WHERE s.status = 'Available' AND %s "
+		"  AND (%s IS NULL OR s.owner_user_id = %s) "
+		"  AND (%s IS NULL OR s.project_id = %s) "
+		"  AND (%s IS NULL OR s.property_object_id = %s) "
+		"  AND (NULL::text IS NULL OR s.kind = NULL::text) "
+		"  AND s.start_at >= now() + interval '60 min' "
+		"  AND s.start_at < now() + interval '92 days' "
+		"  AND (s.start_at, s.id) > (now() + interval '60 min', "
+		"       '00000000-0000-0000-0000-000000000000'::uuid) "
+		"ORDER BY s.start_at, s.id LIMIT 101",
+		h_sprintf("s.%s = $1::uuid", driver),
+		!strcmp(driver, "owner_user_id") ? "$1::uuid" : "NULL::uuid",
+		!strcmp(driver, "owner_user_id") ? "$1::uuid" : "NULL::uuid",
+		!strcmp(driver, "project_id") ? "$1::uuid" : "NULL::uuid",
+		!strcmp(driver, "project_id") ? "$1::uuid" : "NULL::uuid",
+		!strcmp(driver, "property_object_id") ? "$1::uuid" : "NULL::uuid",
+		!strcmp(driver, "property_object_id") ? "$1::uuid" : "NULL::uuid");
+}
+
+/* Every driving filter of the showcase is served by an index of
+ * availability_slots, never by a sequential scan, whatever else the table
+ * holds (the planner may pick either owner index: both give the order). */
 START_TEST(showcase_uses_index)
 {
+	static const char *const drivers[][3] = {
+		{ "owner_user_id", "ix_availability_slots_showcase_owner",
+			"ix_availability_slots_owner_start" },
+		{ "project_id", "ix_availability_slots_showcase_project", NULL },
+		{ "property_object_id", "ix_availability_slots_showcase_property", NULL },
+	};
 	PGresult *res;
-	int i, found = 0;
+	size_t d;
+	int i;
 
-	/* whatever the table size: the query shape must be able to use an index */
+	/* some volume: 300 owners x 8 slots, far ahead, then fresh statistics */
+	h_sql("INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, kind, "
+		"  start_at, end_at, time_zone, project_id, property_object_id, created_at, updated_at) "
+		"SELECT gen_random_uuid(), o.t, o.o, 'Showing', "
+		"  date_trunc('hour', now()) + interval '120 days' + k * interval '1 hour', "
+		"  date_trunc('hour', now()) + interval '120 days' + k * interval '1 hour' + interval '30 min', "
+		"  'UTC', o.p, o.q, now(), now() "
+		"FROM (SELECT gen_random_uuid() AS o, gen_random_uuid() AS t, gen_random_uuid() AS p, "
+		"        gen_random_uuid() AS q FROM generate_series(1, 300)) o "
+		"CROSS JOIN generate_series(0, 7) k");
+	h_sql("ANALYZE calendar.availability_slots");
 	h_sql("SET enable_seqscan = off");
-	res = h_sql("EXPLAIN SELECT s.id FROM calendar.availability_slots s "
-		"WHERE s.status = 'Available' AND s.owner_user_id = $1::uuid "
-		"AND s.start_at >= now() ORDER BY s.start_at, s.id LIMIT 100", h_uuid());
-	for (i = 0; i < PQntuples(res); i++)
-		if (strstr(PQgetvalue(res, i, 0), "Index") &&
-		    strstr(PQgetvalue(res, i, 0), "ix_availability_slots_showcase_owner"))
-			found = 1;
+	for (d = 0; d < sizeof(drivers) / sizeof(drivers[0]); d++) {
+		char *plan = h_strdup("");
+		int indexed = 0;
+
+		res = h_sql(showcase_explain(drivers[d][0]), h_uuid());
+		for (i = 0; i < PQntuples(res); i++) {
+			const char *l = PQgetvalue(res, i, 0);
+
+			plan = h_sprintf("%s\n%s", plan, l);
+			if (strstr(l, "Scan") && (strstr(l, drivers[d][1]) ||
+			    (drivers[d][2] && strstr(l, drivers[d][2]))))
+				indexed = 1;
+		}
+		ck_assert_msg(!strstr(plan, "Seq Scan on availability_slots"),
+				"%s: sequential scan:%s", drivers[d][0], plan);
+		ck_assert_msg(indexed, "%s: no showcase index in the plan:%s",
+				drivers[d][0], plan);
+	}
 	h_sql("RESET enable_seqscan");
-	ck_assert_msg(found, "showcase plan does not use the owner index");
 }
 END_TEST
 
@@ -683,6 +888,53 @@ START_TEST(slot_expiration_job)
 }
 END_TEST
 
+/* Booked -> Archived 30 days after the end leaves the appointment that
+ * references the slot intact: it stays readable, and a later release by the
+ * appointment (investor cancel) does not bring the archived slot back. */
+START_TEST(slot_expiration_booked_with_appointment)
+{
+	struct agent a = new_agent();
+	char *inv = h_uuid(), *itok = h_token("investor", inv, NULL);
+	const char *st = "SELECT status FROM calendar.availability_slots WHERE id = $1";
+	const char *slot, *apt;
+	struct h_resp *r = h_post(BATCHES, a.token, batch_body("UTC",
+		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"11:00\"}]",
+		date_in(3), date_in(3), 60, "\"autoConfirm\":true"));
+
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	slot = h_strdup(idx_str(arr(r->json, "slots"), 0, "id"));
+	r = h_post("/api/public/calendar/appointments", itok,
+			h_sprintf("{\"slotId\":\"%s\"}", slot));
+	ck_assert_msg(r->status == 201, "book: %ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "status"), "Confirmed");
+	apt = h_strdup(h_jstr(r->json, "id"));
+	/* the slot as the job sees it 45 days on */
+	h_sql("UPDATE calendar.availability_slots SET start_at = start_at - interval '45 days', "
+		"end_at = end_at - interval '45 days' WHERE id = $1", slot);
+	ck_assert_int_eq(h_run_worker_once(0), 0);
+	ck_assert_str_eq(h_sql_scalar(st, slot), "Archived");
+	ck_assert_str_eq(h_sql_scalar("SELECT status FROM calendar.appointments WHERE id = $1",
+			apt), "Confirmed");
+	r = h_get(h_sprintf("/api/v1/investor/calendar/appointments/%s", apt), itok);
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(h_jget(r->json, "slot"), "status"), "Archived");
+	r = h_post(h_sprintf("/api/v1/investor/calendar/appointments/%s/cancel", apt), itok, NULL);
+	ck_assert_msg(r->status == 200, "cancel: %ld %s", r->status, r->body);
+	ck_assert_str_eq(h_sql_scalar(st, slot), "Archived");
+}
+END_TEST
+
+/* A pin.identity.users.v1 envelope with message id mid. */
+static char *user_msg_id(const char *mid, const char *user, const char *name,
+		const char *created_at, const char *status)
+{
+	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-updated\","
+		"\"contractVersion\":1,\"createdAt\":\"%s\",\"aggregateType\":\"User\","
+		"\"aggregateId\":\"%s\",\"correlationId\":null,\"payload\":{\"userId\":\"%s\","
+		"\"displayName\":\"%s\",\"avatarUrl\":null,\"email\":\"x@example.com\","
+		"\"phone\":\"+100\",\"status\":\"%s\"}}", mid, created_at, user, user, name, status);
+}
+
 static char *user_msg(const char *user, const char *name, const char *created_at,
 		const char *status, char **mid_out)
 {
@@ -690,12 +942,7 @@ static char *user_msg(const char *user, const char *name, const char *created_at
 
 	if (mid_out)
 		*mid_out = mid;
-
-	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-updated\","
-		"\"contractVersion\":1,\"createdAt\":\"%s\",\"aggregateType\":\"User\","
-		"\"aggregateId\":\"%s\",\"correlationId\":null,\"payload\":{\"userId\":\"%s\","
-		"\"displayName\":\"%s\",\"avatarUrl\":null,\"email\":\"x@example.com\","
-		"\"phone\":\"+100\",\"status\":\"%s\"}}", mid, created_at, user, user, name, status);
+	return user_msg_id(mid, user, name, created_at, status);
 }
 
 START_TEST(identity_replica_consumer)
@@ -728,6 +975,55 @@ START_TEST(identity_replica_consumer)
 }
 END_TEST
 
+/* Redelivery and a replay from the start (inbox rows already purged by
+ * housekeeping) converge: one replica row, the newest message wins, every
+ * message id is in the inbox once. */
+START_TEST(identity_replay_converges)
+{
+	const char *user = h_uuid();
+	const char *q = "SELECT display_name || '/' || status FROM calendar.user_replicas "
+		"WHERE user_id = $1";
+	const char *inbox = "SELECT count(*) FROM calendar.inbox "
+		"WHERE consumer_group = 'calendar-identity-users' AND message_id = $1::uuid";
+	const char *t = "pin.identity.users.v1";
+	char *m1 = h_sql_scalar("SELECT gen_random_uuid()::text");
+	char *m2 = h_sql_scalar("SELECT gen_random_uuid()::text");
+	char *m3 = h_sql_scalar("SELECT gen_random_uuid()::text");
+	char *v1 = user_msg_id(m1, user, "Old Name", "2026-11-30T08:00:00.000Z", "Active");
+	char *v2 = user_msg_id(m2, user, "New Name", "2026-11-30T09:00:00.000Z", "Active");
+	char *v3 = user_msg_id(m3, user, "Newest Name", "2026-11-30T10:00:00.000Z", "Deactivated");
+	char *sentinel;
+
+	ck_assert_int_eq(h_kafka_produce(t, user, v1), 0);
+	ck_assert_int_eq(h_kafka_produce(t, user, v2), 0);
+	ck_assert_int_eq(h_kafka_produce(t, user, v3), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int(inbox, m3) == 1, 60000), "first pass not consumed");
+	ck_assert_str_eq(h_sql_scalar(q, user), "Newest Name/Deactivated");
+
+	/* redelivery of all three (inbox hits), then a replay as if from offset 0
+	 * with the inbox rows gone (the replica's last event time decides) */
+	ck_assert_int_eq(h_kafka_produce(t, user, v3), 0);
+	ck_assert_int_eq(h_kafka_produce(t, user, v1), 0);
+	ck_assert_int_eq(h_kafka_produce(t, user, v2), 0);
+	h_sql("DELETE FROM calendar.inbox WHERE consumer_group = 'calendar-identity-users' "
+		"AND message_id IN ($1::uuid, $2::uuid)", m1, m2);
+	ck_assert_int_eq(h_kafka_produce(t, user, v1), 0);
+	ck_assert_int_eq(h_kafka_produce(t, user, v2), 0);
+	/* same key, same partition: once this older sentinel is in the inbox,
+	 * everything produced before it was handled */
+	sentinel = user_msg(user, "Sentinel", "2026-11-30T07:00:00.000Z", "Active", &m1);
+	ck_assert_int_eq(h_kafka_produce(t, user, sentinel), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int(inbox, m1) == 1, 60000), "replay not consumed");
+	ck_assert_str_eq(h_sql_scalar(q, user), "Newest Name/Deactivated");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.user_replicas "
+		"WHERE user_id = $1", user), 1);
+	ck_assert_int_eq(h_sql_int(inbox, m2), 1);
+	ck_assert_int_eq(h_sql_int(inbox, m3), 1);
+	ck_assert_str_eq(h_sql_scalar("SELECT last_event_at = '2026-11-30T10:00:00Z' "
+		"FROM calendar.user_replicas WHERE user_id = $1", user), "t");
+}
+END_TEST
+
 static bool dlq_for(const struct h_kmsg *m, void *ud)
 {
 	return m->key && !strcmp(m->key, (const char *)ud);
@@ -757,6 +1053,8 @@ Suite *make_slots_suite(void)
 	tcase_add_test(tc, dst_berlin_spring_forward);
 	tcase_add_test(tc, dst_new_york_spring_forward);
 	tcase_add_test(tc, dst_sydney_fall_back_first_occurrence);
+	tcase_add_test(tc, dst_sydney_fall_back_publish);
+	tcase_add_test(tc, dst_new_york_preview_equals_publish);
 	tcase_add_test(tc, dst_berlin_fall_back_db_only);
 	tcase_add_test(tc, dst_duration_across_gap_overlap);
 	tcase_add_test(tc, dst_weekly_window_keeps_wall_time);
@@ -767,6 +1065,7 @@ Suite *make_slots_suite(void)
 	tc = h_tcase("batches", 60);
 	tcase_add_test(tc, overlap_with_existing_and_exclusion_constraint);
 	tcase_add_test(tc, batch_too_large_writes_nothing);
+	tcase_add_test(tc, batch_limit_counts_created_slots);
 	tcase_add_test(tc, validation_errors);
 	tcase_add_test(tc, tz_canonical_spelling);
 	tcase_add_test(tc, auth_errors);
@@ -781,7 +1080,9 @@ Suite *make_slots_suite(void)
 
 	tc = h_tcase("workers", 180);
 	tcase_add_test(tc, slot_expiration_job);
+	tcase_add_test(tc, slot_expiration_booked_with_appointment);
 	tcase_add_test(tc, identity_replica_consumer);
+	tcase_add_test(tc, identity_replay_converges);
 	tcase_add_test(tc, identity_invalid_payload_dlq);
 	suite_add_tcase(s, tc);
 	return s;
