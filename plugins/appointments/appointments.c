@@ -125,7 +125,10 @@ int apt_conflict_rc(int rc)
 
 json_object *apt_body(struct pin_req *r, const char *const *allowed, struct pc_errs *e)
 {
-	json_object *b = pc_body(r, e);
+	json_object *b;
+
+	pc_errs_init(e);
+	b = pc_body(r, e);
 
 	if (!b) {
 		pc_errs_respond(r, 400, "MALFORMED_REQUEST", "the body must be a JSON object", e);

@@ -23,7 +23,6 @@ int apt_h_book(struct pin_req *r, void *ud)
 	int rc, attempt = 0;
 
 	(void)ud;
-	pc_errs_init(&e);
 	memset(&b, 0, sizeof(b));
 	if (!(body = apt_body(r, allowed, &e)))
 		return PIN_OK;
@@ -31,8 +30,7 @@ int apt_h_book(struct pin_req *r, void *ud)
 	pc_get_string(body, "comment", 0, 0, APT_COMMENT_MAX, &b.comment, &e);
 	pc_get_uuid(body, "consultationRequestId", 0, &b.consultation_request_id, &e);
 	if (e.n > 0)
-		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "the request has invalid fields",
-				&e);
+		return apt_fail(r, PC_E_VALIDATION, &e);
 	b.investor_user_id = me->sub;
 
 again:
@@ -115,13 +113,11 @@ int apt_h_investor_reschedule(struct pin_req *r, void *ud)
 	json_object *body;
 
 	(void)ud;
-	pc_errs_init(&e);
 	if (!(body = apt_body(r, allowed, &e)))
 		return PIN_OK;
 	pc_get_uuid(body, "newSlotId", 1, &c.new_slot_id, &e);
 	if (e.n > 0)
-		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "the request has invalid fields",
-				&e);
+		return apt_fail(r, PC_E_VALIDATION, &e);
 	memset(&w, 0, sizeof(w));
 	w.scope.investor_user_id = me->sub;
 	w.op = op_reschedule;

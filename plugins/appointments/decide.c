@@ -33,7 +33,6 @@ int apt_h_agent_confirm(struct pin_req *r, void *ud)
 	struct pc_errs e;
 
 	(void)ud;
-	pc_errs_init(&e);
 	if (!apt_body(r, allowed, &e))
 		return PIN_OK;
 	agent_scope(r, &w);
@@ -75,14 +74,12 @@ static int agent_end(struct pin_req *r, const char *status, const char *reason)
 	struct pc_errs e;
 	json_object *body;
 
-	pc_errs_init(&e);
 	if (!(body = apt_body(r, allowed, &e)))
 		return PIN_OK;
 	pc_get_string(body, "reason", 0, 0, APT_REASON_MAX, &x.cancel_reason, &e);
 	pc_get_bool(body, "releaseSlot", 0, &x.release_slot, &e);
 	if (e.n > 0)
-		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "the request has invalid fields",
-				&e);
+		return apt_fail(r, PC_E_VALIDATION, &e);
 	agent_scope(r, &w);
 	w.op = op_end;
 	w.ctx = &x;
@@ -111,13 +108,11 @@ int apt_h_investor_cancel(struct pin_req *r, void *ud)
 	json_object *body;
 
 	(void)ud;
-	pc_errs_init(&e);
 	if (!(body = apt_body(r, allowed, &e)))
 		return PIN_OK;
 	pc_get_string(body, "reason", 0, 0, APT_REASON_MAX, &x.cancel_reason, &e);
 	if (e.n > 0)
-		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "the request has invalid fields",
-				&e);
+		return apt_fail(r, PC_E_VALIDATION, &e);
 	memset(&w, 0, sizeof(w));
 	w.scope.investor_user_id = me->sub;
 	w.status = 200;
@@ -148,14 +143,12 @@ int apt_h_agent_complete(struct pin_req *r, void *ud)
 	json_object *body;
 
 	(void)ud;
-	pc_errs_init(&e);
 	if (!(body = apt_body(r, allowed, &e)))
 		return PIN_OK;
 	pc_get_enum(body, "outcome", 1, outcomes, &c.outcome, &e);
 	pc_get_string(body, "note", 0, 0, APT_NOTE_MAX, &c.note, &e);
 	if (e.n > 0)
-		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "the request has invalid fields",
-				&e);
+		return apt_fail(r, PC_E_VALIDATION, &e);
 	agent_scope(r, &w);
 	w.op = op_complete;
 	w.ctx = &c;

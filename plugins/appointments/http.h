@@ -26,7 +26,9 @@ int apt_retryable(int rc, int *attempt);
 int apt_conflict_rc(int rc);
 
 /* The body as an object with only the allowed fields: NULL after answering
- * 400 (not an object) / 422 (unknown fields); errors go to e otherwise. */
+ * 400 (not an object) / 422 (unknown fields); otherwise e is initialised and
+ * collects the caller's field errors (answer them with
+ * apt_fail(r, PC_E_VALIDATION, &e)). */
 json_object *apt_body(struct pin_req *r, const char *const *allowed, struct pc_errs *e);
 
 /*
