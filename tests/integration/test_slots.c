@@ -502,6 +502,38 @@ START_TEST(batch_limit_counts_created_slots)
 }
 END_TEST
 
+/* A repeated publish with the same Idempotency-Key answers the first
+ * response again and writes nothing more; another body under that key is
+ * refused. */
+START_TEST(publish_idempotency_key)
+{
+	struct agent a = new_agent();
+	char *body = batch_body("UTC",
+		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"12:00\"}]",
+		date_in(6), date_in(6), 60, NULL);
+	const char *key = h_sprintf("Idempotency-Key: %s", h_uuid());
+	struct h_resp *r1 = h_request("POST", BATCHES, a.token, body, key), *r2;
+
+	ck_assert_msg(r1->status == 201, "%ld %s", r1->status, r1->body);
+	ck_assert_int_eq(json_object_get_int(h_jget(r1->json, "created")), 2);
+	r2 = h_request("POST", BATCHES, a.token, body, key);
+	ck_assert_msg(r2->status == 201, "replay: %ld %s", r2->status, r2->body);
+	ck_assert_str_eq(h_jstr(h_jget(r2->json, "batch"), "id"),
+			h_jstr(h_jget(r1->json, "batch"), "id"));
+	ck_assert_int_eq(json_object_get_int(h_jget(r2->json, "created")), 2);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.slot_batches "
+		"WHERE owner_user_id = $1", a.sub), 1);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1", a.sub), 2);
+	r2 = h_request("POST", BATCHES, a.token, batch_body("UTC",
+		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"14:00\",\"to\":\"15:00\"}]",
+		date_in(6), date_in(6), 60, NULL), key);
+	h_assert_problem(r2, 422, "VALIDATION_FAILED");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1", a.sub), 2);
+}
+END_TEST
+
 /* ------------------------------------------------------------ 4xx */
 
 static void expect_422(const struct agent *a, const char *body, const char *code,
@@ -1078,6 +1110,7 @@ Suite *make_slots_suite(void)
 	tcase_add_test(tc, overlap_with_existing_and_exclusion_constraint);
 	tcase_add_test(tc, batch_too_large_writes_nothing);
 	tcase_add_test(tc, batch_limit_counts_created_slots);
+	tcase_add_test(tc, publish_idempotency_key);
 	tcase_add_test(tc, validation_errors);
 	tcase_add_test(tc, tz_canonical_spelling);
 	tcase_add_test(tc, auth_errors);
