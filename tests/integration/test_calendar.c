@@ -656,6 +656,15 @@ START_TEST(agency_and_pin_manager_views)
 	r = h_get(h_sprintf("/api/v1/agency/calendar/events?from=%s&to=%s&ownerUserIds=%s",
 			from, to, b.sub), head);
 	ck_assert_int_eq(json_object_array_length(h_jget(r->json, "items")), 1);
+	/* naming another tenant's agent does not leave the caller's tenant */
+	r = h_get(h_sprintf("/api/v1/agency/calendar/events?from=%s&to=%s&ownerUserIds=%s,%s",
+			from, to, foreign.sub, b.sub), head);
+	ck_assert_msg(r->status == 200, "team %ld %s", r->status, r->body);
+	items = h_jget(r->json, "items");
+	ck_assert_int_eq(json_object_array_length(items), 1);
+	ck_assert_str_eq(h_jstr(json_object_array_get_idx(items, 0), "ownerUserId"), b.sub);
+	h_assert_problem(h_get(h_sprintf("/api/v1/agency/calendar/events?from=%s&to=%s"
+			"&ownerUserIds=nope", from, to), head), 400, "MALFORMED_REQUEST");
 	h_assert_problem(h_get(h_sprintf("/api/v1/agency/calendar/events?from=%s&to=%s",
 			from, to), head_noperm), 403, "FORBIDDEN");
 
