@@ -15,6 +15,7 @@ struct tdb {
 	int64_t last_attempt_us;
 	bool up;
 	bool in_tx;
+	bool conflict;      /* a 40P01 / 40001 happened since the last take */
 	size_t nprep;
 	char *prep[MAX_PREPARED];
 };
@@ -115,6 +116,8 @@ static void check_result(PGresult *res, const char *what)
 	}
 	/* primary message only: DETAIL may carry values (PII) */
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	if (state && (!strcmp(state, "40P01") || !strcmp(state, "40001")))
+		t.conflict = true;
 	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
 	/* constraint violations are answered by handlers: log at debug */
 	int lvl = (state && state[0] == '2' && state[1] == '3') ? PIN_LOG_DEBUG :
@@ -246,6 +249,14 @@ void pin_db_rollback(void)
 	if (t.conn && PQstatus(t.conn) == CONNECTION_OK &&
 	    PQtransactionStatus(t.conn) != PQTRANS_IDLE)
 		simple("ROLLBACK", NULL);
+}
+
+bool pin_db_take_conflict(void)
+{
+	bool c = t.conflict;
+
+	t.conflict = false;
+	return c;
 }
 
 bool pin_db_in_tx(void)

@@ -21,6 +21,7 @@
 
 #define MAX_HEADERS 8
 #define DRAIN_MAX (1024 * 1024)
+#define TX_ATTEMPTS 3
 
 struct kvp {
 	char *k, *v;
@@ -436,9 +437,24 @@ static void handle(FCGX_Request *fr)
 		pin_respond_problem(&r, 503, "UNAVAILABLE", "database unreachable", NULL);
 		goto send;
 	}
-	rc = r.match.e->r.fn(&r, r.match.e->r.ud);
-	if (pin_db_in_tx())
-		pin_db_rollback();
+	/* A deadlock or serialization failure aborted the handler's transaction
+	 * before it answered: everything it wrote is rolled back, so the request
+	 * runs again on a fresh transaction (at most TX_ATTEMPTS runs). */
+	pin_db_take_conflict();
+	for (int attempt = 1;; attempt++) {
+		rc = r.match.e->r.fn(&r, r.match.e->r.ud);
+		if (pin_db_in_tx())
+			pin_db_rollback();
+		if (r.responded || rc != PIN_ERR_DB || !pin_db_take_conflict())
+			break;
+		pin_metric_add("pin_http_tx_conflicts_total", NULL, 1);
+		if (attempt == TX_ATTEMPTS) {
+			pin_respond_problem(&r, 409, "VERSION_CONFLICT",
+				"concurrent update of the same data; retry", NULL);
+			break;
+		}
+		r.nheaders = 0;
+	}
 	if (!r.responded) {
 		if (rc == PIN_ERR_DB || !pin_db_conn())
 			pin_respond_problem(&r, 503, "UNAVAILABLE",

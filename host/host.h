@@ -59,6 +59,9 @@ int pin_db_begin(void);
 int pin_db_commit(void);
 void pin_db_rollback(void);
 bool pin_db_in_tx(void);
+/* true once after a deadlock / serialization failure (40P01, 40001) on
+ * this thread; clears the flag */
+bool pin_db_take_conflict(void);
 const char *pin_db_sqlstate(const PGresult *res);
 const char *pin_db_constraint(const PGresult *res);
 /* exec outside the arena: caller PQclears */

@@ -20,8 +20,6 @@ static const struct apt_problem {
 		"the appointment has started; complete it instead" },
 	{ PC_E_VERSION, 409, "VERSION_CONFLICT",
 		"the appointment was changed meanwhile (If-Match)" },
-	{ APT_E_CONFLICT, 409, "VERSION_CONFLICT",
-		"a concurrent change of the same appointment or slot; try again" },
 	{ APT_E_SLOT_NOT_FOUND, 404, "SLOT_NOT_FOUND", "no such slot" },
 	{ APT_E_SLOT_BOOKED, 409, "SLOT_ALREADY_BOOKED",
 		"the slot has just been booked; choose another one" },
@@ -65,64 +63,6 @@ int apt_fail(struct pin_req *r, int rc, struct pc_errs *e)
 	return rc < 0 ? rc : PIN_ERR;
 }
 
-/* ------------------------------------------------- lock conflicts, retry */
-
-/*
- * A deadlock (40P01) or serialization failure (40001) aborts the whole
- * transaction, and the host only says PIN_ERR_DB.  appointments.so hands the
- * shared code (pc_api) a copy of the host table whose db_exec* note these
- * SQLSTATEs per thread, so a write can run once more on a fresh transaction
- * (apt_retryable) instead of answering 500.
- */
-static const struct pin_host_api *host;
-static struct pin_host_api noting;
-static __thread int tx_conflict;
-
-static PGresult *note(PGresult *res)
-{
-	const char *st;
-
-	if (res && PQresultStatus(res) == PGRES_FATAL_ERROR) {
-		st = host->db_sqlstate(res);
-		if (strcmp(st, "40P01") == 0 || strcmp(st, "40001") == 0)
-			tx_conflict = 1;
-	}
-	return res;
-}
-
-static PGresult *noting_exec(const char *sql, int n, const char *const *params)
-{
-	return note(host->db_exec(sql, n, params));
-}
-
-static PGresult *noting_exec_prepared(const char *name, const char *sql, int n,
-		const char *const *params)
-{
-	return note(host->db_exec_prepared(name, sql, n, params));
-}
-
-static int noting_begin(void)
-{
-	tx_conflict = 0;
-	return host->db_begin();
-}
-
-int apt_retryable(int rc, int *attempt)
-{
-	if (rc != PIN_ERR_DB || !tx_conflict)
-		return 0;
-	pc_api->metric_add("pin_calendar_appointment_tx_conflicts_total", NULL, 1);
-	if (++*attempt >= APT_TX_ATTEMPTS)
-		return 0;
-	pc_api->db_rollback();
-	return 1;
-}
-
-int apt_conflict_rc(int rc)
-{
-	return rc == PIN_ERR_DB && tx_conflict ? APT_E_CONFLICT : rc;
-}
-
 json_object *apt_body(struct pin_req *r, const char *const *allowed, struct pc_errs *e)
 {
 	json_object *b;
@@ -148,14 +88,13 @@ int apt_write_run(struct pin_req *r, struct apt_write *w)
 	PGresult *locked, *view;
 	json_object *body = NULL;
 	const char *loc = NULL;
-	int rc, have_ver, ver = 0, attempt = 0;
+	int rc, have_ver, ver = 0;
 
 	if (!id)
 		return PIN_OK;
 	have_ver = pc_if_match(r, &ver);
 	if (have_ver == PC_E_RESPONDED)
 		return PIN_OK;
-again:
 	if (pc_api->db_begin() != 0)
 		return PIN_ERR_DB;
 	if ((rc = pc_idem_begin(r, &idem)) < 0)
@@ -187,9 +126,8 @@ fail:
 	if (body)
 		json_object_put(body);
 	body = NULL;
-	if (apt_retryable(rc, &attempt))
-		goto again;
-	return apt_fail(r, apt_conflict_rc(rc), NULL);
+	/* PIN_ERR_DB after a deadlock: the host runs the request again */
+	return apt_fail(r, rc, NULL);
 }
 
 /* ---------------------------------------------------------------- routes */
@@ -225,15 +163,9 @@ static const struct pin_route routes[] = {
 static int apt_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
-	size_t i, n = api->size < sizeof(noting) ? api->size : sizeof(noting);
+	size_t i;
 
-	host = api;
-	memcpy(&noting, api, n);
-	noting.size = n;
-	noting.db_exec = noting_exec;
-	noting.db_exec_prepared = noting_exec_prepared;
-	noting.db_begin = noting_begin;
-	pc_init(&noting);
+	pc_init(api);
 	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
 		if (reg->route(reg, &routes[i]) < 0) {
 			snprintf(err, errlen, "appointments: cannot register %s %s",

@@ -20,7 +20,7 @@ int apt_h_book(struct pin_req *r, void *ud)
 	json_object *body, *out = NULL;
 	PGresult *view;
 	const char *id, *loc;
-	int rc, attempt = 0;
+	int rc;
 
 	(void)ud;
 	memset(&b, 0, sizeof(b));
@@ -33,7 +33,6 @@ int apt_h_book(struct pin_req *r, void *ud)
 		return apt_fail(r, PC_E_VALIDATION, &e);
 	b.investor_user_id = me->sub;
 
-again:
 	if (pc_api->db_begin() != 0)
 		return PIN_ERR_DB;
 	if ((rc = pc_idem_begin(r, &idem)) < 0)
@@ -55,11 +54,10 @@ fail:
 	if (out)
 		json_object_put(out);
 	out = NULL;
-	if (apt_retryable(rc, &attempt))
-		goto again;
 	if (rc == APT_E_SLOT_BOOKED)
 		pc_api->metric_add("pin_calendar_booking_conflicts_total", NULL, 1);
-	return apt_fail(r, apt_conflict_rc(rc), &e);
+	/* PIN_ERR_DB after a deadlock: the host runs the request again */
+	return apt_fail(r, rc, &e);
 }
 
 /* ------------------------------------------------------------- reschedule */

@@ -14,16 +14,10 @@
 int apt_fail(struct pin_req *r, int rc, struct pc_errs *e);
 
 /*
- * Deadlocks and serialization failures (40P01 / 40001): a write calls
- * apt_retryable(rc, &attempt) after a failure; it rolls back and returns 1
- * when the transaction should run once more (at most APT_TX_ATTEMPTS runs).
- * apt_conflict_rc(rc) then turns a last conflict into APT_E_CONFLICT
- * (409 VERSION_CONFLICT) instead of a 500.
+ * Deadlocks and serialization failures (40P01 / 40001) end a write with
+ * PIN_ERR_DB and nothing answered: the host then rolls back and runs the
+ * whole request again (3 runs at most, then 409 VERSION_CONFLICT).
  */
-#define APT_TX_ATTEMPTS 3
-#define APT_E_CONFLICT -60
-int apt_retryable(int rc, int *attempt);
-int apt_conflict_rc(int rc);
 
 /* The body as an object with only the allowed fields: NULL after answering
  * 400 (not an object) / 422 (unknown fields); otherwise e is initialised and
