@@ -302,23 +302,31 @@ int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t no
 
 /* --------------------------------------------------------- representations */
 
-json_object *pc_event_json(const PGresult *res, int row)
+/* Who and what an event is: the head of the representation ("id") and of
+ * every event-* payload ("eventId"). */
+static json_object *event_identity(const char *id_key, const PGresult *res, int row)
 {
 	json_object *o = json_object_new_object();
 
-	pc_json_col(o, "id", res, row, PC_EC_ID);
+	pc_json_col(o, id_key, res, row, PC_EC_ID);
 	pc_json_col(o, "tenantId", res, row, PC_EC_TENANT);
 	pc_json_col(o, "ownerUserId", res, row, PC_EC_OWNER);
 	pc_json_col(o, "kind", res, row, PC_EC_KIND);
 	pc_json_col(o, "origin", res, row, PC_EC_ORIGIN);
-	pc_json_col(o, "status", res, row, PC_EC_STATUS);
-	pc_json_col(o, "priority", res, row, PC_EC_PRIORITY);
-	pc_json_col(o, "title", res, row, PC_EC_TITLE);
-	pc_json_col(o, "description", res, row, PC_EC_DESCRIPTION);
-	pc_json_col(o, "location", res, row, PC_EC_LOCATION);
+	return o;
+}
+
+/* When: startAt, endAt (null for a point event), timeZone. */
+static void event_when(json_object *o, const PGresult *res, int row)
+{
 	pc_json_col_time(o, "startAt", res, row, PC_EC_START);
 	pc_json_col_time(o, "endAt", res, row, PC_EC_END);
 	pc_json_col(o, "timeZone", res, row, PC_EC_TZ);
+}
+
+/* The references to other contexts (ids only), same order everywhere. */
+static void event_refs(json_object *o, const PGresult *res, int row)
+{
 	pc_json_col(o, "clientUserId", res, row, PC_EC_CLIENT);
 	pc_json_col(o, "leadId", res, row, PC_EC_LEAD);
 	pc_json_col(o, "dealId", res, row, PC_EC_DEAL);
@@ -326,6 +334,19 @@ json_object *pc_event_json(const PGresult *res, int row)
 	pc_json_col(o, "projectId", res, row, PC_EC_PROJECT);
 	pc_json_col(o, "propertyObjectId", res, row, PC_EC_PROPERTY);
 	pc_json_col(o, "appointmentId", res, row, PC_EC_APPOINTMENT);
+}
+
+json_object *pc_event_json(const PGresult *res, int row)
+{
+	json_object *o = event_identity("id", res, row);
+
+	pc_json_col(o, "status", res, row, PC_EC_STATUS);
+	pc_json_col(o, "priority", res, row, PC_EC_PRIORITY);
+	pc_json_col(o, "title", res, row, PC_EC_TITLE);
+	pc_json_col(o, "description", res, row, PC_EC_DESCRIPTION);
+	pc_json_col(o, "location", res, row, PC_EC_LOCATION);
+	event_when(o, res, row);
+	event_refs(o, res, row);
 	json_object_object_add(o, "reminderOffsetsMinutes",
 			pc_json_int_array(col(res, row, PC_EC_OFFSETS)));
 	pc_json_col(o, "cancelReason", res, row, PC_EC_CANCEL_REASON);
@@ -368,21 +389,7 @@ json_object *pc_event_reminders_json(const char *event_id)
  * identity fields and carries the same instants. */
 static json_object *payload_identity(const PGresult *res, int row)
 {
-	json_object *o = json_object_new_object();
-
-	pc_json_col(o, "eventId", res, row, PC_EC_ID);
-	pc_json_col(o, "tenantId", res, row, PC_EC_TENANT);
-	pc_json_col(o, "ownerUserId", res, row, PC_EC_OWNER);
-	pc_json_col(o, "kind", res, row, PC_EC_KIND);
-	pc_json_col(o, "origin", res, row, PC_EC_ORIGIN);
-	return o;
-}
-
-static void payload_when(json_object *o, const PGresult *res, int row)
-{
-	pc_json_col_time(o, "startAt", res, row, PC_EC_START);
-	pc_json_col_time(o, "endAt", res, row, PC_EC_END);
-	pc_json_col(o, "timeZone", res, row, PC_EC_TZ);
+	return event_identity("eventId", res, row);
 }
 
 json_object *pc_payload_event_created(const PGresult *res, int row)
@@ -391,14 +398,8 @@ json_object *pc_payload_event_created(const PGresult *res, int row)
 
 	pc_json_col(o, "status", res, row, PC_EC_STATUS);
 	pc_json_col(o, "priority", res, row, PC_EC_PRIORITY);
-	payload_when(o, res, row);
-	pc_json_col(o, "clientUserId", res, row, PC_EC_CLIENT);
-	pc_json_col(o, "leadId", res, row, PC_EC_LEAD);
-	pc_json_col(o, "dealId", res, row, PC_EC_DEAL);
-	pc_json_col(o, "bookingId", res, row, PC_EC_BOOKING);
-	pc_json_col(o, "projectId", res, row, PC_EC_PROJECT);
-	pc_json_col(o, "propertyObjectId", res, row, PC_EC_PROPERTY);
-	pc_json_col(o, "appointmentId", res, row, PC_EC_APPOINTMENT);
+	event_when(o, res, row);
+	event_refs(o, res, row);
 	pc_json_col(o, "createdByUserId", res, row, PC_EC_CREATED_BY);
 	return o;
 }
@@ -409,7 +410,7 @@ json_object *pc_payload_event_rescheduled(const PGresult *res, int row)
 	json_object *o = payload_identity(res, row);
 
 	pc_json_col(o, "clientUserId", res, row, PC_EC_CLIENT);
-	payload_when(o, res, row);
+	event_when(o, res, row);
 	return o;
 }
 
@@ -423,7 +424,7 @@ json_object *pc_payload_event_status_changed(const PGresult *res, int row,
 	pc_json_col(o, "status", res, row, PC_EC_STATUS);
 	/* CancelReason is class Internal: carried in the payload, never logged */
 	pc_json_col(o, "cancelReason", res, row, PC_EC_CANCEL_REASON);
-	payload_when(o, res, row);
+	event_when(o, res, row);
 	pc_json_col(o, "dealId", res, row, PC_EC_DEAL);
 	pc_json_col(o, "bookingId", res, row, PC_EC_BOOKING);
 	pc_json_col(o, "appointmentId", res, row, PC_EC_APPOINTMENT);
