@@ -83,7 +83,7 @@ json_object *apt_body(struct pin_req *r, const char *const *allowed, struct pc_e
 
 int apt_write_run(struct pin_req *r, struct apt_write *w)
 {
-	const char *id = pc_path_uuid(r, "appointmentId", APT_NOT_FOUND);
+	const char *id = pc_path_uuid(r, "appointmentId");
 	struct pc_idem idem;
 	PGresult *locked, *view;
 	json_object *body = NULL;

@@ -80,7 +80,7 @@ static int list(struct pin_req *r, const struct apt_scope *sc, int with_agents)
 
 static int card(struct pin_req *r, const struct apt_scope *sc)
 {
-	const char *id = pc_path_uuid(r, "appointmentId", APT_NOT_FOUND);
+	const char *id = pc_path_uuid(r, "appointmentId");
 	PGresult *row;
 	int rc;
 

@@ -120,7 +120,7 @@ int cal_events_list(struct pin_req *r, void *ud)
 int cal_events_get(struct pin_req *r, void *ud)
 {
 	const struct pin_principal *p = me(r);
-	const char *id = pc_path_uuid(r, "id", NOT_FOUND);
+	const char *id = pc_path_uuid(r, "id");
 	const char *params[3];
 	PGresult *res;
 
@@ -272,7 +272,7 @@ int cal_events_patch(struct pin_req *r, void *ud)
 	(void)ud;
 	pc_errs_init(&e);
 	memset(&s, 0, sizeof(s));
-	if (!(id = pc_path_uuid(r, "id", NOT_FOUND)))
+	if (!(id = pc_path_uuid(r, "id")))
 		return PIN_OK;
 	b = pc_body(r, &e);
 	if (!b)
@@ -362,7 +362,7 @@ static int event_action(struct pin_req *r, const char *action)
 	PGresult *row, *res;
 
 	pc_errs_init(&e);
-	if (!(id = pc_path_uuid(r, "id", NOT_FOUND)))
+	if (!(id = pc_path_uuid(r, "id")))
 		return PIN_OK;
 	b = pc_body(r, &e);
 	if (b) {

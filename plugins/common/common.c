@@ -424,12 +424,13 @@ enum pc_field pc_q_uuid_list(struct pin_req *r, const char *name, int required,
 	return PC_SET;
 }
 
-const char *pc_path_uuid(struct pin_req *r, const char *name, const char *not_found_code)
+const char *pc_path_uuid(struct pin_req *r, const char *name)
 {
 	const char *v = pc_api->req_param(r, name);
 
 	if (!v || !pc_api->is_uuid(v)) {
-		pc_problem(r, 404, not_found_code, "no such object");
+		pc_problem(r, 400, "MALFORMED_REQUEST",
+			pc_api->sprintf("path parameter %s must be a uuid", name));
 		return NULL;
 	}
 	return v;

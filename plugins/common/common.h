@@ -127,8 +127,8 @@ enum pc_field pc_q_uuid_list(struct pin_req *r, const char *name, int required,
 		size_t max_n, const char **out_array_literal, struct pc_errs *e);
 
 /* Path parameter that must be a uuid: returns it, or NULL after answering
- * 404 not_found_code (a malformed id cannot name an existing object). */
-const char *pc_path_uuid(struct pin_req *r, const char *name, const char *not_found_code);
+ * 400 MALFORMED_REQUEST (api.md: "bad uuid ... in path"). */
+const char *pc_path_uuid(struct pin_req *r, const char *name);
 
 /* ================================================================== time */
 

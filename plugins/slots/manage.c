@@ -117,7 +117,7 @@ int slot_h_archive(struct pin_req *r, void *ud)
 	int rc, in_tx = 0, has_ver, want_ver = 0;
 
 	(void)ud;
-	if (!(id = pc_path_uuid(r, "id", "SLOT_NOT_FOUND")))
+	if (!(id = pc_path_uuid(r, "id")))
 		return PIN_OK;
 	has_ver = pc_if_match(r, &want_ver);
 	if (has_ver == PC_E_RESPONDED)
@@ -182,7 +182,7 @@ int slot_h_archive_batch(struct pin_req *r, void *ud)
 	int rc, in_tx = 0;
 
 	(void)ud;
-	if (!(id = pc_path_uuid(r, "batchId", "BATCH_NOT_FOUND")))
+	if (!(id = pc_path_uuid(r, "batchId")))
 		return PIN_OK;
 	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
 		return rc == PC_E_RESPONDED ? PIN_OK : rc;

@@ -835,7 +835,7 @@ START_TEST(agent_lists_and_agency)
 	r = h_get(h_sprintf(AG "/%s", idb), a.token);
 	h_assert_problem(r, 404, "APPOINTMENT_NOT_FOUND");
 	r = h_get(AG "/not-a-uuid", a.token);
-	h_assert_problem(r, 404, "APPOINTMENT_NOT_FOUND");
+	h_assert_problem(r, 400, "MALFORMED_REQUEST");
 
 	/* agency: the tenant's agents only */
 	r = h_get(AGENCY, head);

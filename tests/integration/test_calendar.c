@@ -522,7 +522,7 @@ START_TEST(foreign_ids_are_404)
 		h_assert_problem(post_id(o[i], id, "reschedule",
 				h_sprintf("{\"startAt\":\"%s\"}", h_iso_in(DAY))), 404, "EVENT_NOT_FOUND");
 	}
-	h_assert_problem(h_get(EV "/not-a-uuid", w.tok), 404, "EVENT_NOT_FOUND");
+	h_assert_problem(h_get(EV "/not-a-uuid", w.tok), 400, "MALFORMED_REQUEST");
 	h_assert_problem(h_get(h_sprintf(EV "/%s", h_uuid()), w.tok), 404, "EVENT_NOT_FOUND");
 	ck_assert_str_eq(h_sql_scalar("SELECT status FROM calendar.calendar_events WHERE id = $1",
 			id), "Planned");

@@ -691,7 +691,7 @@ START_TEST(archive_slot_and_batch)
 	r = h_post(h_sprintf(SLOTS "/%s/archive", idx_str(slots, 2, "id")), other.token, NULL);
 	h_assert_problem(r, 404, "SLOT_NOT_FOUND");
 	r = h_post(SLOTS "/not-a-uuid/archive", a.token, NULL);
-	h_assert_problem(r, 404, "SLOT_NOT_FOUND");
+	h_assert_problem(r, 400, "MALFORMED_REQUEST");
 
 	r = h_post(h_sprintf(BATCHES "/%s/archive", batch_id), other.token, NULL);
 	h_assert_problem(r, 404, "BATCH_NOT_FOUND");
