@@ -375,6 +375,26 @@ json_object *pc_payload_event_status_changed(const PGresult *res, int row,
 #define PC_TOPIC_EVENT_STATUS_CHANGED "pin.calendar.event-status-changed.v1"
 #define PC_TOPIC_REMINDER_DUE         "pin.calendar.reminder-due.v1"
 
+/* ============================================ owner reassignment (event_owner.c) */
+
+#define PC_TOPIC_EVENT_OWNER_CHANGED  "pin.calendar.event-owner-changed.v1"
+
+/*
+ * INV-CAL-8: moves a locked event (pc_event_lock) to owner_user_id and
+ * tenant_id (NULL = keep the tenant) and writes event-owner-changed (reason,
+ * e.g. "ExecutorChanged") to the outbox, in the caller's transaction.
+ * Reminders are untouched (their rows follow the event).  0 with *row_out,
+ * PC_UNCHANGED (same owner and tenant: nothing written, *row_out = locked),
+ * PIN_ERR_DB.  Status and origin are the caller's checks.
+ */
+int pc_event_change_owner(const PGresult *locked, const char *tenant_id,
+		const char *owner_user_id, const char *reason, int64_t now_us,
+		PGresult **row_out);
+/* event-owner-changed payload (events.md); new object, no PII. */
+json_object *pc_payload_event_owner_changed(const PGresult *res, int row,
+		const char *previous_tenant_id, const char *previous_owner_user_id,
+		const char *reason);
+
 #ifdef __cplusplus
 }
 #endif
