@@ -10,5 +10,12 @@ int wrk_reminders_register(struct pin_registrar *reg, char *err, size_t errlen);
 int wrk_slots_register(struct pin_registrar *reg, char *err, size_t errlen);      /* slot_jobs.c */
 int wrk_identity_register(struct pin_registrar *reg, char *err, size_t errlen);   /* identity.c */
 int wrk_appointments_register(struct pin_registrar *reg, char *err, size_t errlen); /* appointments.c */
+int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen); /* crm_booking.c */
+int wrk_crm_deal_register(struct pin_registrar *reg, char *err, size_t errlen);    /* crm_deal.c */
+
+/* crm_booking.c: a CRM deadline event -> action ("complete" / "cancel")
+ * while it is open; terminal events are left alone.  0 / PIN_ERR_DB. */
+int wrk_crm_event_close(const char *event_id, const char *action, const char *reason,
+		int64_t now_us);
 
 #endif

@@ -1,0 +1,322 @@
+/* api.c -- the caller's notifications (api.md "Notifications area"):
+ *   GET  /api/v1/me/notifications?unreadOnly=&limit=&cursor=
+ *   POST /api/v1/me/notifications/{id}/read
+ *   GET  /api/v1/me/notification-settings
+ *   PUT  /api/v1/me/notification-settings
+ * Any authenticated actor; the caller is the token's sub.  Another user's
+ * notification answers 404 NOTIFICATION_NOT_FOUND (ids do not leak). */
+#include "config.h"
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include "common.h"
+#include "notify.h"
+
+#define DEFAULT_LIMIT 20
+#define MAX_LIMIT 100
+
+#define ITEM_COLS \
+	"id, kind, urgency, status, title, body, deep_link, payload::text, " \
+	"(extract(epoch FROM created_at) * 1000000)::bigint, " \
+	"(extract(epoch FROM read_at) * 1000000)::bigint"
+
+static json_object *item_json(const PGresult *res, int row)
+{
+	json_object *o = json_object_new_object();
+
+	pc_json_col(o, "id", res, row, 0);
+	pc_json_col(o, "kind", res, row, 1);
+	pc_json_col(o, "urgency", res, row, 2);
+	pc_json_col(o, "status", res, row, 3);
+	pc_json_col(o, "title", res, row, 4);
+	pc_json_col(o, "body", res, row, 5);
+	pc_json_col(o, "deepLink", res, row, 6);
+	json_object_object_add(o, "payload", json_tokener_parse(PQgetvalue(res, row, 7)));
+	pc_json_col_time(o, "createdAt", res, row, 8);
+	pc_json_col_time(o, "readAt", res, row, 9);
+	json_object_object_add(o, "read", json_object_new_boolean(!PQgetisnull(res, row, 9)));
+	return o;
+}
+
+static const char *const bools[] = { "true", "false", NULL };
+
+int ntf_h_list(struct pin_req *r, void *ud)
+{
+	const struct pin_principal *me = ntf_api->req_principal(r);
+	struct pc_errs e;
+	const char *unread = "false", *cursor, *p[5];
+	long long limit = DEFAULT_LIMIT;
+	int64_t cur_us = 0;
+	char cur_id[37], lim[24];
+	json_object *items, *body;
+	PGresult *res, *cnt;
+	int i, n;
+
+	(void)ud;
+	pc_errs_init(&e);
+	pc_q_enum(r, "unreadOnly", 0, bools, &unread, &e);
+	pc_q_int(r, "limit", 0, 1, MAX_LIMIT, &limit, &e);
+	cursor = ntf_api->req_query(r, "cursor");
+	if (cursor && *cursor && pc_cursor_parse(cursor, &cur_us, cur_id) != 0)
+		pc_errs_add(&e, "cursor", "is malformed");
+	if (e.n)
+		return pc_errs_respond(r, 400, "MALFORMED_REQUEST", "invalid query parameters", &e);
+	snprintf(lim, sizeof(lim), "%lld", limit + 1);
+	p[0] = me->sub;
+	p[1] = unread;
+	p[2] = cursor && *cursor ? pc_time_param(cur_us) : NULL;
+	p[3] = cursor && *cursor ? cur_id : NULL;
+	p[4] = lim;
+	res = ntf_api->db_exec_prepared("ntf_list",
+		"SELECT " ITEM_COLS " FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid AND channel = 'InApp' "
+		"  AND (NOT $2::boolean OR read_at IS NULL) "
+		"  AND ($3::timestamptz IS NULL OR (created_at, id) < ($3::timestamptz, $4::uuid)) "
+		"ORDER BY created_at DESC, id DESC LIMIT $5::int", 5, p);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+		return PIN_ERR_DB;
+	cnt = ntf_api->db_exec_prepared("ntf_unread_count",
+		"SELECT count(*) FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid AND channel = 'InApp' AND read_at IS NULL", 1, p);
+	if (!cnt || PQresultStatus(cnt) != PGRES_TUPLES_OK)
+		return PIN_ERR_DB;
+	items = json_object_new_array();
+	n = PQntuples(res);
+	for (i = 0; i < n && i < limit; i++)
+		json_object_array_add(items, item_json(res, i));
+	body = json_object_new_object();
+	json_object_object_add(body, "items", items);
+	pc_json_str(body, "nextCursor", n > limit ?
+			pc_cursor_make(pc_col_us(res, (int)limit - 1, 8),
+				PQgetvalue(res, (int)limit - 1, 0)) : NULL);
+	pc_json_col_int(body, "unreadCount", cnt, 0, 0);
+	return ntf_api->respond_json(r, 200, body);
+}
+
+int ntf_h_read(struct pin_req *r, void *ud)
+{
+	const struct pin_principal *me = ntf_api->req_principal(r);
+	const char *id = pc_path_uuid(r, "id"), *p[3];
+	char now[40];
+	PGresult *res;
+
+	(void)ud;
+	if (!id)
+		return PIN_OK;
+	ntf_api->fmt_time(ntf_api->now_us(), now, sizeof(now));
+	p[0] = id;
+	p[1] = me->sub;
+	p[2] = now;
+	res = ntf_api->db_exec_prepared("ntf_read",
+		"UPDATE notifications.notifications "
+		"SET status = 'Read', read_at = coalesce(read_at, $3::timestamptz) "
+		"WHERE id = $1::uuid AND recipient_user_id = $2::uuid AND channel = 'InApp' "
+		"RETURNING " ITEM_COLS, 3, p);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+		return PIN_ERR_DB;
+	if (PQntuples(res) == 0)
+		return pc_problem(r, 404, "NOTIFICATION_NOT_FOUND", "notification not found");
+	return ntf_api->respond_json(r, 200, item_json(res, 0));
+}
+
+/* ---------------------------------------------------------------- settings */
+
+static int settings_respond(struct pin_req *r, const char *user)
+{
+	const char *p[1] = { user };
+	PGresult *res = ntf_api->db_exec_prepared("ntf_settings_get",
+		"SELECT coalesce(s.locale, c.locale, 'ru'), "
+		"  coalesce(s.time_zone, c.time_zone, 'Europe/Moscow'), "
+		"  to_char(s.quiet_from, 'HH24:MI'), to_char(s.quiet_to, 'HH24:MI'), "
+		"  coalesce(s.global_mute, false), coalesce(s.overrides, '{}'::jsonb)::text "
+		"FROM (SELECT $1::uuid AS u) q "
+		"LEFT JOIN notifications.user_notification_settings s ON s.user_id = q.u "
+		"LEFT JOIN notifications.recipient_contacts c ON c.user_id = q.u", 1, p);
+	json_object *o, *qh = NULL;
+
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+		return PIN_ERR_DB;
+	o = json_object_new_object();
+	pc_json_col(o, "locale", res, 0, 0);
+	pc_json_col(o, "timeZone", res, 0, 1);
+	if (!PQgetisnull(res, 0, 2)) {
+		qh = json_object_new_object();
+		pc_json_col(qh, "from", res, 0, 2);
+		pc_json_col(qh, "to", res, 0, 3);
+	}
+	json_object_object_add(o, "quietHours", qh);
+	json_object_object_add(o, "globalMute",
+			json_object_new_boolean(!strcmp(PQgetvalue(res, 0, 4), "t")));
+	json_object_object_add(o, "overrides", json_tokener_parse(PQgetvalue(res, 0, 5)));
+	return ntf_api->respond_json(r, 200, o);
+}
+
+int ntf_h_settings_get(struct pin_req *r, void *ud)
+{
+	(void)ud;
+	return settings_respond(r, ntf_api->req_principal(r)->sub);
+}
+
+static int in_list(const char *s, const char *const *list)
+{
+	for (; *list; list++)
+		if (!strcmp(s, *list))
+			return 1;
+	return 0;
+}
+
+/* "HH:MM" 00:00..23:59 */
+static int hhmm_ok(const char *s)
+{
+	return strlen(s) == 5 && isdigit((unsigned char)s[0]) && isdigit((unsigned char)s[1]) &&
+		s[2] == ':' && isdigit((unsigned char)s[3]) && isdigit((unsigned char)s[4]) &&
+		(s[0] - '0') * 10 + (s[1] - '0') < 24 && s[3] < '6';
+}
+
+/* "ru", "en", "en-US" */
+static int locale_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return (n == 2 || (n == 5 && s[2] == '-' && isupper((unsigned char)s[3]) &&
+			isupper((unsigned char)s[4]))) &&
+		islower((unsigned char)s[0]) && islower((unsigned char)s[1]);
+}
+
+/* overrides: {Kind: {Channel: bool}}; a new compact text (arena) or NULL. */
+static const char *overrides_text(json_object *v, struct pc_errs *e)
+{
+	int errs = e->n;
+
+	if (!json_object_is_type(v, json_type_object)) {
+		pc_errs_add(e, "overrides", "must be an object {Kind: {Channel: boolean}}");
+		return NULL;
+	}
+	json_object_object_foreach(v, kind, chans) {
+		if (!in_list(kind, ntf_kinds)) {
+			pc_errs_add(e, ntf_api->sprintf("overrides.%s", kind), "unknown kind");
+			continue;
+		}
+		if (!chans || !json_object_is_type(chans, json_type_object)) {
+			pc_errs_add(e, ntf_api->sprintf("overrides.%s", kind),
+					"must be an object {Channel: boolean}");
+			continue;
+		}
+		json_object_object_foreach(chans, ch, flag) {
+			if (!in_list(ch, ntf_channels))
+				pc_errs_add(e, ntf_api->sprintf("overrides.%s.%s", kind, ch),
+						"unknown channel");
+			else if (!flag || !json_object_is_type(flag, json_type_boolean))
+				pc_errs_add(e, ntf_api->sprintf("overrides.%s.%s", kind, ch),
+						"must be a boolean");
+		}
+	}
+	if (e->n > errs)
+		return NULL;
+	return ntf_api->strdup(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+}
+
+static const char *const settings_fields[] = {
+	"locale", "timeZone", "quietHours", "globalMute", "overrides", NULL
+};
+static const char *const quiet_fields[] = { "from", "to", NULL };
+
+/*
+ * PUT: fields present replace the stored value, absent fields keep it
+ * (a first PUT starts from the defaults); locale / timeZone null go back to
+ * the contact replica's value (else ru / Europe/Moscow); quietHours null =
+ * no quiet window; overrides null = {}.
+ */
+int ntf_h_settings_put(struct pin_req *r, void *ud)
+{
+	const char *user = ntf_api->req_principal(r)->sub;
+	struct pc_errs e;
+	json_object *b, *v;
+	const char *locale = NULL, *tz = NULL, *qf = NULL, *qt = NULL, *ovr = NULL,
+		*p[13];
+	enum pc_field fl = PC_ABSENT, ft = PC_ABSENT, fm = PC_ABSENT;
+	int mute = 0, has_q = 0, has_o = 0, rc;
+	char now[40];
+	PGresult *res;
+
+	(void)ud;
+	pc_errs_init(&e);
+	if (!(b = pc_body(r, &e)))
+		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "invalid body", &e);
+	pc_check_fields(b, settings_fields, &e);
+	fl = pc_get_string(b, "locale", 0, 2, 5, &locale, &e);
+	if (fl == PC_SET && !locale_ok(locale)) {
+		pc_errs_add(&e, "locale", "must look like ru, en or en-US");
+		fl = PC_INVALID;
+	}
+	ft = pc_get_string(b, "timeZone", 0, 1, 64, &tz, &e);
+	fm = pc_get_bool(b, "globalMute", 0, &mute, &e);
+	if (fm == PC_NULL)
+		pc_errs_add(&e, "globalMute", "must be a boolean");
+	if (json_object_object_get_ex(b, "quietHours", &v)) {
+		has_q = 1;
+		if (v && !json_object_is_type(v, json_type_object)) {
+			pc_errs_add(&e, "quietHours", "must be {from: HH:MM, to: HH:MM} or null");
+		} else if (v) {
+			struct pc_errs qe;
+
+			pc_errs_init(&qe);
+			pc_check_fields(v, quiet_fields, &e);
+			pc_get_string(v, "from", 1, 5, 5, &qf, &qe);
+			pc_get_string(v, "to", 1, 5, 5, &qt, &qe);
+			pc_errs_free(&qe);
+			if (!qf || !hhmm_ok(qf))
+				pc_errs_add(&e, "quietHours.from", "must be HH:MM (00:00-23:59)");
+			if (!qt || !hhmm_ok(qt))
+				pc_errs_add(&e, "quietHours.to", "must be HH:MM (00:00-23:59)");
+			if (qf && qt && !strcmp(qf, qt))
+				pc_errs_add(&e, "quietHours", "from and to must differ");
+		}
+	}
+	if (json_object_object_get_ex(b, "overrides", &v)) {
+		has_o = 1;
+		ovr = v ? overrides_text(v, &e) : "{}";
+	}
+	if (e.n)
+		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "invalid settings", &e);
+	if (ft == PC_SET) {
+		rc = pc_tz_canonical(tz, &tz);
+		if (rc < 0)
+			return rc;
+		if (rc == 1) {
+			pc_errs_add(&e, "timeZone", "unknown IANA time zone");
+			return pc_errs_respond(r, 422, "UNKNOWN_TIME_ZONE", "unknown time zone", &e);
+		}
+	}
+	ntf_api->fmt_time(ntf_api->now_us(), now, sizeof(now));
+	p[0] = user;
+	p[1] = fl == PC_SET ? locale : NULL;
+	p[2] = ft == PC_SET ? tz : NULL;
+	p[3] = qf;
+	p[4] = qt;
+	p[5] = fm == PC_SET ? (mute ? "true" : "false") : NULL;
+	p[6] = has_o ? ovr : NULL;
+	p[7] = now;
+	p[8] = fl != PC_ABSENT ? "true" : "false";
+	p[9] = ft != PC_ABSENT ? "true" : "false";
+	p[10] = has_q ? "true" : "false";
+	p[11] = fm != PC_ABSENT ? "true" : "false";
+	p[12] = has_o ? "true" : "false";
+	res = ntf_api->db_exec_prepared("ntf_settings_put",
+		"INSERT INTO notifications.user_notification_settings AS s (user_id, locale, "
+		"  time_zone, quiet_from, quiet_to, global_mute, overrides, created_at, updated_at) "
+		"VALUES ($1::uuid, $2, $3, $4::time, $5::time, coalesce($6::boolean, false), "
+		"  coalesce($7::jsonb, '{}'::jsonb), $8::timestamptz, $8::timestamptz) "
+		"ON CONFLICT (user_id) DO UPDATE SET "
+		"  locale = CASE WHEN $9::boolean THEN EXCLUDED.locale ELSE s.locale END, "
+		"  time_zone = CASE WHEN $10::boolean THEN EXCLUDED.time_zone ELSE s.time_zone END, "
+		"  quiet_from = CASE WHEN $11::boolean THEN EXCLUDED.quiet_from ELSE s.quiet_from END, "
+		"  quiet_to = CASE WHEN $11::boolean THEN EXCLUDED.quiet_to ELSE s.quiet_to END, "
+		"  global_mute = CASE WHEN $12::boolean THEN EXCLUDED.global_mute "
+		"    ELSE s.global_mute END, "
+		"  overrides = CASE WHEN $13::boolean THEN EXCLUDED.overrides ELSE s.overrides END, "
+		"  version = s.version + 1, updated_at = EXCLUDED.updated_at", 13, p);
+	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+		return PIN_ERR_DB;
+	return settings_respond(r, user);
+}

@@ -1,0 +1,127 @@
+/* contacts.c -- consumer group notifications-identity-users:
+ * pin.identity.users.v1 -> notifications.recipient_contacts (display name,
+ * e-mail, phone, locale, time zone: the delivery snapshot of seed 001 step 5).
+ *
+ * Contacts are PII: stored for delivery, never logged.  Idempotent: a
+ * redelivery hits the inbox; an older message (envelope createdAt <= the
+ * row's last_event_at) does not overwrite a newer one.  A time zone unknown
+ * to PostgreSQL is stored as NULL (the recipient falls back to the default),
+ * so a bad value can never break the rendering of a notification. */
+#include "config.h"
+#include <stdio.h>
+#include <string.h>
+#include "common.h"
+#include "notify.h"
+
+#define GROUP "notifications-identity-users"
+
+static const char *const topics[] = { "pin.identity.users.v1", NULL };
+
+/* String member or NULL; *bad set when present but not a string. */
+static const char *jstr(json_object *o, const char *key, int *bad)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(o, key, &v) || !v ||
+	    json_object_is_type(v, json_type_null))
+		return NULL;
+	if (!json_object_is_type(v, json_type_string)) {
+		*bad = 1;
+		return NULL;
+	}
+	return json_object_get_string(v);
+}
+
+static enum pin_consume_status fatal(struct pin_consume_result *res, const char *detail)
+{
+	snprintf(res->code, sizeof(res->code), "%s", NTF_CODE_INVALID);
+	snprintf(res->detail, sizeof(res->detail), "%s", detail);
+	ntf_api->metric_add("notifications_dlq_total", NULL, 1);
+	return PIN_CONSUME_FATAL;
+}
+
+static enum pin_consume_status on_user(const struct pin_msg *msg,
+		struct pin_consume_result *res, void *ud)
+{
+	const char *user, *name, *email, *phone, *locale, *tz, *status, *canon, *p[9];
+	char created[40], now[40];
+	int bad = 0;
+	PGresult *r;
+
+	(void)ud;
+	if (!msg->payload || !json_object_is_type(msg->payload, json_type_object))
+		return fatal(res, "payload is not an object");
+	user = jstr(msg->payload, "userId", &bad);
+	if (!user || !ntf_api->is_uuid(user))
+		return fatal(res, "userId is missing or not a uuid");
+	name = jstr(msg->payload, "displayName", &bad);
+	if (!name || !*name || strlen(name) > 1000)
+		return fatal(res, "displayName is missing, empty or too long");
+	email = jstr(msg->payload, "email", &bad);
+	phone = jstr(msg->payload, "phone", &bad);
+	locale = jstr(msg->payload, "locale", &bad);
+	tz = jstr(msg->payload, "timeZone", &bad);
+	status = jstr(msg->payload, "status", &bad);
+	if (bad)
+		return fatal(res, "a contact field is not a string");
+	if (!status)
+		return fatal(res, "status is missing");
+	if ((email && strlen(email) > 320) || (phone && strlen(phone) > 64) ||
+	    (locale && strlen(locale) > 35))
+		return fatal(res, "a contact field is too long");
+	if (locale && !*locale)
+		locale = NULL;
+	if (tz) {
+		int rc = pc_tz_canonical(tz, &canon);
+
+		if (rc < 0) {
+			snprintf(res->code, sizeof(res->code), "NTF_DB_ERROR");
+			snprintf(res->detail, sizeof(res->detail), "time zone list unavailable");
+			return PIN_CONSUME_RETRY;
+		}
+		tz = rc == 0 ? canon : NULL;
+	}
+	if (msg->created_at_us <= 0)
+		return fatal(res, "envelope createdAt is missing");
+
+	ntf_api->fmt_time(msg->created_at_us, created, sizeof(created));
+	ntf_api->fmt_time(ntf_api->now_us(), now, sizeof(now));
+	p[0] = user;
+	p[1] = name;
+	p[2] = email;
+	p[3] = phone;
+	p[4] = locale;
+	p[5] = tz;
+	p[6] = status;
+	p[7] = created;
+	p[8] = now;
+	r = ntf_api->db_exec_prepared("ntf_contact_upsert",
+		"INSERT INTO notifications.recipient_contacts AS c (user_id, display_name, "
+		"  email, phone, locale, time_zone, status, last_event_at, updated_at) "
+		"VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9::timestamptz) "
+		"ON CONFLICT (user_id) DO UPDATE SET display_name = EXCLUDED.display_name, "
+		"  email = EXCLUDED.email, phone = EXCLUDED.phone, locale = EXCLUDED.locale, "
+		"  time_zone = EXCLUDED.time_zone, status = EXCLUDED.status, "
+		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
+		"WHERE c.last_event_at < EXCLUDED.last_event_at", 9, p);
+	if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+		snprintf(res->code, sizeof(res->code), "NTF_DB_ERROR");
+		snprintf(res->detail, sizeof(res->detail), "contact upsert failed (%s)",
+				r ? ntf_api->db_sqlstate(r) : "no connection");
+		return PIN_CONSUME_RETRY;
+	}
+	if (strcmp(PQcmdTuples(r), "0") == 0)
+		ntf_api->metric_add("notifications_contacts_stale_total", NULL, 1);
+	return PIN_CONSUME_OK;
+}
+
+int ntf_contacts_register(struct pin_registrar *reg, char *err, size_t errlen)
+{
+	struct pin_consumer c = { GROUP, topics, NTF_INBOX, on_user, NULL, NULL };
+
+	if (reg->consumer(reg, &c) < 0) {
+		snprintf(err, errlen, "notify: cannot register consumer %s", GROUP);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,731 @@
+/* events.c -- consumer group notifications-calendar-events (seed 001):
+ * the 9 pin.calendar.*.v1 topics -> notifications.notifications rows, fan-out
+ * recipient x channel, in the host's transaction.
+ *
+ * Steps (seed 001 algorithm): 1. the host did the inbox row (consumer
+ * group + messageId: the seed's notifications-calendar:{EventType}:{MessageId})
+ * and warns on contractVersion != 1; 2. required fields (else FATAL
+ * NTF_INVALID_PAYLOAD -> DLQ); 3. mapping topic -> Kind -> recipients (no-op
+ * branches are filtered and acknowledged; unknown Origin/Reason: warning,
+ * nothing built); 4. stale reminder guard; after-final guard; 5. per
+ * recipient: settings (overrides, GlobalMute, quiet hours), template
+ * (Kind, Locale, Channel, Role) with the ru fallback, contact replica names;
+ * 6. INSERT ... ON CONFLICT DO NOTHING (INV-NTF-1 and the ReminderId key);
+ * 7./8. the host commits and acknowledges, or DLQs a FATAL.
+ *
+ * Logs carry ids only: no names, contacts, texts, Comment or CancelReason. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common.h"
+#include "notify.h"
+
+#define GROUP "notifications-calendar-events"
+
+enum topic {
+	T_EVENT_CREATED, T_EVENT_RESCHEDULED, T_EVENT_STATUS, T_EVENT_OWNER,
+	T_APT_CREATED, T_APT_CONFIRMED, T_APT_CANCELLED, T_APT_COMPLETED,
+	T_REMINDER, T__N
+};
+
+static const char *const topics[] = {
+	"pin.calendar.event-created.v1",
+	"pin.calendar.event-rescheduled.v1",
+	"pin.calendar.event-status-changed.v1",
+	"pin.calendar.event-owner-changed.v1",
+	"pin.calendar.appointment-created.v1",
+	"pin.calendar.appointment-confirmed.v1",
+	"pin.calendar.appointment-cancelled.v1",
+	"pin.calendar.appointment-completed.v1",
+	"pin.calendar.reminder-due.v1",
+	NULL
+};
+
+#define MAX_RCPT 4
+
+struct rcpt {
+	const char *user;
+	const char *tenant;     /* the recipient's company or NULL */
+	const char *role;       /* template role */
+};
+
+struct ctx {
+	const struct pin_msg *msg;
+	json_object *p;
+	enum topic t;
+	const char *bad;        /* first invalid field */
+	/* payload */
+	const char *event_id, *appointment_id, *reminder_id, *tenant_id;
+	const char *owner, *client, *agent, *investor, *prev_owner, *prev_tenant;
+	const char *origin, *status, *reason, *tz, *cancel_reason;
+	const char *start, *end, *deadline;     /* payload text of the instants */
+	int64_t start_us;
+	long long offset_min;
+	/* mapping */
+	const char *kind, *urgency, *subject_id, *filtered;
+	struct rcpt r[MAX_RCPT];
+	int n;
+};
+
+static const char *const nil_uuid = "00000000-0000-0000-0000-000000000000";
+
+/* ----------------------------------------------------------- payload getters */
+
+static int present(json_object *p, const char *key, json_object **v)
+{
+	return json_object_object_get_ex(p, key, v) && *v &&
+		!json_object_is_type(*v, json_type_null);
+}
+
+static const char *f_str(struct ctx *c, const char *key, int required)
+{
+	json_object *v;
+
+	if (!present(c->p, key, &v)) {
+		if (required && !c->bad)
+			c->bad = key;
+		return NULL;
+	}
+	if (!json_object_is_type(v, json_type_string) || !*json_object_get_string(v)) {
+		if (!c->bad)
+			c->bad = key;
+		return NULL;
+	}
+	return json_object_get_string(v);
+}
+
+static const char *f_uuid(struct ctx *c, const char *key, int required)
+{
+	const char *s = f_str(c, key, required);
+
+	if (s && (!ntf_api->is_uuid(s) || !strcmp(s, nil_uuid))) {
+		if (!c->bad)
+			c->bad = key;
+		return NULL;
+	}
+	return s;
+}
+
+static const char *f_time(struct ctx *c, const char *key, int required, int64_t *us)
+{
+	const char *s = f_str(c, key, required);
+	int64_t v;
+
+	if (s && ntf_api->parse_time(s, &v) != 0) {
+		if (!c->bad)
+			c->bad = key;
+		return NULL;
+	}
+	if (s && us)
+		*us = v;
+	return s;
+}
+
+/* Reads the fields of the contract (events.md) that the mapping uses. */
+static void read_payload(struct ctx *c)
+{
+	int ev = c->t <= T_EVENT_OWNER || c->t == T_REMINDER;
+	int apt = c->t >= T_APT_CREATED && c->t <= T_APT_COMPLETED;
+	json_object *v;
+
+	c->tenant_id = f_uuid(c, "tenantId", 1);
+	c->event_id = f_uuid(c, "eventId", ev || (apt && c->t != T_APT_COMPLETED));
+	c->appointment_id = f_uuid(c, "appointmentId", apt);
+	if (ev) {
+		c->owner = f_uuid(c, "ownerUserId", 1);
+		c->client = f_uuid(c, "clientUserId", 0);
+		c->origin = f_str(c, "origin", c->t != T_REMINDER);
+	} else {
+		c->agent = f_uuid(c, "agentUserId", 1);
+		c->investor = f_uuid(c, "investorUserId", 1);
+	}
+	c->start = f_time(c, "startAt", 1, &c->start_us);
+	if (c->t != T_APT_COMPLETED) {
+		c->tz = f_str(c, "timeZone", 1);
+		c->end = f_time(c, "endAt", 0, NULL);
+	}
+	switch (c->t) {
+	case T_EVENT_STATUS:
+		c->status = f_str(c, "status", 1);
+		c->cancel_reason = f_str(c, "cancelReason", 0);
+		break;
+	case T_EVENT_OWNER:
+		c->prev_owner = f_uuid(c, "previousOwnerUserId", 1);
+		c->prev_tenant = f_uuid(c, "previousTenantId", 0);
+		break;
+	case T_APT_CREATED:
+		c->status = f_str(c, "status", 1);
+		c->deadline = f_time(c, "confirmDeadlineAt", 0, NULL);
+		(void)f_uuid(c, "rescheduledFromAppointmentId", 0);
+		break;
+	case T_APT_CANCELLED:
+		c->reason = f_str(c, "reason", 1);
+		(void)f_uuid(c, "rescheduledToAppointmentId", 0);
+		break;
+	case T_REMINDER:
+		c->reminder_id = f_uuid(c, "reminderId", 1);
+		if (!present(c->p, "offsetMinutes", &v) || !json_object_is_type(v, json_type_int) ||
+		    (c->offset_min = json_object_get_int64(v)) < 0 || c->offset_min > 1000000) {
+			if (!c->bad)
+				c->bad = "offsetMinutes";
+		}
+		break;
+	default:
+		break;
+	}
+	if (c->tz && !c->bad) {
+		const char *canon;
+		int rc = pc_tz_canonical(c->tz, &canon);
+
+		if (rc == 0)
+			c->tz = canon;
+		else if (rc == 1)
+			c->bad = "timeZone";
+	}
+}
+
+/* ------------------------------------------------------------------ mapping */
+
+static void add(struct ctx *c, const char *user, const char *tenant, const char *role)
+{
+	int i;
+
+	if (!user)
+		return;
+	for (i = 0; i < c->n; i++)      /* owner = agent: one notification */
+		if (!strcmp(c->r[i].user, user))
+			return;
+	if (c->n < MAX_RCPT) {
+		c->r[c->n].user = user;
+		c->r[c->n].tenant = tenant;
+		c->r[c->n].role = role;
+		c->n++;
+	}
+}
+
+static int known_origin(const char *o)
+{
+	return !strcmp(o, "Manual") || !strcmp(o, "Appointment") || !strcmp(o, "CrmBooking");
+}
+
+static int has(struct ctx *c, const char *key)
+{
+	json_object *v;
+
+	return present(c->p, key, &v);
+}
+
+/* Fills kind/urgency/recipients or sets c->filtered (reason).  Unknown enum
+ * values: warning + filtered (fail-safe). */
+static void map(struct ctx *c)
+{
+	const char *o = c->origin;
+
+	c->urgency = "Normal";
+	if (o && !known_origin(o)) {
+		ntf_api->log(PIN_LOG_WARN, "notifications: unknown origin, nothing built",
+				"messageId", c->msg->message_id, "topic", c->msg->topic, NULL);
+		ntf_api->metric_add("notifications_unknown_enum_total", "field=\"origin\"", 1);
+		c->filtered = "unknown-origin";
+		return;
+	}
+	switch (c->t) {
+	case T_EVENT_CREATED:
+		c->subject_id = c->event_id;
+		if (strcmp(o, "CrmBooking") != 0) {
+			c->filtered = !strcmp(o, "Manual") ? "origin-manual" : "origin-appointment";
+			return;
+		}
+		c->kind = "CalendarReminder";
+		add(c, c->owner, c->tenant_id, "Owner.BookingDeadline");
+		return;
+	case T_EVENT_RESCHEDULED:
+		c->subject_id = c->event_id;
+		c->kind = "CalendarEventRescheduled";
+		if (!strcmp(o, "Manual")) {
+			if (!c->client)
+				c->filtered = "no-client";
+			add(c, c->client, NULL, "Client");
+		} else if (!strcmp(o, "CrmBooking")) {
+			add(c, c->owner, c->tenant_id, "Owner.BookingDeadline");
+		} else {
+			c->filtered = "origin-appointment";
+		}
+		return;
+	case T_EVENT_STATUS:
+		c->subject_id = c->event_id;
+		c->kind = "AppointmentCancelled";
+		if (strcmp(c->status, "Cancelled") != 0)
+			c->filtered = "status-not-cancelled";
+		else if (!strcmp(o, "Manual") && c->client)
+			add(c, c->client, NULL, "Client");
+		else if (!strcmp(o, "CrmBooking"))
+			add(c, c->owner, c->tenant_id, "Owner.BookingDeadline");
+		else
+			c->filtered = !strcmp(o, "Manual") ? "no-client" : "origin-appointment";
+		return;
+	case T_EVENT_OWNER:
+		c->subject_id = c->event_id;
+		if (!strcmp(o, "Appointment")) {
+			c->filtered = "origin-appointment";
+			return;
+		}
+		c->kind = "CalendarEventOwnerChanged";
+		add(c, c->owner, c->tenant_id, "Owner");
+		add(c, c->prev_owner, c->prev_tenant ? c->prev_tenant : c->tenant_id,
+				"PreviousOwner");
+		return;
+	case T_APT_CREATED: {
+		int pending = !strcmp(c->status, "Pending");
+		int moved = has(c, "rescheduledFromAppointmentId");
+
+		c->subject_id = c->appointment_id;
+		c->kind = "AppointmentCreated";
+		add(c, c->agent, c->tenant_id, moved ?
+				(pending ? "Agent.RescheduledPending" : "Agent.Rescheduled") :
+				(pending ? "Agent.Pending" : "Agent.Confirmed"));
+		add(c, c->investor, NULL, moved ? "Investor.Rescheduled" : "Investor");
+		return;
+	}
+	case T_APT_CONFIRMED:
+		c->subject_id = c->appointment_id;
+		c->kind = "AppointmentConfirmed";
+		add(c, c->investor, NULL, "Investor");
+		return;
+	case T_APT_CANCELLED:
+		c->subject_id = c->appointment_id;
+		c->kind = "AppointmentCancelled";
+		if (has(c, "rescheduledToAppointmentId")) {
+			c->filtered = "rescheduled";
+		} else if (!strcmp(c->reason, "DeclinedByAgent")) {
+			add(c, c->investor, NULL, "Investor.DeclinedByAgent");
+		} else if (!strcmp(c->reason, "CancelledByAgent")) {
+			add(c, c->investor, NULL, "Investor.CancelledByAgent");
+		} else if (!strcmp(c->reason, "CancelledByInvestor")) {
+			add(c, c->agent, c->tenant_id, "Agent.CancelledByInvestor");
+		} else if (!strcmp(c->reason, "Expired")) {
+			add(c, c->investor, NULL, "Investor.Expired");
+			add(c, c->agent, c->tenant_id, "Agent.Expired");
+		} else {
+			ntf_api->log(PIN_LOG_WARN, "notifications: unknown cancel reason, "
+					"nothing built", "messageId", c->msg->message_id, NULL);
+			ntf_api->metric_add("notifications_unknown_enum_total",
+					"field=\"reason\"", 1);
+			c->filtered = "unknown-reason";
+		}
+		return;
+	case T_APT_COMPLETED:
+		c->subject_id = c->appointment_id;
+		c->filtered = "appointment-completed";
+		return;
+	case T_REMINDER:
+		c->subject_id = c->event_id;
+		c->urgency = "Critical";
+		c->appointment_id = f_uuid(c, "appointmentId", 0);
+		if (c->appointment_id) {
+			c->kind = "AppointmentReminder";
+			add(c, c->owner, c->tenant_id, "Owner");
+			add(c, c->client, NULL, "Client");
+		} else {
+			c->kind = "CalendarReminder";
+			add(c, c->owner, c->tenant_id, "Owner");
+			add(c, c->client, NULL, "Client");
+		}
+		return;
+	default:
+		c->filtered = "unknown-topic";
+	}
+}
+
+/* ------------------------------------------------------------ materialising */
+
+static const char *payload_keys[] = {
+	"eventId", "appointmentId", "reminderId", "slotId", "tenantId", "kind", "origin",
+	"status", "reason", "outcome", "startAt", "endAt", "timeZone", "offsetMinutes",
+	"confirmDeadlineAt", "dealId", "bookingId", "projectId", "propertyObjectId",
+	"rescheduledFromAppointmentId", NULL
+};
+
+/* The notification's payload: ids, times, offsets (no PII, no Comment or
+ * CancelReason).  Text, arena. */
+static const char *notification_payload(struct ctx *c, const char *role)
+{
+	json_object *o = json_object_new_object(), *v;
+	const char *s;
+	size_t i;
+
+	for (i = 0; payload_keys[i]; i++)
+		if (present(c->p, payload_keys[i], &v))
+			json_object_object_add(o, payload_keys[i], json_object_get(v));
+	json_object_object_add(o, "sourceTopic", json_object_new_string(c->msg->topic));
+	json_object_object_add(o, "recipientRole", json_object_new_string(role));
+	s = ntf_api->strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+	return s;
+}
+
+static const char *deep_link(struct ctx *c)
+{
+	if (c->appointment_id)
+		return ntf_api->sprintf("/calendar/appointments/%s", c->appointment_id);
+	return ntf_api->sprintf("/calendar/events/%s", c->event_id);
+}
+
+/* Local times of the message in both locale formats (event time zone). */
+struct local_times {
+	const char *start[2], *end[2], *deadline[2];   /* [0] ru, [1] en */
+};
+
+static int load_times(struct ctx *c, struct local_times *lt)
+{
+	const char *p[4] = { c->start, c->end, c->deadline, c->tz };
+	PGresult *r = ntf_api->db_exec_prepared("ntf_times",
+		"SELECT to_char($1::timestamptz AT TIME ZONE $4, 'DD.MM.YYYY HH24:MI'), "
+		"  to_char($1::timestamptz AT TIME ZONE $4, 'Mon FMDD, YYYY FMHH12:MI AM'), "
+		"  to_char($2::timestamptz AT TIME ZONE $4, 'DD.MM.YYYY HH24:MI'), "
+		"  to_char($2::timestamptz AT TIME ZONE $4, 'Mon FMDD, YYYY FMHH12:MI AM'), "
+		"  to_char($3::timestamptz AT TIME ZONE $4, 'DD.MM.YYYY HH24:MI'), "
+		"  to_char($3::timestamptz AT TIME ZONE $4, 'Mon FMDD, YYYY FMHH12:MI AM')",
+		4, p);
+	int i;
+
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+		return PIN_ERR_DB;
+	for (i = 0; i < 2; i++) {
+		lt->start[i] = PQgetisnull(r, 0, i) ? NULL : PQgetvalue(r, 0, i);
+		lt->end[i] = PQgetisnull(r, 0, 2 + i) ? NULL : PQgetvalue(r, 0, 2 + i);
+		lt->deadline[i] = PQgetisnull(r, 0, 4 + i) ? NULL : PQgetvalue(r, 0, 4 + i);
+	}
+	return 0;
+}
+
+/* Display name of user from the contact replica, or NULL. */
+static const char *display_name(const char *user)
+{
+	const char *p[1] = { user };
+	PGresult *r;
+
+	if (!user)
+		return NULL;
+	r = ntf_api->db_exec_prepared("ntf_contact_name",
+		"SELECT display_name FROM notifications.recipient_contacts WHERE user_id = $1::uuid",
+		1, p);
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+		return NULL;
+	return PQgetvalue(r, 0, 0);
+}
+
+struct names {
+	const char *agent, *investor, *owner, *client, *prev_owner;
+};
+
+/* The recipient's effective settings at now. */
+struct settings {
+	const char *locale;
+	int mute;
+	const char *ovr[3];     /* per channel: "true" / "false" / "" (no override) */
+	const char *quiet_end;  /* non-NULL: now is inside the quiet window */
+};
+
+static int load_settings(struct ctx *c, const char *user, const char *now,
+		struct settings *s)
+{
+	const char *p[3] = { user, now, c->kind };
+	PGresult *r = ntf_api->db_exec_prepared("ntf_settings",
+		"WITH x AS ("
+		"  SELECT coalesce(s.locale, c.locale, 'ru') AS locale, "
+		"    coalesce(s.time_zone, c.time_zone, 'Europe/Moscow') AS tz, "
+		"    coalesce(s.global_mute, false) AS mute, "
+		"    coalesce(s.overrides -> $3, '{}'::jsonb) AS ovr, "
+		"    s.quiet_from AS qf, s.quiet_to AS qt "
+		"  FROM (SELECT $1::uuid AS u) q "
+		"  LEFT JOIN notifications.user_notification_settings s ON s.user_id = q.u "
+		"  LEFT JOIN notifications.recipient_contacts c ON c.user_id = q.u) "
+		"SELECT x.locale, x.mute, coalesce(x.ovr ->> 'InApp', ''), "
+		"  coalesce(x.ovr ->> 'Email', ''), coalesce(x.ovr ->> 'Sms', ''), "
+		"  CASE WHEN x.qf IS NULL THEN NULL "
+		"    WHEN (CASE WHEN x.qf < x.qt THEN b.lt >= x.qf AND b.lt < x.qt "
+		"               ELSE b.lt >= x.qf OR b.lt < x.qt END) "
+		"    THEN (CASE WHEN b.lt < x.qt THEN b.ld + x.qt ELSE b.ld + 1 + x.qt END) "
+		"         AT TIME ZONE x.tz END "
+		"FROM x, LATERAL (SELECT $2::timestamptz AT TIME ZONE x.tz AS lts) a, "
+		"  LATERAL (SELECT a.lts::time AS lt, a.lts::date AS ld) b",
+		3, p);
+
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+		return PIN_ERR_DB;
+	s->locale = PQgetvalue(r, 0, 0);
+	s->mute = !strcmp(PQgetvalue(r, 0, 1), "t");
+	s->ovr[0] = PQgetvalue(r, 0, 2);
+	s->ovr[1] = PQgetvalue(r, 0, 3);
+	s->ovr[2] = PQgetvalue(r, 0, 4);
+	s->quiet_end = PQgetisnull(r, 0, 5) ? NULL : PQgetvalue(r, 0, 5);
+	return 0;
+}
+
+/* Active template for (kind, role, channel) in locale, its language, else
+ * ru.  0 found, 1 none, PIN_ERR_DB. */
+static int template_for(const char *kind, const char *role, const char *channel,
+		const char *locale, const char **title, const char **body, const char **loc)
+{
+	const char *p[4] = { kind, role, channel, locale };
+	PGresult *r = ntf_api->db_exec_prepared("ntf_template",
+		"SELECT title_template, body_template, locale "
+		"FROM notifications.notification_templates "
+		"WHERE kind = $1 AND role = $2 AND channel = $3 AND status = 'Active' "
+		"  AND locale IN ($4, split_part($4, '-', 1), 'ru') "
+		"ORDER BY CASE WHEN locale = $4 THEN 0 "
+		"  WHEN locale = split_part($4, '-', 1) THEN 1 ELSE 2 END LIMIT 1", 4, p);
+
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK)
+		return PIN_ERR_DB;
+	if (PQntuples(r) == 0)
+		return 1;
+	*title = PQgetvalue(r, 0, 0);
+	*body = PQgetvalue(r, 0, 1);
+	*loc = PQgetvalue(r, 0, 2);
+	return 0;
+}
+
+/* Any Active template for (kind, role)?  1 yes, 0 no, PIN_ERR_DB. */
+static int role_has_templates(const char *kind, const char *role)
+{
+	const char *p[2] = { kind, role };
+	PGresult *r = ntf_api->db_exec_prepared("ntf_template_any",
+		"SELECT 1 FROM notifications.notification_templates "
+		"WHERE kind = $1 AND role = $2 AND status = 'Active' LIMIT 1", 2, p);
+
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK)
+		return PIN_ERR_DB;
+	return PQntuples(r) > 0;
+}
+
+/* After-final guard: a terminal notification (cancelled) of the same
+ * event / appointment exists.  1 yes, 0 no, PIN_ERR_DB. */
+static int after_final(const char *subject_id)
+{
+	const char *p[1] = { subject_id };
+	PGresult *r = ntf_api->db_exec_prepared("ntf_after_final",
+		"SELECT 1 FROM notifications.notifications "
+		"WHERE subject_id = $1::uuid AND kind = 'AppointmentCancelled' LIMIT 1", 1, p);
+
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK)
+		return PIN_ERR_DB;
+	return PQntuples(r) > 0;
+}
+
+static int default_channel(const char *kind, int ch)
+{
+	return ch != 2 || !strcmp(kind, "AppointmentReminder");
+}
+
+/* Creates the notifications of one recipient.  0, PIN_ERR_DB, or 1 when
+ * no template at all exists for (kind, role) (-> FATAL). */
+static int fan_out(struct ctx *c, const struct rcpt *rc, const struct names *nm,
+		const struct local_times *lt, const char *now, int *created)
+{
+	struct settings s;
+	int ch, rv, critical = !strcmp(c->urgency, "Critical");
+	const char *payload, *link;
+
+	if ((rv = role_has_templates(c->kind, rc->role)) < 0)
+		return rv;
+	if (rv == 0)
+		return 1;
+	if ((rv = load_settings(c, rc->user, now, &s)) < 0)
+		return rv;
+	payload = notification_payload(c, rc->role);
+	link = deep_link(c);
+	for (ch = 0; ch < 3; ch++) {
+		const char *channel = ntf_channels[ch], *title, *body, *loc, *nb = NULL;
+		int on = s.ovr[ch][0] ? !strcmp(s.ovr[ch], "true") : default_channel(c->kind, ch);
+		int en, ru;
+		char offset[32], id[37];
+		const char *fallback, *reason;
+		PGresult *r;
+
+		if (!on)
+			continue;                       /* opt-out holds for Critical too */
+		if (s.mute && !critical && ch != 0)
+			continue;                       /* GlobalMute: InApp only */
+		if ((rv = template_for(c->kind, rc->role, channel, s.locale,
+				&title, &body, &loc)) < 0)
+			return rv;
+		if (rv == 1)
+			continue;                       /* no body for this channel */
+		if (ch == 2 && !critical && s.quiet_end)
+			nb = s.quiet_end;               /* interruptive, quiet hours */
+		ru = !strncmp(loc, "ru", 2);
+		en = !ru;
+		fallback = ru ? "(имя не указано)" : "(name unknown)";
+		reason = c->cancel_reason ? c->cancel_reason : ru ? "не указана" : "not specified";
+		ntf_offset_text((int)c->offset_min, loc, offset, sizeof(offset));
+		{
+			struct ntf_var v[] = {
+				{ "start", lt->start[en] },
+				{ "end", lt->end[en] },
+				{ "confirmDeadline", lt->deadline[en] },
+				{ "timeZone", c->tz },
+				{ "offset", offset },
+				{ "agentName", nm->agent ? nm->agent : fallback },
+				{ "investorName", nm->investor ? nm->investor : fallback },
+				{ "ownerName", nm->owner ? nm->owner : fallback },
+				{ "clientName", nm->client ? nm->client : fallback },
+				{ "previousOwnerName", nm->prev_owner ? nm->prev_owner : fallback },
+				{ "cancelReason", reason },
+			};
+			size_t nv = sizeof(v) / sizeof(v[0]);
+			const char *p[18];
+
+			title = ntf_render(title, v, nv);
+			body = ntf_render(body, v, nv);
+			ntf_api->uuid_v7(id);
+			p[0] = id;
+			p[1] = rc->user;
+			p[2] = rc->tenant;
+			p[3] = c->kind;
+			p[4] = channel;
+			p[5] = c->urgency;
+			p[6] = rc->role;
+			p[7] = title;
+			p[8] = body;
+			p[9] = link;
+			p[10] = payload;
+			p[11] = loc;
+			p[12] = nb;
+			p[13] = c->msg->message_id;
+			p[14] = c->msg->event_type ? c->msg->event_type : c->msg->topic;
+			p[15] = c->subject_id;
+			p[16] = c->reminder_id;
+			p[17] = now;
+			r = ntf_api->db_exec_prepared("ntf_insert",
+				"INSERT INTO notifications.notifications (id, recipient_user_id, "
+				"  tenant_id, kind, channel, urgency, status, role, title, body, "
+				"  deep_link, payload, locale, not_before, source_message_id, "
+				"  source_event_type, subject_id, reminder_id, created_at) "
+				"VALUES ($1::uuid, $2::uuid, $3::uuid, $4, $5, $6, 'Pending', $7, $8, "
+				"  $9, $10, $11::jsonb, $12, $13::timestamptz, $14::uuid, $15, "
+				"  $16::uuid, $17::uuid, $18::timestamptz) "
+				"ON CONFLICT DO NOTHING", 18, p);
+		}
+		if (!r || PQresultStatus(r) != PGRES_COMMAND_OK)
+			return PIN_ERR_DB;
+		if (!strcmp(PQcmdTuples(r), "1")) {
+			(*created)++;
+			ntf_api->metric_add("notifications_enqueued_total", ntf_api->sprintf(
+				"kind=\"%s\",channel=\"%s\"", c->kind, channel), 1);
+		} else {
+			ntf_api->metric_add("notifications_skipped_total",
+					"reason=\"duplicate\"", 1);
+		}
+	}
+	return 0;
+}
+
+static enum pin_consume_status fail(struct pin_consume_result *res, const char *code,
+		const char *detail)
+{
+	snprintf(res->code, sizeof(res->code), "%s", code);
+	snprintf(res->detail, sizeof(res->detail), "%s", detail);
+	if (strcmp(code, "NTF_DB_ERROR") != 0)
+		ntf_api->metric_add("notifications_dlq_total", NULL, 1);
+	return strcmp(code, "NTF_DB_ERROR") ? PIN_CONSUME_FATAL : PIN_CONSUME_RETRY;
+}
+
+static enum pin_consume_status skip(struct ctx *c, const char *log_msg, const char *reason)
+{
+	ntf_api->log(PIN_LOG_INFO, log_msg, "messageId", c->msg->message_id,
+			"topic", c->msg->topic, "reason", reason, NULL);
+	ntf_api->metric_add("notifications_skipped_total",
+			ntf_api->sprintf("reason=\"%s\"", reason), 1);
+	return PIN_CONSUME_OK;
+}
+
+static enum pin_consume_status on_event(const struct pin_msg *msg,
+		struct pin_consume_result *res, void *ud)
+{
+	struct ctx c;
+	struct names nm;
+	struct local_times lt;
+	int64_t t0 = ntf_api->now_us(), now_us = t0;
+	char now[40];
+	int i, rv, created = 0;
+
+	(void)ud;
+	memset(&c, 0, sizeof(c));
+	c.msg = msg;
+	c.p = msg->payload;
+	for (c.t = 0; c.t < T__N; c.t++)
+		if (!strcmp(msg->topic, topics[c.t]))
+			break;
+	if (c.t == T__N)
+		return fail(res, NTF_CODE_INVALID, "unexpected topic");
+	if (!c.p || !json_object_is_type(c.p, json_type_object))
+		return fail(res, NTF_CODE_INVALID, "payload is not an object");
+	read_payload(&c);
+	if (c.bad)
+		return fail(res, NTF_CODE_INVALID, ntf_api->sprintf(
+				"field %s is missing or invalid", c.bad));
+	map(&c);
+	if (c.bad)
+		return fail(res, NTF_CODE_INVALID, ntf_api->sprintf(
+				"field %s is missing or invalid", c.bad));
+	if (c.filtered)
+		return skip(&c, "notifications: filtered", c.filtered);
+	if (c.n == 0)
+		return skip(&c, "notifications: filtered", "no-recipient");
+	if (c.t == T_REMINDER && c.start_us < now_us)
+		return skip(&c, "notifications: skipped-stale", "stale-reminder");
+	if (c.t == T_EVENT_RESCHEDULED || c.t == T_APT_CONFIRMED) {
+		if ((rv = after_final(c.subject_id)) < 0)
+			return fail(res, "NTF_DB_ERROR", "after-final lookup failed");
+		if (rv) {
+			ntf_api->log(PIN_LOG_WARN, "notifications: skipped-stale (after final)",
+					"messageId", msg->message_id, "topic", msg->topic, NULL);
+			ntf_api->metric_add("notifications_skipped_total",
+					"reason=\"after-final\"", 1);
+			return PIN_CONSUME_OK;
+		}
+	}
+	if (load_times(&c, &lt) < 0)
+		return fail(res, "NTF_DB_ERROR", "local time rendering failed");
+	nm.agent = display_name(c.agent);
+	nm.investor = display_name(c.investor);
+	nm.owner = display_name(c.owner);
+	nm.client = display_name(c.client);
+	nm.prev_owner = display_name(c.prev_owner);
+	ntf_api->fmt_time(now_us, now, sizeof(now));
+	for (i = 0; i < c.n; i++) {
+		rv = fan_out(&c, &c.r[i], &nm, &lt, now, &created);
+		if (rv < 0)
+			return fail(res, "NTF_DB_ERROR", "notification insert failed");
+		if (rv == 1) {
+			ntf_api->log(PIN_LOG_ERROR, "notifications: no active template",
+					"messageId", msg->message_id, "kind", c.kind,
+					"role", c.r[i].role, NULL);
+			return fail(res, NTF_CODE_TEMPLATE, ntf_api->sprintf(
+				"no Active template for %s / %s", c.kind, c.r[i].role));
+		}
+	}
+	ntf_api->log(PIN_LOG_INFO, "notifications: enqueued", "messageId", msg->message_id,
+			"topic", msg->topic, "kind", c.kind,
+			"created", ntf_api->sprintf("%d", created),
+			"recipients", ntf_api->sprintf("%s%s%s", c.r[0].user,
+				c.n > 1 ? "," : "", c.n > 1 ? c.r[1].user : ""), NULL);
+	ntf_api->metric_add("notifications_enqueue_duration_ms_sum", NULL,
+			(double)(ntf_api->now_us() - t0) / 1000.0);
+	ntf_api->metric_add("notifications_enqueue_duration_ms_count", NULL, 1);
+	return PIN_CONSUME_OK;
+}
+
+int ntf_events_register(struct pin_registrar *reg, char *err, size_t errlen)
+{
+	struct pin_consumer c = { GROUP, topics, NTF_INBOX, on_event, NULL, NULL };
+
+	if (reg->consumer(reg, &c) < 0) {
+		snprintf(err, errlen, "notify: cannot register consumer %s", GROUP);
+		return -1;
+	}
+	return 0;
+}

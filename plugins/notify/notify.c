@@ -1,0 +1,47 @@
+/* notify.c -- notify.so: registration (routes, consumers). */
+#include "config.h"
+#include <stdio.h>
+#include "common.h"
+#include "notify.h"
+
+const struct pin_host_api *ntf_api;
+
+const char *const ntf_kinds[] = {
+	"AppointmentCreated", "AppointmentConfirmed", "AppointmentCancelled",
+	"AppointmentReminder", "CalendarReminder", "CalendarEventRescheduled",
+	"CalendarEventOwnerChanged", NULL
+};
+const char *const ntf_channels[] = { "InApp", "Email", "Sms", NULL };
+
+/* Any authenticated actor; the caller is the principal's sub. */
+static const struct pin_route routes[] = {
+	{ "GET", "/api/v1/me/notifications", PIN_ACTOR_ANY, NULL, 0,
+		ntf_h_list, NULL, NULL },
+	{ "POST", "/api/v1/me/notifications/{id}/read", PIN_ACTOR_ANY, NULL, 0,
+		ntf_h_read, NULL, NULL },
+	{ "GET", "/api/v1/me/notification-settings", PIN_ACTOR_ANY, NULL, 0,
+		ntf_h_settings_get, NULL, NULL },
+	{ "PUT", "/api/v1/me/notification-settings", PIN_ACTOR_ANY, NULL, 0,
+		ntf_h_settings_put, NULL, NULL },
+};
+
+static int ntf_init(const struct pin_host_api *api, struct pin_registrar *reg,
+		char *err, size_t errlen)
+{
+	size_t i;
+
+	ntf_api = api;
+	pc_init(api);
+	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+		if (reg->route(reg, &routes[i]) < 0) {
+			snprintf(err, errlen, "notify: cannot register %s %s",
+					routes[i].method, routes[i].pattern);
+			return -1;
+		}
+	if (ntf_events_register(reg, err, errlen) < 0 ||
+	    ntf_contacts_register(reg, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
+PIN_PLUGIN_DEFINE("notify", PACKAGE_VERSION, ntf_init, NULL)

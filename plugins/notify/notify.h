@@ -1,0 +1,43 @@
+/* notify.h -- notify.so (notifications.md, seed 001): the notifications
+ * context.  Two consumers on the worker host (calendar events -> notification
+ * rows; identity users -> contact replica) and the /api/v1/me routes on the
+ * API host.  Everything lives in schema notifications; schema calendar is
+ * never read or written (only Kafka between the contexts). */
+#ifndef PIN_NOTIFY_H
+#define PIN_NOTIFY_H
+
+#include "pin/plugin.h"
+
+/* The host table; set once by init. */
+extern const struct pin_host_api *ntf_api;
+
+/* NotificationKinds and channels (notifications.md), NULL-terminated. */
+extern const char *const ntf_kinds[];
+extern const char *const ntf_channels[];
+
+#define NTF_INBOX "notifications.processed_messages"
+#define NTF_CODE_INVALID "NTF_INVALID_PAYLOAD"
+#define NTF_CODE_TEMPLATE "NTF_TEMPLATE_NOT_RESOLVED"
+
+/* Registration of the two consumers (events.c, contacts.c): 0 or -1 with err. */
+int ntf_events_register(struct pin_registrar *reg, char *err, size_t errlen);
+int ntf_contacts_register(struct pin_registrar *reg, char *err, size_t errlen);
+
+/* Route handlers (api.c). */
+int ntf_h_list(struct pin_req *r, void *ud);
+int ntf_h_read(struct pin_req *r, void *ud);
+int ntf_h_settings_get(struct pin_req *r, void *ud);
+int ntf_h_settings_put(struct pin_req *r, void *ud);
+
+/* Pure helpers (render.c; no host calls except the arena in ntf_render). */
+struct ntf_var {
+	const char *name;
+	const char *value;      /* NULL renders as "" */
+};
+/* {{name}} substitution; unknown placeholders render as "".  Result in
+ * the arena. */
+char *ntf_render(const char *tmpl, const struct ntf_var *vars, size_t n);
+/* Offset in minutes as text for locale ("1 дн.", "2 h"...) into buf. */
+void ntf_offset_text(int minutes, const char *locale, char *buf, size_t len);
+
+#endif

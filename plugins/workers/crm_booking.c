@@ -1,0 +1,528 @@
+/* crm_booking.c -- Calendar CRM Booking Sync (seed 004_09754351dec30ab5,
+ * group calendar-crm-booking-events): the reserve / booking deadlines of CRM
+ * bookings as BookingDeadline events (Origin CrmBooking) in the calendar of
+ * the deal's executor, plus the projection calendar.booking_deadline_links.
+ *
+ * The host runs the inbox check (idempotency by messageId), the transaction,
+ * the offset commit, retries and the DLQ; this file only decides.  Business
+ * idempotency: one link per (booking, phase); completion / cancellation are
+ * idempotent by the terminal state of link and event; a move by comparing
+ * StartAt.  Cross-topic order: terminal messages write tombstone links of
+ * both phases, so late booking-created / booking-confirmed are no-ops.
+ *
+ * Lock order (shared with crm_deal.c): deal replica -> links -> events. */
+#include "config.h"
+#include <stdio.h>
+#include <string.h>
+#include "common.h"
+#include "workers.h"
+
+#define GROUP "calendar-crm-booking-events"
+#define CODE_INVALID "CAL_BOOKING_SYNC_INVALID_PAYLOAD"
+#define CODE_NO_REPLICA "CAL_BOOKING_SYNC_DEAL_REPLICA_NOT_FOUND"
+#define CODE_DB "CAL_BOOKING_SYNC_DB_ERROR"
+#define NO_REPLICA_DEADLINE_S 86400     /* seed 004: backoff up to 24 h */
+#define DEADLINE_TZ "Europe/Moscow"     /* seed 004, assumption v1 */
+
+#define T_CREATED   "pin.crm.booking-created.v1"
+#define T_CONFIRMED "pin.crm.booking-confirmed.v1"
+#define T_PAID      "pin.crm.booking-paid.v1"
+#define T_EXPIRED   "pin.crm.booking-expired.v1"
+#define T_CANCELLED "pin.crm.booking-cancelled.v1"
+
+static const char *const topics[] = { T_CREATED, T_CONFIRMED, T_PAID, T_EXPIRED,
+	T_CANCELLED, NULL };
+
+/* one message being handled */
+struct bctx {
+	const struct pin_msg *msg;
+	struct pin_consume_result *res;
+	const char *booking_id, *deal_id, *property_id;
+	int64_t now;
+};
+
+/* a link row (booking_deadline_links), locked */
+struct link {
+	int found;
+	const char *deal_id, *tenant_id, *event_id, *status;
+};
+
+/* ------------------------------------------------------------ pure mapping */
+
+static const char *expired_reason(const char *phase)
+{
+	if (phase && !strcmp(phase, "Reserve"))
+		return "Резерв истёк";
+	if (phase && !strcmp(phase, "Booking"))
+		return "Бронь истекла";
+	return "Бронирование истекло";   /* unknown phase: fail-safe */
+}
+
+static const char *title_prefix(const char *phase)
+{
+	return !strcmp(phase, "Reserve") ? "Оплата резерва до " :
+		"Дедлайн брони: подтвердить/продлить до ";
+}
+
+/* ------------------------------------------------------------------ helpers */
+
+static const char *jstr(json_object *o, const char *key)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(o, key, &v) || !v ||
+	    !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+/* 1 when the member is present and not JSON null */
+static int jpresent(json_object *o, const char *key)
+{
+	json_object *v;
+
+	return json_object_object_get_ex(o, key, &v) && v != NULL;
+}
+
+static enum pin_consume_status invalid(struct bctx *c, const char *detail)
+{
+	snprintf(c->res->code, sizeof(c->res->code), "%s", CODE_INVALID);
+	snprintf(c->res->detail, sizeof(c->res->detail), "%s", detail);
+	wrk_api->metric_add("calendar_crm_booking_sync_dlq_total", NULL, 1);
+	wrk_api->log(PIN_LOG_WARN, "crm booking sync: failed", "messageId", c->msg->message_id,
+			"topic", c->msg->topic, "code", CODE_INVALID, "detail", detail, NULL);
+	return PIN_CONSUME_FATAL;
+}
+
+static enum pin_consume_status db_error(struct bctx *c, const char *what)
+{
+	snprintf(c->res->code, sizeof(c->res->code), "%s", CODE_DB);
+	snprintf(c->res->detail, sizeof(c->res->detail), "%s failed", what);
+	return PIN_CONSUME_RETRY;
+}
+
+static int ok(const PGresult *r, ExecStatusType want)
+{
+	return r && PQresultStatus(r) == want;
+}
+
+static const char *col(const PGresult *r, int c)
+{
+	return PQgetisnull(r, 0, c) ? NULL : PQgetvalue(r, 0, c);
+}
+
+static void log_ev(const struct bctx *c, const char *what, const char *phase)
+{
+	wrk_api->log(PIN_LOG_INFO, what, "messageId", c->msg->message_id,
+			"bookingId", c->booking_id, "dealId", c->deal_id ? c->deal_id : "",
+			"phase", phase ? phase : "", "topic", c->msg->topic, NULL);
+}
+
+static void skipped(const struct bctx *c, const char *reason, const char *phase)
+{
+	wrk_api->metric_add("calendar_crm_booking_sync_skipped_total",
+			wrk_api->sprintf("reason=\"%s\"", reason), 1);
+	log_ev(c, wrk_api->sprintf("crm booking sync: %s", reason), phase);
+}
+
+/* Locks the link (booking, phase).  0 (l->found says whether it exists) or
+ * PIN_ERR_DB. */
+static int link_lock(const char *booking_id, const char *phase, struct link *l)
+{
+	const char *p[2] = { booking_id, phase };
+	PGresult *r = wrk_api->db_exec_prepared("crmb_link_lock",
+		"SELECT deal_id, tenant_id, calendar_event_id, status "
+		"FROM calendar.booking_deadline_links "
+		"WHERE booking_id = $1 AND phase = $2 FOR UPDATE", 2, p);
+
+	memset(l, 0, sizeof(*l));
+	if (!ok(r, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	if (PQntuples(r) == 1) {
+		l->found = 1;
+		l->deal_id = col(r, 0);
+		l->tenant_id = col(r, 1);
+		l->event_id = col(r, 2);
+		l->status = col(r, 3);
+	}
+	return 0;
+}
+
+static int link_set_status(const char *booking_id, const char *phase, const char *status,
+		int64_t now)
+{
+	const char *p[4] = { booking_id, phase, status, pc_time_param(now) };
+	PGresult *r = wrk_api->db_exec_prepared("crmb_link_status",
+		"UPDATE calendar.booking_deadline_links SET status = $3, updated_at = $4 "
+		"WHERE booking_id = $1 AND phase = $2", 4, p);
+
+	return ok(r, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
+}
+
+/* Inserts a link unless (booking, phase) exists.  event_id NULL = tombstone
+ * (Cancelled).  1 inserted, 0 existed, PIN_ERR_DB. */
+static int link_insert(const char *booking_id, const char *phase, const char *deal_id,
+		const char *tenant_id, const char *event_id, int64_t now)
+{
+	const char *p[7] = { booking_id, phase, deal_id, tenant_id, event_id,
+		event_id ? "Open" : "Cancelled", pc_time_param(now) };
+	PGresult *r = wrk_api->db_exec_prepared("crmb_link_insert",
+		"INSERT INTO calendar.booking_deadline_links (booking_id, phase, deal_id, "
+		"  tenant_id, calendar_event_id, status, created_at, updated_at) "
+		"VALUES ($1, $2, $3, $4, $5, $6, $7, $7) "
+		"ON CONFLICT (booking_id, phase) DO NOTHING", 7, p);
+
+	if (!ok(r, PGRES_COMMAND_OK))
+		return PIN_ERR_DB;
+	return strcmp(PQcmdTuples(r), "1") == 0;
+}
+
+/* Terminal transition ("complete" / "cancel") of a link's event while it is
+ * open (reminders Skipped, event-status-changed); an event already terminal
+ * is left as it is.  0 / PIN_ERR_DB. */
+int wrk_crm_event_close(const char *event_id, const char *action, const char *reason,
+		int64_t now)
+{
+	PGresult *locked, *row;
+	const char *st;
+	int rc;
+
+	rc = pc_event_lock(event_id, NULL, NULL, &locked);
+	if (rc == PC_E_NOT_FOUND)
+		return 0;       /* purged by housekeeping */
+	if (rc < 0)
+		return rc;
+	st = PQgetvalue(locked, 0, PC_EC_STATUS);
+	if (strcmp(st, "Planned") != 0 && strcmp(st, "InProgress") != 0)
+		return 0;
+	rc = pc_event_transition(locked, action, reason, now, &row);
+	return rc == PC_E_TRANSITION ? 0 : rc;
+}
+
+/* Routing from the deal replica (locked FOR SHARE against a concurrent
+ * executor change / close).  Returns 0 routed, 1 terminal, 2 missing,
+ * PIN_ERR_DB. */
+static int route(const char *deal_id, const char **tenant, const char **owner)
+{
+	const char *p[1] = { deal_id };
+	PGresult *r = wrk_api->db_exec_prepared("crmb_route",
+		"SELECT agency_company_id, executor_agent_user_id, is_terminal "
+		"FROM calendar.crm_deal_replicas WHERE deal_id = $1 FOR SHARE", 1, p);
+
+	if (!ok(r, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	if (PQntuples(r) != 1)
+		return 2;
+	if (!strcmp(PQgetvalue(r, 0, 2), "t"))
+		return 1;
+	*tenant = col(r, 0);
+	*owner = col(r, 1);
+	return *tenant && *owner ? 0 : 2;
+}
+
+static enum pin_consume_status replica_missing(struct bctx *c)
+{
+	snprintf(c->res->code, sizeof(c->res->code), "%s", CODE_NO_REPLICA);
+	snprintf(c->res->detail, sizeof(c->res->detail),
+			"no routed deal replica for dealId %s", c->deal_id);
+	c->res->retry_deadline_s = (int)wrk_api->config_int(
+			"crm_booking.replica_retry_deadline_s", NO_REPLICA_DEADLINE_S);
+	wrk_api->metric_add("calendar_crm_booking_sync_replica_not_found_total", NULL, 1);
+	return PIN_CONSUME_RETRY;
+}
+
+/* "Оплата резерва до 01.12.2026 12:00" (local time of DEADLINE_TZ). */
+static const char *title_for(const char *phase, int64_t at)
+{
+	const char *p[2] = { pc_time_param(at), DEADLINE_TZ };
+	PGresult *r = wrk_api->db_exec_prepared("crmb_title",
+		"SELECT to_char($1::timestamptz AT TIME ZONE $2, 'DD.MM.YYYY HH24:MI')", 2, p);
+
+	if (!ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
+		return NULL;
+	return wrk_api->sprintf("%s%s", title_prefix(phase), PQgetvalue(r, 0, 0));
+}
+
+/*
+ * Creates the deadline of phase at `at` unless its link exists (step 3, and
+ * step 4's "link absent" branch).  Returns PIN_CONSUME_OK (created or a
+ * no-op / tombstone), RETRY with a code.
+ */
+static enum pin_consume_status deadline_create(struct bctx *c, const char *phase, int64_t at)
+{
+	const char *tenant = NULL, *owner = NULL, *title;
+	struct pc_event_new ev;
+	PGresult *row;
+	char event_id[37];
+	int rc;
+
+	rc = route(c->deal_id, &tenant, &owner);
+	if (rc < 0)
+		return db_error(c, "replica lookup");
+	if (rc == 2)
+		return replica_missing(c);
+	if (rc == 1) {
+		if (link_insert(c->booking_id, phase, c->deal_id, NULL, NULL, c->now) < 0)
+			return db_error(c, "tombstone insert");
+		skipped(c, "deal-terminal-skip", phase);
+		return PIN_CONSUME_OK;
+	}
+	if (at <= c->now) {
+		if (link_insert(c->booking_id, phase, c->deal_id, tenant, NULL, c->now) < 0)
+			return db_error(c, "tombstone insert");
+		skipped(c, "deadline-in-past", phase);
+		return PIN_CONSUME_OK;
+	}
+	wrk_api->uuid_v7(event_id);
+	rc = link_insert(c->booking_id, phase, c->deal_id, tenant, event_id, c->now);
+	if (rc < 0)
+		return db_error(c, "link insert");
+	if (rc == 0) {          /* a concurrent delivery won */
+		skipped(c, "business-duplicate", phase);
+		return PIN_CONSUME_OK;
+	}
+	title = title_for(phase, at);
+	if (!title)
+		return db_error(c, "title");
+	memset(&ev, 0, sizeof(ev));
+	ev.id = event_id;
+	ev.tenant_id = tenant;
+	ev.owner_user_id = owner;
+	ev.kind = "BookingDeadline";
+	ev.origin = "CrmBooking";
+	ev.priority = "Critical";
+	ev.title = title;
+	ev.start_us = at;
+	ev.time_zone = DEADLINE_TZ;
+	ev.deal_id = c->deal_id;
+	ev.booking_id = c->booking_id;
+	ev.property_object_id = c->property_id;
+	ev.has_offsets = 1;
+	if (!strcmp(phase, "Reserve")) {
+		ev.offsets[0] = 30;
+		ev.n_offsets = 1;
+	} else {
+		ev.offsets[0] = 1440;
+		ev.offsets[1] = 60;
+		ev.n_offsets = 2;
+	}
+	if (pc_event_create(&ev, c->now, &row) < 0)
+		return db_error(c, "event create");
+	wrk_api->metric_add("calendar_crm_booking_sync_deadlines_created_total",
+			wrk_api->sprintf("phase=\"%s\"", phase), 1);
+	log_ev(c, "crm booking sync: deadline-created", phase);
+	return PIN_CONSUME_OK;
+}
+
+/* Step 4, first part / step 5: the Open reserve deadline -> Completed. */
+static enum pin_consume_status reserve_complete(struct bctx *c)
+{
+	struct link l;
+
+	if (link_lock(c->booking_id, "Reserve", &l) < 0)
+		return db_error(c, "link lock");
+	if (!l.found || strcmp(l.status, "Open") != 0)
+		return PIN_CONSUME_OK;  /* out-of-order fail-safe / already done */
+	if (wrk_crm_event_close(l.event_id, "complete", NULL, c->now) < 0)
+		return db_error(c, "event complete");
+	if (link_set_status(c->booking_id, "Reserve", "Completed", c->now) < 0)
+		return db_error(c, "link update");
+	wrk_api->metric_add("calendar_crm_booking_sync_deadlines_completed_total", NULL, 1);
+	log_ev(c, "crm booking sync: deadline-completed", "Reserve");
+	return PIN_CONSUME_OK;
+}
+
+/* Step 4, second part: upsert of the booking-phase deadline. */
+static enum pin_consume_status booking_upsert(struct bctx *c, int64_t at)
+{
+	PGresult *locked, *row;
+	struct link l;
+	const char *title, *p[3];
+	int rc;
+
+	if (link_lock(c->booking_id, "Booking", &l) < 0)
+		return db_error(c, "link lock");
+	if (!l.found)
+		return deadline_create(c, "Booking", at);
+	if (strcmp(l.status, "Open") != 0) {
+		skipped(c, "late-after-terminal", "Booking");
+		return PIN_CONSUME_OK;
+	}
+	rc = pc_event_lock(l.event_id, NULL, NULL, &locked);
+	if (rc == PC_E_NOT_FOUND)
+		return PIN_CONSUME_OK;
+	if (rc < 0)
+		return db_error(c, "event lock");
+	rc = pc_event_reschedule(locked, at, c->now, &row);
+	if (rc == PC_UNCHANGED || rc == PC_E_TRANSITION)
+		return PIN_CONSUME_OK;
+	if (rc < 0)
+		return db_error(c, "event reschedule");
+	/* the title names the moment: follow the move */
+	title = title_for("Booking", at);
+	if (!title)
+		return db_error(c, "title");
+	p[0] = l.event_id;
+	p[1] = title;
+	p[2] = pc_time_param(c->now);
+	if (!ok(wrk_api->db_exec_prepared("crmb_title_set",
+			"UPDATE calendar.calendar_events SET title = $2, updated_at = $3 "
+			"WHERE id = $1", 3, p), PGRES_COMMAND_OK))
+		return db_error(c, "title update");
+	wrk_api->metric_add("calendar_crm_booking_sync_deadlines_rescheduled_total", NULL, 1);
+	log_ev(c, "crm booking sync: deadline-rescheduled", "Booking");
+	return PIN_CONSUME_OK;
+}
+
+/* Step 6: every Open deadline of the booking -> Cancelled; absent phases get
+ * tombstones.  deal_id of a tombstone: the other phase's link, else the
+ * payload's dealId when it carries one (else NULL). */
+static enum pin_consume_status cancel_all(struct bctx *c, const char *reason)
+{
+	static const char *const phases[] = { "Reserve", "Booking" };
+	struct link l[2];
+	const char *deal = c->deal_id;
+	int i, n = 0;
+
+	for (i = 0; i < 2; i++) {
+		if (link_lock(c->booking_id, phases[i], &l[i]) < 0)
+			return db_error(c, "link lock");
+		if (l[i].found && l[i].deal_id)
+			deal = l[i].deal_id;
+	}
+	for (i = 0; i < 2; i++) {
+		if (!l[i].found) {
+			if (link_insert(c->booking_id, phases[i], deal, NULL, NULL, c->now) < 0)
+				return db_error(c, "tombstone insert");
+			continue;
+		}
+		if (strcmp(l[i].status, "Open") != 0)
+			continue;
+		if (wrk_crm_event_close(l[i].event_id, "cancel", reason, c->now) < 0)
+			return db_error(c, "event cancel");
+		if (link_set_status(c->booking_id, phases[i], "Cancelled", c->now) < 0)
+			return db_error(c, "link update");
+		n++;
+	}
+	if (n)
+		wrk_api->metric_add("calendar_crm_booking_sync_deadlines_cancelled_total", NULL, n);
+	wrk_api->log(PIN_LOG_INFO, "crm booking sync: deadline-cancelled",
+			"messageId", c->msg->message_id, "bookingId", c->booking_id,
+			"count", wrk_api->sprintf("%d", n), "topic", c->msg->topic, NULL);
+	return PIN_CONSUME_OK;
+}
+
+/* ------------------------------------------------------------------ handler */
+
+/* Optional uuid member: absent/null -> NULL; present but not a uuid -> -1. */
+static int opt_uuid(json_object *o, const char *key, const char **out)
+{
+	*out = NULL;
+	if (!jpresent(o, key))
+		return 0;
+	*out = jstr(o, key);
+	return *out && wrk_api->is_uuid(*out) ? 0 : -1;
+}
+
+static int req_instant(json_object *o, const char *key, int64_t *us)
+{
+	const char *s = jstr(o, key);
+
+	return s && wrk_api->parse_time(s, us) == 0 ? 0 : -1;
+}
+
+static enum pin_consume_status on_booking(const struct pin_msg *msg,
+		struct pin_consume_result *res, void *ud)
+{
+	struct bctx c;
+	json_object *pl = msg->payload;
+	const char *t = msg->topic;
+	enum pin_consume_status st;
+	int64_t at = 0, t0 = wrk_api->now_us();
+
+	(void)ud;
+	memset(&c, 0, sizeof(c));
+	c.msg = msg;
+	c.res = res;
+	c.now = t0;
+	if (msg->contract_version != 1) {
+		wrk_api->log(PIN_LOG_WARN, "crm booking sync: contract version mismatch",
+				"messageId", msg->message_id, "topic", t, NULL);
+		wrk_api->metric_add("calendar_crm_booking_sync_contract_mismatch_total", NULL, 1);
+	}
+	if (!pl || !json_object_is_type(pl, json_type_object))
+		return invalid(&c, "payload is not an object");
+	c.booking_id = jstr(pl, "bookingId");
+	if (!c.booking_id || !wrk_api->is_uuid(c.booking_id))
+		return invalid(&c, "bookingId is missing or not a uuid");
+	if (opt_uuid(pl, "dealId", &c.deal_id) < 0)
+		return invalid(&c, "dealId is not a uuid");
+	if (opt_uuid(pl, "propertyObjectId", &c.property_id) < 0)
+		return invalid(&c, "propertyObjectId is not a uuid");
+	if (!strcmp(t, T_CREATED)) {
+		if (!c.deal_id || !c.property_id)
+			return invalid(&c, "dealId and propertyObjectId are required");
+		if (req_instant(pl, "reserveExpiresAt", &at) < 0)
+			return invalid(&c, "reserveExpiresAt is missing or not an instant");
+	} else if (!strcmp(t, T_CONFIRMED)) {
+		if (!c.deal_id)
+			return invalid(&c, "dealId is required");
+		if (req_instant(pl, "bookingExpiresAt", &at) < 0)
+			return invalid(&c, "bookingExpiresAt is missing or not an instant");
+	} else if (strcmp(t, T_PAID) && strcmp(t, T_EXPIRED) && strcmp(t, T_CANCELLED)) {
+		return invalid(&c, "unknown topic");
+	}
+	log_ev(&c, "crm booking sync: consumed", NULL);
+
+	if (!strcmp(t, T_CREATED)) {
+		struct link l;
+		const char *tn = NULL, *ow = NULL;
+
+		/* lock order: replica, then the link */
+		if (route(c.deal_id, &tn, &ow) < 0)
+			return db_error(&c, "replica lock");
+		if (link_lock(c.booking_id, "Reserve", &l) < 0)
+			return db_error(&c, "link lock");
+		if (l.found) {
+			skipped(&c, "business-duplicate", "Reserve");
+			st = PIN_CONSUME_OK;
+		} else {
+			st = deadline_create(&c, "Reserve", at);
+		}
+	} else if (!strcmp(t, T_CONFIRMED)) {
+		const char *tn = NULL, *ow = NULL;
+
+		if (route(c.deal_id, &tn, &ow) < 0)
+			return db_error(&c, "replica lock");
+		st = reserve_complete(&c);
+		if (st == PIN_CONSUME_OK)
+			st = booking_upsert(&c, at);
+	} else if (!strcmp(t, T_PAID)) {
+		st = reserve_complete(&c);
+	} else if (!strcmp(t, T_EXPIRED)) {
+		st = cancel_all(&c, expired_reason(jstr(pl, "phase")));
+	} else {
+		st = cancel_all(&c, "Бронь отменена");
+	}
+	wrk_api->metric_set("calendar_crm_booking_sync_consume_duration_ms", NULL,
+			(double)(wrk_api->now_us() - t0) / 1000.0);
+	if (msg->created_at_us > 0)
+		wrk_api->metric_set("calendar_crm_booking_sync_lag_seconds", NULL,
+				(double)(t0 - msg->created_at_us) / 1e6);
+	if (st != PIN_CONSUME_OK)
+		wrk_api->log(PIN_LOG_WARN, "crm booking sync: failed", "messageId", msg->message_id,
+				"bookingId", c.booking_id, "topic", t, "code", res->code, NULL);
+	return st;
+}
+
+int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen)
+{
+	struct pin_consumer c = { GROUP, topics, "calendar.inbox", on_booking, NULL, NULL };
+
+	pc_init(wrk_api);
+	if (reg->consumer(reg, &c) < 0) {
+		snprintf(err, errlen, "workers: cannot register consumer %s", GROUP);
+		return -1;
+	}
+	return 0;
+}

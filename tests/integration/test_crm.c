@@ -1,0 +1,722 @@
+/*
+ * test_crm.c -- the CRM consumers of workers.so against the test stack:
+ * booking sync (seed 004_09754351dec30ab5, AC-1..AC-9) and deal sync
+ * (events.md "Deal sync"): messages are produced to the dev broker, the
+ * long-lived worker host consumes them, the effects are polled in
+ * PostgreSQL (calendar.* tables and calendar.outbox), DLQ messages are read
+ * from the broker with their headers.
+ *
+ * Every wait is a poll.  "Handled" means the message's inbox row exists
+ * (written in the consumer's transaction); a message that must not be
+ * applied is observed through the worker's log line of the refused attempt.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <librdkafka/rdkafka.h>
+
+#include "harness.h"
+
+#define BGROUP "calendar-crm-booking-events"
+#define DGROUP "calendar-crm-deal-events"
+#define T_CREATED "pin.crm.booking-created.v1"
+#define T_CONFIRMED "pin.crm.booking-confirmed.v1"
+#define T_PAID "pin.crm.booking-paid.v1"
+#define T_EXPIRED "pin.crm.booking-expired.v1"
+#define T_CANCELLED "pin.crm.booking-cancelled.v1"
+#define T_DEAL_CREATED "pin.crm.deal-created.v1"
+#define T_DEAL_MEMBERS "pin.crm.deal-members-changed.v1"
+#define T_DEAL_CLOSED "pin.crm.deal-closed.v1"
+#define WAIT_MS 60000
+
+struct deal {
+	char *id, *agency, *executor;
+};
+
+static char *new_mid(void)
+{
+	return h_sql_scalar("SELECT gen_random_uuid()::text");
+}
+
+/* The events.md envelope around payload (JSON text). */
+static char *envelope(const char *mid, const char *event_type, const char *agg_type,
+		const char *agg_id, const char *created_at, const char *payload)
+{
+	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"%s\",\"contractVersion\":1,"
+		"\"createdAt\":\"%s\",\"aggregateType\":\"%s\",\"aggregateId\":\"%s\","
+		"\"correlationId\":null,\"payload\":%s}", mid, event_type, created_at,
+		agg_type, agg_id, payload);
+}
+
+/* "pin.crm.booking-created.v1" -> "pin.crm.booking-created" */
+static char *event_type_of(const char *topic)
+{
+	char *s = h_strdup(topic);
+
+	s[strlen(s) - 3] = '\0';
+	return s;
+}
+
+static long long inbox_count(const char *group, const char *mid)
+{
+	return h_sql_int("SELECT count(*) FROM calendar.inbox WHERE consumer_group = $1 "
+		"AND message_id = $2::uuid", group, mid);
+}
+
+/* Produces a message (key = aggregate id) with message id mid and waits
+ * until the consumer group handled it. */
+static void send_mid(const char *group, const char *topic, const char *key,
+		const char *agg_type, const char *mid, const char *created_at,
+		const char *payload)
+{
+	ck_assert_int_eq(h_kafka_produce(topic, key, envelope(mid, event_type_of(topic),
+		agg_type, key, created_at, payload)), 0);
+	ck_assert_msg(H_WAIT_UNTIL(inbox_count(group, mid) == 1, WAIT_MS),
+			"%s %s not handled", topic, mid);
+}
+
+/* A booking message with a fresh id, waited for; returns the id. */
+static char *booking_send(const char *topic, const char *booking, const char *payload)
+{
+	char *mid = new_mid();
+
+	send_mid(BGROUP, topic, booking, "Booking", mid, h_iso_in(0), payload);
+	return mid;
+}
+
+static char *deal_send(const char *topic, const char *deal, const char *created_at,
+		const char *payload)
+{
+	char *mid = new_mid();
+
+	send_mid(DGROUP, topic, deal, "Deal", mid, created_at, payload);
+	return mid;
+}
+
+static struct deal new_deal(void)
+{
+	struct deal d = { h_uuid(), h_uuid(), h_uuid() };
+
+	deal_send(T_DEAL_CREATED, d.id, "2026-11-01T10:00:00Z", h_sprintf(
+		"{\"dealId\":\"%s\",\"agencyCompanyId\":\"%s\",\"executorAgentUserId\":\"%s\"}",
+		d.id, d.agency, d.executor));
+	return d;
+}
+
+static char *created_payload(const char *booking, const char *deal, const char *at)
+{
+	return h_sprintf("{\"bookingId\":\"%s\",\"dealId\":\"%s\",\"propertyObjectId\":\"%s\","
+		"\"reserveExpiresAt\":\"%s\",\"programTerms\":{\"x\":1},\"paymentAmount\":100}",
+		booking, deal, h_uuid(), at);
+}
+
+static char *confirmed_payload(const char *booking, const char *deal, const char *at)
+{
+	return h_sprintf("{\"bookingId\":\"%s\",\"dealId\":\"%s\",\"propertyObjectId\":null,"
+		"\"bookingExpiresAt\":\"%s\"}", booking, deal, at);
+}
+
+static char *only_booking(const char *booking)
+{
+	return h_sprintf("{\"bookingId\":\"%s\"}", booking);
+}
+
+/* link status / event of (booking, phase) */
+static char *link_status(const char *booking, const char *phase)
+{
+	return h_sql_scalar("SELECT status FROM calendar.booking_deadline_links "
+		"WHERE booking_id = $1 AND phase = $2", booking, phase);
+}
+
+static char *link_event(const char *booking, const char *phase)
+{
+	return h_sql_scalar("SELECT calendar_event_id::text FROM calendar.booking_deadline_links "
+		"WHERE booking_id = $1 AND phase = $2", booking, phase);
+}
+
+static char *event_col(const char *event, const char *expr)
+{
+	return h_sql_scalar(h_sprintf("SELECT (%s)::text FROM calendar.calendar_events "
+		"WHERE id = $1", expr), event);
+}
+
+static long long outbox_count(const char *topic, const char *event)
+{
+	return h_sql_int("SELECT count(*) FROM calendar.outbox WHERE topic = $1 AND key = $2",
+		topic, event);
+}
+
+/* payload field of the newest outbox message of topic for event */
+static char *outbox_field(const char *topic, const char *event, const char *field)
+{
+	return h_sql_scalar("SELECT envelope->'payload'->>$3 FROM calendar.outbox "
+		"WHERE topic = $1 AND key = $2 ORDER BY id DESC LIMIT 1", topic, event, field);
+}
+
+static long long reminders(const char *event, const char *status)
+{
+	return h_sql_int("SELECT count(*) FROM calendar.event_reminders "
+		"WHERE calendar_event_id = $1::uuid AND status = $2", event, status);
+}
+
+/* a Reserve deadline one hour ahead: returns the event id */
+static char *reserve_open(const struct deal *d, const char *booking)
+{
+	booking_send(T_CREATED, booking, created_payload(booking, d->id, h_iso_in(3600)));
+	ck_assert_str_eq(link_status(booking, "Reserve"), "Open");
+	return link_event(booking, "Reserve");
+}
+
+/* ------------------------------------------------------------------ AC-1 */
+
+START_TEST(ac1_reserve_deadline_created)
+{
+	struct deal d = new_deal();
+	char *booking = h_uuid(), *at = h_iso_in(3600), *ev;
+
+	booking_send(T_CREATED, booking, created_payload(booking, d.id, at));
+	ck_assert_str_eq(link_status(booking, "Reserve"), "Open");
+	ck_assert_ptr_null(link_status(booking, "Booking"));
+	ev = link_event(booking, "Reserve");
+	ck_assert_ptr_nonnull(ev);
+	ck_assert_str_eq(event_col(ev, "kind"), "BookingDeadline");
+	ck_assert_str_eq(event_col(ev, "origin"), "CrmBooking");
+	ck_assert_str_eq(event_col(ev, "status"), "Planned");
+	ck_assert_str_eq(event_col(ev, "priority"), "Critical");
+	ck_assert_str_eq(event_col(ev, "owner_user_id"), d.executor);
+	ck_assert_str_eq(event_col(ev, "tenant_id"), d.agency);
+	ck_assert_str_eq(event_col(ev, "time_zone"), "Europe/Moscow");
+	ck_assert_str_eq(event_col(ev, h_sprintf("start_at = '%s'::timestamptz", at)), "true");
+	ck_assert_ptr_null(event_col(ev, "end_at"));
+	ck_assert_str_eq(event_col(ev, "deal_id"), d.id);
+	ck_assert_str_eq(event_col(ev, "booking_id"), booking);
+	ck_assert_ptr_nonnull(event_col(ev, "property_object_id"));
+	ck_assert_ptr_null(event_col(ev, "client_user_id"));
+	ck_assert_ptr_null(event_col(ev, "created_by_user_id"));
+	ck_assert_str_eq(event_col(ev, "reminder_offsets_minutes"), "{30}");
+	ck_assert_str_eq(event_col(ev, "title LIKE 'Оплата резерва до %'"), "true");
+	ck_assert_int_eq(reminders(ev, "Pending"), 1);
+	ck_assert_int_eq(h_sql_int("SELECT offset_minutes FROM calendar.event_reminders "
+		"WHERE calendar_event_id = $1::uuid", ev), 30);
+	ck_assert_str_eq(h_sql_scalar("SELECT tenant_id::text FROM calendar.booking_deadline_links "
+		"WHERE booking_id = $1", booking), d.agency);
+	/* event-created in the outbox, same transaction */
+	ck_assert_int_eq(outbox_count("pin.calendar.event-created.v1", ev), 1);
+	ck_assert_str_eq(outbox_field("pin.calendar.event-created.v1", ev, "origin"), "CrmBooking");
+	ck_assert_str_eq(outbox_field("pin.calendar.event-created.v1", ev, "bookingId"), booking);
+	ck_assert_ptr_null(outbox_field("pin.calendar.event-created.v1", ev, "title"));
+}
+END_TEST
+
+/* AC-9 and replay: the same messageId twice is one effect; a fresh
+ * messageId with the same content is a business duplicate (no event). */
+START_TEST(ac9_redelivery_and_replay)
+{
+	struct deal d = new_deal();
+	char *booking = h_uuid(), *mid = new_mid(), *created = h_iso_in(0);
+	char *payload = created_payload(booking, d.id, h_iso_in(7200));
+	const char *q = "SELECT count(*) FROM calendar.calendar_events WHERE booking_id = $1";
+
+	send_mid(BGROUP, T_CREATED, booking, "Booking", mid, created, payload);
+	send_mid(BGROUP, T_CREATED, booking, "Booking", mid, created, payload);  /* redelivery */
+	/* replay with a fresh id, same partition (same key): handled after the
+	 * redelivery */
+	booking_send(T_CREATED, booking, payload);
+	ck_assert_int_eq(h_sql_int(q, booking), 1);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.booking_deadline_links "
+		"WHERE booking_id = $1", booking), 1);
+	ck_assert_int_eq(outbox_count("pin.calendar.event-created.v1",
+		link_event(booking, "Reserve")), 1);
+	ck_assert_int_eq(reminders(link_event(booking, "Reserve"), "Pending"), 1);
+}
+END_TEST
+
+/* ------------------------------------------------------------ AC-2, AC-4 */
+
+START_TEST(ac2_ac4_confirmed_then_extended)
+{
+	struct deal d = new_deal();
+	char *booking = h_uuid(), *reserve, *bev, *t1 = h_iso_in(10 * 86400),
+		*t2 = h_iso_in(20 * 86400);
+	long long version;
+
+	reserve = reserve_open(&d, booking);
+	booking_send(T_CONFIRMED, booking, confirmed_payload(booking, d.id, t1));
+	/* reserve part completed */
+	ck_assert_str_eq(link_status(booking, "Reserve"), "Completed");
+	ck_assert_str_eq(event_col(reserve, "status"), "Completed");
+	ck_assert_int_eq(reminders(reserve, "Pending"), 0);
+	ck_assert_int_eq(reminders(reserve, "Skipped"), 1);
+	ck_assert_int_eq(outbox_count("pin.calendar.event-status-changed.v1", reserve), 1);
+	ck_assert_str_eq(outbox_field("pin.calendar.event-status-changed.v1", reserve,
+		"previousStatus"), "Planned");
+	ck_assert_str_eq(outbox_field("pin.calendar.event-status-changed.v1", reserve,
+		"status"), "Completed");
+	/* booking phase created */
+	ck_assert_str_eq(link_status(booking, "Booking"), "Open");
+	bev = link_event(booking, "Booking");
+	ck_assert_str_eq(event_col(bev, "kind"), "BookingDeadline");
+	ck_assert_str_eq(event_col(bev, "priority"), "Critical");
+	ck_assert_str_eq(event_col(bev, "owner_user_id"), d.executor);
+	ck_assert_str_eq(event_col(bev, h_sprintf("start_at = '%s'::timestamptz", t1)), "true");
+	ck_assert_str_eq(event_col(bev, "reminder_offsets_minutes"), "{1440,60}");
+	ck_assert_str_eq(event_col(bev, "title LIKE 'Дедлайн брони: подтвердить/продлить до %'"),
+		"true");
+	ck_assert_int_eq(reminders(bev, "Pending"), 2);
+	ck_assert_int_eq(outbox_count("pin.calendar.event-created.v1", bev), 1);
+
+	/* AC-4: a repeated booking-confirmed with a later moment moves it */
+	booking_send(T_CONFIRMED, booking, confirmed_payload(booking, d.id, t2));
+	ck_assert_str_eq(event_col(bev, h_sprintf("start_at = '%s'::timestamptz", t2)), "true");
+	ck_assert_int_eq(outbox_count("pin.calendar.event-rescheduled.v1", bev), 1);
+	ck_assert_str_eq(outbox_field("pin.calendar.event-rescheduled.v1", bev, "eventId"), bev);
+	ck_assert_int_eq(reminders(bev, "Pending"), 2);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.event_reminders "
+		"WHERE calendar_event_id = $1::uuid AND status = 'Pending' "
+		"AND due_at = $2::timestamptz - interval '1440 minutes'", bev, t2), 1);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.booking_deadline_links "
+		"WHERE booking_id = $1", booking), 2);
+	/* the same moment again: no move */
+	version = atoll(event_col(bev, "version"));
+	booking_send(T_CONFIRMED, booking, confirmed_payload(booking, d.id, t2));
+	ck_assert_int_eq(atoll(event_col(bev, "version")), version);
+	ck_assert_int_eq(outbox_count("pin.calendar.event-rescheduled.v1", bev), 1);
+	ck_assert_int_eq(outbox_count("pin.calendar.event-status-changed.v1", reserve), 1);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+		"WHERE booking_id = $1", booking), 2);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ AC-3 */
+
+START_TEST(ac3_paid_completes_reserve)
+{
+	struct deal d = new_deal();
+	char *booking = h_uuid(), *reserve;
+
+	reserve = reserve_open(&d, booking);
+	booking_send(T_PAID, booking, h_sprintf("{\"bookingId\":\"%s\",\"paymentAmount\":5}",
+		booking));
+	ck_assert_str_eq(link_status(booking, "Reserve"), "Completed");
+	ck_assert_str_eq(event_col(reserve, "status"), "Completed");
+	ck_assert_ptr_nonnull(event_col(reserve, "completed_at"));
+	ck_assert_int_eq(reminders(reserve, "Skipped"), 1);
+	ck_assert_ptr_null(link_status(booking, "Booking"));
+	/* paid again (fresh id): no-op */
+	booking_send(T_PAID, booking, only_booking(booking));
+	/* confirmed afterwards: reserve part no-op, booking phase created */
+	booking_send(T_CONFIRMED, booking, confirmed_payload(booking, d.id, h_iso_in(5 * 86400)));
+	ck_assert_str_eq(link_status(booking, "Reserve"), "Completed");
+	ck_assert_str_eq(link_status(booking, "Booking"), "Open");
+	ck_assert_int_eq(outbox_count("pin.calendar.event-status-changed.v1", reserve), 1);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ AC-5 */
+
+START_TEST(ac5_expired_reserve_cancels_and_tombstones)
+{
+	struct deal d = new_deal();
+	char *booking = h_uuid(), *reserve;
+
+	reserve = reserve_open(&d, booking);
+	booking_send(T_EXPIRED, booking, h_sprintf("{\"bookingId\":\"%s\",\"phase\":\"Reserve\"}",
+		booking));
+	ck_assert_str_eq(link_status(booking, "Reserve"), "Cancelled");
+	ck_assert_str_eq(event_col(reserve, "status"), "Cancelled");
+	ck_assert_str_eq(event_col(reserve, "cancel_reason"), "Резерв истёк");
+	ck_assert_int_eq(reminders(reserve, "Pending"), 0);
+	ck_assert_int_eq(reminders(reserve, "Skipped"), 1);
+	ck_assert_str_eq(outbox_field("pin.calendar.event-status-changed.v1", reserve,
+		"status"), "Cancelled");
+	ck_assert_str_eq(outbox_field("pin.calendar.event-status-changed.v1", reserve,
+		"cancelReason"), "Резерв истёк");
+	/* tombstone of the absent phase: a late booking-confirmed is a no-op */
+	ck_assert_str_eq(link_status(booking, "Booking"), "Cancelled");
+	ck_assert_ptr_null(link_event(booking, "Booking"));
+	booking_send(T_CONFIRMED, booking, confirmed_payload(booking, d.id, h_iso_in(86400 * 3)));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+		"WHERE booking_id = $1", booking), 1);
+	ck_assert_int_eq(outbox_count("pin.calendar.event-status-changed.v1", reserve), 1);
+}
+END_TEST
+
+START_TEST(ac5_cancelled_and_expired_booking_phase)
+{
+	struct deal d = new_deal();
+	char *b1 = h_uuid(), *b2 = h_uuid(), *e1, *e2;
+
+	/* booking cancelled with the booking phase open */
+	reserve_open(&d, b1);
+	booking_send(T_CONFIRMED, b1, confirmed_payload(b1, d.id, h_iso_in(86400 * 4)));
+	e1 = link_event(b1, "Booking");
+	booking_send(T_CANCELLED, b1, h_sprintf("{\"bookingId\":\"%s\",\"cancelReason\":"
+		"\"free text\",\"cancelledByUserId\":\"%s\"}", b1, h_uuid()));
+	ck_assert_str_eq(link_status(b1, "Booking"), "Cancelled");
+	ck_assert_str_eq(link_status(b1, "Reserve"), "Completed");
+	ck_assert_str_eq(event_col(e1, "status"), "Cancelled");
+	ck_assert_str_eq(event_col(e1, "cancel_reason"), "Бронь отменена");
+	ck_assert_int_eq(reminders(e1, "Skipped"), 2);
+	ck_assert_str_eq(outbox_field("pin.calendar.event-status-changed.v1", e1,
+		"previousStatus"), "Planned");
+
+	/* reserve open, booking-expired with Phase = Booking: the reason
+	 * follows the payload's phase */
+	e2 = reserve_open(&d, b2);
+	booking_send(T_EXPIRED, b2, h_sprintf("{\"bookingId\":\"%s\",\"phase\":\"Booking\"}", b2));
+	ck_assert_str_eq(event_col(e2, "cancel_reason"), "Бронь истекла");
+	ck_assert_str_eq(link_status(b2, "Booking"), "Cancelled");
+	/* cancelled again: no-op */
+	booking_send(T_CANCELLED, b2, only_booking(b2));
+	ck_assert_str_eq(event_col(e2, "cancel_reason"), "Бронь истекла");
+	ck_assert_int_eq(outbox_count("pin.calendar.event-status-changed.v1", e2), 1);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ AC-6 */
+
+START_TEST(ac6_cancelled_before_created)
+{
+	struct deal d = new_deal();
+	char *booking = h_uuid();
+
+	booking_send(T_CANCELLED, booking, only_booking(booking));
+	ck_assert_str_eq(link_status(booking, "Reserve"), "Cancelled");
+	ck_assert_str_eq(link_status(booking, "Booking"), "Cancelled");
+	ck_assert_ptr_null(link_event(booking, "Reserve"));
+	booking_send(T_CREATED, booking, created_payload(booking, d.id, h_iso_in(3600)));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+		"WHERE booking_id = $1", booking), 0);
+	ck_assert_str_eq(link_status(booking, "Reserve"), "Cancelled");
+	ck_assert_ptr_null(link_event(booking, "Reserve"));
+}
+END_TEST
+
+/* deadline already in the past: tombstone, no event */
+START_TEST(created_deadline_in_past)
+{
+	struct deal d = new_deal();
+	char *booking = h_uuid();
+
+	booking_send(T_CREATED, booking, created_payload(booking, d.id, h_iso_in(-60)));
+	ck_assert_str_eq(link_status(booking, "Reserve"), "Cancelled");
+	ck_assert_ptr_null(link_event(booking, "Reserve"));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+		"WHERE booking_id = $1", booking), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ AC-7 */
+
+/* the worker logged a refused attempt of message mid with code */
+static bool worker_logged(const char *mid, const char *code)
+{
+	FILE *f = fopen(h_sprintf("%s/logs/worker.log", h_env("PIN_DEV_DIR")), "r");
+	char line[8192];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, mid) && strstr(line, code);
+	fclose(f);
+	return found;
+}
+
+START_TEST(ac7_booking_before_deal_created)
+{
+	struct deal d = { h_uuid(), h_uuid(), h_uuid() };
+	char *booking = h_uuid(), *mid = new_mid();
+
+	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, envelope(mid,
+		"pin.crm.booking-created", "Booking", booking, h_iso_in(0),
+		created_payload(booking, d.id, h_iso_in(7200)))), 0);
+	ck_assert_msg(H_WAIT_UNTIL(worker_logged(mid, "CAL_BOOKING_SYNC_DEAL_REPLICA_NOT_FOUND"),
+		WAIT_MS), "no retriable failure logged");
+	/* refused: rolled back, nothing applied */
+	ck_assert_int_eq(inbox_count(BGROUP, mid), 0);
+	ck_assert_ptr_null(link_status(booking, "Reserve"));
+	/* deal-created arrives: the held message succeeds on a retry */
+	deal_send(T_DEAL_CREATED, d.id, "2026-11-01T10:00:00Z", h_sprintf(
+		"{\"dealId\":\"%s\",\"agencyCompanyId\":\"%s\",\"executorAgentUserId\":\"%s\"}",
+		d.id, d.agency, d.executor));
+	ck_assert_msg(H_WAIT_UNTIL(inbox_count(BGROUP, mid) == 1, 120000), "not retried");
+	ck_assert_str_eq(link_status(booking, "Reserve"), "Open");
+	ck_assert_str_eq(event_col(link_event(booking, "Reserve"), "owner_user_id"), d.executor);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ AC-8 */
+
+START_TEST(ac8_terminal_deal)
+{
+	struct deal d = new_deal();
+	char *booking = h_uuid();
+
+	deal_send(T_DEAL_CLOSED, d.id, "2026-11-02T10:00:00Z",
+		h_sprintf("{\"dealId\":\"%s\",\"outcome\":\"Won\"}", d.id));
+	ck_assert_str_eq(h_sql_scalar("SELECT is_terminal::text FROM calendar.crm_deal_replicas "
+		"WHERE deal_id = $1", d.id), "true");
+	booking_send(T_CREATED, booking, created_payload(booking, d.id, h_iso_in(3600)));
+	ck_assert_str_eq(link_status(booking, "Reserve"), "Cancelled");
+	ck_assert_ptr_null(link_event(booking, "Reserve"));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+		"WHERE booking_id = $1", booking), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------- deal sync */
+
+/* A Manual or Appointment event of the deal written directly (fixture). */
+static char *insert_event(const char *origin, const struct deal *d)
+{
+	char *id = h_uuid();
+	bool apt = !strcmp(origin, "Appointment");
+
+	/* (h_sql's parameter list ends at the first NULL: no NULL values) */
+	if (apt)
+		h_sql("INSERT INTO calendar.calendar_events (id, tenant_id, owner_user_id, kind, "
+			"origin, title, start_at, end_at, time_zone, client_user_id, deal_id, "
+			"appointment_id, created_at, updated_at) VALUES ($1, $2, $3, 'Showing', "
+			"'Appointment', 'x', now() + interval '2 days', "
+			"now() + interval '2 days 1 hour', 'Europe/Moscow', $4, $5, $6, now(), now())",
+			id, d->agency, d->executor, h_uuid(), d->id, h_uuid());
+	else
+		h_sql("INSERT INTO calendar.calendar_events (id, tenant_id, owner_user_id, kind, "
+			"origin, title, start_at, end_at, time_zone, deal_id, created_at, updated_at) "
+			"VALUES ($1, $2, $3, 'Meeting', 'Manual', 'x', now() + interval '2 days', "
+			"now() + interval '2 days 1 hour', 'Europe/Moscow', $4, now(), now())",
+			id, d->agency, d->executor, d->id);
+	return id;
+}
+
+START_TEST(deal_executor_changed_moves_open_events)
+{
+	struct deal d = new_deal();
+	char *booking = h_uuid(), *b2 = h_uuid(), *dl, *manual, *apt, *done;
+	char *nexec = h_uuid(), *nagency = h_uuid();
+	const char *oc = "pin.calendar.event-owner-changed.v1";
+
+	dl = reserve_open(&d, booking);
+	manual = insert_event("Manual", &d);
+	apt = insert_event("Appointment", &d);
+	/* a terminal deadline stays where it is */
+	done = reserve_open(&d, b2);
+	booking_send(T_PAID, b2, only_booking(b2));
+
+	deal_send(T_DEAL_MEMBERS, d.id, "2026-11-01T11:00:00Z", h_sprintf(
+		"{\"dealId\":\"%s\",\"changeType\":\"ExecutorChanged\",\"agencyCompanyId\":\"%s\","
+		"\"executorAgentUserId\":\"%s\",\"previousExecutorAgentUserId\":\"%s\"}",
+		d.id, nagency, nexec, d.executor));
+	ck_assert_str_eq(h_sql_scalar("SELECT executor_agent_user_id::text FROM "
+		"calendar.crm_deal_replicas WHERE deal_id = $1", d.id), nexec);
+	ck_assert_str_eq(event_col(dl, "owner_user_id"), nexec);
+	ck_assert_str_eq(event_col(dl, "tenant_id"), nagency);
+	ck_assert_str_eq(event_col(manual, "owner_user_id"), nexec);
+	ck_assert_str_eq(event_col(manual, "tenant_id"), nagency);
+	ck_assert_str_eq(event_col(apt, "owner_user_id"), d.executor);     /* INV-CAL-8 */
+	ck_assert_str_eq(event_col(apt, "tenant_id"), d.agency);
+	ck_assert_str_eq(event_col(done, "owner_user_id"), d.executor);
+	ck_assert_int_eq(reminders(dl, "Pending"), 1);     /* reminders follow the event */
+	ck_assert_str_eq(h_sql_scalar("SELECT tenant_id::text FROM calendar.booking_deadline_links "
+		"WHERE booking_id = $1", booking), nagency);
+	/* event-owner-changed per moved event, payload per events.md */
+	ck_assert_int_eq(outbox_count(oc, dl), 1);
+	ck_assert_int_eq(outbox_count(oc, manual), 1);
+	ck_assert_int_eq(outbox_count(oc, apt), 0);
+	ck_assert_int_eq(outbox_count(oc, done), 0);
+	ck_assert_str_eq(outbox_field(oc, dl, "ownerUserId"), nexec);
+	ck_assert_str_eq(outbox_field(oc, dl, "previousOwnerUserId"), d.executor);
+	ck_assert_str_eq(outbox_field(oc, dl, "tenantId"), nagency);
+	ck_assert_str_eq(outbox_field(oc, dl, "previousTenantId"), d.agency);
+	ck_assert_str_eq(outbox_field(oc, dl, "reason"), "ExecutorChanged");
+	ck_assert_str_eq(outbox_field(oc, dl, "dealId"), d.id);
+	ck_assert_str_eq(outbox_field(oc, dl, "bookingId"), booking);
+	ck_assert_str_eq(outbox_field(oc, dl, "kind"), "BookingDeadline");
+	ck_assert_str_eq(h_sql_scalar("SELECT string_agg(k, ',' ORDER BY k) FROM calendar.outbox, "
+		"jsonb_object_keys(envelope->'payload') k WHERE topic = $1 AND key = $2", oc, dl),
+		"bookingId,dealId,endAt,eventId,kind,origin,ownerUserId,previousOwnerUserId,"
+		"previousTenantId,reason,startAt,tenantId,timeZone");
+
+	/* an older message does not overwrite the newer one, nothing moves */
+	deal_send(T_DEAL_MEMBERS, d.id, "2026-11-01T10:30:00Z", h_sprintf(
+		"{\"dealId\":\"%s\",\"changeType\":\"ExecutorChanged\",\"agencyCompanyId\":\"%s\","
+		"\"executorAgentUserId\":\"%s\",\"previousExecutorAgentUserId\":null}",
+		d.id, d.agency, h_uuid()));
+	ck_assert_str_eq(h_sql_scalar("SELECT executor_agent_user_id::text FROM "
+		"calendar.crm_deal_replicas WHERE deal_id = $1", d.id), nexec);
+	ck_assert_str_eq(event_col(dl, "owner_user_id"), nexec);
+	ck_assert_int_eq(outbox_count(oc, dl), 1);
+	/* other change types are ignored */
+	deal_send(T_DEAL_MEMBERS, d.id, "2026-11-01T12:00:00Z", h_sprintf(
+		"{\"dealId\":\"%s\",\"changeType\":\"MemberAdded\",\"agencyCompanyId\":\"%s\","
+		"\"executorAgentUserId\":\"%s\"}", d.id, d.agency, h_uuid()));
+	ck_assert_str_eq(h_sql_scalar("SELECT executor_agent_user_id::text FROM "
+		"calendar.crm_deal_replicas WHERE deal_id = $1", d.id), nexec);
+	/* new deadlines go to the new executor */
+	booking = h_uuid();
+	dl = reserve_open(&d, booking);
+	ck_assert_str_eq(event_col(dl, "owner_user_id"), nexec);
+	ck_assert_str_eq(event_col(dl, "tenant_id"), nagency);
+}
+END_TEST
+
+START_TEST(deal_closed_cancels_open_deadlines)
+{
+	struct deal d = new_deal();
+	char *b1 = h_uuid(), *b2 = h_uuid(), *e1, *e2, *e2b, *manual;
+	const char *sc = "pin.calendar.event-status-changed.v1";
+
+	e1 = reserve_open(&d, b1);
+	e2 = reserve_open(&d, b2);
+	booking_send(T_CONFIRMED, b2, confirmed_payload(b2, d.id, h_iso_in(86400 * 7)));
+	e2b = link_event(b2, "Booking");
+	manual = insert_event("Manual", &d);
+	deal_send(T_DEAL_CLOSED, d.id, "2026-11-03T10:00:00Z",
+		h_sprintf("{\"dealId\":\"%s\",\"outcome\":\"Lost\"}", d.id));
+	ck_assert_str_eq(h_sql_scalar("SELECT is_terminal::text FROM calendar.crm_deal_replicas "
+		"WHERE deal_id = $1", d.id), "true");
+	ck_assert_str_eq(link_status(b1, "Reserve"), "Cancelled");
+	ck_assert_str_eq(link_status(b2, "Reserve"), "Completed");
+	ck_assert_str_eq(link_status(b2, "Booking"), "Cancelled");
+	ck_assert_str_eq(event_col(e1, "status"), "Cancelled");
+	ck_assert_str_eq(event_col(e1, "cancel_reason"), "Сделка закрыта");
+	ck_assert_str_eq(event_col(e2, "status"), "Completed");
+	ck_assert_str_eq(event_col(e2b, "status"), "Cancelled");
+	ck_assert_int_eq(reminders(e1, "Pending"), 0);
+	ck_assert_int_eq(reminders(e2b, "Pending"), 0);
+	ck_assert_str_eq(event_col(manual, "status"), "Planned");
+	ck_assert_int_eq(outbox_count(sc, e1), 1);
+	ck_assert_str_eq(outbox_field(sc, e1, "cancelReason"), "Сделка закрыта");
+	ck_assert_int_eq(outbox_count(sc, e2b), 1);
+	/* the booking consumer's cancel afterwards is a no-op */
+	booking_send(T_CANCELLED, b1, only_booking(b1));
+	ck_assert_str_eq(event_col(e1, "cancel_reason"), "Сделка закрыта");
+	ck_assert_int_eq(outbox_count(sc, e1), 1);
+	/* a newer deal-created cannot reopen the deal */
+	deal_send(T_DEAL_CREATED, d.id, "2026-11-04T10:00:00Z", h_sprintf(
+		"{\"dealId\":\"%s\",\"agencyCompanyId\":\"%s\",\"executorAgentUserId\":\"%s\"}",
+		d.id, d.agency, d.executor));
+	ck_assert_str_eq(h_sql_scalar("SELECT is_terminal::text FROM calendar.crm_deal_replicas "
+		"WHERE deal_id = $1", d.id), "true");
+	/* closed twice: no-op */
+	deal_send(T_DEAL_CLOSED, d.id, "2026-11-05T10:00:00Z",
+		h_sprintf("{\"dealId\":\"%s\",\"outcome\":\"Lost\"}", d.id));
+	ck_assert_int_eq(outbox_count(sc, e1), 1);
+}
+END_TEST
+
+/* ------------------------------------------------------------------- DLQ */
+
+/* x-error-code of the DLQ message of topic whose value contains needle, or
+ * NULL (reads the whole topic, with headers). */
+static char *dlq_code(const char *topic, const char *needle)
+{
+	char err[512], *code = NULL;
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	rd_kafka_topic_partition_list_t *l;
+	rd_kafka_t *rk;
+	int eofs = 0;
+	int64_t end = h_now_ms() + 10000;
+
+	rd_kafka_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap(), err, sizeof(err));
+	rd_kafka_conf_set(conf, "group.id", h_uuid(), err, sizeof(err));
+	rd_kafka_conf_set(conf, "enable.partition.eof", "true", err, sizeof(err));
+	rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err));
+	rd_kafka_conf_set(conf, "log_level", "2", err, sizeof(err));
+	rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+	ck_assert_msg(rk, "consumer: %s", err);
+	l = rd_kafka_topic_partition_list_new(3);
+	for (int p = 0; p < 3; p++)
+		rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+	rd_kafka_assign(rk, l);
+	rd_kafka_topic_partition_list_destroy(l);
+	while (eofs < 3 && h_now_ms() < end) {
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
+		rd_kafka_headers_t *hd = NULL;
+		const void *v;
+		size_t len;
+
+		if (!m)
+			continue;
+		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+			eofs++;
+		} else if (!m->err && !code && m->payload &&
+			   strstr(h_sprintf("%.*s", (int)m->len, (const char *)m->payload),
+				   needle) &&
+			   !rd_kafka_message_headers(m, &hd) && hd &&
+			   !rd_kafka_header_get_last(hd, "x-error-code", &v, &len)) {
+			code = h_sprintf("%.*s", (int)len, (const char *)v);
+		}
+		rd_kafka_message_destroy(m);
+	}
+	rd_kafka_consumer_close(rk);
+	rd_kafka_destroy(rk);
+	return code;
+}
+
+START_TEST(invalid_payloads_to_dlq)
+{
+	char *booking = h_uuid(), *deal = h_uuid(), *m1 = new_mid(), *m2 = new_mid(),
+		*m3 = new_mid(), *code = NULL;
+
+	/* booking-created without reserveExpiresAt */
+	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, envelope(m1,
+		"pin.crm.booking-created", "Booking", booking, h_iso_in(0), h_sprintf(
+		"{\"bookingId\":\"%s\",\"dealId\":\"%s\",\"propertyObjectId\":\"%s\"}",
+		booking, deal, h_uuid()))), 0);
+	/* booking-paid with a bookingId that is no uuid */
+	ck_assert_int_eq(h_kafka_produce(T_PAID, booking, envelope(m2,
+		"pin.crm.booking-paid", "Booking", booking, h_iso_in(0),
+		"{\"bookingId\":\"nope\"}")), 0);
+	/* deal-created with an executor that is no uuid */
+	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, deal, envelope(m3,
+		"pin.crm.deal-created", "Deal", deal, h_iso_in(0), h_sprintf(
+		"{\"dealId\":\"%s\",\"agencyCompanyId\":\"%s\",\"executorAgentUserId\":42}",
+		deal, h_uuid()))), 0);
+	ck_assert_msg(H_WAIT_UNTIL((code = dlq_code(BGROUP ".dlq", m1)) != NULL, WAIT_MS),
+		"booking-created not in the DLQ");
+	ck_assert_str_eq(code, "CAL_BOOKING_SYNC_INVALID_PAYLOAD");
+	ck_assert_msg(H_WAIT_UNTIL((code = dlq_code(BGROUP ".dlq", m2)) != NULL, WAIT_MS),
+		"booking-paid not in the DLQ");
+	ck_assert_str_eq(code, "CAL_BOOKING_SYNC_INVALID_PAYLOAD");
+	ck_assert_msg(H_WAIT_UNTIL((code = dlq_code(DGROUP ".dlq", m3)) != NULL, WAIT_MS),
+		"deal-created not in the DLQ");
+	ck_assert_str_eq(code, "CAL_DEAL_SYNC_INVALID_PAYLOAD");
+	ck_assert_int_eq(inbox_count(BGROUP, m1), 0);
+	ck_assert_ptr_null(link_status(booking, "Reserve"));
+	ck_assert_ptr_null(h_sql_scalar("SELECT deal_id::text FROM calendar.crm_deal_replicas "
+		"WHERE deal_id = $1", deal));
+}
+END_TEST
+
+Suite *make_crm_suite(void)
+{
+	Suite *s = suite_create("crm");
+	TCase *tc;
+
+	tc = h_tcase("booking", 300);
+	tcase_add_test(tc, ac1_reserve_deadline_created);
+	tcase_add_test(tc, ac9_redelivery_and_replay);
+	tcase_add_test(tc, ac2_ac4_confirmed_then_extended);
+	tcase_add_test(tc, ac3_paid_completes_reserve);
+	tcase_add_test(tc, ac5_expired_reserve_cancels_and_tombstones);
+	tcase_add_test(tc, ac5_cancelled_and_expired_booking_phase);
+	tcase_add_test(tc, ac6_cancelled_before_created);
+	tcase_add_test(tc, created_deadline_in_past);
+	tcase_add_test(tc, ac7_booking_before_deal_created);
+	tcase_add_test(tc, ac8_terminal_deal);
+	suite_add_tcase(s, tc);
+
+	tc = h_tcase("deal", 300);
+	tcase_add_test(tc, deal_executor_changed_moves_open_events);
+	tcase_add_test(tc, deal_closed_cancels_open_deadlines);
+	suite_add_tcase(s, tc);
+
+	tc = h_tcase("dlq", 300);
+	tcase_add_test(tc, invalid_payloads_to_dlq);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,806 @@
+/*
+ * test_notify.c -- notify.so (notifications.md, seed 001): the consumer
+ * groups notifications-calendar-events and notifications-identity-users
+ * through the dev broker, and the /api/v1/me notification routes.
+ *
+ * Messages are produced exactly like the calendar outbox relay writes them
+ * (events.md envelope, key = EventId / AppointmentId); one end-to-end case
+ * goes through the calendar API and the worker's relay.  Every wait polls
+ * the database (the consumer's inbox row, then the notifications).  Each test
+ * uses fresh user ids, so tests never see each other's rows.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <librdkafka/rdkafka.h>
+
+#include "harness.h"
+
+#define GROUP "notifications-calendar-events"
+#define WAIT_MS 60000
+/* a fixed future instant: 12:00 in Moscow (UTC+3), rendered by PostgreSQL */
+#define START "2030-06-01T09:00:00Z"
+#define END "2030-06-01T10:00:00Z"
+#define START_RU "01.06.2030 12:00"
+#define START_EN "Jun 1, 2030 12:00 PM"
+
+static char *new_mid(void)
+{
+	return h_sql_scalar("SELECT gen_random_uuid()::text");
+}
+
+/* The events.md envelope around payload (JSON text). */
+static char *envelope(const char *mid, const char *event_type, const char *agg_type,
+		const char *agg_id, const char *payload)
+{
+	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"%s\",\"contractVersion\":1,"
+		"\"createdAt\":\"2026-12-01T09:00:00.123Z\",\"aggregateType\":\"%s\","
+		"\"aggregateId\":\"%s\",\"correlationId\":null,\"payload\":%s}",
+		mid, event_type, agg_type, agg_id, payload);
+}
+
+static bool processed(const char *mid)
+{
+	return h_sql_int("SELECT count(*) FROM notifications.processed_messages "
+		"WHERE consumer_group = '" GROUP "' AND message_id = $1::uuid", mid) == 1;
+}
+
+/* Produces topic pin.calendar.<name>.v1 with key and waits for the inbox row. */
+static char *send_as(const char *mid, const char *name, const char *key,
+		const char *agg_type, const char *payload)
+{
+	char *topic = h_sprintf("pin.calendar.%s.v1", name);
+
+	ck_assert_int_eq(h_kafka_produce(topic, key, envelope(mid, h_sprintf(
+		"pin.calendar.%s", name), agg_type, key, payload)), 0);
+	ck_assert_msg(H_WAIT_UNTIL(processed(mid), WAIT_MS), "%s %s not consumed", name, mid);
+	return (char *)mid;
+}
+
+static char *ntf_send(const char *name, const char *key, const char *agg_type,
+		const char *payload)
+{
+	return send_as(new_mid(), name, key, agg_type, payload);
+}
+
+static long long count_for(const char *user)
+{
+	return h_sql_int("SELECT count(*) FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid", user);
+}
+
+/* Channels of user's notifications, sorted, comma separated ("" when none). */
+static const char *channels(const char *user, const char *kind)
+{
+	char *s = h_sql_scalar("SELECT coalesce(string_agg(channel, ',' ORDER BY channel), '') "
+		"FROM notifications.notifications WHERE recipient_user_id = $1::uuid "
+		"AND kind = $2", user, kind);
+
+	return s ? s : "";
+}
+
+static const char *col(const char *user, const char *channel, const char *column)
+{
+	return h_sql_scalar(h_sprintf("SELECT %s::text FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid AND channel = $2", column), user, channel);
+}
+
+/* ---- payloads (events.md, camelCase, optional fields present as null) ---- */
+
+static char *apt_created(const char *apt, const char *tenant, const char *agent,
+		const char *investor, const char *status, const char *from_apt)
+{
+	return h_sprintf("{\"appointmentId\":\"%s\",\"tenantId\":\"%s\",\"slotId\":\"%s\","
+		"\"eventId\":\"%s\",\"agentUserId\":\"%s\",\"investorUserId\":\"%s\","
+		"\"kind\":\"Showing\",\"status\":\"%s\",\"autoConfirmed\":%s,"
+		"\"startAt\":\"" START "\",\"endAt\":\"" END "\",\"timeZone\":\"Europe/Moscow\","
+		"\"confirmDeadlineAt\":\"2030-05-31T09:00:00Z\",\"projectId\":null,"
+		"\"propertyObjectId\":null,\"consultationRequestId\":null,"
+		"\"rescheduledFromAppointmentId\":%s,\"comment\":\"internal note\"}",
+		apt, tenant, h_uuid(), h_uuid(), agent, investor, status,
+		strcmp(status, "Pending") ? "true" : "false",
+		from_apt ? h_sprintf("\"%s\"", from_apt) : "null");
+}
+
+static char *apt_confirmed(const char *apt, const char *tenant, const char *agent,
+		const char *investor)
+{
+	return h_sprintf("{\"appointmentId\":\"%s\",\"tenantId\":\"%s\",\"eventId\":\"%s\","
+		"\"agentUserId\":\"%s\",\"investorUserId\":\"%s\",\"kind\":\"Showing\","
+		"\"startAt\":\"" START "\",\"endAt\":\"" END "\",\"timeZone\":\"Europe/Moscow\","
+		"\"autoConfirmed\":false}", apt, tenant, h_uuid(), agent, investor);
+}
+
+static char *apt_cancelled(const char *apt, const char *tenant, const char *agent,
+		const char *investor, const char *reason, const char *to_apt)
+{
+	return h_sprintf("{\"appointmentId\":\"%s\",\"tenantId\":\"%s\",\"eventId\":\"%s\","
+		"\"agentUserId\":\"%s\",\"investorUserId\":\"%s\",\"kind\":\"Showing\","
+		"\"startAt\":\"" START "\",\"endAt\":\"" END "\",\"timeZone\":\"Europe/Moscow\","
+		"\"reason\":\"%s\",\"cancelledBy\":\"%s\",\"cancelReason\":null,"
+		"\"rescheduledToAppointmentId\":%s}", apt, tenant, h_uuid(), agent, investor,
+		reason, agent, to_apt ? h_sprintf("\"%s\"", to_apt) : "null");
+}
+
+static char *apt_completed(const char *apt, const char *tenant, const char *agent,
+		const char *investor)
+{
+	return h_sprintf("{\"appointmentId\":\"%s\",\"tenantId\":\"%s\",\"eventId\":\"%s\","
+		"\"agentUserId\":\"%s\",\"investorUserId\":\"%s\",\"kind\":\"Showing\","
+		"\"startAt\":\"" START "\",\"outcome\":\"Completed\"}",
+		apt, tenant, h_uuid(), agent, investor);
+}
+
+static char *ev_created(const char *ev, const char *tenant, const char *owner,
+		const char *kind, const char *origin, const char *client)
+{
+	int crm = !strcmp(origin, "CrmBooking");
+
+	return h_sprintf("{\"eventId\":\"%s\",\"tenantId\":\"%s\",\"ownerUserId\":\"%s\","
+		"\"kind\":\"%s\",\"origin\":\"%s\",\"status\":\"Planned\",\"priority\":\"Normal\","
+		"\"startAt\":\"" START "\",\"endAt\":null,\"timeZone\":\"Europe/Moscow\","
+		"\"clientUserId\":%s,\"leadId\":null,\"dealId\":%s,\"bookingId\":%s,"
+		"\"projectId\":null,\"propertyObjectId\":null,\"appointmentId\":null,"
+		"\"createdByUserId\":null}", ev, tenant, owner, kind, origin,
+		client ? h_sprintf("\"%s\"", client) : "null",
+		crm ? h_sprintf("\"%s\"", h_uuid()) : "null",
+		crm ? h_sprintf("\"%s\"", h_uuid()) : "null");
+}
+
+static char *ev_status(const char *ev, const char *tenant, const char *owner,
+		const char *origin, const char *client, const char *status)
+{
+	return h_sprintf("{\"eventId\":\"%s\",\"tenantId\":\"%s\",\"ownerUserId\":\"%s\","
+		"\"kind\":\"%s\",\"origin\":\"%s\",\"clientUserId\":%s,"
+		"\"previousStatus\":\"Planned\",\"status\":\"%s\","
+		"\"cancelReason\":\"Клиент заболел\",\"startAt\":\"" START "\","
+		"\"endAt\":null,\"timeZone\":\"Europe/Moscow\",\"dealId\":null,"
+		"\"bookingId\":null,\"appointmentId\":null}", ev, tenant, owner,
+		strcmp(origin, "CrmBooking") ? "Meeting" : "BookingDeadline", origin,
+		client ? h_sprintf("\"%s\"", client) : "null", status);
+}
+
+static char *reminder(const char *rem, const char *ev, const char *tenant,
+		const char *owner, const char *client, const char *apt, const char *start)
+{
+	return h_sprintf("{\"reminderId\":\"%s\",\"eventId\":\"%s\",\"tenantId\":\"%s\","
+		"\"ownerUserId\":\"%s\",\"clientUserId\":%s,\"kind\":\"Showing\","
+		"\"startAt\":\"%s\",\"timeZone\":\"Europe/Moscow\",\"offsetMinutes\":60,"
+		"\"appointmentId\":%s}", rem, ev, tenant, owner,
+		client ? h_sprintf("\"%s\"", client) : "null", start,
+		apt ? h_sprintf("\"%s\"", apt) : "null");
+}
+
+/* pin.identity.users.v1 for user; waits until the contact replica has it. */
+static void contact(const char *user, const char *name, const char *locale)
+{
+	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", user, h_sprintf(
+		"{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-updated\","
+		"\"contractVersion\":1,\"createdAt\":\"2026-11-30T10:00:00Z\","
+		"\"aggregateType\":\"User\",\"aggregateId\":\"%s\",\"correlationId\":null,"
+		"\"payload\":{\"userId\":\"%s\",\"displayName\":\"%s\",\"avatarUrl\":null,"
+		"\"email\":\"u@example.com\",\"phone\":\"+70000000000\",\"locale\":%s,"
+		"\"timeZone\":\"Europe/Moscow\",\"status\":\"Active\"}}", new_mid(), user, user,
+		name, locale ? h_sprintf("\"%s\"", locale) : "null")), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
+		"notifications.recipient_contacts WHERE user_id = $1::uuid", user) == 1,
+		WAIT_MS), "contact not replicated");
+}
+
+static char *tok_of(const char *actor, const char *sub, const char *tenant)
+{
+	return h_token(actor, sub, tenant, "calendar.events.view");
+}
+
+static void put_settings(const char *user, const char *body)
+{
+	struct h_resp *r = h_request("PUT", "/api/v1/me/notification-settings",
+			tok_of("investor", user, NULL), body);
+
+	ck_assert_msg(r->status == 200, "settings: %ld %s", r->status, r->body);
+}
+
+/* "HH:MM" in Moscow, now + minutes (database clock = the hosts' clock). */
+static const char *moscow_hhmm(int minutes)
+{
+	return h_sql_scalar(h_sprintf("SELECT to_char((now() + interval '%d minutes') "
+		"AT TIME ZONE 'Europe/Moscow', 'HH24:MI')", minutes));
+}
+
+/* ------------------------------------------------------------------ tests */
+
+/* Seed 001 AC: appointment-created (Pending) -> agent "new appointment,
+ * confirm", investor "request created", InApp + Email, role texts, local
+ * times from StartAt + TimeZone, names from the contact replica; redelivery
+ * and a replay (inbox row gone) create nothing more (INV-NTF-1). */
+START_TEST(appointment_created_fanout_and_redelivery)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
+	char *payload = apt_created(apt, tenant, agent, inv, "Pending", NULL);
+	char *mid = new_mid(), *value;
+
+	contact(agent, "Анна Агентова", NULL);
+	contact(inv, "Иван Инвесторов", NULL);
+	send_as(mid, "appointment-created", apt, "Appointment", payload);
+	ck_assert_str_eq(channels(agent, "AppointmentCreated"), "Email,InApp");
+	ck_assert_str_eq(channels(inv, "AppointmentCreated"), "Email,InApp");
+	ck_assert_int_eq(count_for(agent), 2);
+	ck_assert_int_eq(count_for(inv), 2);
+	ck_assert_str_eq(col(agent, "InApp", "role"), "Agent.Pending");
+	ck_assert_str_eq(col(inv, "InApp", "role"), "Investor");
+	ck_assert_str_eq(col(agent, "InApp", "tenant_id"), tenant);
+	ck_assert_ptr_null(col(inv, "InApp", "tenant_id"));
+	ck_assert_str_eq(col(agent, "InApp", "status"), "Pending");
+	ck_assert_str_eq(col(agent, "Email", "urgency"), "Normal");
+	ck_assert_str_eq(col(agent, "InApp", "title"), "Новая запись на " START_RU);
+	ck_assert_msg(strstr(col(agent, "InApp", "body"), "Иван Инвесторов") &&
+		strstr(col(agent, "InApp", "body"), "31.05.2030 12:00") &&
+		strstr(col(agent, "InApp", "body"), "Europe/Moscow"), "%s",
+		col(agent, "InApp", "body"));
+	ck_assert_msg(strstr(col(inv, "Email", "body"), "Анна Агентова") &&
+		strstr(col(inv, "Email", "body"), START_RU), "%s", col(inv, "Email", "body"));
+	/* payload: ids and times, no Comment */
+	ck_assert_str_eq(col(inv, "InApp", "payload->>'appointmentId'"), apt);
+	ck_assert_ptr_null(col(inv, "InApp", "payload->>'comment'"));
+	ck_assert_ptr_null(strstr(col(inv, "InApp", "payload"), "internal note"));
+	ck_assert_str_eq(col(inv, "InApp", "source_message_id"), mid);
+
+	/* redelivery of the same message, then a later message of the same
+	 * aggregate (same key, same partition): once it is in, the duplicate was
+	 * handled before it */
+	value = envelope(mid, "pin.calendar.appointment-created", "Appointment", apt, payload);
+	ck_assert_int_eq(h_kafka_produce("pin.calendar.appointment-created.v1", apt, value), 0);
+	ntf_send("appointment-completed", apt, "Appointment",
+			apt_completed(apt, tenant, agent, inv));
+	ck_assert_int_eq(count_for(agent), 2);
+	ck_assert_int_eq(count_for(inv), 2);
+
+	/* replay after the inbox row is gone: INV-NTF-1 keeps one row each */
+	h_sql("DELETE FROM notifications.processed_messages WHERE consumer_group = '"
+		GROUP "' AND message_id = $1::uuid", mid);
+	ck_assert_int_eq(h_kafka_produce("pin.calendar.appointment-created.v1", apt, value), 0);
+	ck_assert_msg(H_WAIT_UNTIL(processed(mid), WAIT_MS), "replay not consumed");
+	ck_assert_int_eq(count_for(agent), 2);
+	ck_assert_int_eq(count_for(inv), 2);
+}
+END_TEST
+
+/* Seed 001 AC: auto-confirm -> agent once (Agent.Confirmed), investor gets
+ * AppointmentCreated and AppointmentConfirmed; en locale from settings. */
+START_TEST(auto_confirm_and_english_locale)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
+
+	put_settings(inv, "{\"locale\":\"en\"}");
+	ntf_send("appointment-confirmed", apt, "Appointment",
+			apt_confirmed(apt, tenant, agent, inv));
+	ntf_send("appointment-created", apt, "Appointment",
+			apt_created(apt, tenant, agent, inv, "Confirmed", NULL));
+	ck_assert_int_eq(count_for(agent), 2);
+	ck_assert_str_eq(col(agent, "InApp", "role"), "Agent.Confirmed");
+	ck_assert_str_eq(channels(inv, "AppointmentConfirmed"), "Email,InApp");
+	ck_assert_str_eq(channels(inv, "AppointmentCreated"), "Email,InApp");
+	ck_assert_str_eq(h_sql_scalar("SELECT title FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid AND kind = 'AppointmentConfirmed' "
+		"AND channel = 'InApp'", inv), "Meeting confirmed");
+	ck_assert_str_eq(h_sql_scalar("SELECT locale FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid AND kind = 'AppointmentConfirmed' "
+		"AND channel = 'InApp'", inv), "en");
+	ck_assert_msg(strstr(h_sql_scalar("SELECT body FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid AND kind = 'AppointmentConfirmed' "
+		"AND channel = 'Email'", inv), START_EN), "en time format");
+	/* a rescheduled appointment speaks of the move, not of a new request */
+	{
+		const char *apt2 = h_uuid(), *inv2 = h_uuid();
+
+		ntf_send("appointment-created", apt2, "Appointment",
+			apt_created(apt2, tenant, agent, inv2, "Pending", apt));
+		ck_assert_str_eq(col(inv2, "InApp", "role"), "Investor.Rescheduled");
+		ck_assert_str_eq(h_sql_scalar("SELECT role FROM notifications.notifications "
+			"WHERE recipient_user_id = $1::uuid AND subject_id = $2::uuid "
+			"AND channel = 'InApp'", agent, apt2), "Agent.RescheduledPending");
+	}
+}
+END_TEST
+
+/* Seed 001 AC: cancellation by reason; Expired -> both with their texts;
+ * reschedule (RescheduledToAppointmentId) -> nothing; a confirmation after
+ * the cancellation is skipped (after-final guard). */
+START_TEST(appointment_cancelled_mapping)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid();
+	const char *a1 = h_uuid(), *a2 = h_uuid(), *a3 = h_uuid(), *a4 = h_uuid();
+
+	ntf_send("appointment-cancelled", a1, "Appointment",
+		apt_cancelled(a1, tenant, agent, inv, "CancelledByInvestor", NULL));
+	ck_assert_str_eq(channels(agent, "AppointmentCancelled"), "Email,InApp");
+	ck_assert_int_eq(count_for(inv), 0);
+	ck_assert_str_eq(col(agent, "InApp", "role"), "Agent.CancelledByInvestor");
+
+	ntf_send("appointment-cancelled", a2, "Appointment",
+		apt_cancelled(a2, tenant, agent, inv, "Expired", NULL));
+	ck_assert_str_eq(h_sql_scalar("SELECT string_agg(role, ',' ORDER BY role) "
+		"FROM notifications.notifications WHERE subject_id = $1::uuid "
+		"AND channel = 'InApp'", a2), "Agent.Expired,Investor.Expired");
+	ck_assert_str_eq(h_sql_scalar("SELECT title FROM notifications.notifications "
+		"WHERE subject_id = $1::uuid AND recipient_user_id = $2::uuid "
+		"AND channel = 'InApp'", a2, inv), "Агент не подтвердил запись");
+
+	ntf_send("appointment-cancelled", a3, "Appointment",
+		apt_cancelled(a3, tenant, agent, inv, "DeclinedByAgent", h_uuid()));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM notifications.notifications "
+		"WHERE subject_id = $1::uuid", a3), 0);
+
+	ntf_send("appointment-cancelled", a4, "Appointment",
+		apt_cancelled(a4, tenant, agent, inv, "DeclinedByAgent", NULL));
+	ntf_send("appointment-confirmed", a4, "Appointment",
+		apt_confirmed(a4, tenant, agent, inv));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM notifications.notifications "
+		"WHERE subject_id = $1::uuid AND kind = 'AppointmentConfirmed'", a4), 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM notifications.notifications "
+		"WHERE subject_id = $1::uuid AND kind = 'AppointmentCancelled'", a4), 2);
+
+	/* unknown reason: warning, nothing built, no DLQ (inbox row written) */
+	ntf_send("appointment-cancelled", a4, "Appointment",
+		apt_cancelled(h_uuid(), tenant, agent, inv, "EatenByDragon", NULL));
+	ck_assert_int_eq(count_for(inv), 4);
+}
+END_TEST
+
+/* Seed 001 AC: event-* filtered by Origin; CrmBooking deadline -> owner
+ * CalendarReminder; Manual cancel with client -> client, with the reason;
+ * owner change -> new and previous owner; unknown Origin -> nothing. */
+START_TEST(event_family_mapping)
+{
+	const char *tenant = h_uuid(), *owner = h_uuid(), *client = h_uuid(), *prev = h_uuid();
+	const char *e1 = h_uuid(), *e2 = h_uuid(), *e3 = h_uuid(), *e4 = h_uuid(),
+		*e5 = h_uuid(), *e6 = h_uuid();
+
+	ntf_send("event-created", e1, "CalendarEvent",
+		ev_created(e1, tenant, owner, "Meeting", "Manual", client));
+	ntf_send("event-created", e2, "CalendarEvent",
+		ev_created(e2, tenant, owner, "Showing", "Appointment", client));
+	ntf_send("event-created", e3, "CalendarEvent",
+		ev_created(e3, tenant, owner, "Meeting", "Martian", client));
+	ck_assert_int_eq(count_for(owner), 0);
+	ck_assert_int_eq(count_for(client), 0);
+
+	ntf_send("event-created", e4, "CalendarEvent",
+		ev_created(e4, tenant, owner, "BookingDeadline", "CrmBooking", NULL));
+	ck_assert_str_eq(channels(owner, "CalendarReminder"), "Email,InApp");
+	ck_assert_str_eq(col(owner, "InApp", "title"), "Дедлайн брони добавлен в календарь");
+	ck_assert_msg(strstr(col(owner, "InApp", "body"), START_RU), "deadline in Moscow time");
+	ck_assert_str_eq(col(owner, "InApp", "urgency"), "Normal");
+
+	ntf_send("event-status-changed", e5, "CalendarEvent",
+		ev_status(e5, tenant, owner, "Manual", client, "Cancelled"));
+	ck_assert_str_eq(channels(client, "AppointmentCancelled"), "Email,InApp");
+	ck_assert_msg(strstr(col(client, "InApp", "body"), "Клиент заболел") &&
+		strstr(col(client, "InApp", "body"), START_RU), "%s", col(client, "InApp", "body"));
+	ck_assert_ptr_null(strstr(col(client, "InApp", "payload"), "заболел"));
+	/* Completed, and Cancelled without a client: no-op */
+	ntf_send("event-status-changed", e5, "CalendarEvent",
+		ev_status(e5, tenant, owner, "Manual", NULL, "Completed"));
+	ntf_send("event-status-changed", e1, "CalendarEvent",
+		ev_status(e1, tenant, owner, "Manual", NULL, "Cancelled"));
+	ck_assert_int_eq(count_for(owner), 2);
+
+	ck_assert_int_eq(h_kafka_produce("pin.calendar.event-owner-changed.v1", e6, envelope(
+		new_mid(), "pin.calendar.event-owner-changed", "CalendarEvent", e6, h_sprintf(
+		"{\"eventId\":\"%s\",\"tenantId\":\"%s\",\"previousTenantId\":\"%s\","
+		"\"ownerUserId\":\"%s\",\"previousOwnerUserId\":\"%s\",\"kind\":\"BookingDeadline\","
+		"\"origin\":\"CrmBooking\",\"startAt\":\"" START "\",\"endAt\":null,"
+		"\"timeZone\":\"Europe/Moscow\",\"dealId\":\"%s\",\"bookingId\":null,"
+		"\"reason\":\"ExecutorChanged\"}", e6, tenant, tenant, owner, prev, h_uuid()))), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM notifications.notifications "
+		"WHERE subject_id = $1::uuid", e6) == 4, WAIT_MS), "owner change not notified");
+	ck_assert_str_eq(h_sql_scalar("SELECT role FROM notifications.notifications "
+		"WHERE subject_id = $1::uuid AND recipient_user_id = $2::uuid AND channel = 'InApp'",
+		e6, prev), "PreviousOwner");
+	ck_assert_str_eq(h_sql_scalar("SELECT kind FROM notifications.notifications "
+		"WHERE subject_id = $1::uuid AND recipient_user_id = $2::uuid AND channel = 'InApp'",
+		e6, owner), "CalendarEventOwnerChanged");
+}
+END_TEST
+
+/* Seed 001 AC: reminder-due with AppointmentId -> AppointmentReminder to owner
+ * and client, Critical, InApp + Email + Sms, no deferral in quiet hours; a
+ * second reminder-due of the same reminder row adds nothing (ReminderId);
+ * stale reminder -> nothing, acknowledged, no DLQ. */
+START_TEST(reminders_critical_quiet_hours_and_stale)
+{
+	const char *tenant = h_uuid(), *owner = h_uuid(), *client = h_uuid();
+	const char *ev = h_uuid(), *apt = h_uuid(), *rem = h_uuid();
+
+	put_settings(client, h_sprintf("{\"quietHours\":{\"from\":\"%s\",\"to\":\"%s\"}}",
+		moscow_hhmm(-60), moscow_hhmm(60)));
+	ntf_send("reminder-due", ev, "CalendarEvent",
+		reminder(rem, ev, tenant, owner, client, apt, START));
+	ck_assert_str_eq(channels(owner, "AppointmentReminder"), "Email,InApp,Sms");
+	ck_assert_str_eq(channels(client, "AppointmentReminder"), "Email,InApp,Sms");
+	ck_assert_str_eq(col(client, "Sms", "urgency"), "Critical");
+	ck_assert_ptr_null(col(client, "Sms", "not_before"));
+	ck_assert_str_eq(col(client, "Sms", "reminder_id"), rem);
+	ck_assert_msg(strstr(col(owner, "Sms", "body"), "1 ч"), "%s", col(owner, "Sms", "body"));
+	/* the same reminder row published again (another message id) */
+	ntf_send("reminder-due", ev, "CalendarEvent",
+		reminder(rem, ev, tenant, owner, client, apt, START));
+	ck_assert_int_eq(count_for(owner), 3);
+	ck_assert_int_eq(count_for(client), 3);
+
+	/* calendar reminder (no appointment): CalendarReminder, no Sms by default */
+	{
+		const char *ev2 = h_uuid(), *owner2 = h_uuid();
+
+		ntf_send("reminder-due", ev2, "CalendarEvent",
+			reminder(h_uuid(), ev2, tenant, owner2, NULL, NULL, START));
+		ck_assert_str_eq(channels(owner2, "CalendarReminder"), "Email,InApp");
+		ck_assert_str_eq(col(owner2, "InApp", "urgency"), "Critical");
+	}
+	/* stale: StartAt in the past */
+	{
+		const char *ev3 = h_uuid(), *owner3 = h_uuid();
+
+		ntf_send("reminder-due", ev3, "CalendarEvent", reminder(h_uuid(), ev3, tenant,
+			owner3, NULL, NULL, "2020-01-01T09:00:00Z"));
+		ck_assert_int_eq(count_for(owner3), 0);
+	}
+}
+END_TEST
+
+/* INV-NTF-4 quiet hours (Normal Sms deferred to the window's end, InApp and
+ * Email not), INV-UNS-4 GlobalMute (Normal -> InApp only; Critical bypass),
+ * INV-UNS-3 / INV-NTF-3 overrides (opt-in, and opt-out even for Critical). */
+START_TEST(settings_quiet_mute_overrides)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid();
+	const char *quiet = h_uuid(), *muted = h_uuid(), *optout = h_uuid();
+	const char *to = moscow_hhmm(60);
+	const char *a1 = h_uuid(), *a2 = h_uuid(), *ev = h_uuid();
+
+	put_settings(quiet, h_sprintf("{\"quietHours\":{\"from\":\"%s\",\"to\":\"%s\"},"
+		"\"overrides\":{\"AppointmentCreated\":{\"Sms\":true}}}", moscow_hhmm(-60), to));
+	ntf_send("appointment-created", a1, "Appointment",
+		apt_created(a1, tenant, agent, quiet, "Pending", NULL));
+	ck_assert_str_eq(channels(quiet, "AppointmentCreated"), "Email,InApp,Sms");
+	ck_assert_ptr_null(col(quiet, "InApp", "not_before"));
+	ck_assert_ptr_null(col(quiet, "Email", "not_before"));
+	ck_assert_ptr_nonnull(col(quiet, "Sms", "not_before"));
+	/* NotBefore = the window's end: "to" local, within the next hour or so */
+	ck_assert_str_eq(h_sql_scalar("SELECT to_char(not_before AT TIME ZONE 'Europe/Moscow', "
+		"'HH24:MI') FROM notifications.notifications WHERE recipient_user_id = $1::uuid "
+		"AND channel = 'Sms'", quiet), to);
+	ck_assert_str_eq(h_sql_scalar("SELECT (not_before > created_at AND "
+		"not_before <= created_at + interval '62 minutes')::text "
+		"FROM notifications.notifications WHERE recipient_user_id = $1::uuid "
+		"AND channel = 'Sms'", quiet), "true");
+
+	put_settings(muted, "{\"globalMute\":true}");
+	ntf_send("appointment-created", a2, "Appointment",
+		apt_created(a2, tenant, agent, muted, "Pending", NULL));
+	ck_assert_str_eq(channels(muted, "AppointmentCreated"), "InApp");
+	ntf_send("reminder-due", ev, "CalendarEvent",
+		reminder(h_uuid(), ev, tenant, agent, muted, h_uuid(), START));
+	ck_assert_str_eq(channels(muted, "AppointmentReminder"), "Email,InApp,Sms");
+
+	put_settings(optout, "{\"overrides\":{\"AppointmentReminder\":"
+		"{\"Sms\":false,\"Email\":false}}}");
+	ntf_send("reminder-due", ev, "CalendarEvent",
+		reminder(h_uuid(), ev, tenant, agent, optout, h_uuid(), START));
+	ck_assert_str_eq(channels(optout, "AppointmentReminder"), "InApp");
+}
+END_TEST
+
+/* DLQ reader with headers (the harness' reader has none): x-error-code of
+ * the message with key on topic, or NULL. */
+static char *dlq_code(const char *topic, const char *key)
+{
+	char err[512], *boot = h_kafka_bootstrap(), *code = NULL;
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	rd_kafka_topic_partition_list_t *l;
+	int64_t end = h_now_ms() + 10000;
+	int eofs = 0;
+	rd_kafka_t *rk;
+
+	rd_kafka_conf_set(conf, "bootstrap.servers", boot, err, sizeof(err));
+	rd_kafka_conf_set(conf, "group.id", "test-notify-dlq-reader", err, sizeof(err));
+	rd_kafka_conf_set(conf, "enable.partition.eof", "true", err, sizeof(err));
+	rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err));
+	rd_kafka_conf_set(conf, "log_level", "2", err, sizeof(err));
+	rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+	ck_assert_msg(rk, "consumer: %s", err);
+	l = rd_kafka_topic_partition_list_new(3);
+	for (int p = 0; p < 3; p++)
+		rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+	rd_kafka_assign(rk, l);
+	rd_kafka_topic_partition_list_destroy(l);
+	while (eofs < 3 && !code && h_now_ms() < end) {
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
+		rd_kafka_headers_t *h = NULL;
+		const void *v;
+		size_t len;
+
+		if (!m)
+			continue;
+		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+			eofs++;
+		else if (!m->err && m->key && m->key_len == strlen(key) &&
+			 !memcmp(m->key, key, m->key_len) &&
+			 !rd_kafka_message_headers(m, &h) && h &&
+			 !rd_kafka_header_get_last(h, "x-error-code", &v, &len))
+			code = h_sprintf("%.*s", (int)len, (const char *)v);
+		rd_kafka_message_destroy(m);
+	}
+	rd_kafka_consumer_close(rk);
+	rd_kafka_destroy(rk);
+	return code;
+}
+
+static bool key_is(const struct h_kmsg *m, void *ud)
+{
+	return m->key && !strcmp(m->key, (const char *)ud);
+}
+
+/* Seed 001 AC: a payload without a required id -> NTF_INVALID_PAYLOAD, DLQ
+ * (header x-error-code); later messages keep flowing. */
+START_TEST(invalid_payload_to_dlq)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
+	const char *dlq = GROUP ".dlq";
+	char *code;
+
+	/* investorUserId missing */
+	ck_assert_int_eq(h_kafka_produce("pin.calendar.appointment-confirmed.v1", apt,
+		envelope(new_mid(), "pin.calendar.appointment-confirmed", "Appointment", apt,
+		h_sprintf("{\"appointmentId\":\"%s\",\"tenantId\":\"%s\",\"eventId\":\"%s\","
+		"\"agentUserId\":\"%s\",\"kind\":\"Showing\",\"startAt\":\"" START "\","
+		"\"endAt\":\"" END "\",\"timeZone\":\"Europe/Moscow\",\"autoConfirmed\":false}",
+		apt, tenant, h_uuid(), agent))), 0);
+	ck_assert_msg(h_kafka_wait(dlq, WAIT_MS, key_is, (void *)apt) != NULL, "no DLQ message");
+	ck_assert_msg(H_WAIT_UNTIL((code = dlq_code(dlq, apt)) != NULL, 30000), "no header");
+	ck_assert_str_eq(code, "NTF_INVALID_PAYLOAD");
+	/* the same key keeps flowing */
+	ntf_send("appointment-confirmed", apt, "Appointment", apt_confirmed(apt, tenant, agent, inv));
+	ck_assert_int_eq(count_for(inv), 2);
+}
+END_TEST
+
+#define CONTACT_FMT "{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-updated\"," \
+		"\"contractVersion\":1,\"createdAt\":\"%s\",\"aggregateType\":\"User\"," \
+		"\"aggregateId\":\"%s\",\"correlationId\":null,\"payload\":{\"userId\":\"%s\"," \
+		"\"displayName\":\"%s\",\"avatarUrl\":null,\"email\":null,\"phone\":null," \
+		"\"locale\":\"en\",\"timeZone\":\"Nowhere/Atlantis\",\"status\":\"Active\"}}"
+
+/* The contact replica: newest wins, an older message does not overwrite. */
+START_TEST(contact_replica_newest_wins)
+{
+	const char *user = h_uuid(), *t = "pin.identity.users.v1";
+	const char *q = "SELECT display_name FROM notifications.recipient_contacts "
+		"WHERE user_id = $1::uuid";
+	char *mid = new_mid();
+
+	ck_assert_int_eq(h_kafka_produce(t, user, h_sprintf(CONTACT_FMT, new_mid(),
+		"2026-11-30T10:00:00Z", user, user, "Newer")), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_scalar(q, user) != NULL, WAIT_MS), "not replicated");
+	ck_assert_int_eq(h_kafka_produce(t, user, h_sprintf(CONTACT_FMT, mid,
+		"2026-11-30T09:00:00Z", user, user, "Older")), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
+		"notifications.processed_messages WHERE consumer_group = "
+		"'notifications-identity-users' AND message_id = $1::uuid", mid) == 1, WAIT_MS),
+		"older message not consumed");
+	ck_assert_str_eq(h_sql_scalar(q, user), "Newer");
+	/* an unknown zone is not kept (the default applies) */
+	ck_assert_ptr_null(h_sql_scalar("SELECT time_zone FROM notifications.recipient_contacts "
+		"WHERE user_id = $1::uuid", user));
+	/* the replica's locale is the default of the settings */
+	{
+		struct h_resp *r = h_get("/api/v1/me/notification-settings",
+				tok_of("investor", user, NULL));
+
+		ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+		ck_assert_str_eq(h_jstr(r->json, "locale"), "en");
+		ck_assert_str_eq(h_jstr(r->json, "timeZone"), "Europe/Moscow");
+	}
+}
+END_TEST
+
+/* /me API: feed (own in-app only, newest first, cursor paging, unreadOnly),
+ * read (idempotent, 404 for another user's id, 400 for a bad id). */
+START_TEST(me_notifications_api)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *other = h_uuid();
+	const char *a1 = h_uuid(), *a2 = h_uuid(), *a3 = h_uuid();
+	char *tok = tok_of("investor", inv, NULL), *otok = tok_of("agent", other, tenant);
+	struct h_resp *r;
+	json_object *items;
+	const char *first, *second, *third, *cursor;
+
+	ntf_send("appointment-created", a1, "Appointment",
+		apt_created(a1, tenant, agent, inv, "Pending", NULL));
+	ntf_send("appointment-created", a2, "Appointment",
+		apt_created(a2, tenant, agent, inv, "Pending", NULL));
+	ntf_send("appointment-created", a3, "Appointment",
+		apt_created(a3, tenant, agent, inv, "Pending", NULL));
+
+	r = h_get("/api/v1/me/notifications", tok);
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	items = h_jget(r->json, "items");
+	ck_assert_int_eq(json_object_array_length(items), 3);   /* InApp only */
+	first = h_jstr(json_object_array_get_idx(items, 0), "id");
+	ck_assert_str_eq(h_jstr(h_jget(json_object_array_get_idx(items, 0), "payload"),
+		"appointmentId"), a3);                           /* newest first */
+	ck_assert_str_eq(h_jstr(h_jget(json_object_array_get_idx(items, 2), "payload"),
+		"appointmentId"), a1);
+	ck_assert_str_eq(h_jstr(json_object_array_get_idx(items, 0), "kind"),
+		"AppointmentCreated");
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "unreadCount")), 3);
+	ck_assert_ptr_null(h_jstr(r->json, "nextCursor"));
+
+	/* paging: limit 2, then the cursor */
+	r = h_get("/api/v1/me/notifications?limit=2", tok);
+	ck_assert_int_eq(r->status, 200);
+	ck_assert_int_eq(json_object_array_length(h_jget(r->json, "items")), 2);
+	second = h_jstr(json_object_array_get_idx(h_jget(r->json, "items"), 1), "id");
+	cursor = h_jstr(r->json, "nextCursor");
+	ck_assert_ptr_nonnull(cursor);
+	r = h_get(h_sprintf("/api/v1/me/notifications?limit=2&cursor=%s", cursor), tok);
+	ck_assert_int_eq(r->status, 200);
+	ck_assert_int_eq(json_object_array_length(h_jget(r->json, "items")), 1);
+	third = h_jstr(json_object_array_get_idx(h_jget(r->json, "items"), 0), "id");
+	ck_assert_str_ne(third, second);
+	ck_assert_str_ne(third, first);
+	ck_assert_ptr_null(h_jstr(r->json, "nextCursor"));
+
+	/* read: another user's id -> 404; own -> 200, twice */
+	r = h_post(h_sprintf("/api/v1/me/notifications/%s/read", first), otok, NULL);
+	h_assert_problem(r, 404, "NOTIFICATION_NOT_FOUND");
+	r = h_post(h_sprintf("/api/v1/me/notifications/%s/read", first), tok, NULL);
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "status"), "Read");
+	ck_assert_ptr_nonnull(h_jstr(r->json, "readAt"));
+	r = h_post(h_sprintf("/api/v1/me/notifications/%s/read", first), tok, NULL);
+	ck_assert_int_eq(r->status, 200);
+	r = h_post("/api/v1/me/notifications/not-a-uuid/read", tok, NULL);
+	h_assert_problem(r, 400, "MALFORMED_REQUEST");
+	/* an Email notification is not in the feed and cannot be read */
+	r = h_post(h_sprintf("/api/v1/me/notifications/%s/read", h_sql_scalar(
+		"SELECT id::text FROM notifications.notifications WHERE "
+		"recipient_user_id = $1::uuid AND channel = 'Email' LIMIT 1", inv)), tok, NULL);
+	h_assert_problem(r, 404, "NOTIFICATION_NOT_FOUND");
+
+	r = h_get("/api/v1/me/notifications?unreadOnly=true", tok);
+	ck_assert_int_eq(r->status, 200);
+	ck_assert_int_eq(json_object_array_length(h_jget(r->json, "items")), 2);
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "unreadCount")), 2);
+
+	/* isolation: the other user sees nothing */
+	r = h_get("/api/v1/me/notifications", otok);
+	ck_assert_int_eq(r->status, 200);
+	ck_assert_int_eq(json_object_array_length(h_jget(r->json, "items")), 0);
+
+	r = h_get("/api/v1/me/notifications?limit=0", tok);
+	h_assert_problem(r, 400, "MALFORMED_REQUEST");
+	r = h_get("/api/v1/me/notifications?cursor=zz", tok);
+	h_assert_problem(r, 400, "MALFORMED_REQUEST");
+	r = h_get("/api/v1/me/notifications", NULL);
+	h_assert_problem(r, 401, "UNAUTHENTICATED");
+}
+END_TEST
+
+/* /me settings: defaults, PUT (partial: absent fields kept), validation. */
+START_TEST(me_settings_api)
+{
+	const char *user = h_uuid();
+	char *tok = tok_of("agent", user, h_uuid());
+	const char *path = "/api/v1/me/notification-settings";
+	struct h_resp *r;
+
+	r = h_get(path, tok);
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "locale"), "ru");
+	ck_assert_str_eq(h_jstr(r->json, "timeZone"), "Europe/Moscow");
+	ck_assert_ptr_null(h_jget(r->json, "quietHours"));
+	ck_assert(!json_object_get_boolean(h_jget(r->json, "globalMute")));
+
+	r = h_request("PUT", path, tok, "{\"locale\":\"en\",\"timeZone\":\"asia/tokyo\","
+		"\"quietHours\":{\"from\":\"22:00\",\"to\":\"07:30\"},\"globalMute\":true,"
+		"\"overrides\":{\"AppointmentCreated\":{\"Email\":false}}}");
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "timeZone"), "Asia/Tokyo");
+	ck_assert_str_eq(h_jstr(h_jget(r->json, "quietHours"), "from"), "22:00");
+	ck_assert_str_eq(h_jstr(h_jget(r->json, "quietHours"), "to"), "07:30");
+	ck_assert(json_object_get_boolean(h_jget(r->json, "globalMute")));
+	ck_assert(!json_object_get_boolean(h_jget(h_jget(h_jget(r->json, "overrides"),
+		"AppointmentCreated"), "Email")));
+
+	/* partial update keeps the rest */
+	r = h_request("PUT", path, tok, "{\"globalMute\":false,\"quietHours\":null}");
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "locale"), "en");
+	ck_assert_ptr_null(h_jget(r->json, "quietHours"));
+	ck_assert(!json_object_get_boolean(h_jget(r->json, "globalMute")));
+	r = h_get(path, tok);
+	ck_assert_str_eq(h_jstr(r->json, "timeZone"), "Asia/Tokyo");
+
+	h_assert_problem(h_request("PUT", path, tok, "{\"globalmute\":true}"),
+		422, "VALIDATION_FAILED");
+	h_assert_problem(h_request("PUT", path, tok, "{\"timeZone\":\"Mars/Olympus\"}"),
+		422, "UNKNOWN_TIME_ZONE");
+	h_assert_problem(h_request("PUT", path, tok,
+		"{\"quietHours\":{\"from\":\"25:00\",\"to\":\"07:00\"}}"), 422, "VALIDATION_FAILED");
+	h_assert_problem(h_request("PUT", path, tok,
+		"{\"quietHours\":{\"from\":\"07:00\",\"to\":\"07:00\"}}"), 422, "VALIDATION_FAILED");
+	h_assert_problem(h_request("PUT", path, tok,
+		"{\"quietHours\":{\"from\":\"22:00\"}}"), 422, "VALIDATION_FAILED");
+	h_assert_problem(h_request("PUT", path, tok,
+		"{\"overrides\":{\"Nope\":{\"Sms\":true}}}"), 422, "VALIDATION_FAILED");
+	h_assert_problem(h_request("PUT", path, tok,
+		"{\"overrides\":{\"AppointmentCreated\":{\"Pigeon\":true}}}"),
+		422, "VALIDATION_FAILED");
+	h_assert_problem(h_request("PUT", path, tok,
+		"{\"overrides\":{\"AppointmentCreated\":{\"Sms\":\"yes\"}}}"),
+		422, "VALIDATION_FAILED");
+	h_assert_problem(h_request("PUT", path, tok, "{\"locale\":\"english\"}"),
+		422, "VALIDATION_FAILED");
+	/* nothing of the refused bodies was stored */
+	r = h_get(path, tok);
+	ck_assert_str_eq(h_jstr(r->json, "locale"), "en");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM information_schema.tables "
+		"WHERE table_schema = 'notifications'"), 5);
+}
+END_TEST
+
+/* End to end: a Manual event with a client, created and cancelled through the
+ * calendar API; the worker's relay publishes event-status-changed and the
+ * client gets AppointmentCancelled (and nothing for event-created). */
+START_TEST(end_to_end_through_calendar_api)
+{
+	const char *tenant = h_uuid(), *owner = h_uuid(), *client = h_uuid();
+	char *tok = h_token("agent", owner, tenant, "calendar.events.view",
+			"calendar.events.manage");
+	struct h_resp *r;
+	const char *id;
+
+	r = h_post("/api/v1/agent/calendar/events", tok, h_sprintf(
+		"{\"kind\":\"Meeting\",\"title\":\"Встреча\",\"startAt\":\"%s\","
+		"\"endAt\":\"%s\",\"timeZone\":\"Europe/Moscow\",\"clientUserId\":\"%s\"}",
+		h_iso_in(5 * 86400), h_iso_in(5 * 86400 + 3600), client));
+	ck_assert_msg(r->status == 201, "create: %ld %s", r->status, r->body);
+	id = h_jstr(r->json, "id");
+	r = h_post(h_sprintf("/api/v1/agent/calendar/events/%s/cancel", id), tok,
+		"{\"reason\":\"Перенос по просьбе клиента\"}");
+	ck_assert_msg(r->status == 200, "cancel: %ld %s", r->status, r->body);
+	ck_assert_msg(H_WAIT_UNTIL(count_for(client) == 2, 90000), "client not notified");
+	ck_assert_str_eq(channels(client, "AppointmentCancelled"), "Email,InApp");
+	ck_assert_msg(strstr(col(client, "InApp", "body"), "Перенос по просьбе клиента"),
+		"reason in the text");
+	ck_assert_str_eq(col(client, "InApp", "subject_id"), id);
+	ck_assert_int_eq(count_for(owner), 0);
+}
+END_TEST
+
+Suite *make_notify_suite(void)
+{
+	Suite *s = suite_create("notify");
+	TCase *tc;
+
+	tc = h_tcase("consumer", 180);
+	tcase_add_test(tc, appointment_created_fanout_and_redelivery);
+	tcase_add_test(tc, auto_confirm_and_english_locale);
+	tcase_add_test(tc, appointment_cancelled_mapping);
+	tcase_add_test(tc, event_family_mapping);
+	tcase_add_test(tc, reminders_critical_quiet_hours_and_stale);
+	tcase_add_test(tc, settings_quiet_mute_overrides);
+	tcase_add_test(tc, invalid_payload_to_dlq);
+	tcase_add_test(tc, contact_replica_newest_wins);
+	tcase_add_test(tc, end_to_end_through_calendar_api);
+	suite_add_tcase(s, tc);
+
+	tc = h_tcase("api", 120);
+	tcase_add_test(tc, me_notifications_api);
+	tcase_add_test(tc, me_settings_api);
+	suite_add_tcase(s, tc);
+	return s;
+}
