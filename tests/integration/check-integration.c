@@ -34,6 +34,7 @@ int main(void)
 	srunner_add_suite(sr, make_calendar_suite());
 	srunner_add_suite(sr, make_slots_suite());
 	srunner_add_suite(sr, make_appointments_suite());
+	srunner_add_suite(sr, make_notify_suite());
 	srunner_add_suite(sr, make_crm_suite());
 
 	srunner_run_all(sr, CK_ENV);

@@ -41,6 +41,7 @@ Suite *make_kafka_suite(void);
 Suite *make_calendar_suite(void);
 Suite *make_slots_suite(void);
 Suite *make_appointments_suite(void);
+Suite *make_notify_suite(void);
 Suite *make_crm_suite(void);
 
 /* A test case with the harness teardown and a generous timeout (seconds,
