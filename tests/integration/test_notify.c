@@ -567,6 +567,36 @@ START_TEST(invalid_payload_to_dlq)
 }
 END_TEST
 
+/* No Active template for the Kind x Role -> NTF_TEMPLATE_NOT_RESOLVED (DLQ),
+ * nothing created; after the template is published again the replay works.
+ * Runs last in its case: the AppointmentConfirmed templates are Draft for a
+ * moment (no later test uses them) and restored before the end. */
+START_TEST(template_not_resolved_to_dlq)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
+	const char *dlq = GROUP ".dlq";
+	char *code, *mid = new_mid(), *value = envelope(mid,
+		"pin.calendar.appointment-confirmed", "Appointment", apt,
+		apt_confirmed(apt, tenant, agent, inv));
+
+	h_sql("UPDATE notifications.notification_templates SET status = 'Draft' "
+		"WHERE kind = 'AppointmentConfirmed' AND role = 'Investor'");
+	ck_assert_int_eq(h_kafka_produce("pin.calendar.appointment-confirmed.v1", apt, value), 0);
+	code = NULL;
+	if (h_kafka_wait(dlq, WAIT_MS, key_is, (void *)apt))
+		(void)H_WAIT_UNTIL((code = dlq_code(dlq, apt)) != NULL, 30000);
+	h_sql("UPDATE notifications.notification_templates SET status = 'Active' "
+		"WHERE kind = 'AppointmentConfirmed' AND role = 'Investor'");
+	ck_assert_msg(code != NULL, "no DLQ message");
+	ck_assert_str_eq(code, "NTF_TEMPLATE_NOT_RESOLVED");
+	ck_assert_int_eq(count_for(inv), 0);
+	ck_assert(!processed(mid));          /* rolled back: a replay is processed */
+	ck_assert_int_eq(h_kafka_produce("pin.calendar.appointment-confirmed.v1", apt, value), 0);
+	ck_assert_msg(H_WAIT_UNTIL(processed(mid), WAIT_MS), "replay not consumed");
+	ck_assert_str_eq(channels(inv, "AppointmentConfirmed"), "Email,InApp");
+}
+END_TEST
+
 #define CONTACT_FMT "{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-updated\"," \
 		"\"contractVersion\":1,\"createdAt\":\"%s\",\"aggregateType\":\"User\"," \
 		"\"aggregateId\":\"%s\",\"correlationId\":null,\"payload\":{\"userId\":\"%s\"," \
@@ -796,6 +826,7 @@ Suite *make_notify_suite(void)
 	tcase_add_test(tc, invalid_payload_to_dlq);
 	tcase_add_test(tc, contact_replica_newest_wins);
 	tcase_add_test(tc, end_to_end_through_calendar_api);
+	tcase_add_test(tc, template_not_resolved_to_dlq);
 	suite_add_tcase(s, tc);
 
 	tc = h_tcase("api", 120);
