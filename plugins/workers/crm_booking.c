@@ -16,6 +16,7 @@
 #include <string.h>
 #include "common.h"
 #include "workers.h"
+#include "crm_rules.h"
 
 #define GROUP "calendar-crm-booking-events"
 #define CODE_INVALID "CAL_BOOKING_SYNC_INVALID_PAYLOAD"
@@ -46,23 +47,6 @@ struct link {
 	int found;
 	const char *deal_id, *tenant_id, *event_id, *status;
 };
-
-/* ------------------------------------------------------------ pure mapping */
-
-static const char *expired_reason(const char *phase)
-{
-	if (phase && !strcmp(phase, "Reserve"))
-		return "Резерв истёк";
-	if (phase && !strcmp(phase, "Booking"))
-		return "Бронь истекла";
-	return "Бронирование истекло";   /* unknown phase: fail-safe */
-}
-
-static const char *title_prefix(const char *phase)
-{
-	return !strcmp(phase, "Reserve") ? "Оплата резерва до " :
-		"Дедлайн брони: подтвердить/продлить до ";
-}
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -240,7 +224,7 @@ static const char *title_for(const char *phase, int64_t at)
 
 	if (!ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
 		return NULL;
-	return wrk_api->sprintf("%s%s", title_prefix(phase), PQgetvalue(r, 0, 0));
+	return wrk_api->sprintf("%s%s", wrk_crm_title_prefix(phase), PQgetvalue(r, 0, 0));
 }
 
 /*
@@ -298,14 +282,7 @@ static enum pin_consume_status deadline_create(struct bctx *c, const char *phase
 	ev.booking_id = c->booking_id;
 	ev.property_object_id = c->property_id;
 	ev.has_offsets = 1;
-	if (!strcmp(phase, "Reserve")) {
-		ev.offsets[0] = 30;
-		ev.n_offsets = 1;
-	} else {
-		ev.offsets[0] = 1440;
-		ev.offsets[1] = 60;
-		ev.n_offsets = 2;
-	}
+	ev.n_offsets = wrk_crm_phase_offsets(phase, ev.offsets);
 	if (pc_event_create(&ev, c->now, &row) < 0)
 		return db_error(c, "event create");
 	wrk_api->metric_add("calendar_crm_booking_sync_deadlines_created_total",
@@ -335,24 +312,32 @@ static enum pin_consume_status reserve_complete(struct bctx *c)
 /* Step 4, second part: upsert of the booking-phase deadline. */
 static enum pin_consume_status booking_upsert(struct bctx *c, int64_t at)
 {
-	PGresult *locked, *row;
+	PGresult *locked = NULL, *row;
 	struct link l;
 	const char *title, *p[3];
+	int64_t cur = 0;
 	int rc;
 
 	if (link_lock(c->booking_id, "Booking", &l) < 0)
 		return db_error(c, "link lock");
-	if (!l.found)
-		return deadline_create(c, "Booking", at);
-	if (strcmp(l.status, "Open") != 0) {
-		skipped(c, "late-after-terminal", "Booking");
-		return PIN_CONSUME_OK;
+	if (l.found && !strcmp(l.status, "Open")) {
+		rc = pc_event_lock(l.event_id, NULL, NULL, &locked);
+		if (rc == PC_E_NOT_FOUND)
+			return PIN_CONSUME_OK;
+		if (rc < 0)
+			return db_error(c, "event lock");
+		cur = pc_col_us(locked, 0, PC_EC_START);
 	}
-	rc = pc_event_lock(l.event_id, NULL, NULL, &locked);
-	if (rc == PC_E_NOT_FOUND)
+	switch (wrk_crm_upsert_action(l.found ? l.status : NULL, cur, at, 1)) {
+	case WRK_CRM_CREATE:
+		return deadline_create(c, "Booking", at);
+	case WRK_CRM_NOOP:
+		if (strcmp(l.status, "Open") != 0)
+			skipped(c, "late-after-terminal", "Booking");
 		return PIN_CONSUME_OK;
-	if (rc < 0)
-		return db_error(c, "event lock");
+	case WRK_CRM_MOVE:
+		break;
+	}
 	rc = pc_event_reschedule(locked, at, c->now, &row);
 	if (rc == PC_UNCHANGED || rc == PC_E_TRANSITION)
 		return PIN_CONSUME_OK;
@@ -483,11 +468,11 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
 			return db_error(&c, "replica lock");
 		if (link_lock(c.booking_id, "Reserve", &l) < 0)
 			return db_error(&c, "link lock");
-		if (l.found) {
+		if (wrk_crm_upsert_action(l.found ? l.status : NULL, 0, at, 0) == WRK_CRM_CREATE) {
+			st = deadline_create(&c, "Reserve", at);
+		} else {
 			skipped(&c, "business-duplicate", "Reserve");
 			st = PIN_CONSUME_OK;
-		} else {
-			st = deadline_create(&c, "Reserve", at);
 		}
 	} else if (!strcmp(t, T_CONFIRMED)) {
 		const char *tn = NULL, *ow = NULL;
@@ -500,7 +485,7 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
 	} else if (!strcmp(t, T_PAID)) {
 		st = reserve_complete(&c);
 	} else if (!strcmp(t, T_EXPIRED)) {
-		st = cancel_all(&c, expired_reason(jstr(pl, "phase")));
+		st = cancel_all(&c, wrk_crm_expired_reason(jstr(pl, "phase")));
 	} else {
 		st = cancel_all(&c, "Бронь отменена");
 	}

@@ -12,5 +12,6 @@ Suite *make_loader_suite(void);
 Suite *make_problem_suite(void);
 Suite *make_calendar_rules_suite(void);
 Suite *make_slots_rules_suite(void);
+Suite *make_crm_rules_suite(void);
 
 #endif

@@ -1,0 +1,31 @@
+/* crm_rules.h -- pure decisions of the CRM booking sync (seed 004): no host,
+ * no database; unit-tested (tests/unit/test_crm_rules.c). */
+#ifndef WRK_CRM_RULES_H
+#define WRK_CRM_RULES_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* CancelReason of booking-expired by its payload phase ("Reserve" /
+ * "Booking"; anything else, NULL included: the fail-safe reason). Static. */
+const char *wrk_crm_expired_reason(const char *phase);
+
+/* Title head of a deadline of phase ("Reserve" / "Booking"); the caller
+ * appends the local moment.  Static string. */
+const char *wrk_crm_title_prefix(const char *phase);
+
+/* Reminder offsets of a deadline of phase: Reserve {30}, Booking {1440, 60}.
+ * out has room for 2; returns the count. */
+size_t wrk_crm_phase_offsets(const char *phase, int out[2]);
+
+/* What a deadline message does with the link of its phase (steps 3-4). */
+enum wrk_crm_upsert {
+	WRK_CRM_CREATE = 0,     /* no link: create (routing and guards apply) */
+	WRK_CRM_MOVE,           /* Open link, another moment: reschedule */
+	WRK_CRM_NOOP            /* terminal link, or the same moment */
+};
+/* link_status NULL = no link; cur_start_us the event's StartAt; new_us the
+ * payload's moment; can_move 0 for booking-created (no move, step 3). */
+enum wrk_crm_upsert wrk_crm_upsert_action(const char *link_status, int64_t cur_start_us,
+		int64_t new_us, int can_move);
+
+#endif
