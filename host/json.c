@@ -1,6 +1,7 @@
 /* json.c -- JSON parsing, problem+json bodies, URL decoding. */
 #include "config.h"
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,11 +9,37 @@
 
 #define MAX_DEPTH 32
 
+/* NaN and Infinity are not JSON (json-c takes them even in strict mode),
+ * nor is 1e999 a number a handler can use */
+static bool finite_numbers(json_object *o)
+{
+	switch (json_object_get_type(o)) {
+	case json_type_double:
+		return isfinite(json_object_get_double(o));
+	case json_type_array:
+		for (size_t i = 0; i < json_object_array_length(o); i++)
+			if (!finite_numbers(json_object_array_get_idx(o, i)))
+				return false;
+		return true;
+	case json_type_object: {
+		json_object_object_foreach(o, k, v) {
+			(void)k;
+			if (!finite_numbers(v))
+				return false;
+		}
+		return true;
+	}
+	default:
+		return true;
+	}
+}
+
 json_object *pin_json_parse(const char *buf, size_t len, char *err, size_t errlen)
 {
 	struct json_tokener *tok = json_tokener_new_ex(MAX_DEPTH);
 	json_object *o = NULL;
 	enum json_tokener_error e;
+	size_t end;
 
 	if (!tok) {
 		snprintf(err, errlen, "out of memory");
@@ -39,6 +66,14 @@ json_object *pin_json_parse(const char *buf, size_t len, char *err, size_t errle
 	}
 	o = json_tokener_parse_ex(tok, buf, (int)len);
 	e = json_tokener_get_error(tok);
+	end = json_tokener_get_parse_end(tok);
+	if (!o && e == json_tokener_continue) {
+		/* a number at the very end ("1", "[1]1" is not) completes only
+		 * at a terminator: tell the tokener the input ended */
+		o = json_tokener_parse_ex(tok, "", 1);
+		e = json_tokener_get_error(tok);
+		end = len;
+	}
 	if (!o || e != json_tokener_success) {
 		if (e == json_tokener_continue)
 			snprintf(err, errlen, "truncated JSON");
@@ -50,13 +85,18 @@ json_object *pin_json_parse(const char *buf, size_t len, char *err, size_t errle
 		goto out;
 	}
 	/* only whitespace may follow the value */
-	for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
+	for (size_t i = end; i < len; i++)
 		if (!isspace((unsigned char)buf[i])) {
 			snprintf(err, errlen, "invalid JSON: trailing characters");
 			json_object_put(o);
 			o = NULL;
 			goto out;
 		}
+	if (!finite_numbers(o)) {
+		snprintf(err, errlen, "invalid JSON: NaN, Infinity or a number out of range");
+		json_object_put(o);
+		o = NULL;
+	}
 out:
 	json_tokener_free(tok);
 	return o;

@@ -122,6 +122,32 @@ START_TEST(test_parse_len_bounded)
 }
 END_TEST
 
+/* found by tests/fuzz (fuzz_json): a bare number at the end of the input
+ * was "truncated", NaN and Infinity were taken as numbers */
+START_TEST(test_parse_numbers_at_end)
+{
+	static const char *bad[] = { "NaN", "[Infinity]", "{\"a\": -Infinity}", "1e999",
+		"[1, NaN]" };
+	char err[128];
+	json_object *o;
+	size_t i;
+
+	o = parse("1", err, sizeof(err));
+	ck_assert_msg(o != NULL && json_object_get_int(o) == 1, "err: %s", err);
+	json_object_put(o);
+	o = parse("-2.5e3", err, sizeof(err));
+	ck_assert_msg(o != NULL, "err: %s", err);
+	json_object_put(o);
+	ck_assert_ptr_null(parse("1 2", err, sizeof(err)));
+	ck_assert_ptr_null(parse("[1", err, sizeof(err)));
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		o = parse(bad[i], err, sizeof(err));
+		ck_assert_msg(o == NULL, "accepted: %s", bad[i]);
+		ck_assert_msg(err[0] != 0, "no error text for: %s", bad[i]);
+	}
+}
+END_TEST
+
 static char *nested(int depth)
 {
 	char *s = malloc((size_t)depth * 2 + 1);
@@ -215,6 +241,7 @@ Suite *make_json_suite(void)
 	tcase_add_test(tc, test_parse_truncated);
 	tcase_add_test(tc, test_parse_len_bounded);
 	tcase_add_test(tc, test_parse_depth);
+	tcase_add_test(tc, test_parse_numbers_at_end);
 	suite_add_tcase(s, tc);
 	tcase_add_test(tu, test_url_decode);
 	tcase_add_test(tu, test_url_decode_bad);
