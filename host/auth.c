@@ -176,9 +176,16 @@ static void seterr(char *err, size_t errlen, const char *msg)
 		snprintf(err, errlen, "%s", msg);
 }
 
-static int b64url_char(int c)
+/* value of a base64url character, -1 if it is none */
+static int b64url_val(int c)
 {
-	return isalnum((unsigned char)c) || c == '-' || c == '_';
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	return c == '-' ? 62 : c == '_' ? 63 : -1;
 }
 
 /*
@@ -202,10 +209,15 @@ static long b64url_decode(const char *src, size_t n, unsigned char **out)
 	if (!tmp || !dec)
 		goto out;
 	for (i = 0; i < n; i++) {
-		if (!b64url_char(src[i]))
+		if (b64url_val((unsigned char)src[i]) < 0)
 			goto out;
 		tmp[i] = src[i] == '-' ? '+' : src[i] == '_' ? '/' : src[i];
 	}
+	/* canonical only: the bits of the last character past the data are
+	 * zero, else several strings decode to one signature (a changed token
+	 * would verify) */
+	if (pad && (b64url_val((unsigned char)src[n - 1]) & (pad == 2 ? 0x0f : 0x03)))
+		goto out;
 	memset(tmp + n, '=', pad);
 	tmp[padded] = 0;
 	len = EVP_DecodeBlock(dec, tmp, (int)padded);

@@ -128,6 +128,11 @@ int pin_clock_parse(const char *s, int64_t *us_out)
 		return -1;
 	int64_t t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec;
 	t -= sign * (oh * 3600 + om * 60);
+	/* the instant too stays in years 1900..9999 (UTC), so that what
+	 * pin_clock_fmt writes parses back */
+	if (t < days_from_civil(1900, 1, 1) * 86400 ||
+	    t >= days_from_civil(10000, 1, 1) * 86400)
+		return -1;
 	*us_out = t * 1000000 + frac;
 	return 0;
 }

@@ -424,6 +424,42 @@ START_TEST(test_bad_signature)
 }
 END_TEST
 
+/* found by tests/fuzz (fuzz_auth): the unused low bits of the last base64url
+ * character of the signature were ignored, so a changed token verified */
+START_TEST(test_signature_noncanonical)
+{
+	static const char abc[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	char *pl = payload_ex(600, 0, NULL);
+	char *tok = make_token(HDR_HS, pl, SIGN_HS, SECRET, strlen(SECRET));
+	char *last = tok + strlen(tok) - 1;
+	int v = (int)(strchr(abc, *last) - abc);
+
+	expect_ok(tok);
+	*last = abc[v | 1];              /* same 2 data bits, another unused bit */
+	ck_assert_int_ne(v, v | 1);
+	expect_refused(tok, "malformed");
+	free(tok);
+	free(pl);
+}
+END_TEST
+
+/* found by tests/fuzz (fuzz_clock): an instant whose offset moves it before
+ * 1900 or past 9999 (UTC) parsed, but its pin_clock_fmt did not */
+START_TEST(test_clock_parse_range)
+{
+	int64_t us;
+	char out[40];
+
+	ck_assert_int_eq(pin_clock_parse("1900-01-01T00:00+01:00", &us), -1);
+	ck_assert_int_eq(pin_clock_parse("9999-12-31T23:30:00-01:00", &us), -1);
+	ck_assert_int_eq(pin_clock_parse("1900-01-01T00:30-00:30", &us), 0);
+	ck_assert_str_eq(pin_clock_fmt(us, out, sizeof(out)), "1900-01-01T01:00:00Z");
+	ck_assert_int_eq(pin_clock_parse("9999-12-31T23:59:59.999999Z", &us), 0);
+	ck_assert_str_eq(pin_clock_fmt(us, out, sizeof(out)), "9999-12-31T23:59:59.999999Z");
+}
+END_TEST
+
 START_TEST(test_alg_none)
 {
 	char *pl = payload_ex(600, 0, NULL);
@@ -737,6 +773,8 @@ Suite *make_jwt_suite(void)
 	tcase_add_test(tc, test_nbf_within_leeway);
 	tcase_add_test(tc, test_host_clock_offset);
 	tcase_add_test(tc, test_bad_signature);
+	tcase_add_test(tc, test_signature_noncanonical);
+	tcase_add_test(tc, test_clock_parse_range);
 	tcase_add_test(tc, test_alg_none);
 	tcase_add_test(tc, test_alg_confusion);
 	tcase_add_test(tc, test_no_key_configured);
