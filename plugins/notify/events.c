@@ -663,6 +663,9 @@ static enum pin_consume_status on_event(const struct pin_msg *msg,
 		return fail(res, NTF_CODE_INVALID, "unexpected topic");
 	if (!c.p || !json_object_is_type(c.p, json_type_object))
 		return fail(res, NTF_CODE_INVALID, "payload is not an object");
+	if (msg->created_at_us > 0)
+		ntf_api->metric_set("notifications_consumer_lag_seconds", NULL,
+				(double)(now_us - msg->created_at_us) / 1e6);
 	read_payload(&c);
 	if (c.bad)
 		return fail(res, NTF_CODE_INVALID, ntf_api->sprintf(
