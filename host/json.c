@@ -75,7 +75,9 @@ json_object *pin_json_parse(const char *buf, size_t len, char *err, size_t errle
 		end = len;
 	}
 	if (!o || e != json_tokener_success) {
-		if (e == json_tokener_continue)
+		if (!o && e == json_tokener_success)
+			snprintf(err, errlen, "invalid JSON: the body is null");
+		else if (e == json_tokener_continue)
 			snprintf(err, errlen, "truncated JSON");
 		else
 			snprintf(err, errlen, "invalid JSON: %s",
