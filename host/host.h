@@ -2,6 +2,7 @@
 #ifndef PIN_HOST_H
 #define PIN_HOST_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -211,5 +212,19 @@ void pin_wait_stop(void);                 /* blocks until SIGTERM/SIGINT */
 void pin_request_stop(void);              /* sets pin_stopping, wakes waiters */
 /* sleeps up to ms, returns early (non-zero) when stopping */
 int pin_sleep_ms(int ms);
+
+/* A stop signal for one subsystem (jobs, relay): threads sleep on it and
+ * wake at once when it is raised.  Monotonic clock. */
+struct pin_waiter {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stop;
+};
+void pin_waiter_init(struct pin_waiter *w);
+void pin_waiter_destroy(struct pin_waiter *w);
+/* sleeps up to ms; true when the waiter was stopped (or the host stops) */
+bool pin_waiter_sleep(struct pin_waiter *w, int ms);
+bool pin_waiter_stopped(struct pin_waiter *w);
+void pin_waiter_stop(struct pin_waiter *w);
 
 #endif

@@ -34,9 +34,7 @@ struct job_thread {
 
 static struct job_thread *jt;
 static size_t njt;
-static pthread_mutex_t jobs_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t jobs_cv;
-static bool jobs_stop_flag;
+static struct pin_waiter jobs_w;
 
 static int job_interval(const struct pin_job_entry *e)
 {
@@ -94,23 +92,7 @@ static int job_pass(const struct pin_job_entry *e)
 /* Waits ms or until stop; returns true when stopping. */
 static bool jobs_wait(int ms)
 {
-	struct timespec ts;
-	bool stop;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&jobs_mu);
-	while (!jobs_stop_flag && !pin_stopping)
-		if (pthread_cond_timedwait(&jobs_cv, &jobs_mu, &ts) == ETIMEDOUT)
-			break;
-	stop = jobs_stop_flag || pin_stopping;
-	pthread_mutex_unlock(&jobs_mu);
-	return stop;
+	return pin_waiter_sleep(&jobs_w, ms);
 }
 
 static void *job_main(void *arg)
@@ -135,15 +117,9 @@ static void *job_main(void *arg)
 
 int pin_jobs_start(void)
 {
-	pthread_condattr_t ca;
-
 	if (jt || pin_reg.njobs == 0)
 		return 0;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&jobs_cv, &ca);
-	pthread_condattr_destroy(&ca);
-	jobs_stop_flag = false;
+	pin_waiter_init(&jobs_w);
 	jt = calloc(pin_reg.njobs, sizeof(*jt));
 	if (!jt)
 		return -1;
@@ -172,17 +148,14 @@ void pin_jobs_stop(void)
 {
 	if (!jt)
 		return;
-	pthread_mutex_lock(&jobs_mu);
-	jobs_stop_flag = true;
-	pthread_cond_broadcast(&jobs_cv);
-	pthread_mutex_unlock(&jobs_mu);
+	pin_waiter_stop(&jobs_w);
 	for (size_t i = 0; i < njt; i++)
 		if (jt[i].started)
 			pthread_join(jt[i].thr, NULL);
 	free(jt);
 	jt = NULL;
 	njt = 0;
-	pthread_cond_destroy(&jobs_cv);
+	pin_waiter_destroy(&jobs_w);
 }
 
 int pin_jobs_run_once(void)

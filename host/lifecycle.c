@@ -46,3 +46,60 @@ int pin_sleep_ms(int ms)
 	return stop;
 }
 
+
+void pin_waiter_init(struct pin_waiter *w)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	w->stop = false;
+}
+
+void pin_waiter_destroy(struct pin_waiter *w)
+{
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+}
+
+bool pin_waiter_sleep(struct pin_waiter *w, int ms)
+{
+	struct timespec ts;
+	bool stop;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&w->mu);
+	while (!w->stop && !pin_stopping)
+		if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT)
+			break;
+	stop = w->stop || pin_stopping;
+	pthread_mutex_unlock(&w->mu);
+	return stop;
+}
+
+bool pin_waiter_stopped(struct pin_waiter *w)
+{
+	bool stop;
+
+	pthread_mutex_lock(&w->mu);
+	stop = w->stop || pin_stopping;
+	pthread_mutex_unlock(&w->mu);
+	return stop;
+}
+
+void pin_waiter_stop(struct pin_waiter *w)
+{
+	pthread_mutex_lock(&w->mu);
+	w->stop = true;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}

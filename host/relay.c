@@ -62,18 +62,11 @@ struct relay {
 
 static pthread_t relay_thr;
 static bool relay_running;
-static pthread_mutex_t relay_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t relay_cv;      /* CLOCK_MONOTONIC, set up by start */
-static bool relay_stop_flag;
+static struct pin_waiter relay_w;    /* set up by start */
 
 static bool should_stop(void)
 {
-	bool s;
-
-	pthread_mutex_lock(&relay_mu);
-	s = relay_stop_flag || pin_stopping;
-	pthread_mutex_unlock(&relay_mu);
-	return s;
+	return relay_running ? pin_waiter_stopped(&relay_w) : pin_stopping;
 }
 
 /* Interruptible sleep: returns early when the relay is stopped. */
@@ -87,18 +80,7 @@ static void relay_sleep_ms(int ms)
 		nanosleep(&ts, NULL);
 		return;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&relay_mu);
-	while (!relay_stop_flag && !pin_stopping)
-		if (pthread_cond_timedwait(&relay_cv, &relay_mu, &ts) == ETIMEDOUT)
-			break;
-	pthread_mutex_unlock(&relay_mu);
+	pin_waiter_sleep(&relay_w, ms);
 }
 
 
@@ -505,20 +487,16 @@ static void *relay_main(void *arg)
 
 int pin_relay_start(void)
 {
-	pthread_condattr_t ca;
-
 	if (relay_running)
 		return 0;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&relay_cv, &ca);
-	pthread_condattr_destroy(&ca);
-	relay_stop_flag = false;
+	pin_waiter_init(&relay_w);
+	relay_running = true;        /* before the thread reads it */
 	if (pthread_create(&relay_thr, NULL, relay_main, NULL) != 0) {
 		pin_log(PIN_LOG_ERROR, "outbox relay: cannot start its thread", NULL);
+		relay_running = false;
+		pin_waiter_destroy(&relay_w);
 		return -1;
 	}
-	relay_running = true;
 	pin_log(PIN_LOG_INFO, "outbox relay started", NULL);
 	return 0;
 }
@@ -527,12 +505,9 @@ void pin_relay_stop(void)
 {
 	if (!relay_running)
 		return;
-	pthread_mutex_lock(&relay_mu);
-	relay_stop_flag = true;
-	pthread_cond_broadcast(&relay_cv);
-	pthread_mutex_unlock(&relay_mu);
+	pin_waiter_stop(&relay_w);
 	pthread_join(relay_thr, NULL);
-	pthread_cond_destroy(&relay_cv);
+	pin_waiter_destroy(&relay_w);
 	relay_running = false;
 	pin_log(PIN_LOG_INFO, "outbox relay stopped", NULL);
 }
