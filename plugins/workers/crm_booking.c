@@ -50,39 +50,17 @@ struct link {
 
 /* ------------------------------------------------------------------ helpers */
 
-static const char *jstr(json_object *o, const char *key)
-{
-	json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v) || !v ||
-	    !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
-/* 1 when the member is present and not JSON null */
-static int jpresent(json_object *o, const char *key)
-{
-	json_object *v;
-
-	return json_object_object_get_ex(o, key, &v) && v != NULL;
-}
-
 static enum pin_consume_status invalid(struct bctx *c, const char *detail)
 {
-	snprintf(c->res->code, sizeof(c->res->code), "%s", CODE_INVALID);
-	snprintf(c->res->detail, sizeof(c->res->detail), "%s", detail);
 	wrk_api->metric_add("calendar_crm_booking_sync_dlq_total", NULL, 1);
-	wrk_api->log(PIN_LOG_WARN, "crm booking sync: failed", "messageId", c->msg->message_id,
-			"topic", c->msg->topic, "code", CODE_INVALID, "detail", detail, NULL);
-	return PIN_CONSUME_FATAL;
+	return wrk_consume_fail(c->msg, c->res, PIN_CONSUME_FATAL, CODE_INVALID, detail,
+			"crm booking sync: failed");
 }
 
 static enum pin_consume_status db_error(struct bctx *c, const char *what)
 {
-	snprintf(c->res->code, sizeof(c->res->code), "%s", CODE_DB);
-	snprintf(c->res->detail, sizeof(c->res->detail), "%s failed", what);
-	return PIN_CONSUME_RETRY;
+	return wrk_consume_fail(c->msg, c->res, PIN_CONSUME_RETRY, CODE_DB,
+			wrk_api->sprintf("%s failed", what), NULL);
 }
 
 static int ok(const PGresult *r, ExecStatusType want)
@@ -399,19 +377,9 @@ static enum pin_consume_status cancel_all(struct bctx *c, const char *reason)
 
 /* ------------------------------------------------------------------ handler */
 
-/* Optional uuid member: absent/null -> NULL; present but not a uuid -> -1. */
-static int opt_uuid(json_object *o, const char *key, const char **out)
-{
-	*out = NULL;
-	if (!jpresent(o, key))
-		return 0;
-	*out = jstr(o, key);
-	return *out && wrk_api->is_uuid(*out) ? 0 : -1;
-}
-
 static int req_instant(json_object *o, const char *key, int64_t *us)
 {
-	const char *s = jstr(o, key);
+	const char *s = wrk_jstr(o, key);
 
 	return s && wrk_api->parse_time(s, us) == 0 ? 0 : -1;
 }
@@ -430,19 +398,16 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
 	c.msg = msg;
 	c.res = res;
 	c.now = t0;
-	if (msg->contract_version != 1) {
-		wrk_api->log(PIN_LOG_WARN, "crm booking sync: contract version mismatch",
-				"messageId", msg->message_id, "topic", t, NULL);
-		wrk_api->metric_add("calendar_crm_booking_sync_contract_mismatch_total", NULL, 1);
-	}
+	wrk_contract_check(msg, "crm booking sync: contract version mismatch",
+			"calendar_crm_booking_sync_contract_mismatch_total");
 	if (!pl || !json_object_is_type(pl, json_type_object))
 		return invalid(&c, "payload is not an object");
-	c.booking_id = jstr(pl, "bookingId");
+	c.booking_id = wrk_jstr(pl, "bookingId");
 	if (!c.booking_id || !wrk_api->is_uuid(c.booking_id))
 		return invalid(&c, "bookingId is missing or not a uuid");
-	if (opt_uuid(pl, "dealId", &c.deal_id) < 0)
+	if (wrk_opt_uuid(pl, "dealId", &c.deal_id) < 0)
 		return invalid(&c, "dealId is not a uuid");
-	if (opt_uuid(pl, "propertyObjectId", &c.property_id) < 0)
+	if (wrk_opt_uuid(pl, "propertyObjectId", &c.property_id) < 0)
 		return invalid(&c, "propertyObjectId is not a uuid");
 	if (!strcmp(t, T_CREATED)) {
 		if (!c.deal_id || !c.property_id)
@@ -485,7 +450,7 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
 	} else if (!strcmp(t, T_PAID)) {
 		st = reserve_complete(&c);
 	} else if (!strcmp(t, T_EXPIRED)) {
-		st = cancel_all(&c, wrk_crm_expired_reason(jstr(pl, "phase")));
+		st = cancel_all(&c, wrk_crm_expired_reason(wrk_jstr(pl, "phase")));
 	} else {
 		st = cancel_all(&c, "Бронь отменена");
 	}

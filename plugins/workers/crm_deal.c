@@ -35,28 +35,6 @@ struct dctx {
 	int64_t now;
 };
 
-static const char *jstr(json_object *o, const char *key)
-{
-	json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v) || !v ||
-	    !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
-/* Optional uuid member: absent/null -> NULL; present but not a uuid -> -1. */
-static int opt_uuid(json_object *o, const char *key, const char **out)
-{
-	json_object *v;
-
-	*out = NULL;
-	if (!json_object_object_get_ex(o, key, &v) || !v)
-		return 0;
-	*out = jstr(o, key);
-	return *out && wrk_api->is_uuid(*out) ? 0 : -1;
-}
-
 static int ok(const PGresult *r, ExecStatusType want)
 {
 	return r && PQresultStatus(r) == want;
@@ -64,21 +42,15 @@ static int ok(const PGresult *r, ExecStatusType want)
 
 static enum pin_consume_status invalid(struct dctx *c, const char *detail)
 {
-	snprintf(c->res->code, sizeof(c->res->code), "%s", CODE_INVALID);
-	snprintf(c->res->detail, sizeof(c->res->detail), "%s", detail);
 	wrk_api->metric_add("calendar_crm_deal_sync_dlq_total", NULL, 1);
-	wrk_api->log(PIN_LOG_WARN, "crm deal sync: failed", "messageId", c->msg->message_id,
-			"topic", c->msg->topic, "code", CODE_INVALID, "detail", detail, NULL);
-	return PIN_CONSUME_FATAL;
+	return wrk_consume_fail(c->msg, c->res, PIN_CONSUME_FATAL, CODE_INVALID, detail,
+			"crm deal sync: failed");
 }
 
 static enum pin_consume_status db_error(struct dctx *c, const char *what)
 {
-	snprintf(c->res->code, sizeof(c->res->code), "%s", CODE_DB);
-	snprintf(c->res->detail, sizeof(c->res->detail), "%s failed", what);
-	wrk_api->log(PIN_LOG_WARN, "crm deal sync: failed", "messageId", c->msg->message_id,
-			"topic", c->msg->topic, "code", CODE_DB, "detail", c->res->detail, NULL);
-	return PIN_CONSUME_RETRY;
+	return wrk_consume_fail(c->msg, c->res, PIN_CONSUME_RETRY, CODE_DB,
+			wrk_api->sprintf("%s failed", what), "crm deal sync: failed");
 }
 
 /*
@@ -232,14 +204,11 @@ static enum pin_consume_status on_deal(const struct pin_msg *msg,
 	c.msg = msg;
 	c.res = res;
 	c.now = wrk_api->now_us();
-	if (msg->contract_version != 1) {
-		wrk_api->log(PIN_LOG_WARN, "crm deal sync: contract version mismatch",
-				"messageId", msg->message_id, "topic", t, NULL);
-		wrk_api->metric_add("calendar_crm_deal_sync_contract_mismatch_total", NULL, 1);
-	}
+	wrk_contract_check(msg, "crm deal sync: contract version mismatch",
+			"calendar_crm_deal_sync_contract_mismatch_total");
 	if (!pl || !json_object_is_type(pl, json_type_object))
 		return invalid(&c, "payload is not an object");
-	c.deal_id = jstr(pl, "dealId");
+	c.deal_id = wrk_jstr(pl, "dealId");
 	if (!c.deal_id || !wrk_api->is_uuid(c.deal_id))
 		return invalid(&c, "dealId is missing or not a uuid");
 
@@ -255,14 +224,14 @@ static enum pin_consume_status on_deal(const struct pin_msg *msg,
 	}
 	if (strcmp(t, T_CREATED) != 0 && strcmp(t, T_MEMBERS) != 0)
 		return invalid(&c, "unknown topic");
-	if (opt_uuid(pl, "agencyCompanyId", &agency) < 0)
+	if (wrk_opt_uuid(pl, "agencyCompanyId", &agency) < 0)
 		return invalid(&c, "agencyCompanyId is not a uuid");
-	if (opt_uuid(pl, "executorAgentUserId", &executor) < 0)
+	if (wrk_opt_uuid(pl, "executorAgentUserId", &executor) < 0)
 		return invalid(&c, "executorAgentUserId is not a uuid");
 	if (msg->created_at_us <= 0)
 		return invalid(&c, "envelope createdAt is missing");
 	if (!strcmp(t, T_MEMBERS)) {
-		const char *ct = jstr(pl, "changeType");
+		const char *ct = wrk_jstr(pl, "changeType");
 
 		if (!ct)
 			return invalid(&c, "changeType is missing");

@@ -15,17 +15,6 @@
 
 static const char *const topics[] = { "pin.identity.users.v1", NULL };
 
-/* String member or NULL (absent, null or not a string). */
-static const char *jstr(json_object *o, const char *key)
-{
-	json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v) || !v ||
-	    !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
 static enum pin_consume_status fatal(struct pin_consume_result *res, const char *detail)
 {
 	snprintf(res->code, sizeof(res->code), "%s", CODE_INVALID);
@@ -44,18 +33,18 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 	(void)ud;
 	if (!msg->payload || !json_object_is_type(msg->payload, json_type_object))
 		return fatal(res, "payload is not an object");
-	user_id = jstr(msg->payload, "userId");
+	user_id = wrk_jstr(msg->payload, "userId");
 	if (!user_id || !wrk_api->is_uuid(user_id))
 		return fatal(res, "userId is missing or not a uuid");
-	name = jstr(msg->payload, "displayName");
+	name = wrk_jstr(msg->payload, "displayName");
 	if (!name || !*name || strlen(name) > 1000)
 		return fatal(res, "displayName is missing, empty or too long");
-	avatar = jstr(msg->payload, "avatarUrl");
+	avatar = wrk_jstr(msg->payload, "avatarUrl");
 	if (json_object_object_get_ex(msg->payload, "avatarUrl", &v) && v && !avatar)
 		return fatal(res, "avatarUrl is not a string");
 	if (avatar && strlen(avatar) > 2048)
 		return fatal(res, "avatarUrl is too long");
-	status = jstr(msg->payload, "status");
+	status = wrk_jstr(msg->payload, "status");
 	if (!status)
 		return fatal(res, "status is missing");
 	if (strcmp(status, "Active") != 0 && strcmp(status, "Deactivated") != 0) {

@@ -1,8 +1,57 @@
 /* workers.c -- workers.so: polling jobs and CRM/identity consumers. */
 #include "config.h"
+#include <stdio.h>
 #include "workers.h"
 
 const struct pin_host_api *wrk_api;
+
+/* ----------------------------------------------------------- consumer helpers */
+
+const char *wrk_jstr(json_object *o, const char *key)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(o, key, &v) || !v ||
+	    !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+int wrk_opt_uuid(json_object *o, const char *key, const char **out)
+{
+	json_object *v;
+
+	*out = NULL;
+	if (!json_object_object_get_ex(o, key, &v) || !v)
+		return 0;
+	*out = wrk_jstr(o, key);
+	return *out && wrk_api->is_uuid(*out) ? 0 : -1;
+}
+
+enum pin_consume_status wrk_consume_fail(const struct pin_msg *msg,
+		struct pin_consume_result *res, enum pin_consume_status st,
+		const char *code, const char *detail, const char *log_msg)
+{
+	snprintf(res->code, sizeof(res->code), "%s", code);
+	snprintf(res->detail, sizeof(res->detail), "%s", detail);
+	if (log_msg)
+		wrk_api->log(PIN_LOG_WARN, log_msg, "messageId", msg->message_id,
+				"topic", msg->topic, "code", res->code, "detail", res->detail,
+				NULL);
+	return st;
+}
+
+void wrk_contract_check(const struct pin_msg *msg, const char *log_msg,
+		const char *metric)
+{
+	if (msg->contract_version == 1)
+		return;
+	wrk_api->log(PIN_LOG_WARN, log_msg, "messageId", msg->message_id,
+			"topic", msg->topic, NULL);
+	wrk_api->metric_add(metric, NULL, 1);
+}
+
+/* ---------------------------------------------------------------------- init */
 
 static int wrk_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)

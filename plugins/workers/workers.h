@@ -18,4 +18,22 @@ int wrk_crm_deal_register(struct pin_registrar *reg, char *err, size_t errlen); 
 int wrk_crm_event_close(const char *event_id, const char *action, const char *reason,
 		int64_t now_us);
 
+/* ---------------------------------------------- consumer helpers (workers.c) */
+
+/* String member of o, or NULL (absent, null or not a string).  Borrowed
+ * from o. */
+const char *wrk_jstr(json_object *o, const char *key);
+/* Optional uuid member: absent or null -> 0 with *out = NULL; a uuid string
+ * -> 0 with *out (borrowed from o); anything else -> -1. */
+int wrk_opt_uuid(json_object *o, const char *key, const char **out);
+/* Fills res->code and res->detail and returns st (RETRY or FATAL).  With
+ * log_msg, also a WARN line: messageId, topic, code, detail (no PII). */
+enum pin_consume_status wrk_consume_fail(const struct pin_msg *msg,
+		struct pin_consume_result *res, enum pin_consume_status st,
+		const char *code, const char *detail, const char *log_msg);
+/* A message of another contract version than 1 is handled anyway, with a
+ * WARN line (log_msg) and the counter metric. */
+void wrk_contract_check(const struct pin_msg *msg, const char *log_msg,
+		const char *metric);
+
 #endif
