@@ -602,6 +602,11 @@ static void kmsgs_destroy(void *p)
 		free(l->v[i].value);
 		if (l->v[i].json)
 			json_object_put(l->v[i].json);
+		for (size_t j = 0; j < l->v[i].nheaders; j++) {
+			free(l->v[i].headers[j].name);
+			free(l->v[i].headers[j].value);
+		}
+		free(l->v[i].headers);
 	}
 	free(l->v);
 	free(l);
@@ -616,6 +621,29 @@ static rd_kafka_conf_t *kconf(void)
 			err, sizeof(err)) == RD_KAFKA_CONF_OK);
 	rd_kafka_conf_set(c, "log_level", "3", err, sizeof(err));
 	return c;
+}
+
+static void kmsg_add_headers(struct h_kmsg *k, const rd_kafka_message_t *m)
+{
+	rd_kafka_headers_t *h = NULL;
+	const char *name;
+	const void *v;
+	size_t len;
+
+	if (rd_kafka_message_headers(m, &h) || !h || !rd_kafka_header_cnt(h))
+		return;
+	k->headers = calloc(rd_kafka_header_cnt(h), sizeof(*k->headers));
+	ck_assert(k->headers != NULL);
+	for (size_t i = 0; !rd_kafka_header_get_all(h, i, &name, &v, &len); i++) {
+		struct h_kheader *kh = &k->headers[k->nheaders++];
+
+		kh->name = strdup(name);
+		ck_assert(kh->name != NULL);
+		if (v) {
+			kh->value = strndup(v, len);
+			ck_assert(kh->value != NULL);
+		}
+	}
 }
 
 static void kmsg_add(struct h_kmsgs *l, const rd_kafka_message_t *m)
@@ -641,6 +669,15 @@ static void kmsg_add(struct h_kmsgs *l, const rd_kafka_message_t *m)
 	k->value_len = m->len;
 	k->json = json_tokener_parse(k->value);
 	k->ts_ms = rd_kafka_message_timestamp(m, &tt);
+	kmsg_add_headers(k, m);
+}
+
+const char *h_kmsg_header(const struct h_kmsg *m, const char *name)
+{
+	for (size_t i = m->nheaders; i > 0; i--)
+		if (!strcmp(m->headers[i - 1].name, name))
+			return m->headers[i - 1].value;
+	return NULL;
 }
 
 struct h_kmsgs *h_kafka_read_all(const char *topic, int timeout_ms)
@@ -722,6 +759,27 @@ static bool match_key(const struct h_kmsg *m, void *ud)
 const struct h_kmsg *h_kafka_wait_key(const char *topic, const char *key, int timeout_ms)
 {
 	return h_kafka_wait(topic, timeout_ms, match_key, (void *)key);
+}
+
+struct error_code_match {
+	bool (*match)(const struct h_kmsg *m, void *ud);
+	void *ud;
+};
+
+static bool match_error_code(const struct h_kmsg *m, void *ud)
+{
+	const struct error_code_match *e = ud;
+
+	return (!e->match || e->match(m, e->ud)) && h_kmsg_header(m, "x-error-code");
+}
+
+const char *h_kafka_error_code(const char *topic, int timeout_ms,
+		bool (*match)(const struct h_kmsg *m, void *ud), void *ud)
+{
+	struct error_code_match e = { match, ud };
+	const struct h_kmsg *m = h_kafka_wait(topic, timeout_ms, match_error_code, &e);
+
+	return m ? h_kmsg_header(m, "x-error-code") : NULL;
 }
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)

@@ -143,11 +143,19 @@ struct h_kmsg {
 	size_t value_len;
 	json_object *json;         /* parsed value or NULL */
 	int64_t ts_ms;
+	size_t nheaders;           /* Kafka headers, in message order */
+	struct h_kheader {
+		char *name;
+		char *value;       /* NUL-terminated; NULL for a null value */
+	} *headers;
 };
 struct h_kmsgs {
 	size_t n;
 	struct h_kmsg *v;
 };
+/* Value of the last header called name (DLQ: "x-error-code",
+ * "x-original-topic"); NULL when absent or null. */
+const char *h_kmsg_header(const struct h_kmsg *m, const char *name);
 /* Current bootstrap address (re-read from PIN_KAFKA_BOOTSTRAP_FILE). */
 char *h_kafka_bootstrap(void);
 /* Every message on topic, from the beginning of all partitions, read until
@@ -159,6 +167,11 @@ const struct h_kmsg *h_kafka_wait(const char *topic, int timeout_ms,
 		bool (*match)(const struct h_kmsg *m, void *ud), void *ud);
 /* First message whose key equals key, waiting up to timeout_ms. */
 const struct h_kmsg *h_kafka_wait_key(const char *topic, const char *key, int timeout_ms);
+/* DLQ: the x-error-code header of the first message on topic that
+ * satisfies match (NULL = any) and carries one, waiting up to timeout_ms;
+ * NULL when none did. */
+const char *h_kafka_error_code(const char *topic, int timeout_ms,
+		bool (*match)(const struct h_kmsg *m, void *ud), void *ud);
 /* Produces one message (murmur2_random partitioner, like Java clients) and
  * waits for delivery.  0 ok, -1 error (logged to stderr). */
 int h_kafka_produce(const char *topic, const char *key, const char *value);

@@ -7,7 +7,6 @@
  *
  * Env (harness.h): PIN_PG_DSN, PIN_KAFKA_BOOTSTRAP_FILE, PIN_BASE_URL,
  * PIN_DEV_DIR / PIN_BROKER_BIN (broker stop/start through the harness).
- * The k_* helpers read DLQ headers, which the harness' reader does not.
  */
 #include "config.h"
 
@@ -46,27 +45,6 @@ static void k_sleep_ms(int ms)
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 
 	nanosleep(&ts, NULL);
-}
-
-static char *k_bootstrap(void)
-{
-	const char *f = getenv("PIN_KAFKA_BOOTSTRAP_FILE");
-	const char *v = getenv("PIN_KAFKA_BOOTSTRAP");
-	char buf[1024];
-	FILE *fp;
-
-	if (f && (fp = fopen(f, "r"))) {
-		char *r = fgets(buf, sizeof(buf), fp);
-
-		fclose(fp);
-		if (r) {
-			buf[strcspn(buf, "\r\n")] = '\0';
-			if (*buf)
-				return strdup(buf);
-		}
-	}
-	ck_assert_msg(v && *v, "PIN_KAFKA_BOOTSTRAP(_FILE) not set");
-	return strdup(v);
 }
 
 static void k_quiet(void *arg, const char *msg)
@@ -146,136 +124,24 @@ static char *k_envelope(const char *mid, const char *key, const char *kind)
 	return s;
 }
 
-static void k_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
-{
-	int *st = m->_private;
-
-	(void)rk;
-	(void)opaque;
-	*st = m->err ? 2 : 1;
-}
-
 /* Produces one message and waits for its ack. */
 static void k_produce(const char *topic, const char *key, const char *val)
 {
-	char err[512], *boot = k_bootstrap();
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	rd_kafka_t *rk;
-	int st = 0;
-
-	rd_kafka_conf_set(conf, "bootstrap.servers", boot, err, sizeof(err));
-	rd_kafka_conf_set(conf, "partitioner", "murmur2_random", err, sizeof(err));
-	rd_kafka_conf_set(conf, "acks", "all", err, sizeof(err));
-	rd_kafka_conf_set(conf, "log_level", "2", err, sizeof(err));
-	rd_kafka_conf_set_dr_msg_cb(conf, k_dr);
-	rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-	ck_assert_msg(rk, "producer: %s", err);
-	ck_assert_int_eq(rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
-				RD_KAFKA_V_KEY(key, strlen(key)),
-				RD_KAFKA_V_VALUE((void *)val, strlen(val)),
-				RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-				RD_KAFKA_V_OPAQUE(&st), RD_KAFKA_V_END), 0);
-	rd_kafka_flush(rk, 10000);
-	ck_assert_msg(st == 1, "produce to %s not acknowledged", topic);
-	rd_kafka_destroy(rk);
-	free(boot);
-}
-
-struct k_msg {
-	char *key;
-	char *value;
-	char *code;            /* x-error-code header or NULL */
-	char *orig_topic;      /* x-original-topic header or NULL */
-};
-
-static void k_msgs_free(struct k_msg *v, int n)
-{
-	for (int i = 0; i < n; i++) {
-		free(v[i].key);
-		free(v[i].value);
-		free(v[i].code);
-		free(v[i].orig_topic);
-	}
-	free(v);
-}
-
-static char *k_header(const rd_kafka_message_t *m, const char *name)
-{
-	rd_kafka_headers_t *h = NULL;
-	const void *v;
-	size_t len;
-	char *s;
-
-	if (rd_kafka_message_headers(m, &h) || !h ||
-			rd_kafka_header_get_last(h, name, &v, &len))
-		return NULL;
-	s = malloc(len + 1);
-	memcpy(s, v, len);
-	s[len] = '\0';
-	return s;
-}
-
-/* Reads every message of topic (3 partitions) from the beginning. */
-static struct k_msg *k_read_all(const char *topic, int *n_out)
-{
-	char err[512], *boot = k_bootstrap();
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	rd_kafka_topic_partition_list_t *l;
-	struct k_msg *v = NULL;
-	int n = 0, cap = 0, eofs = 0;
-	double t_end = k_now() + 10;
-	rd_kafka_t *rk;
-
-	rd_kafka_conf_set(conf, "bootstrap.servers", boot, err, sizeof(err));
-	rd_kafka_conf_set(conf, "group.id", "test-kafka-reader", err, sizeof(err));
-	rd_kafka_conf_set(conf, "enable.partition.eof", "true", err, sizeof(err));
-	rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err));
-	rd_kafka_conf_set(conf, "log_level", "2", err, sizeof(err));
-	rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
-	ck_assert_msg(rk, "consumer: %s", err);
-	l = rd_kafka_topic_partition_list_new(3);
-	for (int p = 0; p < 3; p++)
-		rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
-	rd_kafka_assign(rk, l);
-	rd_kafka_topic_partition_list_destroy(l);
-	while (eofs < 3 && k_now() < t_end) {
-		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
-
-		if (!m)
-			continue;
-		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-			eofs++;
-		} else if (!m->err) {
-			if (n == cap) {
-				cap = cap ? cap * 2 : 64;
-				v = realloc(v, (size_t)cap * sizeof(*v));
-			}
-			v[n].key = m->key ? strndup(m->key, m->key_len) : NULL;
-			v[n].value = strndup(m->payload ? m->payload : "", m->len);
-			v[n].code = k_header(m, "x-error-code");
-			v[n].orig_topic = k_header(m, "x-original-topic");
-			n++;
-		}
-		rd_kafka_message_destroy(m);
-	}
-	rd_kafka_consumer_close(rk);
-	rd_kafka_destroy(rk);
-	free(boot);
-	*n_out = n;
-	return v;
+	ck_assert_msg(h_kafka_produce(topic, key, val) == 0,
+			"produce to %s not acknowledged", topic);
 }
 
 /* Index of the message whose value contains needle (messageId), or -1;
  * *count gets how many do. */
-static int k_find(struct k_msg *v, int n, const char *needle, int *count)
+static int k_find(const struct h_kmsgs *l, const char *needle, int *count)
 {
 	int idx = -1;
 
 	*count = 0;
-	for (int i = 0; i < n; i++)
-		if (strstr(v[i].value, needle)) {
+	for (size_t i = 0; i < l->n; i++)
+		if (strstr(l->v[i].value, needle)) {
 			if (idx < 0)
-				idx = i;
+				idx = (int)i;
 			(*count)++;
 		}
 	return idx;
@@ -297,20 +163,19 @@ static long k_wait_count(PGconn *c, const char *sql, const char *p1, long want,
 	}
 }
 
-/* Waits until topic holds a message containing needle; returns it (caller
- * frees the array). */
-static struct k_msg *k_wait_topic(const char *topic, const char *needle,
-		double timeout_s, int *n, int *idx, int *count)
+/* Waits until topic holds a message containing needle; returns every
+ * message of the topic (harness-owned). */
+static struct h_kmsgs *k_wait_topic(const char *topic, const char *needle,
+		double timeout_s, int *idx, int *count)
 {
 	double end = k_now() + timeout_s;
-	struct k_msg *v;
+	struct h_kmsgs *l;
 
 	for (;;) {
-		v = k_read_all(topic, n);
-		*idx = k_find(v, *n, needle, count);
+		l = h_kafka_read_all(topic, 10000);
+		*idx = k_find(l, needle, count);
 		if (*idx >= 0 || k_now() > end)
-			return v;
-		k_msgs_free(v, *n);
+			return l;
 		k_sleep_ms(500);
 	}
 }
@@ -335,35 +200,33 @@ START_TEST(relay_publishes_once)
 	char *mid = k_uuid(c), *key = k_uuid(c), *env = k_envelope(mid, key, "noop");
 	char *id = k_insert_outbox(c, mid, key, env);
 	const char *p[1] = { id };
-	struct k_msg *v;
-	int n, idx, count;
+	struct h_kmsgs *l;
+	int idx, count;
 	long pub;
 
 	pub = k_wait_count(c, "SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
 			" AND published_at IS NOT NULL", id, 1, 20);
 	ck_assert_msg(pub == 1, "outbox row %s not published within 20 s", id);
-	v = k_wait_topic(TEST_TOPIC, mid, 10, &n, &idx, &count);
+	l = k_wait_topic(TEST_TOPIC, mid, 10, &idx, &count);
 	ck_assert_msg(idx >= 0, "message %s not on %s", mid, TEST_TOPIC);
 	ck_assert_int_eq(count, 1);
-	ck_assert_str_eq(v[idx].key, key);
+	ck_assert_str_eq(l->v[idx].key, key);
 	{
-		json_object *got = json_tokener_parse(v[idx].value);
+		json_object *got = json_tokener_parse(l->v[idx].value);
 		json_object *want = json_tokener_parse(env);
 
 		ck_assert_msg(got && json_object_equal(got, want),
-				"envelope changed: %s", v[idx].value);
+				"envelope changed: %s", l->v[idx].value);
 		json_object_put(got);
 		json_object_put(want);
 	}
 	/* still once a few relay cycles later */
 	k_sleep_ms(1500);
-	k_msgs_free(v, n);
-	v = k_read_all(TEST_TOPIC, &n);
-	k_find(v, n, mid, &count);
+	l = h_kafka_read_all(TEST_TOPIC, 10000);
+	k_find(l, mid, &count);
 	ck_assert_int_eq(count, 1);
 	ck_assert_int_eq(k_sql_long(c, "SELECT attempts FROM calendar.outbox WHERE id = $1::bigint",
 				1, p), 0);
-	k_msgs_free(v, n);
 	free(id);
 	free(env);
 	free(key);
@@ -378,19 +241,19 @@ START_TEST(relay_publishes_api_outbox)
 	PGconn *c = k_setup();
 	char *key = k_uuid(c), *body, *tok;
 	struct h_resp *r;
-	struct k_msg *v;
-	int n, idx, count;
+	struct h_kmsgs *l;
+	int idx, count;
 	json_object *env, *pl;
 
 	body = h_sprintf("{\"key\":\"%s\",\"kind\":\"noop\"}", key);
 	tok = h_token("agent", h_uuid(), h_uuid());
 	r = h_post("/api/v1/test/outbox", tok, body);
 	ck_assert_msg(r->status == 201, "POST /api/v1/test/outbox: %ld %s", r->status, r->body);
-	v = k_wait_topic(TEST_TOPIC, key, 20, &n, &idx, &count);
+	l = k_wait_topic(TEST_TOPIC, key, 20, &idx, &count);
 	ck_assert_msg(idx >= 0, "outbox message with key %s not published", key);
 	ck_assert_int_eq(count, 1);
-	ck_assert_str_eq(v[idx].key, key);
-	env = json_tokener_parse(v[idx].value);
+	ck_assert_str_eq(l->v[idx].key, key);
+	env = json_tokener_parse(l->v[idx].value);
 	ck_assert_ptr_nonnull(env);
 	ck_assert_str_eq(h_jstr(env, "eventType"), "pin.test.event");
 	ck_assert_str_eq(h_jstr(env, "aggregateId"), key);
@@ -398,7 +261,6 @@ START_TEST(relay_publishes_api_outbox)
 	pl = h_jget(env, "payload");
 	ck_assert_str_eq(h_jstr(pl, "kind"), "noop");
 	json_object_put(env);
-	k_msgs_free(v, n);
 	free(key);
 	PQfinish(c);
 }
@@ -459,21 +321,23 @@ static void expect_dlq(PGconn *c, const char *kind, const char *code, double tim
 {
 	char *mid = k_uuid(c), *key = k_uuid(c), *env = k_envelope(mid, key, kind);
 	const char *p[1] = { mid };
-	struct k_msg *v;
-	int n, idx, count;
+	struct h_kmsgs *l;
+	const char *got;
+	int idx, count;
 
 	k_produce(TEST_TOPIC, key, env);
-	v = k_wait_topic(DLQ_TOPIC, mid, timeout_s, &n, &idx, &count);
+	l = k_wait_topic(DLQ_TOPIC, mid, timeout_s, &idx, &count);
 	ck_assert_msg(idx >= 0, "%s message not in %s within %.0f s", kind, DLQ_TOPIC, timeout_s);
 	ck_assert_int_eq(count, 1);
-	ck_assert_str_eq(v[idx].key, key);
-	ck_assert_str_eq(v[idx].value, env);
-	ck_assert_msg(v[idx].code && !strcmp(v[idx].code, code),
-			"x-error-code %s, want %s", v[idx].code ? v[idx].code : "(none)", code);
-	ck_assert_msg(v[idx].orig_topic && !strcmp(v[idx].orig_topic, TEST_TOPIC),
+	ck_assert_str_eq(l->v[idx].key, key);
+	ck_assert_str_eq(l->v[idx].value, env);
+	got = h_kmsg_header(&l->v[idx], "x-error-code");
+	ck_assert_msg(got && !strcmp(got, code),
+			"x-error-code %s, want %s", got ? got : "(none)", code);
+	got = h_kmsg_header(&l->v[idx], "x-original-topic");
+	ck_assert_msg(got && !strcmp(got, TEST_TOPIC),
 			"x-original-topic missing");
 	ck_assert_int_eq(k_sql_long(c, SEEN_SQL, 1, p), 0);
-	k_msgs_free(v, n);
 	free(env);
 	free(key);
 	free(mid);
@@ -489,15 +353,14 @@ START_TEST(consumer_dlq)
 	expect_dlq(c, "retry-always", "TEST_RETRY_ALWAYS", 30);
 	{
 		char *key = k_uuid(c), *bad = k_uuid(c), val[128];
-		struct k_msg *v;
-		int n, idx, count;
+		struct h_kmsgs *l;
+		int idx, count;
 
 		snprintf(val, sizeof(val), "not json %s", bad);
 		k_produce(TEST_TOPIC, key, val);
-		v = k_wait_topic(DLQ_TOPIC, bad, 30, &n, &idx, &count);
+		l = k_wait_topic(DLQ_TOPIC, bad, 30, &idx, &count);
 		ck_assert_msg(idx >= 0, "invalid envelope not in the DLQ");
-		ck_assert_str_eq(v[idx].code, "INVALID_ENVELOPE");
-		k_msgs_free(v, n);
+		ck_assert_str_eq(h_kmsg_header(&l->v[idx], "x-error-code"), "INVALID_ENVELOPE");
 		free(key);
 		free(bad);
 	}
@@ -511,8 +374,8 @@ START_TEST(relay_survives_broker_outage)
 	PGconn *c = k_setup();
 	char *mid = k_uuid(c), *key = k_uuid(c), *env = k_envelope(mid, key, "noop");
 	char *id;
-	struct k_msg *v;
-	int n, idx, count;
+	struct h_kmsgs *l;
+	int idx, count;
 	const char *p[1];
 
 	h_broker_stop();
@@ -525,11 +388,10 @@ START_TEST(relay_survives_broker_outage)
 	ck_assert_msg(k_wait_count(c, "SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
 				" AND published_at IS NOT NULL", id, 1, 45) == 1,
 			"row not published within 45 s of the broker's return");
-	v = k_wait_topic(TEST_TOPIC, mid, 10, &n, &idx, &count);
+	l = k_wait_topic(TEST_TOPIC, mid, 10, &idx, &count);
 	ck_assert_msg(idx >= 0, "message not on the topic after the outage");
 	ck_assert_int_eq(count, 1);
-	ck_assert_str_eq(v[idx].key, key);
-	k_msgs_free(v, n);
+	ck_assert_str_eq(l->v[idx].key, key);
 	/* consumers follow the broker to its new address */
 	{
 		char *m2 = k_uuid(c), *e2 = k_envelope(m2, key, "ok");

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <librdkafka/rdkafka.h>
 
 #include "harness.h"
 
@@ -493,51 +492,6 @@ START_TEST(settings_quiet_mute_overrides)
 }
 END_TEST
 
-/* DLQ reader with headers (the harness' reader has none): x-error-code of
- * the message with key on topic, or NULL. */
-static char *dlq_code(const char *topic, const char *key)
-{
-	char err[512], *boot = h_kafka_bootstrap(), *code = NULL;
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	rd_kafka_topic_partition_list_t *l;
-	int64_t end = h_now_ms() + 10000;
-	int eofs = 0;
-	rd_kafka_t *rk;
-
-	rd_kafka_conf_set(conf, "bootstrap.servers", boot, err, sizeof(err));
-	rd_kafka_conf_set(conf, "group.id", "test-notify-dlq-reader", err, sizeof(err));
-	rd_kafka_conf_set(conf, "enable.partition.eof", "true", err, sizeof(err));
-	rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err));
-	rd_kafka_conf_set(conf, "log_level", "2", err, sizeof(err));
-	rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
-	ck_assert_msg(rk, "consumer: %s", err);
-	l = rd_kafka_topic_partition_list_new(3);
-	for (int p = 0; p < 3; p++)
-		rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
-	rd_kafka_assign(rk, l);
-	rd_kafka_topic_partition_list_destroy(l);
-	while (eofs < 3 && !code && h_now_ms() < end) {
-		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
-		rd_kafka_headers_t *h = NULL;
-		const void *v;
-		size_t len;
-
-		if (!m)
-			continue;
-		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
-			eofs++;
-		else if (!m->err && m->key && m->key_len == strlen(key) &&
-			 !memcmp(m->key, key, m->key_len) &&
-			 !rd_kafka_message_headers(m, &h) && h &&
-			 !rd_kafka_header_get_last(h, "x-error-code", &v, &len))
-			code = h_sprintf("%.*s", (int)len, (const char *)v);
-		rd_kafka_message_destroy(m);
-	}
-	rd_kafka_consumer_close(rk);
-	rd_kafka_destroy(rk);
-	return code;
-}
-
 static bool key_is(const struct h_kmsg *m, void *ud)
 {
 	return m->key && !strcmp(m->key, (const char *)ud);
@@ -549,7 +503,7 @@ START_TEST(invalid_payload_to_dlq)
 {
 	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
 	const char *dlq = GROUP ".dlq";
-	char *code;
+	const char *code;
 
 	/* investorUserId missing */
 	ck_assert_int_eq(h_kafka_produce("pin.calendar.appointment-confirmed.v1", apt,
@@ -559,7 +513,8 @@ START_TEST(invalid_payload_to_dlq)
 		"\"endAt\":\"" END "\",\"timeZone\":\"Europe/Moscow\",\"autoConfirmed\":false}",
 		apt, tenant, h_uuid(), agent))), 0);
 	ck_assert_msg(h_kafka_wait(dlq, WAIT_MS, key_is, (void *)apt) != NULL, "no DLQ message");
-	ck_assert_msg(H_WAIT_UNTIL((code = dlq_code(dlq, apt)) != NULL, 30000), "no header");
+	ck_assert_msg((code = h_kafka_error_code(dlq, 30000, key_is, (void *)apt)) != NULL,
+		"no header");
 	ck_assert_str_eq(code, "NTF_INVALID_PAYLOAD");
 	/* the same key keeps flowing */
 	ntf_send("appointment-confirmed", apt, "Appointment", apt_confirmed(apt, tenant, agent, inv));
@@ -575,7 +530,8 @@ START_TEST(template_not_resolved_to_dlq)
 {
 	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
 	const char *dlq = GROUP ".dlq";
-	char *code, *mid = new_mid(), *value = envelope(mid,
+	const char *code;
+	char *mid = new_mid(), *value = envelope(mid,
 		"pin.calendar.appointment-confirmed", "Appointment", apt,
 		apt_confirmed(apt, tenant, agent, inv));
 
@@ -584,7 +540,7 @@ START_TEST(template_not_resolved_to_dlq)
 	ck_assert_int_eq(h_kafka_produce("pin.calendar.appointment-confirmed.v1", apt, value), 0);
 	code = NULL;
 	if (h_kafka_wait(dlq, WAIT_MS, key_is, (void *)apt))
-		(void)H_WAIT_UNTIL((code = dlq_code(dlq, apt)) != NULL, 30000);
+		code = h_kafka_error_code(dlq, 30000, key_is, (void *)apt);
 	h_sql("UPDATE notifications.notification_templates SET status = 'Active' "
 		"WHERE kind = 'AppointmentConfirmed' AND role = 'Investor'");
 	ck_assert_msg(code != NULL, "no DLQ message");
