@@ -20,39 +20,33 @@
 /* Age in seconds of the oldest due Pending appointment (0 when none). */
 static void set_lag(int64_t now_us)
 {
-	const char *p[1] = { pc_time_param(now_us) };
-	PGresult *res = pc_api->db_exec_prepared("wrk_apt_timeout_lag",
+	wrk_set_lag("wrk_apt_timeout_lag",
 		"SELECT calendar.us(min(confirm_deadline_at)) FROM calendar.appointments "
-		"WHERE status = 'Pending' AND confirm_deadline_at <= $1::timestamptz", 1, p);
-	double lag = 0;
+		"WHERE status = 'Pending' AND confirm_deadline_at <= $1::timestamptz",
+		now_us, "pin_job_lag_seconds", LABELS);
+}
 
-	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
-			!PQgetisnull(res, 0, 0))
-		lag = (double)(now_us - pc_col_us(res, 0, 0)) / 1e6;
-	pc_api->metric_set("pin_job_lag_seconds", LABELS, lag);
+static int expire_batch(int64_t now_us, int batch)
+{
+	int n = apt_expire_batch(now_us, batch);
+
+	if (n > 0)
+		pc_api->log(PIN_LOG_INFO, "appointments expired", "job", JOB_NAME,
+				"count", pc_api->sprintf("%d", n), NULL);
+	return n;
 }
 
 static int appointment_timeout(void *ud)
 {
 	int64_t now_us = pc_api->now_us();
-	long long batch = pc_api->config_int("job." JOB_NAME ".batch", DEFAULT_BATCH);
-	int total = 0, n, k;
+	int total;
 
 	(void)ud;
-	if (batch < 1 || batch > 10000)
-		batch = DEFAULT_BATCH;
 	set_lag(now_us);
-	for (k = 0; k < MAX_BATCHES; k++) {
-		n = apt_expire_batch(now_us, (int)batch);
-		if (n < 0)
-			return n;
-		total += n;
-		if (n > 0)
-			pc_api->log(PIN_LOG_INFO, "appointments expired", "job", JOB_NAME,
-					"count", pc_api->sprintf("%d", n), NULL);
-		if (n < batch)
-			break;
-	}
+	total = wrk_batch_loop(expire_batch, now_us,
+			wrk_batch_size("job." JOB_NAME ".batch", DEFAULT_BATCH), MAX_BATCHES);
+	if (total < 0)
+		return total;
 	if (total > 0)
 		pc_api->metric_add("pin_calendar_appointments_expired_total", NULL, total);
 	set_lag(now_us);

@@ -90,36 +90,23 @@ fail:
 /* Gauge: age of the oldest due Pending row (0 when none). */
 static void set_lag(int64_t now_us)
 {
-	const char *params[1] = { pc_time_param(now_us) };
-	PGresult *res = pc_api->db_exec_prepared("wrk_reminder_lag",
+	wrk_set_lag("wrk_reminder_lag",
 		"SELECT calendar.us(min(due_at)) FROM calendar.event_reminders "
-		"WHERE status = 'Pending' AND due_at < $1::timestamptz", 1, params);
-	double lag = 0;
-
-	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
-			!PQgetisnull(res, 0, 0))
-		lag = (double)(now_us - pc_col_us(res, 0, 0)) / 1e6;
-	pc_api->metric_set("pin_reminder_dispatch_lag_seconds", NULL, lag);
+		"WHERE status = 'Pending' AND due_at < $1::timestamptz",
+		now_us, "pin_reminder_dispatch_lag_seconds", NULL);
 }
 
 static int reminder_dispatch(void *ud)
 {
 	int64_t now_us = pc_api->now_us();
-	int batch = (int)pc_api->config_int("job.reminder-dispatch.batch", DEFAULT_BATCH);
-	int total = 0, n, k;
+	int total;
 
 	(void)ud;
-	if (batch < 1 || batch > 10000)
-		batch = DEFAULT_BATCH;
 	set_lag(now_us);
-	for (k = 0; k < MAX_BATCHES; k++) {
-		n = dispatch_batch(now_us, batch);
-		if (n < 0)
-			return n;
-		total += n;
-		if (n < batch)
-			break;
-	}
+	total = wrk_batch_loop(dispatch_batch, now_us,
+			wrk_batch_size("job.reminder-dispatch.batch", DEFAULT_BATCH), MAX_BATCHES);
+	if (total < 0)
+		return total;
 	if (total > 0)
 		pc_api->metric_add("pin_reminders_sent_total", NULL, total);
 	set_lag(pc_api->now_us());

@@ -1,6 +1,7 @@
 /* workers.c -- workers.so: polling jobs and CRM/identity consumers. */
 #include "config.h"
 #include <stdio.h>
+#include "common.h"
 #include "workers.h"
 
 const struct pin_host_api *wrk_api;
@@ -49,6 +50,43 @@ void wrk_contract_check(const struct pin_msg *msg, const char *log_msg,
 	wrk_api->log(PIN_LOG_WARN, log_msg, "messageId", msg->message_id,
 			"topic", msg->topic, NULL);
 	wrk_api->metric_add(metric, NULL, 1);
+}
+
+/* ---------------------------------------------------------------- batch jobs */
+
+int wrk_batch_size(const char *key, int def)
+{
+	long long batch = wrk_api->config_int(key, def);
+
+	return batch < 1 || batch > 10000 ? def : (int)batch;
+}
+
+int wrk_batch_loop(wrk_batch_fn fn, int64_t now_us, int batch, int max_batches)
+{
+	int total = 0, n, k;
+
+	for (k = 0; k < max_batches; k++) {
+		n = fn(now_us, batch);
+		if (n < 0)
+			return n;
+		total += n;
+		if (n < batch)
+			break;
+	}
+	return total;
+}
+
+void wrk_set_lag(const char *stmt, const char *sql, int64_t now_us,
+		const char *metric, const char *labels)
+{
+	const char *p[1] = { pc_time_param(now_us) };
+	PGresult *res = wrk_api->db_exec_prepared(stmt, sql, 1, p);
+	double lag = 0;
+
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+			!PQgetisnull(res, 0, 0))
+		lag = (double)(now_us - pc_col_us(res, 0, 0)) / 1e6;
+	wrk_api->metric_set(metric, labels, lag);
 }
 
 /* ---------------------------------------------------------------------- init */

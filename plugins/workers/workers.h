@@ -36,4 +36,22 @@ enum pin_consume_status wrk_consume_fail(const struct pin_msg *msg,
 void wrk_contract_check(const struct pin_msg *msg, const char *log_msg,
 		const char *metric);
 
+/* ------------------------------------------- batch jobs (workers.c) */
+
+/* One batch of a job in its own transaction (FOR UPDATE SKIP LOCKED):
+ * rows processed (>= 0) or a negative PIN_ERR*. */
+typedef int (*wrk_batch_fn)(int64_t now_us, int batch);
+/* The config value key (e.g. "job.reminder-dispatch.batch"); def when it
+ * is outside [1, 10000]. */
+int wrk_batch_size(const char *key, int def);
+/* One job pass: fn(now_us, batch) until a batch comes back short or after
+ * max_batches (the next pass continues).  The total, or the first negative
+ * result of fn. */
+int wrk_batch_loop(wrk_batch_fn fn, int64_t now_us, int batch, int max_batches);
+/* Gauge metric{labels} = age in seconds of the oldest due row at now_us, 0
+ * when none.  sql (prepared as stmt) takes $1 = now (timestamptz) and
+ * selects calendar.us(min(<due column>)) of the due rows. */
+void wrk_set_lag(const char *stmt, const char *sql, int64_t now_us,
+		const char *metric, const char *labels);
+
 #endif
