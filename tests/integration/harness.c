@@ -176,20 +176,15 @@ int64_t h_now_ms(void)
 
 /* ------------------------------------------------------------ HTTP */
 
-struct membuf {
-	char *p;
-	size_t n;
-};
-
-static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
+size_t h_curl_write(char *data, size_t size, size_t nmemb, void *ud)
 {
-	struct membuf *b = ud;
+	struct h_buf *b = ud;
 	size_t len = size * nmemb;
 	char *n = realloc(b->p, b->n + len + 1);
 
 	if (!n)
 		return 0;
-	memcpy(n + b->n, ptr, len);
+	memcpy(n + b->n, data, len);
 	b->n += len;
 	n[b->n] = '\0';
 	b->p = n;
@@ -261,7 +256,7 @@ struct h_resp *h_request_opts(const char *method, const char *path,
 	static const struct h_req_opts none;
 	struct h_resp *r = calloc(1, sizeof(*r));
 	struct curl_slist *hl = NULL;
-	struct membuf body = { NULL, 0 };
+	struct h_buf body = { NULL, 0 };
 	char *url = NULL, *auth = NULL, *ct = NULL;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	CURL *c = curl_easy_init();
@@ -278,7 +273,7 @@ struct h_resp *h_request_opts(const char *method, const char *path,
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, h_curl_write);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
@@ -327,20 +322,28 @@ struct h_resp *h_request_opts(const char *method, const char *path,
 	return track(r, resp_destroy);
 }
 
+/* Copies the const char * arguments of ap up to the NULL into out (at most
+ * max of them) and ends out with NULL (out holds max + 1). */
+static void va_strings(const char **out, size_t max, va_list ap)
+{
+	size_t n = 0;
+	const char *s;
+
+	while ((s = va_arg(ap, const char *)) != NULL && n < max)
+		out[n++] = s;
+	out[n] = NULL;
+}
+
 struct h_resp *h_request_(const char *method, const char *path, const char *token,
 		const char *json_body, ...)
 {
 	const char *hdrs[33];
 	struct h_req_opts o = { 0 };
-	size_t n = 0;
-	const char *h;
 	va_list ap;
 
 	va_start(ap, json_body);
-	while ((h = va_arg(ap, const char *)) != NULL && n < 32)
-		hdrs[n++] = h;
+	va_strings(hdrs, 32, ap);
 	va_end(ap);
-	hdrs[n] = NULL;
 	o.body = json_body;
 	o.headers = hdrs;
 	return h_request_opts(method, path, token, &o);
@@ -480,15 +483,11 @@ char *h_token_(const char *actor, const char *sub, const char *tenant, ...)
 {
 	const char *perms[65];
 	struct h_token_opts o = { 0 };
-	size_t n = 0;
-	const char *p;
 	va_list ap;
 
 	va_start(ap, tenant);
-	while ((p = va_arg(ap, const char *)) != NULL && n < 64)
-		perms[n++] = p;
+	va_strings(perms, 64, ap);
 	va_end(ap);
-	perms[n] = NULL;
 	o.actor = actor;
 	o.sub = sub;
 	o.tenant = tenant;

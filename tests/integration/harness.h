@@ -94,6 +94,15 @@ struct h_resp *h_request_opts(const char *method, const char *path,
 #define h_post(path, token, body) h_request("POST", (path), (token), (body))
 void h_resp_free(struct h_resp *r);
 
+/* For suites that drive libcurl themselves (curl multi): a growing,
+ * NUL-terminated buffer and the CURLOPT_WRITEFUNCTION that appends to it
+ * (CURLOPT_WRITEDATA = the struct h_buf *).  The caller frees p. */
+struct h_buf {
+	char *p;
+	size_t n;
+};
+size_t h_curl_write(char *data, size_t size, size_t nmemb, void *ud);
+
 /* String member of a JSON object (NULL when absent or not an object). */
 const char *h_jstr(json_object *o, const char *key);
 /* Member lookup, NULL when absent. */

@@ -250,26 +250,6 @@ static struct h_resp *post_path(const char *path, const char *id, const char *ac
 
 /* ============================================================ the race */
 
-struct rbuf {
-	char *p;
-	size_t n;
-};
-
-static size_t rbuf_write(char *data, size_t size, size_t nmemb, void *ud)
-{
-	struct rbuf *b = ud;
-	size_t len = size * nmemb;
-	char *np = realloc(b->p, b->n + len + 1);
-
-	if (!np)
-		return 0;
-	b->p = np;
-	memcpy(b->p + b->n, data, len);
-	b->n += len;
-	b->p[b->n] = 0;
-	return len;
-}
-
 /* Fires n public bookings at once (curl multi, one connection each, all in
  * flight together).  bodies[i] / tokens[i]; codes[i] = HTTP status,
  * errs[i] = problem code or NULL (harness strings). */
@@ -280,7 +260,7 @@ static void fire(int n, char *const *bodies, char *const *tokens, long *codes, c
 	CURLM *mh = curl_multi_init();
 	CURL *eh[RACE_N];
 	struct curl_slist *hdr[RACE_N];
-	struct rbuf out[RACE_N];
+	struct h_buf out[RACE_N];
 	int i, running = 0;
 
 	ck_assert_int_le(n, RACE_N);
@@ -292,7 +272,7 @@ static void fire(int n, char *const *bodies, char *const *tokens, long *codes, c
 		curl_easy_setopt(eh[i], CURLOPT_URL, url);
 		curl_easy_setopt(eh[i], CURLOPT_POSTFIELDS, bodies[i]);
 		curl_easy_setopt(eh[i], CURLOPT_HTTPHEADER, hdr[i]);
-		curl_easy_setopt(eh[i], CURLOPT_WRITEFUNCTION, rbuf_write);
+		curl_easy_setopt(eh[i], CURLOPT_WRITEFUNCTION, h_curl_write);
 		curl_easy_setopt(eh[i], CURLOPT_WRITEDATA, &out[i]);
 		if (race_ip)
 			curl_easy_setopt(eh[i], CURLOPT_INTERFACE, race_ip);
@@ -999,7 +979,7 @@ END_TEST
 /* Sends one request with curl multi and returns the handle; drive it with
  * finish(). */
 static CURLM *start(const char *method, const char *path, const char *token, CURL **eh,
-		struct rbuf *out, struct curl_slist **hdr)
+		struct h_buf *out, struct curl_slist **hdr)
 {
 	CURLM *mh = curl_multi_init();
 	int running;
@@ -1012,7 +992,7 @@ static CURLM *start(const char *method, const char *path, const char *token, CUR
 	curl_easy_setopt(*eh, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(*eh, CURLOPT_POSTFIELDS, "{}");
 	curl_easy_setopt(*eh, CURLOPT_HTTPHEADER, *hdr);
-	curl_easy_setopt(*eh, CURLOPT_WRITEFUNCTION, rbuf_write);
+	curl_easy_setopt(*eh, CURLOPT_WRITEFUNCTION, h_curl_write);
 	curl_easy_setopt(*eh, CURLOPT_WRITEDATA, out);
 	curl_easy_setopt(*eh, CURLOPT_TIMEOUT, 60L);
 	curl_multi_add_handle(mh, *eh);
@@ -1051,7 +1031,7 @@ START_TEST(deadlock_retried_not_500)
 	PGconn *blocker = PQconnectdb(h_env("PIN_PG_DSN"));
 	const char *p1[1] = { ev }, *p2[1] = { id };
 	char pid[16];
-	struct rbuf out;
+	struct h_buf out;
 	struct curl_slist *hdr;
 	CURL *eh;
 	CURLM *mh;
