@@ -163,16 +163,9 @@ static const struct pin_route routes[] = {
 static int apt_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
-	size_t i;
-
 	pc_init(api);
-	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-		if (reg->route(reg, &routes[i]) < 0) {
-			snprintf(err, errlen, "appointments: cannot register %s %s",
-					routes[i].method, routes[i].pattern);
-			return -1;
-		}
-	return 0;
+	return pc_register_routes(reg, routes, sizeof(routes) / sizeof(routes[0]),
+			"appointments", err, errlen);
 }
 
 PIN_PLUGIN_DEFINE("appointments", PACKAGE_VERSION, apt_init, NULL)

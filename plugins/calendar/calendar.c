@@ -1,7 +1,6 @@
 /* calendar.c -- calendar.so: registers the agent events routes and the
  * read-only agency / PIN manager views. */
 #include "config.h"
-#include <stdio.h>
 #include "calendar.h"
 
 #define AGENT (PIN_ACTOR_AGENT | PIN_ACTOR_CONSULTANT)
@@ -29,16 +28,9 @@ static const struct pin_route cal_routes[] = {
 static int cal_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
-	size_t i;
-
 	pc_init(api);
-	for (i = 0; i < sizeof(cal_routes) / sizeof(cal_routes[0]); i++)
-		if (reg->route(reg, &cal_routes[i]) != 0) {
-			snprintf(err, errlen, "calendar: cannot register %s %s",
-					cal_routes[i].method, cal_routes[i].pattern);
-			return -1;
-		}
-	return 0;
+	return pc_register_routes(reg, cal_routes, sizeof(cal_routes) / sizeof(cal_routes[0]),
+			"calendar", err, errlen);
 }
 
 PIN_PLUGIN_DEFINE("calendar", PACKAGE_VERSION, cal_init, NULL)

@@ -714,3 +714,29 @@ int pc_has_perm(const struct pin_principal *p, const char *perm)
 			return 1;
 	return 0;
 }
+
+/* ------------------------------------------------------------ registration */
+
+int pc_register_routes(struct pin_registrar *reg, const struct pin_route *routes,
+		size_t n, const char *plugin, char *err, size_t errlen)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (reg->route(reg, &routes[i]) < 0) {
+			snprintf(err, errlen, "%s: cannot register %s %s", plugin,
+					routes[i].method, routes[i].pattern);
+			return -1;
+		}
+	return 0;
+}
+
+int pc_register_consumer(struct pin_registrar *reg, const struct pin_consumer *c,
+		const char *plugin, char *err, size_t errlen)
+{
+	if (reg->consumer(reg, c) < 0) {
+		snprintf(err, errlen, "%s: cannot register consumer %s", plugin, c->group);
+		return -1;
+	}
+	return 0;
+}

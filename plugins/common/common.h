@@ -395,6 +395,20 @@ json_object *pc_payload_event_owner_changed(const PGresult *res, int row,
 		const char *previous_tenant_id, const char *previous_owner_user_id,
 		const char *reason);
 
+/* ============================================================ registration */
+
+/*
+ * Registers the n routes of a plugin's table (init only; the records are
+ * copied by the host).  0, or -1 with "<plugin>: cannot register METHOD
+ * PATTERN" in err.
+ */
+int pc_register_routes(struct pin_registrar *reg, const struct pin_route *routes,
+		size_t n, const char *plugin, char *err, size_t errlen);
+/* One consumer (init only): 0, or -1 with "<plugin>: cannot register
+ * consumer GROUP" in err. */
+int pc_register_consumer(struct pin_registrar *reg, const struct pin_consumer *c,
+		const char *plugin, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -119,9 +119,5 @@ int ntf_contacts_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
 	struct pin_consumer c = { GROUP, topics, NTF_INBOX, on_user, NULL, NULL };
 
-	if (reg->consumer(reg, &c) < 0) {
-		snprintf(err, errlen, "notify: cannot register consumer %s", GROUP);
-		return -1;
-	}
-	return 0;
+	return pc_register_consumer(reg, &c, "notify", err, errlen);
 }

@@ -726,9 +726,5 @@ int ntf_events_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
 	struct pin_consumer c = { GROUP, topics, NTF_INBOX, on_event, NULL, NULL };
 
-	if (reg->consumer(reg, &c) < 0) {
-		snprintf(err, errlen, "notify: cannot register consumer %s", GROUP);
-		return -1;
-	}
-	return 0;
+	return pc_register_consumer(reg, &c, "notify", err, errlen);
 }

@@ -1,6 +1,5 @@
 /* notify.c -- notify.so: registration (routes, consumers). */
 #include "config.h"
-#include <stdio.h>
 #include "common.h"
 #include "notify.h"
 
@@ -28,16 +27,11 @@ static const struct pin_route routes[] = {
 static int ntf_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
-	size_t i;
-
 	ntf_api = api;
 	pc_init(api);
-	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-		if (reg->route(reg, &routes[i]) < 0) {
-			snprintf(err, errlen, "notify: cannot register %s %s",
-					routes[i].method, routes[i].pattern);
-			return -1;
-		}
+	if (pc_register_routes(reg, routes, sizeof(routes) / sizeof(routes[0]),
+			"notify", err, errlen) < 0)
+		return -1;
 	if (ntf_events_register(reg, err, errlen) < 0 ||
 	    ntf_contacts_register(reg, err, errlen) < 0)
 		return -1;

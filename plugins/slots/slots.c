@@ -102,17 +102,10 @@ static const struct pin_route routes[] = {
 static int slot_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
-	size_t i;
-
 	slot_api = api;
 	pc_init(api);
-	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-		if (reg->route(reg, &routes[i]) < 0) {
-			snprintf(err, errlen, "slots: cannot register %s %s",
-					routes[i].method, routes[i].pattern);
-			return -1;
-		}
-	return 0;
+	return pc_register_routes(reg, routes, sizeof(routes) / sizeof(routes[0]),
+			"slots", err, errlen);
 }
 
 PIN_PLUGIN_DEFINE("slots", PACKAGE_VERSION, slot_init, NULL)

@@ -470,9 +470,5 @@ int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen
 	struct pin_consumer c = { GROUP, topics, "calendar.inbox", on_booking, NULL, NULL };
 
 	pc_init(wrk_api);
-	if (reg->consumer(reg, &c) < 0) {
-		snprintf(err, errlen, "workers: cannot register consumer %s", GROUP);
-		return -1;
-	}
-	return 0;
+	return pc_register_consumer(reg, &c, "workers", err, errlen);
 }

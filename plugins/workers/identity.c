@@ -8,6 +8,7 @@
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
+#include "common.h"
 #include "workers.h"
 
 #define GROUP "calendar-identity-users"
@@ -88,9 +89,5 @@ int wrk_identity_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
 	struct pin_consumer c = { GROUP, topics, "calendar.inbox", on_user, NULL, NULL };
 
-	if (reg->consumer(reg, &c) < 0) {
-		snprintf(err, errlen, "workers: cannot register consumer %s", GROUP);
-		return -1;
-	}
-	return 0;
+	return pc_register_consumer(reg, &c, "workers", err, errlen);
 }
