@@ -31,17 +31,20 @@ static void json_bool_col(json_object *o, const char *key, const PGresult *res, 
 
 /* ------------------------------------------------------------ load / view */
 
-int apt_lock(const char *id, const struct apt_scope *sc, PGresult **row)
+/* One appointment ($1) within a scope: $2 tenant, $3 agent, $4 investor
+ * (NULL: any). */
+#define SCOPE_WHERE \
+	"WHERE a.id = $1::uuid AND ($2::uuid IS NULL OR a.tenant_id = $2::uuid) " \
+	"  AND ($3::uuid IS NULL OR a.agent_user_id = $3::uuid) " \
+	"  AND ($4::uuid IS NULL OR a.investor_user_id = $4::uuid) "
+
+/* The row of sql (SCOPE_WHERE) for id in sc: 0 with *row, PC_E_NOT_FOUND,
+ * PIN_ERR_DB. */
+static int one_in_scope(const char *stmt, const char *sql, const char *id,
+		const struct apt_scope *sc, PGresult **row)
 {
 	const char *p[4] = { id, sc->tenant_id, sc->agent_user_id, sc->investor_user_id };
-	PGresult *res = pc_api->db_exec_prepared("apt_lock",
-		"SELECT " APT_COLS ", NULL::text, NULL::text, s.cancellation_cutoff_minutes "
-		"FROM calendar.appointments a "
-		"JOIN calendar.availability_slots s ON s.id = a.slot_id "
-		"WHERE a.id = $1::uuid AND ($2::uuid IS NULL OR a.tenant_id = $2::uuid) "
-		"  AND ($3::uuid IS NULL OR a.agent_user_id = $3::uuid) "
-		"  AND ($4::uuid IS NULL OR a.investor_user_id = $4::uuid) "
-		"FOR UPDATE OF a", 4, p);
+	PGresult *res = pc_api->db_exec_prepared(stmt, sql, 4, p);
 
 	if (!res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
@@ -51,21 +54,18 @@ int apt_lock(const char *id, const struct apt_scope *sc, PGresult **row)
 	return 0;
 }
 
+int apt_lock(const char *id, const struct apt_scope *sc, PGresult **row)
+{
+	return one_in_scope("apt_lock",
+		"SELECT " APT_COLS ", NULL::text, NULL::text, s.cancellation_cutoff_minutes "
+		"FROM calendar.appointments a "
+		"JOIN calendar.availability_slots s ON s.id = a.slot_id "
+		SCOPE_WHERE "FOR UPDATE OF a", id, sc, row);
+}
+
 int apt_fetch(const char *id, const struct apt_scope *sc, PGresult **row)
 {
-	const char *p[4] = { id, sc->tenant_id, sc->agent_user_id, sc->investor_user_id };
-	PGresult *res = pc_api->db_exec_prepared("apt_fetch",
-		APT_VIEW_SQL
-		"WHERE a.id = $1::uuid AND ($2::uuid IS NULL OR a.tenant_id = $2::uuid) "
-		"  AND ($3::uuid IS NULL OR a.agent_user_id = $3::uuid) "
-		"  AND ($4::uuid IS NULL OR a.investor_user_id = $4::uuid)", 4, p);
-
-	if (!res_ok(res, PGRES_TUPLES_OK))
-		return PIN_ERR_DB;
-	if (PQntuples(res) != 1)
-		return PC_E_NOT_FOUND;
-	*row = res;
-	return 0;
+	return one_in_scope("apt_fetch", APT_VIEW_SQL SCOPE_WHERE, id, sc, row);
 }
 
 json_object *apt_json(const PGresult *res, int row)
