@@ -218,6 +218,23 @@ static void expect_ok(const char *tok)
 	pin_auth_principal_clear(&p);
 }
 
+/* Signs payload with the HS secret, then expect_refused(want) / expect_ok. */
+static void hs_refused(const char *payload, const char *want)
+{
+	char *tok = hs_token(payload);
+
+	expect_refused(tok, want);
+	free(tok);
+}
+
+static void hs_ok(const char *payload)
+{
+	char *tok = hs_token(payload);
+
+	expect_ok(tok);
+	free(tok);
+}
+
 /* ---- tests --------------------------------------------------------------- */
 
 START_TEST(test_hs256_valid)
@@ -333,10 +350,8 @@ END_TEST
 START_TEST(test_expired)
 {
 	char *pl = payload_ex(-120, -3600, NULL);
-	char *tok = hs_token(pl);
 
-	expect_refused(tok, "expired");
-	free(tok);
+	hs_refused(pl, "expired");
 	free(pl);
 }
 END_TEST
@@ -344,10 +359,8 @@ END_TEST
 START_TEST(test_exp_within_leeway)
 {
 	char *pl = payload_ex(-30, -3600, NULL);
-	char *tok = hs_token(pl);
 
-	expect_ok(tok);
-	free(tok);
+	hs_ok(pl);
 	free(pl);
 }
 END_TEST
@@ -356,32 +369,25 @@ START_TEST(test_exp_missing)
 {
 	const char *pl = "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\",\"sub\":\"" SUB "\","
 		"\"actor\":\"agent\"}";
-	char *tok = hs_token(pl);
 
-	expect_refused(tok, "exp");
-	free(tok);
+	hs_refused(pl, "exp");
 }
 END_TEST
 
 START_TEST(test_exp_not_number)
 {
-	char *tok;
 	const char *pl = "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\",\"sub\":\"" SUB "\","
 		"\"actor\":\"agent\",\"exp\":\"9999999999\"}";
 
-	tok = hs_token(pl);
-	expect_refused(tok, "exp");
-	free(tok);
+	hs_refused(pl, "exp");
 }
 END_TEST
 
 START_TEST(test_nbf_future)
 {
 	char *pl = payload_ex(3600, 300, NULL);
-	char *tok = hs_token(pl);
 
-	expect_refused(tok, "not yet valid");
-	free(tok);
+	hs_refused(pl, "not yet valid");
 	free(pl);
 }
 END_TEST
@@ -389,10 +395,8 @@ END_TEST
 START_TEST(test_nbf_within_leeway)
 {
 	char *pl = payload_ex(3600, 30, NULL);
-	char *tok = hs_token(pl);
 
-	expect_ok(tok);
-	free(tok);
+	hs_ok(pl);
 	free(pl);
 }
 END_TEST
@@ -529,81 +533,61 @@ END_TEST
 
 START_TEST(test_audience)
 {
-	char *pl, *tok;
+	char *pl;
 #define AUD_FMT "{\"iss\":\"" ISS "\",\"aud\":%s,\"sub\":\"" SUB "\"," \
 		"\"actor\":\"agent\",\"exp\":%lld}"
 	char buf[512];
 
 	snprintf(buf, sizeof(buf), AUD_FMT, "\"someone-else\"", now_s() + 600);
-	tok = hs_token(buf);
-	expect_refused(tok, "audience");
-	free(tok);
+	hs_refused(buf, "audience");
 
 	snprintf(buf, sizeof(buf), AUD_FMT, "[\"a\",\"" AUD "\"]", now_s() + 600);
-	tok = hs_token(buf);
-	expect_ok(tok);
-	free(tok);
+	hs_ok(buf);
 
 	snprintf(buf, sizeof(buf), AUD_FMT, "[\"a\",\"b\"]", now_s() + 600);
-	tok = hs_token(buf);
-	expect_refused(tok, "audience");
-	free(tok);
+	hs_refused(buf, "audience");
 
 	/* missing aud while configured */
 	pl = payload_ex(600, 0, NULL);
 	configure(SECRET, NULL, ISS, "other-audience");
-	tok = hs_token(pl);
-	expect_refused(tok, "audience");
-	free(tok);
+	hs_refused(pl, "audience");
 
 	/* not configured: not checked */
 	configure(SECRET, NULL, NULL, NULL);
-	tok = hs_token(pl);
-	expect_ok(tok);
-	free(tok);
+	hs_ok(pl);
 	free(pl);
 }
 END_TEST
 
 START_TEST(test_issuer)
 {
-	char buf[512], *tok;
+	char buf[512];
 
 	snprintf(buf, sizeof(buf), "{\"iss\":\"https://evil.example\",\"aud\":\"" AUD "\","
 		"\"sub\":\"" SUB "\",\"actor\":\"agent\",\"exp\":%lld}", now_s() + 600);
-	tok = hs_token(buf);
-	expect_refused(tok, "issuer");
-	free(tok);
+	hs_refused(buf, "issuer");
 
 	snprintf(buf, sizeof(buf), "{\"aud\":\"" AUD "\","
 		"\"sub\":\"" SUB "\",\"actor\":\"agent\",\"exp\":%lld}", now_s() + 600);
-	tok = hs_token(buf);
-	expect_refused(tok, "issuer");
-	free(tok);
+	hs_refused(buf, "issuer");
 }
 END_TEST
 
 START_TEST(test_sub)
 {
-	char buf[512], *tok;
+	char buf[512];
 
 	snprintf(buf, sizeof(buf), "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\","
 		"\"actor\":\"agent\",\"exp\":%lld}", now_s() + 600);
-	tok = hs_token(buf);
-	expect_refused(tok, "sub");
-	free(tok);
+	hs_refused(buf, "sub");
 
 	snprintf(buf, sizeof(buf), "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\","
 		"\"sub\":\"user-42\",\"actor\":\"agent\",\"exp\":%lld}", now_s() + 600);
-	tok = hs_token(buf);
-	expect_refused(tok, "sub");
-	free(tok);
+	hs_refused(buf, "sub");
 
 	snprintf(buf, sizeof(buf), "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\","
 		"\"sub\":42,\"actor\":\"agent\",\"exp\":%lld}", now_s() + 600);
-	tok = hs_token(buf);
-	expect_refused(tok, "sub");
-	free(tok);
+	hs_refused(buf, "sub");
 }
 END_TEST
 
@@ -611,51 +595,41 @@ START_TEST(test_tenant)
 {
 	const char *pl = "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\",\"sub\":\"" SUB "\","
 		"\"tenant_id\":\"acme\",\"actor\":\"agent\",\"exp\":9999999999}";
-	char *tok = hs_token(pl);
 
-	expect_refused(tok, "tenant");
-	free(tok);
+	hs_refused(pl, "tenant");
 }
 END_TEST
 
 START_TEST(test_actor)
 {
-	char buf[512], *tok;
+	char buf[512];
 	static const char *bad[] = { "\"admin\"", "\"Agent\"", "\"\"", "1", "null" };
 	size_t i;
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(buf, sizeof(buf), "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\","
 			"\"sub\":\"" SUB "\",\"actor\":%s,\"exp\":%lld}", bad[i], now_s() + 600);
-		tok = hs_token(buf);
-		expect_refused(tok, "actor");
-		free(tok);
+		hs_refused(buf, "actor");
 	}
 	snprintf(buf, sizeof(buf), "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\","
 		"\"sub\":\"" SUB "\",\"exp\":%lld}", now_s() + 600);
-	tok = hs_token(buf);
-	expect_refused(tok, "actor");
-	free(tok);
+	hs_refused(buf, "actor");
 }
 END_TEST
 
 START_TEST(test_permissions_invalid)
 {
-	char buf[512], *tok;
+	char buf[512];
 
 	snprintf(buf, sizeof(buf), "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\","
 		"\"sub\":\"" SUB "\",\"actor\":\"agent\",\"permissions\":[\"a\",7],"
 		"\"exp\":%lld}", now_s() + 600);
-	tok = hs_token(buf);
-	expect_refused(tok, "permissions");
-	free(tok);
+	hs_refused(buf, "permissions");
 
 	snprintf(buf, sizeof(buf), "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\","
 		"\"sub\":\"" SUB "\",\"actor\":\"agent\",\"permissions\":\"a\","
 		"\"exp\":%lld}", now_s() + 600);
-	tok = hs_token(buf);
-	expect_refused(tok, "permissions");
-	free(tok);
+	hs_refused(buf, "permissions");
 }
 END_TEST
 
@@ -692,9 +666,7 @@ START_TEST(test_malformed)
 	free(pl);
 
 	/* payload that is not JSON, header that is not an object */
-	tok = hs_token("not json");
-	expect_refused(tok, "malformed");
-	free(tok);
+	hs_refused("not json", "malformed");
 	tok = make_token("[\"HS256\"]", "{}", SIGN_HS, SECRET, strlen(SECRET));
 	expect_refused(tok, "malformed");
 	free(tok);
@@ -728,14 +700,11 @@ START_TEST(test_too_long)
 {
 	/* a correctly signed token over the 8 KiB limit */
 	static char pad[8801], pl[10000];
-	char *tok;
 
 	memset(pad, 'x', sizeof(pad) - 1);
 	snprintf(pl, sizeof(pl), "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\",\"sub\":\"" SUB "\","
 		"\"actor\":\"agent\",\"exp\":%lld,\"pad\":\"%s\"}", now_s() + 600, pad);
-	tok = hs_token(pl);
-	expect_refused(tok, "too long");
-	free(tok);
+	hs_refused(pl, "too long");
 }
 END_TEST
 
