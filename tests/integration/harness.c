@@ -158,6 +158,14 @@ char *h_iso_in(int64_t offset_s)
 	return h_strdup(buf);
 }
 
+char *h_date_in(int days)
+{
+	char *s = h_iso_in((int64_t)days * 86400);
+
+	s[10] = '\0';                   /* YYYY-MM-DD */
+	return s;
+}
+
 void h_sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };

@@ -60,6 +60,8 @@ char *h_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *h_uuid(void);                                           /* random v4 */
 /* ISO-8601 UTC ("2026-12-01T09:00:00Z") of now + offset_s (wall clock). */
 char *h_iso_in(int64_t offset_s);
+/* YYYY-MM-DD (UTC) of today + days. */
+char *h_date_in(int days);
 
 /* ---- HTTP (libcurl) ----------------------------------------------------- */
 struct h_resp {

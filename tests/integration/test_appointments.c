@@ -75,17 +75,6 @@ static char *mk_investor(char **id_out)
 	return h_token("investor", id, NULL);
 }
 
-static char *date_in(int days)
-{
-	time_t t = time(NULL) + (time_t)days * 86400;
-	struct tm tm;
-	char buf[16];
-
-	gmtime_r(&t, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
-	return h_strdup(buf);
-}
-
 static char *pool[256];
 static int pool_n;
 
@@ -94,7 +83,7 @@ static int pool_n;
 static char **publish(const struct agent *a, const char *kind, int n, int days,
 		bool autoc, int cutoff)
 {
-	char *d = date_in(days);
+	char *d = h_date_in(days);
 	char *body = h_sprintf("{\"kind\":\"%s\",\"timeZone\":\"UTC\",\"windows\":"
 			"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"08:00\",\"to\":\"%02d:00\"}],"
 			"\"fromDate\":\"%s\",\"toDate\":\"%s\",\"slotDurationMinutes\":60,"

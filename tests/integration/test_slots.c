@@ -40,18 +40,6 @@ static struct agent new_agent(void)
 	return a;
 }
 
-/* YYYY-MM-DD of today (UTC) + days */
-static char *date_in(int days)
-{
-	time_t t = time(NULL) + (time_t)days * 86400;
-	struct tm tm;
-	char buf[16];
-
-	gmtime_r(&t, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
-	return h_strdup(buf);
-}
-
 static char *batch_body(const char *tz, const char *windows, const char *from,
 		const char *to, int duration, const char *extra)
 {
@@ -372,7 +360,7 @@ START_TEST(lead_time_through_api)
 	struct agent a = new_agent();
 	struct h_resp *r = preview(&a, batch_body("UTC",
 		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"00:00\",\"to\":\"24:00\"}]",
-		date_in(0), date_in(1), 60, NULL));
+		h_date_in(0), h_date_in(1), 60, NULL));
 	json_object *slots, *sk;
 	char *limit = h_iso_in(3600 - 5);   /* a little slack for the request time */
 	size_t i;
@@ -401,7 +389,7 @@ START_TEST(overlap_with_existing_and_exclusion_constraint)
 	struct agent a = new_agent();
 	const char *win = "[{\"daysOfWeek\":[1,2,3,4,5],\"from\":\"09:00\",\"to\":\"12:00\"}]";
 	struct h_resp *r = h_post(BATCHES, a.token, batch_body("Europe/Berlin", win,
-			date_in(10), date_in(16), 60, NULL));
+			h_date_in(10), h_date_in(16), 60, NULL));
 	const char *batch1;
 	int created;
 
@@ -412,7 +400,7 @@ START_TEST(overlap_with_existing_and_exclusion_constraint)
 	/* same windows, shifted by 30 min: every slot overlaps */
 	r = h_post(BATCHES, a.token, batch_body("Europe/Berlin",
 		"[{\"daysOfWeek\":[1,2,3,4,5],\"from\":\"09:30\",\"to\":\"11:30\"}]",
-		date_in(10), date_in(16), 60, NULL));
+		h_date_in(10), h_date_in(16), 60, NULL));
 	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
 	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "created")), 0);
 	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "skipped")), created * 2 / 3);
@@ -435,7 +423,7 @@ START_TEST(overlap_with_existing_and_exclusion_constraint)
 	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "archived")), created);
 	r = h_post(BATCHES, a.token, batch_body("Europe/Berlin",
 		"[{\"daysOfWeek\":[1,2,3,4,5],\"from\":\"09:30\",\"to\":\"11:30\"}]",
-		date_in(10), date_in(16), 60, NULL));
+		h_date_in(10), h_date_in(16), 60, NULL));
 	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
 	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "created")), created * 2 / 3);
 }
@@ -446,7 +434,7 @@ START_TEST(batch_too_large_writes_nothing)
 	struct agent a = new_agent();
 	struct h_resp *r = h_post(BATCHES, a.token, batch_body("Europe/Berlin",
 		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"08:00\",\"to\":\"20:00\"}]",
-		date_in(2), date_in(60), 30, NULL));
+		h_date_in(2), h_date_in(60), 30, NULL));
 
 	h_assert_problem(r, 422, "SLOT_BATCH_TOO_LARGE");
 	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.slot_batches "
@@ -455,12 +443,12 @@ START_TEST(batch_too_large_writes_nothing)
 		"WHERE owner_user_id = $1", a.sub), 0);
 	r = preview(&a, batch_body("Europe/Berlin",
 		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"08:00\",\"to\":\"20:00\"}]",
-		date_in(2), date_in(60), 30, NULL));
+		h_date_in(2), h_date_in(60), 30, NULL));
 	h_assert_problem(r, 422, "SLOT_BATCH_TOO_LARGE");
 	/* exactly 500 is fine: 25 days x 20 slots */
 	r = preview(&a, batch_body("UTC",
 		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"02:00\",\"to\":\"12:00\"}]",
-		date_in(2), date_in(26), 30, NULL));
+		h_date_in(2), h_date_in(26), 30, NULL));
 	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
 	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "slots")), 500);
 }
@@ -473,9 +461,9 @@ START_TEST(batch_limit_counts_created_slots)
 {
 	struct agent a = new_agent(), b = new_agent();
 	const char *w = "[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"02:00\",\"to\":\"12:00\"}]";
-	char *big = batch_body("UTC", w, date_in(2), date_in(27), 30, NULL);
-	struct h_resp *r = h_post(BATCHES, a.token, batch_body("UTC", w, date_in(2),
-			date_in(2), 30, NULL)), *pv;
+	char *big = batch_body("UTC", w, h_date_in(2), h_date_in(27), 30, NULL);
+	struct h_resp *r = h_post(BATCHES, a.token, batch_body("UTC", w, h_date_in(2),
+			h_date_in(2), 30, NULL)), *pv;
 	json_object *sk;
 	size_t i;
 
@@ -510,7 +498,7 @@ START_TEST(publish_idempotency_key)
 	struct agent a = new_agent();
 	char *body = batch_body("UTC",
 		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"12:00\"}]",
-		date_in(6), date_in(6), 60, NULL);
+		h_date_in(6), h_date_in(6), 60, NULL);
 	const char *key = h_sprintf("Idempotency-Key: %s", h_uuid());
 	struct h_resp *r1 = h_request("POST", BATCHES, a.token, body, key), *r2;
 
@@ -527,7 +515,7 @@ START_TEST(publish_idempotency_key)
 		"WHERE owner_user_id = $1", a.sub), 2);
 	r2 = h_request("POST", BATCHES, a.token, batch_body("UTC",
 		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"14:00\",\"to\":\"15:00\"}]",
-		date_in(6), date_in(6), 60, NULL), key);
+		h_date_in(6), h_date_in(6), 60, NULL), key);
 	h_assert_problem(r2, 422, "VALIDATION_FAILED");
 	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
 		"WHERE owner_user_id = $1", a.sub), 2);
@@ -559,7 +547,7 @@ START_TEST(validation_errors)
 {
 	struct agent a = new_agent();
 	const char *w = "[{\"daysOfWeek\":[1],\"from\":\"09:00\",\"to\":\"12:00\"}]";
-	char *f = date_in(3), *t = date_in(10);
+	char *f = h_date_in(3), *t = h_date_in(10);
 
 	expect_422(&a, batch_body("Europe/Berlin", w, f, t, 60, "\"colour\":\"red\""),
 			"VALIDATION_FAILED", "colour");
@@ -590,11 +578,11 @@ START_TEST(validation_errors)
 		many = h_sprintf("%s]", many);
 		expect_422(&a, batch_body("UTC", many, f, t, 15, NULL), "VALIDATION_FAILED", "windows");
 	}
-	expect_422(&a, batch_body("UTC", w, date_in(3), date_in(3 + 92), 60, NULL),
+	expect_422(&a, batch_body("UTC", w, h_date_in(3), h_date_in(3 + 92), 60, NULL),
 			"VALIDATION_FAILED", "toDate");
-	expect_422(&a, batch_body("UTC", w, date_in(150), date_in(190), 60, NULL),
+	expect_422(&a, batch_body("UTC", w, h_date_in(150), h_date_in(190), 60, NULL),
 			"VALIDATION_FAILED", "toDate");
-	expect_422(&a, batch_body("UTC", w, date_in(-2), date_in(3), 60, NULL),
+	expect_422(&a, batch_body("UTC", w, h_date_in(-2), h_date_in(3), 60, NULL),
 			"VALIDATION_FAILED", "fromDate");
 	expect_422(&a, batch_body("UTC", w, t, f, 60, NULL), "VALIDATION_FAILED", "toDate");
 	expect_422(&a, batch_body("UTC", w, "2027-02-30", t, 60, NULL),
@@ -630,7 +618,7 @@ START_TEST(tz_canonical_spelling)
 	struct agent a = new_agent();
 	struct h_resp *r = h_post(BATCHES, a.token, batch_body("europe/berlin",
 		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"11:00\"}]",
-		date_in(5), date_in(5), 60, NULL));
+		h_date_in(5), h_date_in(5), 60, NULL));
 
 	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
 	ck_assert_str_eq(h_jstr(h_jget(r->json, "batch"), "timeZone"), "Europe/Berlin");
@@ -642,7 +630,7 @@ START_TEST(auth_errors)
 {
 	struct agent a = new_agent();
 	char *body = batch_body("UTC", "[{\"daysOfWeek\":[1],\"from\":\"09:00\",\"to\":\"12:00\"}]",
-			date_in(3), date_in(10), 60, NULL);
+			h_date_in(3), h_date_in(10), 60, NULL);
 	struct h_resp *r = h_post(BATCHES, NULL, body);
 
 	h_assert_problem(r, 401, "UNAUTHENTICATED");
@@ -662,7 +650,7 @@ START_TEST(archive_slot_and_batch)
 	struct agent a = new_agent(), other = new_agent();
 	struct h_resp *r = h_post(BATCHES, a.token, batch_body("UTC",
 		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"13:00\"}]",
-		date_in(5), date_in(5), 60, NULL));
+		h_date_in(5), h_date_in(5), 60, NULL));
 	json_object *slots;
 	const char *batch_id, *s0, *s1;
 
@@ -708,7 +696,7 @@ START_TEST(agent_list_filters_and_paging)
 	struct agent a = new_agent();
 	struct h_resp *r = h_post(BATCHES, a.token, batch_body("UTC",
 		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"15:00\"}]",
-		date_in(5), date_in(5), 60, NULL));
+		h_date_in(5), h_date_in(5), 60, NULL));
 	json_object *items;
 	const char *cursor;
 	char *first;
@@ -755,7 +743,7 @@ START_TEST(showcase_filters)
 		"now(), now(), now())", a.sub);
 	r = h_post(BATCHES, a.token, batch_body("UTC",
 		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"14:00\"}]",
-		date_in(4), date_in(4), 60,
+		h_date_in(4), h_date_in(4), 60,
 		h_sprintf("\"projectId\":\"%s\",\"propertyObjectId\":\"%s\"", project, prop)));
 	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
 	booked = h_strdup(idx_str(arr(r->json, "slots"), 0, "id"));
@@ -763,7 +751,7 @@ START_TEST(showcase_filters)
 	r = h_post(BATCHES, b.token, h_sprintf("{\"kind\":\"Consultation\",\"timeZone\":\"UTC\","
 		"\"windows\":[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"12:00\"}],"
 		"\"fromDate\":\"%s\",\"toDate\":\"%s\",\"slotDurationMinutes\":60,"
-		"\"projectId\":\"%s\"}", date_in(4), date_in(4), project));
+		"\"projectId\":\"%s\"}", h_date_in(4), h_date_in(4), project));
 	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
 	/* not bookable: one Booked, one moved inside the lead time */
 	h_sql("UPDATE calendar.availability_slots SET status = 'Booked' WHERE id = $1", booked);
@@ -943,7 +931,7 @@ START_TEST(slot_expiration_booked_with_appointment)
 	const char *slot, *apt;
 	struct h_resp *r = h_post(BATCHES, a.token, batch_body("UTC",
 		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"10:00\",\"to\":\"11:00\"}]",
-		date_in(3), date_in(3), 60, "\"autoConfirm\":true"));
+		h_date_in(3), h_date_in(3), 60, "\"autoConfirm\":true"));
 
 	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
 	slot = h_strdup(idx_str(arr(r->json, "slots"), 0, "id"));
