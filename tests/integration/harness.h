@@ -16,6 +16,9 @@
  *   PIN_CONFIG            the hosts' config file (allow_clock_offset = true)
  *   PIN_WORKER_PLUGINS    plugin list of the worker host (incl. testcons path)
  *   PIN_API_PLUGINS       plugin list of the API host
+ *   PIN_PG_BIN, PIN_PG_DATA, PIN_PG_LOG, PIN_PG_OPTS
+ *                         the cluster's pg_ctl dir, data dir, log and server
+ *                         options (the ops suite stops and starts it)
  *
  * Memory: every pointer a h_* function returns (responses, strings, message
  * lists, SQL results) is owned by the harness and freed after the test
@@ -43,6 +46,7 @@ Suite *make_slots_suite(void);
 Suite *make_appointments_suite(void);
 Suite *make_notify_suite(void);
 Suite *make_crm_suite(void);
+Suite *make_ops_suite(void);     /* last: stops PostgreSQL for a moment */
 
 /* A test case with the harness teardown and a generous timeout (seconds,
  * scaled by CK_TIMEOUT_MULTIPLIER as usual).  Use it instead of tcase_create. */

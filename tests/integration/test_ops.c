@@ -1,0 +1,209 @@
+/*
+ * test_ops.c -- the host as an operator sees it (issue 2): a plugin of
+ * another ABI or one whose init fails stops the host with a clear message
+ * and a non-zero exit; a clock offset is refused unless the config allows
+ * it; a database outage shows in /readyz, /metrics and as 503 UNAVAILABLE,
+ * and the running host recovers without a restart.
+ *
+ * Runs last: the outage case stops the stack's PostgreSQL for a moment.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "harness.h"
+
+/* Text appended to the one-shot host log since offset. */
+static char *log_since(long offset)
+{
+	char *path = h_sprintf("%s/logs/worker-once.log", h_env("PIN_DEV_DIR"));
+	FILE *f = fopen(path, "r");
+	char *buf;
+	long len;
+
+	if (!f)
+		return h_strdup("");
+	fseek(f, 0, SEEK_END);
+	len = ftell(f) - offset;
+	if (len <= 0) {
+		fclose(f);
+		return h_strdup("");
+	}
+	buf = calloc(1, (size_t)len + 1);
+	ck_assert_ptr_nonnull(buf);
+	fseek(f, offset, SEEK_SET);
+	len = (long)fread(buf, 1, (size_t)len, f);
+	fclose(f);
+	buf[len] = '\0';
+	char *out = h_strdup(buf);
+	free(buf);
+	return out;
+}
+
+static long log_size(void)
+{
+	struct stat st;
+	char *path = h_sprintf("%s/logs/worker-once.log", h_env("PIN_DEV_DIR"));
+
+	return stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+/* Runs an API host with one fixture plugin; it must refuse to start. */
+static void assert_refused(const char *fixture, const char *why)
+{
+	char *so = h_sprintf("%s/%s.so", h_env("PIN_FIXTURE_DIR"), fixture);
+	char *sock = h_sprintf("unix:%s/ops-%s.sock", h_env("PIN_DEV_DIR"), fixture);
+	const char *extra[] = { "--listen", sock, NULL };
+	long before = log_size();
+	int status = h_run_host("api", so, 0, extra);
+	char *log = log_since(before);
+
+	ck_assert_msg(status != 0, "%s: the host started (exit %d)", fixture, status);
+	ck_assert_msg(strstr(log, why) != NULL, "%s: no \"%s\" in the log: %s",
+			fixture, why, log);
+	ck_assert_msg(strstr(log, "api host listening") == NULL,
+			"%s: the host listened before refusing: %s", fixture, log);
+}
+
+START_TEST(plugin_of_another_major_refused)
+{
+	assert_refused("badmajor", "abi_major");
+}
+END_TEST
+
+START_TEST(plugin_of_a_newer_minor_refused)
+{
+	assert_refused("badminor", "abi_minor");
+}
+END_TEST
+
+START_TEST(plugin_init_failure_stops_host)
+{
+	assert_refused("failinit", "init failed");
+}
+END_TEST
+
+START_TEST(clock_offset_needs_permission)
+{
+	/* the stack's config with allow_clock_offset removed */
+	char *conf = h_sprintf("%s/ops-no-offset.conf", h_env("PIN_DEV_DIR"));
+	FILE *in = fopen(h_env("PIN_CONFIG"), "r"), *out = fopen(conf, "w");
+	char line[4096];
+
+	ck_assert_ptr_nonnull(in);
+	ck_assert_ptr_nonnull(out);
+	while (fgets(line, sizeof(line), in))
+		if (!strstr(line, "allow_clock_offset"))
+			fputs(line, out);
+	fclose(in);
+	fclose(out);
+
+	const char *extra[] = { "--config", conf, "--once", NULL };
+	long before = log_size();
+	int status = h_run_host("worker", NULL, 3600, extra);
+
+	ck_assert_msg(status != 0, "a shifted clock was accepted (exit %d)", status);
+	ck_assert_msg(strstr(log_since(before), "clock offset refused") != NULL,
+			"no refusal in the log");
+
+	/* with the permission (the stack's own config) the same run works */
+	ck_assert_int_eq(h_run_worker_once(3600), 0);
+}
+END_TEST
+
+/* ---- database outage ---------------------------------------------------- */
+
+static int pg_ctl(const char *action)
+{
+	char *cmd;
+
+	if (!strcmp(action, "stop"))
+		cmd = h_sprintf("runuser -u postgres -- '%s/pg_ctl' -D '%s' -m fast -w "
+				"stop >/dev/null 2>&1", h_env("PIN_PG_BIN"),
+				h_env("PIN_PG_DATA"));
+	else
+		cmd = h_sprintf("runuser -u postgres -- '%s/pg_ctl' -D '%s' -l '%s' -w "
+				"-t 60 -o '%s' start >/dev/null 2>&1", h_env("PIN_PG_BIN"),
+				h_env("PIN_PG_DATA"), h_env("PIN_PG_LOG"),
+				h_env("PIN_PG_OPTS"));
+	return system(cmd);
+}
+
+static bool status_is(const char *path, const char *token, long want)
+{
+	struct h_resp *r = h_get(path, token);
+	bool ok = r->status == want;
+
+	h_resp_free(r);
+	return ok;
+}
+
+static bool metric_is(const char *line)
+{
+	struct h_resp *r = h_get("/metrics", NULL);
+	bool ok = r->status == 200 && strstr(r->body, line) != NULL;
+
+	h_resp_free(r);
+	return ok;
+}
+
+static void outage_teardown(void)
+{
+	/* never leave the stack without its database */
+	pg_ctl("start");
+}
+
+START_TEST(database_outage_503_then_recovers)
+{
+	char *tok = h_token("agent", h_uuid(), h_uuid(), "calendar.events.view", NULL);
+	/* a route that reads the database (the agent's event list) */
+	const char *list = "/api/v1/agent/calendar/events"
+		"?from=2026-12-01T00:00:00Z&to=2026-12-08T00:00:00Z";
+	struct h_resp *r;
+
+	ck_assert(status_is("/readyz", NULL, 200));
+	ck_assert(status_is(list, tok, 200));
+
+	ck_assert_int_eq(pg_ctl("stop"), 0);
+
+	r = h_get("/readyz", NULL);
+	h_assert_problem(r, 503, "UNAVAILABLE");
+	r = h_get(list, tok);
+	h_assert_problem(r, 503, "UNAVAILABLE");
+	/* liveness is not readiness: the process is fine */
+	ck_assert(status_is("/healthz", NULL, 200));
+	ck_assert_msg(metric_is("\npin_db_up 0\n"), "pin_db_up is not 0 during the outage");
+
+	ck_assert_int_eq(pg_ctl("start"), 0);
+
+	/* the same host process, no restart: ready again within seconds */
+	ck_assert_msg(H_WAIT_UNTIL(status_is("/readyz", NULL, 200), 15000),
+			"/readyz did not recover");
+	ck_assert_msg(H_WAIT_UNTIL(status_is(list, tok, 200), 15000),
+			"the API did not recover");
+	ck_assert_msg(metric_is("\npin_db_up 1\n"), "pin_db_up is not 1 again");
+	/* the worker host recovers too: a job pass against the database works */
+	ck_assert_int_eq(h_run_worker_once(0), 0);
+}
+END_TEST
+
+Suite *make_ops_suite(void)
+{
+	Suite *s = suite_create("ops");
+	TCase *tc = h_tcase("refusals", 120);
+	TCase *to = h_tcase("outage", 120);
+
+	tcase_add_test(tc, plugin_of_another_major_refused);
+	tcase_add_test(tc, plugin_of_a_newer_minor_refused);
+	tcase_add_test(tc, plugin_init_failure_stops_host);
+	tcase_add_test(tc, clock_offset_needs_permission);
+	suite_add_tcase(s, tc);
+
+	tcase_add_checked_fixture(to, NULL, outage_teardown);
+	tcase_add_test(to, database_outage_503_then_recovers);
+	suite_add_tcase(s, to);
+	return s;
+}
