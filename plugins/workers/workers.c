@@ -105,6 +105,8 @@ static int wrk_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		return -1;
 	if (wrk_crm_booking_register(reg, err, errlen) < 0)
 		return -1;
+	if (wrk_housekeeping_register(reg, err, errlen) < 0)
+		return -1;
 	if (wrk_crm_deal_register(reg, err, errlen) < 0)
 		return -1;
 	return 0;

@@ -12,6 +12,7 @@ int wrk_identity_register(struct pin_registrar *reg, char *err, size_t errlen); 
 int wrk_appointments_register(struct pin_registrar *reg, char *err, size_t errlen); /* appointments.c */
 int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen); /* crm_booking.c */
 int wrk_crm_deal_register(struct pin_registrar *reg, char *err, size_t errlen);    /* crm_deal.c */
+int wrk_housekeeping_register(struct pin_registrar *reg, char *err, size_t errlen); /* housekeeping.c */
 
 /* crm_booking.c: a CRM deadline event -> action ("complete" / "cancel")
  * while it is open; terminal events are left alone.  0 / PIN_ERR_DB. */

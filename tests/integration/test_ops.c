@@ -2,8 +2,9 @@
  * test_ops.c -- the host as an operator sees it (issue 2): a plugin of
  * another ABI or one whose init fails stops the host with a clear message
  * and a non-zero exit; a clock offset is refused unless the config allows
- * it; a database outage shows in /readyz, /metrics and as 503 UNAVAILABLE,
- * and the running host recovers without a restart.
+ * it; the housekeeping job deletes only what is old enough; a database
+ * outage shows in /readyz, /metrics and as 503 UNAVAILABLE, and the running
+ * host recovers without a restart.
  *
  * Runs last: the outage case stops the stack's PostgreSQL for a moment.
  */
@@ -114,6 +115,78 @@ START_TEST(clock_offset_needs_permission)
 }
 END_TEST
 
+/* ---- housekeeping (workers.md) ------------------------------------------ */
+
+/* A Cancelled manual event of a fresh agent, last changed days_ago. */
+static char *cancelled_event(int days_ago)
+{
+	char *tok = h_token("agent", h_uuid(), h_uuid(), "calendar.events.view",
+			"calendar.events.manage", NULL);
+	struct h_resp *r = h_post("/api/v1/agent/calendar/events", tok,
+			h_sprintf("{\"kind\":\"Task\",\"title\":\"t\",\"startAt\":\"%s\","
+				"\"timeZone\":\"UTC\",\"reminderOffsetsMinutes\":[60]}",
+				h_iso_in(10 * 86400)));
+	char *id;
+
+	ck_assert_msg(r->status == 201, "create: %ld %s", r->status, r->body);
+	id = h_strdup(h_jstr(r->json, "id"));
+	r = h_post(h_sprintf("/api/v1/agent/calendar/events/%s/cancel", id), tok, NULL);
+	ck_assert_msg(r->status == 200, "cancel: %ld %s", r->status, r->body);
+	h_sql("UPDATE calendar.calendar_events SET updated_at = now() - make_interval(days => $2::int)"
+		" WHERE id = $1", id, h_sprintf("%d", days_ago));
+	return id;
+}
+
+START_TEST(housekeeping_purges_only_old_rows)
+{
+	char *old_ev = cancelled_event(200), *new_ev = cancelled_event(10);
+	char *ob_old = h_uuid(), *ob_new = h_uuid(), *in_old = h_uuid(), *in_new = h_uuid();
+	char *caller = h_uuid();
+	const char *ob = "INSERT INTO calendar.outbox (message_id, topic, key, envelope,"
+		" created_at, published_at) VALUES ($1, 'pin.test.events.v1', 'k', '{}',"
+		" now() - make_interval(days => $2::int), now() - make_interval(days => $2::int))";
+	const char *ib = "INSERT INTO calendar.inbox (consumer_group, message_id, processed_at)"
+		" VALUES ('ops-test', $1, now() - make_interval(days => $2::int))";
+	const char *ik = "INSERT INTO calendar.idempotency_keys (caller, key, request_hash,"
+		" status, created_at) VALUES ($1, $2, 'h', 201,"
+		" now() - make_interval(hours => $3::int))";
+
+	h_sql(ob, ob_old, "8");
+	h_sql(ob, ob_new, "1");
+	h_sql(ib, in_old, "31");
+	h_sql(ib, in_new, "1");
+	h_sql(ik, caller, "old", "25");
+	h_sql(ik, caller, "new", "1");
+
+	ck_assert_int_eq(h_run_worker_once(0), 0);
+
+	/* old terminal event and its reminders gone; the recent one kept */
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events"
+			" WHERE id = $1", old_ev), 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.event_reminders"
+			" WHERE calendar_event_id = $1", old_ev), 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events"
+			" WHERE id = $1", new_ev), 1);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.event_reminders"
+			" WHERE calendar_event_id = $1", new_ev), 1);
+	/* outbox: published > 7 days ago gone, recent kept */
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox"
+			" WHERE message_id = $1", ob_old), 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox"
+			" WHERE message_id = $1", ob_new), 1);
+	/* inbox: > 30 days gone */
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.inbox"
+			" WHERE message_id = $1", in_old), 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.inbox"
+			" WHERE message_id = $1", in_new), 1);
+	/* Idempotency-Key records live 24 h */
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.idempotency_keys"
+			" WHERE caller = $1 AND key = 'old'", caller), 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.idempotency_keys"
+			" WHERE caller = $1 AND key = 'new'", caller), 1);
+}
+END_TEST
+
 /* ---- database outage ---------------------------------------------------- */
 
 static int pg_ctl(const char *action)
@@ -200,6 +273,7 @@ Suite *make_ops_suite(void)
 	tcase_add_test(tc, plugin_of_a_newer_minor_refused);
 	tcase_add_test(tc, plugin_init_failure_stops_host);
 	tcase_add_test(tc, clock_offset_needs_permission);
+	tcase_add_test(tc, housekeeping_purges_only_old_rows);
 	suite_add_tcase(s, tc);
 
 	tcase_add_checked_fixture(to, NULL, outage_teardown);
