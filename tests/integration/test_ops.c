@@ -160,30 +160,35 @@ START_TEST(housekeeping_purges_only_old_rows)
 
 	ck_assert_int_eq(h_run_worker_once(0), 0);
 
-	/* old terminal event and its reminders gone; the recent one kept */
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events"
-			" WHERE id = $1", old_ev), 0);
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.event_reminders"
-			" WHERE calendar_event_id = $1", old_ev), 0);
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events"
-			" WHERE id = $1", new_ev), 1);
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.event_reminders"
-			" WHERE calendar_event_id = $1", new_ev), 1);
-	/* outbox: published > 7 days ago gone, recent kept */
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox"
-			" WHERE message_id = $1", ob_old), 0);
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox"
-			" WHERE message_id = $1", ob_new), 1);
-	/* inbox: > 30 days gone */
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.inbox"
-			" WHERE message_id = $1", in_old), 0);
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.inbox"
-			" WHERE message_id = $1", in_new), 1);
-	/* Idempotency-Key records live 24 h */
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.idempotency_keys"
-			" WHERE caller = $1 AND key = 'old'", caller), 0);
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.idempotency_keys"
-			" WHERE caller = $1 AND key = 'new'", caller), 1);
+	const struct {
+		const char *what, *from_where, *arg;
+		long long want;
+	} left[] = {
+		/* old terminal event and its reminders gone; the recent one kept */
+		{ "old event", "calendar.calendar_events WHERE id = $1", old_ev, 0 },
+		{ "old event's reminders", "calendar.event_reminders"
+		  " WHERE calendar_event_id = $1", old_ev, 0 },
+		{ "recent event", "calendar.calendar_events WHERE id = $1", new_ev, 1 },
+		{ "recent event's reminder", "calendar.event_reminders"
+		  " WHERE calendar_event_id = $1", new_ev, 1 },
+		/* outbox: published > 7 days ago gone; inbox: > 30 days gone */
+		{ "old outbox row", "calendar.outbox WHERE message_id = $1", ob_old, 0 },
+		{ "recent outbox row", "calendar.outbox WHERE message_id = $1", ob_new, 1 },
+		{ "old inbox row", "calendar.inbox WHERE message_id = $1", in_old, 0 },
+		{ "recent inbox row", "calendar.inbox WHERE message_id = $1", in_new, 1 },
+		/* Idempotency-Key records live 24 h */
+		{ "old idempotency key", "calendar.idempotency_keys"
+		  " WHERE caller = $1 AND key = 'old'", caller, 0 },
+		{ "recent idempotency key", "calendar.idempotency_keys"
+		  " WHERE caller = $1 AND key = 'new'", caller, 1 },
+	};
+	for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++) {
+		long long n = h_sql_int(h_sprintf("SELECT count(*) FROM %s",
+				left[i].from_where), left[i].arg);
+
+		ck_assert_msg(n == left[i].want, "%s: %lld rows left, want %lld",
+				left[i].what, n, left[i].want);
+	}
 }
 END_TEST
 
