@@ -40,7 +40,7 @@ int pin_outbox_put(const char *topic, const char *key, const char *event_type,
 	/* createdAt with millisecond precision, as events.md shows */
 	now -= now % 1000;
 	pin_clock_fmt(now, ts, sizeof ts);
-	if (strlen(ts) == 28)   /* "...SS.mmm000Z" -> "...SS.mmmZ" */
+	if (strlen(ts) == 27)   /* "...SS.mmm000Z" -> "...SS.mmmZ" */
 		memmove(ts + 23, ts + 26, 2);
 	env = json_object_new_object();
 	json_object_object_add(env, "messageId", json_object_new_string(mid));

@@ -169,6 +169,16 @@ START_TEST(relay_publishes_api_outbox)
 	ck_assert_str_eq(h_jstr(env, "eventType"), "pin.test.event");
 	ck_assert_str_eq(h_jstr(env, "aggregateId"), key);
 	ck_assert_ptr_nonnull(h_jstr(env, "messageId"));
+	/* createdAt in milliseconds, as events.md shows ("...:00.123Z"), or
+	 * whole seconds */
+	{
+		const char *ca = h_jstr(env, "createdAt");
+		size_t n = ca ? strlen(ca) : 0;
+
+		ck_assert_msg(ca && (n == 24 || n == 20) && ca[n - 1] == 'Z' &&
+				(n == 20 || ca[19] == '.'),
+				"createdAt not in milliseconds: %s", ca ? ca : "(null)");
+	}
 	pl = h_jget(env, "payload");
 	ck_assert_str_eq(h_jstr(pl, "kind"), "noop");
 	json_object_put(env);
