@@ -163,6 +163,22 @@ START_TEST(test_int)
 }
 END_TEST
 
+/* reading an integer leaves the stored value as it was (config values are
+ * read by every thread at once; some point into the environment) */
+START_TEST(test_int_does_not_modify)
+{
+	pin_config_set("t", "12  ");
+	ck_assert_int_eq(pin_config_int("t", 7), 12);
+	ck_assert_str_eq(pin_config_get("t", NULL), "12  ");
+	setenv("PIN_TEST_INT_ENV", "34 ", 1);
+	ck_assert_int_eq(pin_config_int("test_int_env", 7), 34);
+	ck_assert_str_eq(getenv("PIN_TEST_INT_ENV"), "34 ");
+	unsetenv("PIN_TEST_INT_ENV");
+	pin_config_set("u", "  ");
+	ck_assert_int_eq(pin_config_int("u", 7), 7);
+}
+END_TEST
+
 START_TEST(test_int_from_file)
 {
 	write_conf(CONF);
@@ -208,6 +224,7 @@ Suite *make_config_suite(void)
 	tcase_add_test(tc, test_flag_overrides_all);
 	tcase_add_test(tc, test_free_forgets);
 	tcase_add_test(tc, test_int);
+	tcase_add_test(tc, test_int_does_not_modify);
 	tcase_add_test(tc, test_int_from_file);
 	tcase_add_test(tc, test_bool);
 	suite_add_tcase(s, tc);
