@@ -122,17 +122,19 @@ static int link_set_status(const char *booking_id, const char *phase, const char
 }
 
 /* Inserts a link unless (booking, phase) exists.  event_id NULL = tombstone
- * (Cancelled).  1 inserted, 0 existed, PIN_ERR_DB. */
+ * (Cancelled).  msg_at: envelope createdAt of the message (0 = unknown), kept
+ * as last_event_at.  1 inserted, 0 existed, PIN_ERR_DB. */
 static int link_insert(const char *booking_id, const char *phase, const char *deal_id,
-		const char *tenant_id, const char *event_id, int64_t now)
+		const char *tenant_id, const char *event_id, int64_t now, int64_t msg_at)
 {
-	const char *p[7] = { booking_id, phase, deal_id, tenant_id, event_id,
-		event_id ? "Open" : "Cancelled", pc_time_param(now) };
+	const char *p[8] = { booking_id, phase, deal_id, tenant_id, event_id,
+		event_id ? "Open" : "Cancelled", pc_time_param(now),
+		msg_at > 0 ? pc_time_param(msg_at) : NULL };
 	PGresult *r = wrk_api->db_exec_prepared("crmb_link_insert",
 		"INSERT INTO calendar.booking_deadline_links (booking_id, phase, deal_id, "
-		"  tenant_id, calendar_event_id, status, created_at, updated_at) "
-		"VALUES ($1, $2, $3, $4, $5, $6, $7, $7) "
-		"ON CONFLICT (booking_id, phase) DO NOTHING", 7, p);
+		"  tenant_id, calendar_event_id, status, created_at, updated_at, last_event_at) "
+		"VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) "
+		"ON CONFLICT (booking_id, phase) DO NOTHING", 8, p);
 
 	if (!ok(r, PGRES_COMMAND_OK))
 		return PIN_ERR_DB;
@@ -224,19 +226,22 @@ static enum pin_consume_status deadline_create(struct bctx *c, const char *phase
 	if (rc == 2)
 		return replica_missing(c);
 	if (rc == 1) {
-		if (link_insert(c->booking_id, phase, c->deal_id, NULL, NULL, c->now) < 0)
+		if (link_insert(c->booking_id, phase, c->deal_id, NULL, NULL, c->now,
+				c->msg->created_at_us) < 0)
 			return db_error(c, "tombstone insert");
 		skipped(c, "deal-terminal-skip", phase);
 		return PIN_CONSUME_OK;
 	}
 	if (at <= c->now) {
-		if (link_insert(c->booking_id, phase, c->deal_id, tenant, NULL, c->now) < 0)
+		if (link_insert(c->booking_id, phase, c->deal_id, tenant, NULL, c->now,
+				c->msg->created_at_us) < 0)
 			return db_error(c, "tombstone insert");
 		skipped(c, "deadline-in-past", phase);
 		return PIN_CONSUME_OK;
 	}
 	wrk_api->uuid_v7(event_id);
-	rc = link_insert(c->booking_id, phase, c->deal_id, tenant, event_id, c->now);
+	rc = link_insert(c->booking_id, phase, c->deal_id, tenant, event_id, c->now,
+			c->msg->created_at_us);
 	if (rc < 0)
 		return db_error(c, "link insert");
 	if (rc == 0) {          /* a concurrent delivery won */
@@ -290,7 +295,7 @@ static enum pin_consume_status reserve_complete(struct bctx *c)
 /* Step 4, second part: upsert of the booking-phase deadline. */
 static enum pin_consume_status booking_upsert(struct bctx *c, int64_t at)
 {
-	PGresult *locked = NULL, *row;
+	PGresult *locked = NULL, *row, *r;
 	struct link l;
 	const char *title, *p[3];
 	int64_t cur = 0;
@@ -315,6 +320,22 @@ static enum pin_consume_status booking_upsert(struct bctx *c, int64_t at)
 		return PIN_CONSUME_OK;
 	case WRK_CRM_MOVE:
 		break;
+	}
+	/* only a newer message moves the moment: a replay from offset 0 (inbox
+	 * rows purged) must not take an extended deadline back */
+	if (c->msg->created_at_us > 0) {
+		p[0] = c->booking_id;
+		p[1] = pc_time_param(c->msg->created_at_us);
+		r = wrk_api->db_exec_prepared("crmb_link_newer",
+			"UPDATE calendar.booking_deadline_links SET last_event_at = $2::timestamptz "
+			"WHERE booking_id = $1 AND phase = 'Booking' "
+			"  AND (last_event_at IS NULL OR last_event_at < $2::timestamptz)", 2, p);
+		if (!ok(r, PGRES_COMMAND_OK))
+			return db_error(c, "link update");
+		if (strcmp(PQcmdTuples(r), "0") == 0) {
+			skipped(c, "older-message", "Booking");
+			return PIN_CONSUME_OK;
+		}
 	}
 	rc = pc_event_reschedule(locked, at, c->now, &row);
 	if (rc == PC_UNCHANGED || rc == PC_E_TRANSITION)
@@ -355,7 +376,8 @@ static enum pin_consume_status cancel_all(struct bctx *c, const char *reason)
 	}
 	for (i = 0; i < 2; i++) {
 		if (!l[i].found) {
-			if (link_insert(c->booking_id, phases[i], deal, NULL, NULL, c->now) < 0)
+			if (link_insert(c->booking_id, phases[i], deal, NULL, NULL, c->now,
+					c->msg->created_at_us) < 0)
 				return db_error(c, "tombstone insert");
 			continue;
 		}

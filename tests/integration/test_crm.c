@@ -282,6 +282,13 @@ START_TEST(ac2_ac4_confirmed_then_extended)
 	booking_send(T_CONFIRMED, booking, confirmed_payload(booking, d.id, t2));
 	ck_assert_int_eq(atoll(event_col(bev, "version")), version);
 	ck_assert_int_eq(outbox_count("pin.calendar.event-rescheduled.v1", bev), 1);
+	/* a replay of the first booking-confirmed (a fresh inbox, envelope
+	 * createdAt older than the extension's): the extension stays */
+	send_mid(BGROUP, T_CONFIRMED, booking, "Booking", new_mid(), h_iso_in(-3600),
+		confirmed_payload(booking, d.id, t1));
+	ck_assert_str_eq(event_col(bev, h_sprintf("start_at = '%s'::timestamptz", t2)), "true");
+	ck_assert_int_eq(atoll(event_col(bev, "version")), version);
+	ck_assert_int_eq(outbox_count("pin.calendar.event-rescheduled.v1", bev), 1);
 	ck_assert_int_eq(outbox_count("pin.calendar.event-status-changed.v1", reserve), 1);
 	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
 		"WHERE booking_id = $1", booking), 2);
