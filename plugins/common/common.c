@@ -556,7 +556,7 @@ int pc_idem_begin(struct pin_req *r, struct pc_idem *st)
 	const char *params[5];
 	char *now;
 	PGresult *res;
-	json_object *replay;
+	json_object *replay, *ver;
 
 	st->key = NULL;
 	st->caller = p && p->sub ? p->sub : "";
@@ -614,6 +614,12 @@ int pc_idem_begin(struct pin_req *r, struct pc_idem *st)
 	replay = PQgetisnull(res, 0, 1) ? NULL : json_tokener_parse(PQgetvalue(res, 0, 1));
 	if (!PQgetisnull(res, 0, 2))
 		pc_api->set_header(r, "Location", PQgetvalue(res, 0, 2));
+	/* the first response carried ETag: "<version>" of the representation;
+	 * the replay answers the same (the body holds that version) */
+	if (replay && json_object_object_get_ex(replay, "version", &ver) &&
+			json_object_is_type(ver, json_type_int))
+		pc_api->set_header(r, "ETag", pc_api->sprintf("\"%lld\"",
+				(long long)json_object_get_int64(ver)));
 	pc_api->set_header(r, "Idempotent-Replayed", "true");
 	pc_api->respond_json(r, atoi(PQgetvalue(res, 0, 0)), replay);
 	return PC_E_REPLAYED;

@@ -498,6 +498,8 @@ START_TEST(book_idempotency_key)
 	ck_assert_int_eq(r1->status, 201);
 	ck_assert_int_eq(r2->status, 201);
 	ck_assert_str_eq(h_jstr(r1->json, "id"), h_jstr(r2->json, "id"));
+	ck_assert_msg(r2->etag && strcmp(r1->etag, r2->etag) == 0, "replay ETag %s, first %s",
+			r2->etag ? r2->etag : "(none)", r1->etag);
 	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.appointments WHERE slot_id = $1",
 			slots[0]), 1);
 }

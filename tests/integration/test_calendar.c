@@ -492,6 +492,11 @@ START_TEST(idempotency_key_on_create)
 	ck_assert_int_eq(a->status, 201);
 	ck_assert_msg(b->status == 201, "replay %ld %s", b->status, b->body);
 	ck_assert_str_eq(h_jstr(a->json, "id"), h_jstr(b->json, "id"));
+	/* the replay is the first answer: Location and ETag included */
+	ck_assert_ptr_nonnull(b->location);
+	ck_assert_str_eq(a->location, b->location);
+	ck_assert_msg(b->etag && strcmp(a->etag, b->etag) == 0, "replay ETag %s, first %s",
+			b->etag ? b->etag : "(none)", a->etag);
 	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
 			"WHERE owner_user_id = $1", w.sub), 1);
 	ck_assert_int_eq(outbox_count(T_CREATED, h_jstr(a->json, "id")), 1);
