@@ -495,7 +495,9 @@ int apt_confirm(const PGresult *locked, int64_t now_us)
 
 	if (strcmp(PQgetvalue(locked, 0, APT_C_STATUS), "Pending") != 0)
 		return PC_E_TRANSITION;
-	if (now_us > pc_col_us(locked, 0, APT_C_DEADLINE))
+	/* "before ConfirmDeadlineAt": at the deadline the row is already the
+	 * timeout job's (ConfirmDeadlineAt <= now -> Expired) */
+	if (now_us >= pc_col_us(locked, 0, APT_C_DEADLINE))
 		return APT_E_DEADLINE;
 	p[0] = PQgetvalue(locked, 0, APT_C_ID);
 	p[1] = pc_time_param(now_us);
