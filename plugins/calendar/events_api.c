@@ -45,13 +45,17 @@ static int fail(struct pin_req *r, int rc, struct pc_errs *e)
 	}
 }
 
-/* Card: the event with its reminders. */
+/* Card: the event with its reminders; NULL when the reminders cannot be
+ * read (a database error: never answer a card without them). */
 static json_object *card(const PGresult *row)
 {
-	json_object *o = pc_event_json(row, 0);
+	json_object *o;
 	json_object *rem = pc_event_reminders_json(PQgetvalue(row, 0, PC_EC_ID));
 
-	json_object_object_add(o, "reminders", rem ? rem : json_object_new_array());
+	if (!rem)
+		return NULL;
+	o = pc_event_json(row, 0);
+	json_object_object_add(o, "reminders", rem);
 	return o;
 }
 
@@ -92,6 +96,10 @@ static int write_epilogue(struct pin_req *r, struct pc_idem *idem, PGresult *row
 	json_object *body = card(row);
 	int rc;
 
+	if (!body) {
+		pc_api->db_rollback();
+		return PIN_ERR_DB;
+	}
 	rc = pc_idem_store(idem, 200, body, NULL);
 	if (rc < 0 || pc_api->db_commit() != 0) {
 		json_object_put(body);
@@ -123,6 +131,7 @@ int cal_events_get(struct pin_req *r, void *ud)
 	const char *id = pc_path_uuid(r, "id");
 	const char *params[3];
 	PGresult *res;
+	json_object *body;
 
 	(void)ud;
 	if (!id)
@@ -137,8 +146,11 @@ int cal_events_get(struct pin_req *r, void *ud)
 		return PIN_ERR_DB;
 	if (PQntuples(res) != 1)
 		return pc_problem(r, 404, NOT_FOUND, "no such event");
+	body = card(res);
+	if (!body)
+		return PIN_ERR_DB;
 	set_etag(r, res);
-	return pc_api->respond_json(r, 200, card(res));
+	return pc_api->respond_json(r, 200, body);
 }
 
 /* ----------------------------------------------------------------- create */
@@ -217,6 +229,8 @@ int cal_events_create(struct pin_req *r, void *ud)
 	if (rc < 0)
 		return fail(r, rc, &e);
 	body = card(row);
+	if (!body)
+		return fail(r, PIN_ERR_DB, &e);
 	location = pc_api->sprintf(EV_PATH "%s", PQgetvalue(row, 0, PC_EC_ID));
 	if (pc_idem_store(&idem, 201, body, location) < 0 || pc_api->db_commit() != 0) {
 		json_object_put(body);
