@@ -273,6 +273,7 @@ static int relay_batch(struct relay *r, int *nrows, int wait_ms)
 	rd_kafka_resp_err_t first_err = RD_KAFKA_RESP_ERR_NO_ERROR;
 	char lim[16], now[40];
 	int64_t deadline, next_check;
+	int lead_pid = r->leader_pid;
 
 	*nrows = 0;
 	snprintf(lim, sizeof(lim), "%lld", pin_config_int("relay_batch", 500));
@@ -284,6 +285,12 @@ static int relay_batch(struct relay *r, int *nrows, int wait_ms)
 				" WHERE published_at IS NULL ORDER BY id LIMIT $1::int", 1, p);
 	}
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+		return -1;
+	/* a dead link is only noticed by a statement, and db.c runs it again
+	 * on a new connection: that session does not hold the lock, and
+	 * another host may lead by now.  Publish only what was read under
+	 * the lock; else start over (as leader again, or not). */
+	if (!relay_lead(r) || r->leader_pid != lead_pid)
 		return -1;
 	n = PQntuples(res);
 	*nrows = n;

@@ -185,6 +185,36 @@ START_TEST(relay_publishes_api_outbox)
 }
 END_TEST
 
+/* (a'') only the holder of the advisory lock publishes: when the relay's
+ * session dies and another session takes the lock before the relay notices,
+ * the relay's next statement reconnects, but it does not publish what it
+ * read on that unlocked session */
+#define RELAY_LOCK "7301520415"
+START_TEST(relay_publishes_only_as_leader)
+{
+	char *mid = h_uuid(), *key = h_uuid(), *env = k_envelope(mid, key, "noop");
+	char *id, *got;
+
+	k_setup();
+	/* one statement: the relay's backend is gone (waited for), the lock is ours */
+	got = h_sql_scalar("SELECT coalesce(bool_and(pg_terminate_backend(pid, 5000)), false)"
+			" AND pg_try_advisory_lock(" RELAY_LOCK ") FROM pg_locks"
+			" WHERE locktype = 'advisory' AND granted"
+			" AND ((classid::bigint << 32) | objid::bigint) = " RELAY_LOCK);
+	ck_assert_msg(got && !strcmp(got, "t"), "relay lock not taken over: %s",
+			got ? got : "(null)");
+	id = k_insert_outbox(mid, key, env);
+	h_sleep_ms(4000);
+	ck_assert_msg(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
+				" AND published_at IS NULL", id) == 1,
+			"the relay published without holding the lock");
+	h_sql("SELECT pg_advisory_unlock(" RELAY_LOCK ")");
+	ck_assert_msg(k_wait_count("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
+				" AND published_at IS NOT NULL", id, 1, 30) == 1,
+			"row not published within 30 s of the lock's release");
+}
+END_TEST
+
 /* (c) the same envelope delivered twice is handled once */
 START_TEST(consumer_dedupes)
 {
@@ -304,6 +334,7 @@ Suite *make_kafka_suite(void)
 
 	tcase_add_test(tc, relay_publishes_once);
 	tcase_add_test(tc, relay_publishes_api_outbox);
+	tcase_add_test(tc, relay_publishes_only_as_leader);
 	tcase_add_test(tc, consumer_dedupes);
 	tcase_add_test(tc, consumer_retries);
 	tcase_add_test(tc, consumer_dlq);
