@@ -119,6 +119,10 @@ static void check_result(PGresult *res, const char *what)
 	if (state && (!strcmp(state, "40P01") || !strcmp(state, "40001")))
 		t.conflict = true;
 	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	/* so may the primary message of a data exception (class 22):
+	 * 'invalid input syntax for type uuid: "<the value>"' */
+	if (state && state[0] == '2' && state[1] == '2')
+		msg = "data exception (message not logged: it may quote a value)";
 	/* constraint violations are answered by handlers: log at debug */
 	int lvl = (state && state[0] == '2' && state[1] == '3') ? PIN_LOG_DEBUG :
 		PIN_LOG_ERROR;

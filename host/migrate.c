@@ -157,9 +157,14 @@ int pin_migrate(const char *sqldir)
 		r = PQexec(c, sql);
 		free(sql);
 		if (!ok(r)) {
+			/* primary message and SQLSTATE only: DETAIL quotes row
+			 * values ("Key (x)=(...) is duplicated") */
+			const char *pm = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+			const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+
 			pin_log(PIN_LOG_ERROR, "migrate: file failed, rolled back",
-				"file", files[i], "error",
-				r ? PQresultErrorMessage(r) : PQerrorMessage(c), NULL);
+				"file", files[i], "sqlstate", st ? st : "", "error",
+				pm ? pm : PQerrorMessage(c), NULL);
 			PQclear(r);
 			pin_db_rollback();
 			goto out;

@@ -195,6 +195,35 @@ START_TEST(echo_roundtrip)
 }
 END_TEST
 
+/* A value in a failed SQL statement does not reach the log: PostgreSQL
+ * quotes it in the primary message of data exceptions (class 22) */
+START_TEST(sql_error_values_not_logged)
+{
+	static const char *marker = "Ivanov-Ivan-79991234567";
+	char *path = h_sprintf("%s/logs/api.log", h_env("PIN_DEV_DIR"));
+	char *body = h_sprintf("{\"value\":\"%s\"}", marker);
+	struct h_resp *r = h_post("/api/v1/test/cast", any_token(), body);
+	FILE *f;
+	char line[8192];
+	bool seen_error = false, leaked = false;
+
+	ck_assert_msg(r->status == 422, "status %ld: %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "detail") ? h_jstr(r->json, "detail") : "", "22P02");
+	h_sleep_ms(200);
+	f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "cannot read %s", path);
+	while (fgets(line, sizeof line, f)) {
+		if (strstr(line, "22P02"))
+			seen_error = true;
+		if (strstr(line, marker))
+			leaked = true;
+	}
+	fclose(f);
+	ck_assert_msg(seen_error, "the sql error was not logged at all");
+	ck_assert_msg(!leaked, "a value of a failed statement reached %s", path);
+}
+END_TEST
+
 START_TEST(malformed_json_400)
 {
 	struct h_resp *r = h_post(ECHO, any_token(), "{\"a\": 1,");
@@ -600,6 +629,7 @@ Suite *make_http_suite(void)
 
 	tc = h_tcase("bodies", 30);
 	tcase_add_test(tc, echo_roundtrip);
+	tcase_add_test(tc, sql_error_values_not_logged);
 	tcase_add_test(tc, malformed_json_400);
 	tcase_add_test(tc, wrong_content_type_400);
 	tcase_add_test(tc, body_over_64k_413);
