@@ -219,10 +219,16 @@ static void write_response(struct pin_req *r)
 	for (int i = 0; i < r->nheaders && n > 0 && (size_t)n < sizeof head; i++)
 		n += snprintf(head + n, sizeof head - (size_t)n, "%s: %s\r\n",
 			r->headers[i].k, r->headers[i].v);
-	if (n < 0 || (size_t)n >= sizeof head - 2)
-		n = snprintf(head, sizeof head, "Status: 500 Internal Server Error\r\n");
-	else
+	if (n < 0 || (size_t)n >= sizeof head - 2) {
+		/* headers too big: a complete, empty 500 instead */
+		pin_log(PIN_LOG_ERROR, "response headers too large", "path", r->path, NULL);
+		n = snprintf(head, sizeof head, "Status: 500 Internal Server Error\r\n"
+			"Content-Length: 0\r\nX-Request-Id: %s\r\n\r\n", r->trace);
+		r->status = 500;
+		r->resp_len = 0;
+	} else {
 		n += snprintf(head + n, sizeof head - (size_t)n, "\r\n");
+	}
 	FCGX_PutStr(head, n, out);
 	if (r->resp_len && strcmp(r->method, "HEAD") != 0)
 		FCGX_PutStr(r->resp_body, (int)r->resp_len, out);

@@ -224,6 +224,24 @@ START_TEST(sql_error_values_not_logged)
 }
 END_TEST
 
+/* Response headers over the host's 4 KiB header buffer: a well-formed 500,
+ * not a status line followed by the body as if it were headers (nginx 502) */
+START_TEST(huge_response_header_500)
+{
+	char *big = h_strdup(""), *body;
+	struct h_resp *r;
+
+	while (strlen(big) < 5000)
+		big = h_sprintf("%s0123456789", big);
+	body = h_sprintf("{\"xEchoHeader\":\"%s\"}", big);
+	r = h_post(ECHO, any_token(), body);
+	ck_assert_msg(r->status == 500, "status %ld: %s", r->status, r->body);
+	/* a small one still goes through */
+	r = h_post(ECHO, any_token(), "{\"xEchoHeader\":\"abc\"}");
+	ck_assert_msg(r->status == 200, "status %ld: %s", r->status, r->body);
+}
+END_TEST
+
 START_TEST(malformed_json_400)
 {
 	struct h_resp *r = h_post(ECHO, any_token(), "{\"a\": 1,");
@@ -630,6 +648,7 @@ Suite *make_http_suite(void)
 	tc = h_tcase("bodies", 30);
 	tcase_add_test(tc, echo_roundtrip);
 	tcase_add_test(tc, sql_error_values_not_logged);
+	tcase_add_test(tc, huge_response_header_500);
 	tcase_add_test(tc, malformed_json_400);
 	tcase_add_test(tc, wrong_content_type_400);
 	tcase_add_test(tc, body_over_64k_413);
