@@ -7,8 +7,8 @@
  * connection, its own arena (reset after every message) and a DLQ producer.
  *
  * Per message:
- *   - envelope parsed; invalid JSON, no messageId (uuid) or no payload
- *     object -> DLQ at once (INVALID_ENVELOPE);
+ *   - envelope parsed; invalid JSON or UTF-8, no messageId (uuid) or no
+ *     payload object -> DLQ at once (INVALID_ENVELOPE);
  *   - contractVersion != 1 -> warning + pin_consumer_contract_version_mismatch_total,
  *     processing goes on;
  *   - BEGIN; inbox insert (group, messageId) ON CONFLICT DO NOTHING; no row
@@ -406,10 +406,15 @@ static enum attempt attempt(struct cons *c, const rd_kafka_message_t *m,
 
 	/* the envelope */
 	tok = json_tokener_new();
-	env = m->len ? json_tokener_parse_ex(tok, val, (int)m->len) : NULL;
+	/* the envelope is UTF-8 JSON (events.md): other bytes would only fail
+	 * later, in PostgreSQL, and hold the partition as a retriable error */
+	if (tok)
+		json_tokener_set_flags(tok, JSON_TOKENER_VALIDATE_UTF8);
+	env = tok && m->len && m->len <= INT32_MAX ?
+		json_tokener_parse_ex(tok, val, (int)m->len) : NULL;
 	if (!env || json_tokener_get_error(tok) != json_tokener_success ||
 			!json_object_is_type(env, json_type_object)) {
-		snprintf(detail, detlen, "value is not a JSON object");
+		snprintf(detail, detlen, "value is not a UTF-8 JSON object");
 		goto invalid;
 	}
 	msg.envelope = env;

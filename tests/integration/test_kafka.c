@@ -291,6 +291,21 @@ START_TEST(consumer_dlq)
 		ck_assert_msg(idx >= 0, "invalid envelope not in the DLQ");
 		ck_assert_str_eq(h_kmsg_header(&l->v[idx], "x-error-code"), "INVALID_ENVELOPE");
 	}
+	{
+		/* not UTF-8: an invalid envelope too (events.md: UTF-8 JSON) */
+		char *mid = h_uuid(), *key = h_uuid(), *env = k_envelope(mid, key, "ok");
+		char *p = strstr(env, "\"Test\"");
+		struct h_kmsgs *l;
+		int idx, count;
+
+		ck_assert_ptr_nonnull(p);
+		p[1] = (char)0xff;      /* aggregateType "\xffest" */
+		k_produce(TEST_TOPIC, key, env);
+		l = k_wait_topic(DLQ_TOPIC, mid, 30, &idx, &count);
+		ck_assert_msg(idx >= 0, "non-UTF-8 envelope not in the DLQ");
+		ck_assert_str_eq(h_kmsg_header(&l->v[idx], "x-error-code"), "INVALID_ENVELOPE");
+		ck_assert_int_eq(h_sql_int(SEEN_SQL, mid), 0);
+	}
 }
 END_TEST
 
