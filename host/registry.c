@@ -45,8 +45,11 @@ static int reg_job(struct pin_registrar *reg, const struct pin_job *j)
 {
 	struct pin_job_entry *n;
 
-	if (!j->name || !j->fn || j->interval_ms <= 0)
+	if (!j->name || !j->fn || j->interval_ms <= 0) {
+		pin_log(PIN_LOG_ERROR, "bad job record (name, fn, interval_ms)",
+			"plugin", PLUGIN_OF(reg), "job", j->name ? j->name : "(null)", NULL);
 		return -1;
+	}
 	for (size_t i = 0; i < pin_reg.njobs; i++)
 		if (!strcmp(pin_reg.jobs[i].j.name, j->name)) {
 			pin_log(PIN_LOG_ERROR, "duplicate job", "job", j->name, NULL);
@@ -66,8 +69,12 @@ static int reg_consumer(struct pin_registrar *reg, const struct pin_consumer *c)
 	struct pin_consumer_entry *n;
 	size_t nt = 0;
 
-	if (!c->group || !c->topics || !c->fn || !c->topics[0])
+	if (!c->group || !c->topics || !c->fn || !c->topics[0]) {
+		pin_log(PIN_LOG_ERROR, "bad consumer record (group, topics, fn)",
+			"plugin", PLUGIN_OF(reg), "group", c->group ? c->group : "(null)",
+			NULL);
 		return -1;
+	}
 	for (size_t i = 0; i < pin_reg.nconsumers; i++)
 		if (!strcmp(pin_reg.consumers[i].c.group, c->group)) {
 			pin_log(PIN_LOG_ERROR, "duplicate consumer group", "group",

@@ -53,7 +53,7 @@ extern "C" {
 /* ---- return codes ------------------------------------------------------- */
 #define PIN_OK        0
 #define PIN_ERR      -1   /* generic failure (host answers 500 if nothing sent) */
-#define PIN_ERR_DB   -2   /* database failure; 503 UNAVAILABLE if the link is down */
+#define PIN_ERR_DB   -2   /* database failure; a route answers 503 UNAVAILABLE */
 
 /* ---- log levels --------------------------------------------------------- */
 enum pin_log_level { PIN_LOG_DEBUG = 0, PIN_LOG_INFO, PIN_LOG_WARN, PIN_LOG_ERROR };
@@ -239,7 +239,9 @@ struct pin_host_api {
 	/* -- transactional outbox: inserts one message into calendar.outbox in
 	 *    the current transaction.  The host builds the events.md envelope
 	 *    (messageId v7, createdAt = now, correlationId = trace id) around
-	 *    payload.  payload is borrowed (serialised, not kept).  0 / PIN_ERR_DB. */
+	 *    payload.  All arguments borrowed (payload serialised, not kept).
+	 *    0; PIN_ERR when topic, key, event_type or payload is NULL;
+	 *    PIN_ERR_DB. */
 	int (*outbox_put)(const char *topic, const char *key,
 			const char *event_type, const char *aggregate_type,
 			const char *aggregate_id, json_object *payload);
@@ -256,11 +258,15 @@ struct pin_host_api {
 	const struct pin_principal *(*req_principal)(struct pin_req *r); /* NULL on public routes */
 	const char *(*req_trace_id)(struct pin_req *r);
 
-	/* -- responses (exactly one per request).  body transfers to the host. */
+	/* -- responses (exactly one per request).  body transfers to the host
+	 *    (also when PIN_ERR: a second response is refused). */
 	int (*respond_json)(struct pin_req *r, int status, json_object *body);
+	/* name, value borrowed (copied).  PIN_ERR when 8 headers are set
+	 * already, or name/value hold CR/LF (or name a ':'). */
 	int (*set_header)(struct pin_req *r, const char *name, const char *value);
-	/* problem+json with a stable code.  errors (array of {field, message})
-	 * may be NULL and transfers to the host. */
+	/* problem+json with a stable code.  code, detail borrowed (copied);
+	 * errors (array of {field, message}) may be NULL and transfers to
+	 * the host. */
 	int (*respond_problem)(struct pin_req *r, int status, const char *code,
 			const char *detail, json_object *errors);
 
