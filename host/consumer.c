@@ -21,7 +21,8 @@
  *     then DLQ; other partitions keep flowing meanwhile;
  *     FATAL -> ROLLBACK, DLQ at once;
  *   - database unreachable / inbox or COMMIT failing -> retried like RETRY
- *     but without a deadline (infrastructure, never DLQ).
+ *     but without a deadline (infrastructure, never DLQ); so is a handler
+ *     failure (RETRY or FATAL) while the database link is down.
  *   After a held message is done, the partition is sought to the next
  *   offset and resumed.
  *
@@ -500,6 +501,12 @@ static enum attempt attempt(struct cons *c, const rd_kafka_message_t *m,
 	snprintf(code, codelen, "%s", res.code[0] ? res.code :
 			st == PIN_CONSUME_RETRY ? "RETRIABLE" : "NON_RETRIABLE");
 	snprintf(detail, detlen, "%s", res.detail);
+	if (!pin_db_conn()) {
+		/* the database went away under the handler: whatever it said,
+		 * that is an outage -- retried without a deadline, never DLQ'd */
+		out = A_RETRY_INFRA;
+		goto out;
+	}
 	if (st == PIN_CONSUME_RETRY) {
 		*deadline_s = res.retry_deadline_s;
 		out = A_RETRY;

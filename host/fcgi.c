@@ -542,6 +542,14 @@ int pin_api_run(const char *listen, int threads)
 			break;
 		started++;
 	}
+	if (started == 0) {
+		pin_log(PIN_LOG_ERROR, "no FastCGI thread could be started", NULL);
+		close(listen_fd);
+		if (is_unix)
+			unlink(addr);
+		free(tids);
+		return -1;
+	}
 	{
 		char n[16];
 		snprintf(n, sizeof n, "%d", started);
@@ -571,5 +579,5 @@ int pin_api_run(const char *listen, int threads)
 		unlink(addr);
 	free(tids);
 	pin_log(PIN_LOG_INFO, "api host stopped", NULL);
-	return started ? 0 : -1;
+	return 0;
 }
