@@ -68,7 +68,10 @@ char *pin_kafka_bootstrap(void)
 	int err = 0;
 
 	if (!v || !*v) {
-		pin_log(PIN_LOG_ERROR, "kafka_bootstrap is not configured", NULL);
+		static int said;         /* once, not at every relay/consumer retry */
+
+		if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+			pin_log(PIN_LOG_ERROR, "kafka_bootstrap is not configured", NULL);
 		return NULL;
 	}
 	if (v[0] == '@')
