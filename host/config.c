@@ -155,11 +155,12 @@ long long pin_config_int(const char *key, long long def)
 		return def;
 	errno = 0;
 	n = strtoll(v, &end, 10);
+	bool digits = end != v;
 	/* trailing blanks are fine; v is shared (and maybe the environment):
 	 * look, do not trim in place */
 	while (isspace((unsigned char)*end))
 		end++;
-	if (errno || end == v || *end != '\0') {
+	if (errno || !digits || *end != '\0') {
 		pin_log(PIN_LOG_WARN, "config value is not an integer, using default",
 			"key", key, NULL);
 		return def;
