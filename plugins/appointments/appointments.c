@@ -71,7 +71,8 @@ json_object *apt_body(struct pin_req *r, const char *const *allowed, struct pc_e
 	b = pc_body(r, e);
 
 	if (!b) {
-		pc_errs_respond(r, 400, "MALFORMED_REQUEST", "the body must be a JSON object", e);
+		/* JSON, but not an object: a field-rule failure, as in every plugin */
+		pc_errs_respond(r, 422, "VALIDATION_FAILED", "the body must be a JSON object", e);
 		return NULL;
 	}
 	if (pc_check_fields(b, allowed, e) > 0) {

@@ -321,15 +321,17 @@ static enum pin_consume_status booking_upsert(struct bctx *c, int64_t at)
 	case WRK_CRM_MOVE:
 		break;
 	}
-	/* only a newer message moves the moment: a replay from offset 0 (inbox
-	 * rows purged) must not take an extended deadline back */
+	/* an older message never moves the moment: a replay from offset 0 (inbox
+	 * rows purged) must not take an extended deadline back.  Equal createdAt
+	 * applies (producers stamp in ms or s: two real updates can share one);
+	 * replaying the same message again moves to the same moment = no-op. */
 	if (c->msg->created_at_us > 0) {
 		p[0] = c->booking_id;
 		p[1] = pc_time_param(c->msg->created_at_us);
 		r = wrk_api->db_exec_prepared("crmb_link_newer",
 			"UPDATE calendar.booking_deadline_links SET last_event_at = $2::timestamptz "
 			"WHERE booking_id = $1 AND phase = 'Booking' "
-			"  AND (last_event_at IS NULL OR last_event_at < $2::timestamptz)", 2, p);
+			"  AND (last_event_at IS NULL OR last_event_at <= $2::timestamptz)", 2, p);
 		if (!ok(r, PGRES_COMMAND_OK))
 			return db_error(c, "link update");
 		if (strcmp(PQcmdTuples(r), "0") == 0) {

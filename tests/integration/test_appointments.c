@@ -454,6 +454,8 @@ START_TEST(book_errors)
 	h_assert_problem(r, 422, "VALIDATION_FAILED");
 	r = h_request_opts("POST", PUB, tok, &(struct h_req_opts){ "{}", 0, NULL, NULL, BOOK_IP });
 	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	r = h_request_opts("POST", PUB, tok, &(struct h_req_opts){ "[]", 0, NULL, NULL, BOOK_IP });
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
 	r = book(tok, "not-a-uuid");
 	h_assert_problem(r, 422, "VALIDATION_FAILED");
 	r = book_opts(tok, slots[0], h_sprintf("\"comment\":\"%01001d\"", 0), NULL);
