@@ -505,6 +505,12 @@ char *h_token_(const char *actor, const char *sub, const char *tenant, ...)
 
 /* ------------------------------------------------------------ PostgreSQL */
 
+static void pg_quiet(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;      /* NOTICEs ("... already exists, skipping") are noise */
+}
+
 PGconn *h_pg(void)
 {
 	if (pg && PQstatus(pg) != CONNECTION_OK) {
@@ -515,6 +521,7 @@ PGconn *h_pg(void)
 		pg = PQconnectdb(h_env("PIN_PG_DSN"));
 		ck_assert_msg(PQstatus(pg) == CONNECTION_OK, "PostgreSQL: %s",
 				PQerrorMessage(pg));
+		PQsetNoticeProcessor(pg, pg_quiet, NULL);
 	}
 	return pg;
 }
