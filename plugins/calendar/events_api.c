@@ -336,6 +336,8 @@ int cal_events_patch(struct pin_req *r, void *ud)
 		new_offsets = NULL;                     /* unchanged: keep the rows */
 	if (new_offsets)
 		add_set(&s, "reminder_offsets_minutes", "::int[]", new_offsets);
+	if (s.sql[0] == '\0')          /* {}: nothing to change, version stays */
+		return write_epilogue(r, &idem, row);
 	s.params[s.n] = pc_time_param(pc_api->now_us());
 	s.n++;
 	sql = pc_api->sprintf("UPDATE calendar.calendar_events e SET updated_at = $%d, "

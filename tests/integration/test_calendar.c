@@ -461,6 +461,10 @@ START_TEST(patch_fields_offsets_and_if_match)
 	ck_assert_int_eq(rem_count(id, "Pending"), 1);
 	ck_assert_int_eq(h_sql_int("SELECT offset_minutes FROM calendar.event_reminders "
 			"WHERE calendar_event_id = $1 AND status = 'Pending'", id), 30);
+	/* an empty PATCH changes nothing: same version, no conflict for others */
+	r = h_request("PATCH", path, w.tok, "{}", "If-Match: \"2\"");
+	ck_assert_msg(r->status == 200, "empty patch %ld %s", r->status, r->body);
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "version")), 2);
 	/* stale version */
 	r = h_request("PATCH", path, w.tok, "{\"title\":\"y\"}", "If-Match: \"1\"");
 	h_assert_problem(r, 409, "VERSION_CONFLICT");
