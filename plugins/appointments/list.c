@@ -18,14 +18,12 @@ static const char *const statuses[] = { "Pending", "Confirmed", "Declined", "Can
 static int list(struct pin_req *r, const struct apt_scope *sc, int with_agents)
 {
 	struct pc_errs e;
-	const char *status = NULL, *agents = NULL, *cursor, *p[10];
+	const char *status = NULL, *agents = NULL, *p[10];
 	int64_t from = 0, to = 0, cur_us = 0;
 	enum pc_field sf, st;
 	long long limit = LIMIT_DEFAULT;
 	char cur_id[37] = "";
-	json_object *items, *body;
 	PGresult *res;
-	int i, n;
 
 	pc_errs_init(&e);
 	pc_q_enum(r, "status", 0, statuses, &status, &e);
@@ -34,9 +32,7 @@ static int list(struct pin_req *r, const struct apt_scope *sc, int with_agents)
 	pc_q_int(r, "limit", 0, 1, LIMIT_MAX, &limit, &e);
 	if (with_agents)
 		pc_q_uuid_list(r, "agentUserIds", 0, AGENTS_MAX, &agents, &e);
-	cursor = pc_api->req_query(r, "cursor");
-	if (cursor && *cursor && pc_cursor_parse(cursor, &cur_us, cur_id) < 0)
-		pc_errs_add(&e, "cursor", "malformed cursor");
+	pc_q_cursor(r, &cur_us, cur_id, &e);
 	if (e.n > 0)
 		return pc_errs_respond(r, 400, "MALFORMED_REQUEST", "bad query parameters", &e);
 	if (sf == PC_SET && st == PC_SET && to <= from) {
@@ -66,16 +62,8 @@ static int list(struct pin_req *r, const struct apt_scope *sc, int with_agents)
 		"ORDER BY a.start_at, a.id LIMIT $10::int", 10, p);
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
 		return PIN_ERR_DB;
-	n = PQntuples(res);
-	items = json_object_new_array();
-	for (i = 0; i < n && i < limit; i++)
-		json_object_array_add(items, apt_json(res, i));
-	body = json_object_new_object();
-	json_object_object_add(body, "items", items);
-	pc_json_str(body, "nextCursor", n > limit ?
-			pc_cursor_make(pc_col_us(res, (int)limit - 1, APT_C_START),
-				PQgetvalue(res, (int)limit - 1, APT_C_ID)) : NULL);
-	return pc_api->respond_json(r, 200, body);
+	return pc_api->respond_json(r, 200,
+			pc_page_json(res, limit, APT_C_START, APT_C_ID, apt_json));
 }
 
 static int card(struct pin_req *r, const struct apt_scope *sc)

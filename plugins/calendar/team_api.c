@@ -49,7 +49,7 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 {
 	int64_t from = 0, to = 0, cur_us = 0;
 	long long limit = 100;
-	const char *kind = NULL, *status = NULL, *cursor, *params[11];
+	const char *kind = NULL, *status = NULL, *params[11];
 	char cur_id[37];
 	json_object *out, *items;
 	PGresult *res;
@@ -60,9 +60,7 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 	pc_q_enum(r, "kind", 0, pc_event_kinds, &kind, e);
 	pc_q_enum(r, "status", 0, pc_event_statuses, &status, e);
 	pc_q_int(r, "limit", 0, 1, 500, &limit, e);
-	cursor = pc_api->req_query(r, "cursor");
-	if (cursor && *cursor && pc_cursor_parse(cursor, &cur_us, cur_id) != 0)
-		pc_errs_add(e, "cursor", "is not a cursor of this list");
+	pc_q_cursor(r, &cur_us, cur_id, e);
 	if (e->n)
 		return pc_errs_respond(r, 400, "MALFORMED_REQUEST",
 				"bad query parameters", e);
@@ -80,8 +78,8 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 	params[4] = pc_time_param(to);
 	params[5] = kind;
 	params[6] = status;
-	params[7] = pc_time_param(cursor && *cursor ? cur_us : from - PC_MAX_EVENT_US);
-	params[8] = cursor && *cursor ? pc_api->strdup(cur_id) : NIL_UUID;
+	params[7] = pc_time_param(cur_id[0] ? cur_us : from - PC_MAX_EVENT_US);
+	params[8] = cur_id[0] ? pc_api->strdup(cur_id) : NIL_UUID;
 	params[9] = scope->with_owner ? "true" : "false";
 	params[10] = pc_api->sprintf("%lld", limit + 1);
 	if (scope->owner_user_id)
@@ -105,13 +103,7 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 		json_object_array_add(items, o);
 	}
 	json_object_object_add(out, "items", items);
-	if (n > limit) {
-		int last = (int)limit - 1;
-		pc_json_str(out, "nextCursor", pc_cursor_make(pc_col_us(res, last, PC_EC_START),
-				PQgetvalue(res, last, PC_EC_ID)));
-	} else {
-		pc_json_str(out, "nextCursor", NULL);
-	}
+	pc_json_str(out, "nextCursor", pc_next_cursor(res, limit, PC_EC_START, PC_EC_ID));
 	return pc_api->respond_json(r, 200, out);
 }
 

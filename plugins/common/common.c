@@ -530,6 +530,44 @@ char *pc_cursor_make(int64_t us, const char *id)
 	return out;
 }
 
+enum pc_field pc_q_cursor(struct pin_req *r, int64_t *us, char id[37],
+		struct pc_errs *e)
+{
+	const char *cursor = pc_api->req_query(r, "cursor");
+
+	id[0] = '\0';
+	if (!cursor || !*cursor)
+		return PC_ABSENT;
+	if (pc_cursor_parse(cursor, us, id) != 0) {
+		id[0] = '\0';
+		pc_errs_add(e, "cursor", "malformed cursor");
+		return PC_INVALID;
+	}
+	return PC_SET;
+}
+
+char *pc_next_cursor(const PGresult *res, long long limit, int start_col, int id_col)
+{
+	int last = (int)limit - 1;
+
+	if (PQntuples(res) <= limit)
+		return NULL;
+	return pc_cursor_make(pc_col_us(res, last, start_col), PQgetvalue(res, last, id_col));
+}
+
+json_object *pc_page_json(const PGresult *res, long long limit, int start_col,
+		int id_col, json_object *(*item)(const PGresult *res, int row))
+{
+	json_object *items = json_object_new_array(), *body = json_object_new_object();
+	int n = PQntuples(res);
+
+	for (int i = 0; i < n && i < limit; i++)
+		json_object_array_add(items, item(res, i));
+	json_object_object_add(body, "items", items);
+	pc_json_str(body, "nextCursor", pc_next_cursor(res, limit, start_col, id_col));
+	return body;
+}
+
 /* ---------------------------------------------------------------- If-Match */
 
 int pc_if_match(struct pin_req *r, int *version)

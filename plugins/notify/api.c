@@ -44,28 +44,25 @@ int ntf_h_list(struct pin_req *r, void *ud)
 {
 	const struct pin_principal *me = ntf_api->req_principal(r);
 	struct pc_errs e;
-	const char *unread = "false", *cursor, *p[5];
+	const char *unread = "false", *p[5];
 	long long limit = DEFAULT_LIMIT;
 	int64_t cur_us = 0;
 	char cur_id[37], lim[24];
-	json_object *items, *body;
+	json_object *body;
 	PGresult *res, *cnt;
-	int i, n;
 
 	(void)ud;
 	pc_errs_init(&e);
 	pc_q_enum(r, "unreadOnly", 0, bools, &unread, &e);
 	pc_q_int(r, "limit", 0, 1, MAX_LIMIT, &limit, &e);
-	cursor = ntf_api->req_query(r, "cursor");
-	if (cursor && *cursor && pc_cursor_parse(cursor, &cur_us, cur_id) != 0)
-		pc_errs_add(&e, "cursor", "is malformed");
+	pc_q_cursor(r, &cur_us, cur_id, &e);
 	if (e.n)
 		return pc_errs_respond(r, 400, "MALFORMED_REQUEST", "invalid query parameters", &e);
 	snprintf(lim, sizeof(lim), "%lld", limit + 1);
 	p[0] = me->sub;
 	p[1] = unread;
-	p[2] = cursor && *cursor ? pc_time_param(cur_us) : NULL;
-	p[3] = cursor && *cursor ? cur_id : NULL;
+	p[2] = cur_id[0] ? pc_time_param(cur_us) : NULL;
+	p[3] = cur_id[0] ? cur_id : NULL;
 	p[4] = lim;
 	res = ntf_api->db_exec_prepared("ntf_list",
 		"SELECT " ITEM_COLS " FROM notifications.notifications "
@@ -80,15 +77,7 @@ int ntf_h_list(struct pin_req *r, void *ud)
 		"WHERE recipient_user_id = $1::uuid AND channel = 'InApp' AND read_at IS NULL", 1, p);
 	if (!cnt || PQresultStatus(cnt) != PGRES_TUPLES_OK)
 		return PIN_ERR_DB;
-	items = json_object_new_array();
-	n = PQntuples(res);
-	for (i = 0; i < n && i < limit; i++)
-		json_object_array_add(items, item_json(res, i));
-	body = json_object_new_object();
-	json_object_object_add(body, "items", items);
-	pc_json_str(body, "nextCursor", n > limit ?
-			pc_cursor_make(pc_col_us(res, (int)limit - 1, 8),
-				PQgetvalue(res, (int)limit - 1, 0)) : NULL);
+	body = pc_page_json(res, limit, 8, 0, item_json);
 	pc_json_col_int(body, "unreadCount", cnt, 0, 0);
 	return ntf_api->respond_json(r, 200, body);
 }

@@ -16,16 +16,12 @@ int slot_list_params(struct pin_req *r, int64_t def_from, int64_t *from, int64_t
 		long long *limit, int64_t *cur_us, char cur_id[37], struct pc_errs *e)
 {
 	enum pc_field sf, st;
-	const char *cursor;
 
 	*limit = SLOT_LIST_LIMIT_DEFAULT;
 	sf = pc_q_instant(r, "from", 0, from, e);
 	st = pc_q_instant(r, "to", 0, to, e);
 	pc_q_int(r, "limit", 0, 1, SLOT_LIST_LIMIT_MAX, limit, e);
-	cursor = slot_api->req_query(r, "cursor");
-	cur_id[0] = 0;
-	if (cursor && *cursor && pc_cursor_parse(cursor, cur_us, cur_id) < 0)
-		pc_errs_add(e, "cursor", "malformed cursor");
+	pc_q_cursor(r, cur_us, cur_id, e);
 	if (e->n > 0) {
 		pc_errs_respond(r, 400, "MALFORMED_REQUEST", "bad query parameters", e);
 		return PC_E_RESPONDED;
@@ -84,7 +80,7 @@ int slot_h_list(struct pin_req *r, void *ud)
 		rc = PIN_ERR_DB;
 		goto out;
 	}
-	rc = slot_api->respond_json(r, 200, slot_page_json(res, limit, 0, 6, slot_json));
+	rc = slot_api->respond_json(r, 200, pc_page_json(res, limit, 6, 0, slot_json));
 out:
 	pc_errs_free(&e);
 	return rc;

@@ -112,7 +112,7 @@ int slot_h_showcase(struct pin_req *r, void *ud)
 	}
 	slot_api->metric_add("pin_calendar_showcase_requests_total", NULL, 1);
 	rc = slot_api->respond_json(r, 200,
-			slot_page_json(res, limit, 0, 4, public_slot_json));
+			pc_page_json(res, limit, 4, 0, public_slot_json));
 out:
 	pc_errs_free(&e);
 	return rc;

@@ -66,21 +66,6 @@ int slot_tx_commit_respond(struct pin_req *r, const struct pc_idem *idem, int *i
 	return rc;
 }
 
-json_object *slot_page_json(const PGresult *res, long long limit, int id_col, int start_col,
-		json_object *(*item)(const PGresult *res, int row))
-{
-	json_object *items = json_object_new_array(), *body = json_object_new_object();
-	int i, n = PQntuples(res);
-
-	for (i = 0; i < n && i < limit; i++)
-		json_object_array_add(items, item(res, i));
-	json_object_object_add(body, "items", items);
-	pc_json_str(body, "nextCursor", n > limit ?
-			pc_cursor_make(pc_col_us(res, (int)limit - 1, start_col),
-				PQgetvalue(res, (int)limit - 1, id_col)) : NULL);
-	return body;
-}
-
 #define AGENT_ACTORS (PIN_ACTOR_AGENT | PIN_ACTOR_CONSULTANT)
 #define PERM "calendar.slots.manage"
 

@@ -92,15 +92,6 @@ int slot_tx_begin(struct pin_req *r, struct pc_idem *idem, int *in_tx);
 int slot_tx_commit_respond(struct pin_req *r, const struct pc_idem *idem, int *in_tx,
 		int status, json_object **body, const char *etag_version);
 
-/*
- * A keyset page {items, nextCursor} of a list query that fetched limit + 1
- * rows ordered by (start_at, id): items are item(res, row) for the first
- * limit rows; nextCursor is built from the last of them (id in column
- * id_col, start in column start_col) when a further row exists.  New object.
- */
-json_object *slot_page_json(const PGresult *res, long long limit, int id_col, int start_col,
-		json_object *(*item)(const PGresult *res, int row));
-
 /* Route handlers. */
 int slot_h_publish(struct pin_req *r, void *ud);        /* batch.c */
 int slot_h_preview(struct pin_req *r, void *ud);        /* batch.c */
