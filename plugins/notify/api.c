@@ -42,7 +42,7 @@ static const char *const bools[] = { "true", "false", NULL };
 
 int ntf_h_list(struct pin_req *r, void *ud)
 {
-	const struct pin_principal *me = ntf_api->req_principal(r);
+	const struct pin_principal *me = pc_api->req_principal(r);
 	struct pc_errs e;
 	const char *unread = "false", *p[5];
 	long long limit = DEFAULT_LIMIT;
@@ -64,7 +64,7 @@ int ntf_h_list(struct pin_req *r, void *ud)
 	p[2] = cur_id[0] ? pc_time_param(cur_us) : NULL;
 	p[3] = cur_id[0] ? cur_id : NULL;
 	p[4] = lim;
-	res = ntf_api->db_exec_prepared("ntf_list",
+	res = pc_api->db_exec_prepared("ntf_list",
 		"SELECT " ITEM_COLS " FROM notifications.notifications "
 		"WHERE recipient_user_id = $1::uuid AND channel = 'InApp' "
 		"  AND (NOT $2::boolean OR read_at IS NULL) "
@@ -72,19 +72,19 @@ int ntf_h_list(struct pin_req *r, void *ud)
 		"ORDER BY created_at DESC, id DESC LIMIT $5::int", 5, p);
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
 		return PIN_ERR_DB;
-	cnt = ntf_api->db_exec_prepared("ntf_unread_count",
+	cnt = pc_api->db_exec_prepared("ntf_unread_count",
 		"SELECT count(*) FROM notifications.notifications "
 		"WHERE recipient_user_id = $1::uuid AND channel = 'InApp' AND read_at IS NULL", 1, p);
 	if (!cnt || PQresultStatus(cnt) != PGRES_TUPLES_OK)
 		return PIN_ERR_DB;
 	body = pc_page_json(res, limit, 8, 0, item_json);
 	pc_json_col_int(body, "unreadCount", cnt, 0, 0);
-	return ntf_api->respond_json(r, 200, body);
+	return pc_api->respond_json(r, 200, body);
 }
 
 int ntf_h_read(struct pin_req *r, void *ud)
 {
-	const struct pin_principal *me = ntf_api->req_principal(r);
+	const struct pin_principal *me = pc_api->req_principal(r);
 	const char *id = pc_path_uuid(r, "id"), *p[3];
 	char now[40];
 	PGresult *res;
@@ -92,11 +92,11 @@ int ntf_h_read(struct pin_req *r, void *ud)
 	(void)ud;
 	if (!id)
 		return PIN_OK;
-	ntf_api->fmt_time(ntf_api->now_us(), now, sizeof(now));
+	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
 	p[0] = id;
 	p[1] = me->sub;
 	p[2] = now;
-	res = ntf_api->db_exec_prepared("ntf_read",
+	res = pc_api->db_exec_prepared("ntf_read",
 		"UPDATE notifications.notifications "
 		"SET status = 'Read', read_at = coalesce(read_at, $3::timestamptz) "
 		"WHERE id = $1::uuid AND recipient_user_id = $2::uuid AND channel = 'InApp' "
@@ -105,7 +105,7 @@ int ntf_h_read(struct pin_req *r, void *ud)
 		return PIN_ERR_DB;
 	if (PQntuples(res) == 0)
 		return pc_problem(r, 404, "NOTIFICATION_NOT_FOUND", "notification not found");
-	return ntf_api->respond_json(r, 200, item_json(res, 0));
+	return pc_api->respond_json(r, 200, item_json(res, 0));
 }
 
 /* ---------------------------------------------------------------- settings */
@@ -113,7 +113,7 @@ int ntf_h_read(struct pin_req *r, void *ud)
 static int settings_respond(struct pin_req *r, const char *user)
 {
 	const char *p[1] = { user };
-	PGresult *res = ntf_api->db_exec_prepared("ntf_settings_get",
+	PGresult *res = pc_api->db_exec_prepared("ntf_settings_get",
 		"SELECT coalesce(s.locale, c.locale, 'ru'), "
 		"  coalesce(s.time_zone, c.time_zone, 'Europe/Moscow'), "
 		"  to_char(s.quiet_from, 'HH24:MI'), to_char(s.quiet_to, 'HH24:MI'), "
@@ -137,13 +137,13 @@ static int settings_respond(struct pin_req *r, const char *user)
 	json_object_object_add(o, "globalMute",
 			json_object_new_boolean(!strcmp(PQgetvalue(res, 0, 4), "t")));
 	json_object_object_add(o, "overrides", json_tokener_parse(PQgetvalue(res, 0, 5)));
-	return ntf_api->respond_json(r, 200, o);
+	return pc_api->respond_json(r, 200, o);
 }
 
 int ntf_h_settings_get(struct pin_req *r, void *ud)
 {
 	(void)ud;
-	return settings_respond(r, ntf_api->req_principal(r)->sub);
+	return settings_respond(r, pc_api->req_principal(r)->sub);
 }
 
 static int in_list(const char *s, const char *const *list)
@@ -183,26 +183,26 @@ static const char *overrides_text(json_object *v, struct pc_errs *e)
 	}
 	json_object_object_foreach(v, kind, chans) {
 		if (!in_list(kind, ntf_kinds)) {
-			pc_errs_add(e, ntf_api->sprintf("overrides.%s", kind), "unknown kind");
+			pc_errs_add(e, pc_api->sprintf("overrides.%s", kind), "unknown kind");
 			continue;
 		}
 		if (!chans || !json_object_is_type(chans, json_type_object)) {
-			pc_errs_add(e, ntf_api->sprintf("overrides.%s", kind),
+			pc_errs_add(e, pc_api->sprintf("overrides.%s", kind),
 					"must be an object {Channel: boolean}");
 			continue;
 		}
 		json_object_object_foreach(chans, ch, flag) {
 			if (!in_list(ch, ntf_channels))
-				pc_errs_add(e, ntf_api->sprintf("overrides.%s.%s", kind, ch),
+				pc_errs_add(e, pc_api->sprintf("overrides.%s.%s", kind, ch),
 						"unknown channel");
 			else if (!flag || !json_object_is_type(flag, json_type_boolean))
-				pc_errs_add(e, ntf_api->sprintf("overrides.%s.%s", kind, ch),
+				pc_errs_add(e, pc_api->sprintf("overrides.%s.%s", kind, ch),
 						"must be a boolean");
 		}
 	}
 	if (e->n > errs)
 		return NULL;
-	return ntf_api->strdup(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+	return pc_api->strdup(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
 }
 
 static const char *const settings_fields[] = {
@@ -218,7 +218,7 @@ static const char *const quiet_fields[] = { "from", "to", NULL };
  */
 int ntf_h_settings_put(struct pin_req *r, void *ud)
 {
-	const char *user = ntf_api->req_principal(r)->sub;
+	const char *user = pc_api->req_principal(r)->sub;
 	struct pc_errs e;
 	json_object *b, *v;
 	const char *locale = NULL, *tz = NULL, *qf = NULL, *qt = NULL, *ovr = NULL,
@@ -277,7 +277,7 @@ int ntf_h_settings_put(struct pin_req *r, void *ud)
 			return pc_errs_respond(r, 422, "UNKNOWN_TIME_ZONE", "unknown time zone", &e);
 		}
 	}
-	ntf_api->fmt_time(ntf_api->now_us(), now, sizeof(now));
+	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
 	p[0] = user;
 	p[1] = fl == PC_SET ? locale : NULL;
 	p[2] = ft == PC_SET ? tz : NULL;
@@ -291,7 +291,7 @@ int ntf_h_settings_put(struct pin_req *r, void *ud)
 	p[10] = has_q ? "true" : "false";
 	p[11] = fm != PC_ABSENT ? "true" : "false";
 	p[12] = has_o ? "true" : "false";
-	res = ntf_api->db_exec_prepared("ntf_settings_put",
+	res = pc_api->db_exec_prepared("ntf_settings_put",
 		"INSERT INTO notifications.user_notification_settings AS s (user_id, locale, "
 		"  time_zone, quiet_from, quiet_to, global_mute, overrides, created_at, updated_at) "
 		"VALUES ($1::uuid, $2, $3, $4::time, $5::time, coalesce($6::boolean, false), "

@@ -36,7 +36,7 @@ static enum pin_consume_status fatal(struct pin_consume_result *res, const char 
 {
 	snprintf(res->code, sizeof(res->code), "%s", NTF_CODE_INVALID);
 	snprintf(res->detail, sizeof(res->detail), "%s", detail);
-	ntf_api->metric_add("notifications_dlq_total", NULL, 1);
+	pc_api->metric_add("notifications_dlq_total", NULL, 1);
 	return PIN_CONSUME_FATAL;
 }
 
@@ -52,7 +52,7 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 	if (!msg->payload || !json_object_is_type(msg->payload, json_type_object))
 		return fatal(res, "payload is not an object");
 	user = jstr(msg->payload, "userId", &bad);
-	if (!user || !ntf_api->is_uuid(user))
+	if (!user || !pc_api->is_uuid(user))
 		return fatal(res, "userId is missing or not a uuid");
 	name = jstr(msg->payload, "displayName", &bad);
 	if (!name || !*name || strlen(name) > 1000)
@@ -84,8 +84,8 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 	if (msg->created_at_us <= 0)
 		return fatal(res, "envelope createdAt is missing");
 
-	ntf_api->fmt_time(msg->created_at_us, created, sizeof(created));
-	ntf_api->fmt_time(ntf_api->now_us(), now, sizeof(now));
+	pc_api->fmt_time(msg->created_at_us, created, sizeof(created));
+	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
 	p[0] = user;
 	p[1] = name;
 	p[2] = email;
@@ -95,7 +95,7 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 	p[6] = status;
 	p[7] = created;
 	p[8] = now;
-	r = ntf_api->db_exec_prepared("ntf_contact_upsert",
+	r = pc_api->db_exec_prepared("ntf_contact_upsert",
 		"INSERT INTO notifications.recipient_contacts AS c (user_id, display_name, "
 		"  email, phone, locale, time_zone, status, last_event_at, updated_at) "
 		"VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9::timestamptz) "
@@ -107,11 +107,11 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 	if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
 		snprintf(res->code, sizeof(res->code), "NTF_DB_ERROR");
 		snprintf(res->detail, sizeof(res->detail), "contact upsert failed (%s)",
-				r ? ntf_api->db_sqlstate(r) : "no connection");
+				r ? pc_api->db_sqlstate(r) : "no connection");
 		return PIN_CONSUME_RETRY;
 	}
 	if (strcmp(PQcmdTuples(r), "0") == 0)
-		ntf_api->metric_add("notifications_contacts_stale_total", NULL, 1);
+		pc_api->metric_add("notifications_contacts_stale_total", NULL, 1);
 	return PIN_CONSUME_OK;
 }
 

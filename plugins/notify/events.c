@@ -99,7 +99,7 @@ static const char *f_uuid(struct ctx *c, const char *key, int required)
 {
 	const char *s = f_str(c, key, required);
 
-	if (s && (!ntf_api->is_uuid(s) || !strcmp(s, nil_uuid))) {
+	if (s && (!pc_api->is_uuid(s) || !strcmp(s, nil_uuid))) {
 		if (!c->bad)
 			c->bad = key;
 		return NULL;
@@ -112,7 +112,7 @@ static const char *f_time(struct ctx *c, const char *key, int required, int64_t 
 	const char *s = f_str(c, key, required);
 	int64_t v;
 
-	if (s && ntf_api->parse_time(s, &v) != 0) {
+	if (s && pc_api->parse_time(s, &v) != 0) {
 		if (!c->bad)
 			c->bad = key;
 		return NULL;
@@ -224,9 +224,9 @@ static void map(struct ctx *c)
 
 	c->urgency = "Normal";
 	if (o && !known_origin(o)) {
-		ntf_api->log(PIN_LOG_WARN, "notifications: unknown origin, nothing built",
+		pc_api->log(PIN_LOG_WARN, "notifications: unknown origin, nothing built",
 				"messageId", c->msg->message_id, "topic", c->msg->topic, NULL);
-		ntf_api->metric_add("notifications_unknown_enum_total", "field=\"origin\"", 1);
+		pc_api->metric_add("notifications_unknown_enum_total", "field=\"origin\"", 1);
 		c->filtered = "unknown-origin";
 		return;
 	}
@@ -308,9 +308,9 @@ static void map(struct ctx *c)
 			add(c, c->investor, NULL, "Investor.Expired");
 			add(c, c->agent, c->tenant_id, "Agent.Expired");
 		} else {
-			ntf_api->log(PIN_LOG_WARN, "notifications: unknown cancel reason, "
+			pc_api->log(PIN_LOG_WARN, "notifications: unknown cancel reason, "
 					"nothing built", "messageId", c->msg->message_id, NULL);
-			ntf_api->metric_add("notifications_unknown_enum_total",
+			pc_api->metric_add("notifications_unknown_enum_total",
 					"field=\"reason\"", 1);
 			c->filtered = "unknown-reason";
 		}
@@ -360,7 +360,7 @@ static const char *notification_payload(struct ctx *c, const char *role)
 			json_object_object_add(o, payload_keys[i], json_object_get(v));
 	json_object_object_add(o, "sourceTopic", json_object_new_string(c->msg->topic));
 	json_object_object_add(o, "recipientRole", json_object_new_string(role));
-	s = ntf_api->strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	s = pc_api->strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 	json_object_put(o);
 	return s;
 }
@@ -368,8 +368,8 @@ static const char *notification_payload(struct ctx *c, const char *role)
 static const char *deep_link(struct ctx *c)
 {
 	if (c->appointment_id)
-		return ntf_api->sprintf("/calendar/appointments/%s", c->appointment_id);
-	return ntf_api->sprintf("/calendar/events/%s", c->event_id);
+		return pc_api->sprintf("/calendar/appointments/%s", c->appointment_id);
+	return pc_api->sprintf("/calendar/events/%s", c->event_id);
 }
 
 /* Local times of the message in both locale formats (event time zone). */
@@ -380,7 +380,7 @@ struct local_times {
 static int load_times(struct ctx *c, struct local_times *lt)
 {
 	const char *p[4] = { c->start, c->end, c->deadline, c->tz };
-	PGresult *r = ntf_api->db_exec_prepared("ntf_times",
+	PGresult *r = pc_api->db_exec_prepared("ntf_times",
 		"SELECT to_char($1::timestamptz AT TIME ZONE $4, 'DD.MM.YYYY HH24:MI'), "
 		"  to_char($1::timestamptz AT TIME ZONE $4, 'Mon FMDD, YYYY FMHH12:MI AM'), "
 		"  to_char($2::timestamptz AT TIME ZONE $4, 'DD.MM.YYYY HH24:MI'), "
@@ -408,7 +408,7 @@ static const char *display_name(const char *user)
 
 	if (!user)
 		return NULL;
-	r = ntf_api->db_exec_prepared("ntf_contact_name",
+	r = pc_api->db_exec_prepared("ntf_contact_name",
 		"SELECT display_name FROM notifications.recipient_contacts WHERE user_id = $1::uuid",
 		1, p);
 	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
@@ -432,7 +432,7 @@ static int load_settings(struct ctx *c, const char *user, const char *now,
 		struct settings *s)
 {
 	const char *p[3] = { user, now, c->kind };
-	PGresult *r = ntf_api->db_exec_prepared("ntf_settings",
+	PGresult *r = pc_api->db_exec_prepared("ntf_settings",
 		"WITH x AS ("
 		"  SELECT coalesce(s.locale, c.locale, 'ru') AS locale, "
 		"    coalesce(s.time_zone, c.time_zone, 'Europe/Moscow') AS tz, "
@@ -470,7 +470,7 @@ static int template_for(const char *kind, const char *role, const char *channel,
 		const char *locale, const char **title, const char **body, const char **loc)
 {
 	const char *p[4] = { kind, role, channel, locale };
-	PGresult *r = ntf_api->db_exec_prepared("ntf_template",
+	PGresult *r = pc_api->db_exec_prepared("ntf_template",
 		"SELECT title_template, body_template, locale "
 		"FROM notifications.notification_templates "
 		"WHERE kind = $1 AND role = $2 AND channel = $3 AND status = 'Active' "
@@ -492,7 +492,7 @@ static int template_for(const char *kind, const char *role, const char *channel,
 static int role_has_templates(const char *kind, const char *role)
 {
 	const char *p[2] = { kind, role };
-	PGresult *r = ntf_api->db_exec_prepared("ntf_template_any",
+	PGresult *r = pc_api->db_exec_prepared("ntf_template_any",
 		"SELECT 1 FROM notifications.notification_templates "
 		"WHERE kind = $1 AND role = $2 AND status = 'Active' LIMIT 1", 2, p);
 
@@ -506,7 +506,7 @@ static int role_has_templates(const char *kind, const char *role)
 static int after_final(const char *subject_id)
 {
 	const char *p[1] = { subject_id };
-	PGresult *r = ntf_api->db_exec_prepared("ntf_after_final",
+	PGresult *r = pc_api->db_exec_prepared("ntf_after_final",
 		"SELECT 1 FROM notifications.notifications "
 		"WHERE subject_id = $1::uuid AND kind = 'AppointmentCancelled' LIMIT 1", 1, p);
 
@@ -580,7 +580,7 @@ static int fan_out(struct ctx *c, const struct rcpt *rc, const struct names *nm,
 
 			title = ntf_render(title, v, nv);
 			body = ntf_render(body, v, nv);
-			ntf_api->uuid_v7(id);
+			pc_api->uuid_v7(id);
 			p[0] = id;
 			p[1] = rc->user;
 			p[2] = rc->tenant;
@@ -599,7 +599,7 @@ static int fan_out(struct ctx *c, const struct rcpt *rc, const struct names *nm,
 			p[15] = c->subject_id;
 			p[16] = c->reminder_id;
 			p[17] = now;
-			r = ntf_api->db_exec_prepared("ntf_insert",
+			r = pc_api->db_exec_prepared("ntf_insert",
 				"INSERT INTO notifications.notifications (id, recipient_user_id, "
 				"  tenant_id, kind, channel, urgency, status, role, title, body, "
 				"  deep_link, payload, locale, not_before, source_message_id, "
@@ -613,10 +613,10 @@ static int fan_out(struct ctx *c, const struct rcpt *rc, const struct names *nm,
 			return PIN_ERR_DB;
 		if (!strcmp(PQcmdTuples(r), "1")) {
 			(*created)++;
-			ntf_api->metric_add("notifications_enqueued_total", ntf_api->sprintf(
+			pc_api->metric_add("notifications_enqueued_total", pc_api->sprintf(
 				"kind=\"%s\",channel=\"%s\"", c->kind, channel), 1);
 		} else {
-			ntf_api->metric_add("notifications_skipped_total",
+			pc_api->metric_add("notifications_skipped_total",
 					"reason=\"duplicate\"", 1);
 		}
 	}
@@ -629,16 +629,16 @@ static enum pin_consume_status fail(struct pin_consume_result *res, const char *
 	snprintf(res->code, sizeof(res->code), "%s", code);
 	snprintf(res->detail, sizeof(res->detail), "%s", detail);
 	if (strcmp(code, "NTF_DB_ERROR") != 0)
-		ntf_api->metric_add("notifications_dlq_total", NULL, 1);
+		pc_api->metric_add("notifications_dlq_total", NULL, 1);
 	return strcmp(code, "NTF_DB_ERROR") ? PIN_CONSUME_FATAL : PIN_CONSUME_RETRY;
 }
 
 static enum pin_consume_status skip(struct ctx *c, const char *log_msg, const char *reason)
 {
-	ntf_api->log(PIN_LOG_INFO, log_msg, "messageId", c->msg->message_id,
+	pc_api->log(PIN_LOG_INFO, log_msg, "messageId", c->msg->message_id,
 			"topic", c->msg->topic, "reason", reason, NULL);
-	ntf_api->metric_add("notifications_skipped_total",
-			ntf_api->sprintf("reason=\"%s\"", reason), 1);
+	pc_api->metric_add("notifications_skipped_total",
+			pc_api->sprintf("reason=\"%s\"", reason), 1);
 	return PIN_CONSUME_OK;
 }
 
@@ -648,7 +648,7 @@ static enum pin_consume_status on_event(const struct pin_msg *msg,
 	struct ctx c;
 	struct names nm;
 	struct local_times lt;
-	int64_t t0 = ntf_api->now_us(), now_us = t0;
+	int64_t t0 = pc_api->now_us(), now_us = t0;
 	char now[40];
 	int i, rv, created = 0;
 
@@ -664,15 +664,15 @@ static enum pin_consume_status on_event(const struct pin_msg *msg,
 	if (!c.p || !json_object_is_type(c.p, json_type_object))
 		return fail(res, NTF_CODE_INVALID, "payload is not an object");
 	if (msg->created_at_us > 0)
-		ntf_api->metric_set("notifications_consumer_lag_seconds", NULL,
+		pc_api->metric_set("notifications_consumer_lag_seconds", NULL,
 				(double)(now_us - msg->created_at_us) / 1e6);
 	read_payload(&c);
 	if (c.bad)
-		return fail(res, NTF_CODE_INVALID, ntf_api->sprintf(
+		return fail(res, NTF_CODE_INVALID, pc_api->sprintf(
 				"field %s is missing or invalid", c.bad));
 	map(&c);
 	if (c.bad)
-		return fail(res, NTF_CODE_INVALID, ntf_api->sprintf(
+		return fail(res, NTF_CODE_INVALID, pc_api->sprintf(
 				"field %s is missing or invalid", c.bad));
 	if (c.filtered)
 		return skip(&c, "notifications: filtered", c.filtered);
@@ -684,9 +684,9 @@ static enum pin_consume_status on_event(const struct pin_msg *msg,
 		if ((rv = after_final(c.subject_id)) < 0)
 			return fail(res, "NTF_DB_ERROR", "after-final lookup failed");
 		if (rv) {
-			ntf_api->log(PIN_LOG_WARN, "notifications: skipped-stale (after final)",
+			pc_api->log(PIN_LOG_WARN, "notifications: skipped-stale (after final)",
 					"messageId", msg->message_id, "topic", msg->topic, NULL);
-			ntf_api->metric_add("notifications_skipped_total",
+			pc_api->metric_add("notifications_skipped_total",
 					"reason=\"after-final\"", 1);
 			return PIN_CONSUME_OK;
 		}
@@ -698,27 +698,27 @@ static enum pin_consume_status on_event(const struct pin_msg *msg,
 	nm.owner = display_name(c.owner);
 	nm.client = display_name(c.client);
 	nm.prev_owner = display_name(c.prev_owner);
-	ntf_api->fmt_time(now_us, now, sizeof(now));
+	pc_api->fmt_time(now_us, now, sizeof(now));
 	for (i = 0; i < c.n; i++) {
 		rv = fan_out(&c, &c.r[i], &nm, &lt, now, &created);
 		if (rv < 0)
 			return fail(res, "NTF_DB_ERROR", "notification insert failed");
 		if (rv == 1) {
-			ntf_api->log(PIN_LOG_ERROR, "notifications: no active template",
+			pc_api->log(PIN_LOG_ERROR, "notifications: no active template",
 					"messageId", msg->message_id, "kind", c.kind,
 					"role", c.r[i].role, NULL);
-			return fail(res, NTF_CODE_TEMPLATE, ntf_api->sprintf(
+			return fail(res, NTF_CODE_TEMPLATE, pc_api->sprintf(
 				"no Active template for %s / %s", c.kind, c.r[i].role));
 		}
 	}
-	ntf_api->log(PIN_LOG_INFO, "notifications: enqueued", "messageId", msg->message_id,
+	pc_api->log(PIN_LOG_INFO, "notifications: enqueued", "messageId", msg->message_id,
 			"topic", msg->topic, "kind", c.kind,
-			"created", ntf_api->sprintf("%d", created),
-			"recipients", ntf_api->sprintf("%s%s%s", c.r[0].user,
+			"created", pc_api->sprintf("%d", created),
+			"recipients", pc_api->sprintf("%s%s%s", c.r[0].user,
 				c.n > 1 ? "," : "", c.n > 1 ? c.r[1].user : ""), NULL);
-	ntf_api->metric_add("notifications_enqueue_duration_ms_sum", NULL,
-			(double)(ntf_api->now_us() - t0) / 1000.0);
-	ntf_api->metric_add("notifications_enqueue_duration_ms_count", NULL, 1);
+	pc_api->metric_add("notifications_enqueue_duration_ms_sum", NULL,
+			(double)(pc_api->now_us() - t0) / 1000.0);
+	pc_api->metric_add("notifications_enqueue_duration_ms_count", NULL, 1);
 	return PIN_CONSUME_OK;
 }
 

@@ -3,7 +3,6 @@
 #include "common.h"
 #include "notify.h"
 
-const struct pin_host_api *ntf_api;
 
 const char *const ntf_kinds[] = {
 	"AppointmentCreated", "AppointmentConfirmed", "AppointmentCancelled",
@@ -27,7 +26,6 @@ static const struct pin_route routes[] = {
 static int ntf_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
-	ntf_api = api;
 	pc_init(api);
 	if (pc_register_routes(reg, routes, sizeof(routes) / sizeof(routes[0]),
 			"notify", err, errlen) < 0)

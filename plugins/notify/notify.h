@@ -8,8 +8,7 @@
 
 #include "pin/plugin.h"
 
-/* The host table; set once by init. */
-extern const struct pin_host_api *ntf_api;
+/* The host table is pc_api (plugins/common, set by pc_init in init). */
 
 /* NotificationKinds and channels (notifications.md), NULL-terminated. */
 extern const char *const ntf_kinds[];

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common.h"
 #include "notify.h"
 
 struct buf {
@@ -51,7 +52,7 @@ char *ntf_render(const char *tmpl, const struct ntf_var *vars, size_t n)
 		s = close + 2;
 	}
 	put(&b, s, strlen(s));
-	out = ntf_api->strdup(b.p ? b.p : "");
+	out = pc_api->strdup(b.p ? b.p : "");
 	free(b.p);
 	return out;
 }

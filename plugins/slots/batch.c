@@ -39,7 +39,7 @@ static const char *window_time(json_object *w, const char *pfx, const char *key,
 	    json_object_is_type(v, json_type_string))
 		s = json_object_get_string(v);
 	if (!s || slot_parse_hhmm(s, is_end, minutes) < 0) {
-		pc_errs_add(e, slot_api->sprintf("%s.%s", pfx, key), is_end ?
+		pc_errs_add(e, pc_api->sprintf("%s.%s", pfx, key), is_end ?
 			"must be a local time \"HH:MM\" (00:01..24:00)" :
 			"must be a local time \"HH:MM\" (00:00..23:59)");
 		return NULL;
@@ -72,7 +72,7 @@ static json_object *parse_windows(json_object *body, struct pc_errs *e, size_t *
 	out = json_object_new_array();
 	for (i = 0; i < n; i++) {
 		json_object *w = json_object_array_get_idx(arr, i), *days, *nw, *nd;
-		const char *pfx = slot_api->sprintf("windows[%zu]", i);
+		const char *pfx = pc_api->sprintf("windows[%zu]", i);
 		const char *sfrom = NULL, *sto = NULL;
 		int from_m = -1, to_m = -1, seen[8] = { 0 };
 		size_t nd_n;
@@ -88,7 +88,7 @@ static json_object *parse_windows(json_object *body, struct pc_errs *e, size_t *
 				if (strcmp(key, window_fields[j]) == 0)
 					break;
 			if (!window_fields[j]) {
-				pc_errs_add(e, slot_api->sprintf("%s.%s", pfx, key), "unknown field");
+				pc_errs_add(e, pc_api->sprintf("%s.%s", pfx, key), "unknown field");
 				bad = 1;
 			}
 		}
@@ -96,7 +96,7 @@ static json_object *parse_windows(json_object *body, struct pc_errs *e, size_t *
 		if (!json_object_object_get_ex(w, "daysOfWeek", &days) || !days ||
 		    !json_object_is_type(days, json_type_array) ||
 		    (nd_n = json_object_array_length(days)) < 1 || nd_n > 7) {
-			pc_errs_add(e, slot_api->sprintf("%s.daysOfWeek", pfx),
+			pc_errs_add(e, pc_api->sprintf("%s.daysOfWeek", pfx),
 					"must be an array of 1 to 7 ISO weekdays (Monday = 1)");
 			bad = 1;
 		} else {
@@ -106,7 +106,7 @@ static json_object *parse_windows(json_object *body, struct pc_errs *e, size_t *
 					json_object_get_int64(d) : 0;
 
 				if (x < 1 || x > 7 || seen[x]) {
-					pc_errs_add(e, slot_api->sprintf("%s.daysOfWeek", pfx),
+					pc_errs_add(e, pc_api->sprintf("%s.daysOfWeek", pfx),
 						"values must be distinct integers 1..7 (Monday = 1)");
 					bad = 1;
 					break;
@@ -120,7 +120,7 @@ static json_object *parse_windows(json_object *body, struct pc_errs *e, size_t *
 		if (!sfrom || !sto)
 			bad = 1;
 		if (from_m >= 0 && to_m >= 0 && slot_rule_window(from_m, to_m)) {
-			pc_errs_add(e, slot_api->sprintf("%s.to", pfx),
+			pc_errs_add(e, pc_api->sprintf("%s.to", pfx),
 					slot_rule_window(from_m, to_m));
 			bad = 1;
 		} else if (from_m >= 0 && to_m >= 0 && to_m - from_m < *shortest_min) {
@@ -146,9 +146,9 @@ static int today_in(const char *tz, long *today)
 	const char *p[2];
 	PGresult *res;
 
-	p[0] = pc_time_param(slot_api->now_us());
+	p[0] = pc_time_param(pc_api->now_us());
 	p[1] = tz;
-	res = slot_api->db_exec_prepared("slots_today",
+	res = pc_api->db_exec_prepared("slots_today",
 		"SELECT (($1::timestamptz AT TIME ZONE $2)::date - DATE '1970-01-01')", 2, p);
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 		return PIN_ERR_DB;
@@ -205,7 +205,7 @@ static int parse_batch(struct pin_req *r, struct batch_in *in)
 	if (pc_get_int(body, "slotDurationMinutes", 1, SLOT_DURATION_MIN, SLOT_DURATION_MAX,
 			&in->duration, &e) == PC_SET && win &&
 	    slot_rule_per_window(0, shortest_min, (int)in->duration, 0) == 0)
-		pc_errs_add(&e, slot_api->sprintf("windows[%zu].to", shortest),
+		pc_errs_add(&e, pc_api->sprintf("windows[%zu].to", shortest),
 			"the window is shorter than slotDurationMinutes: it would give no slot");
 	if (pc_get_int(body, "gapMinutes", 0, 0, SLOT_GAP_MAX, &v, &e) == PC_SET)
 		in->gap = v;
@@ -236,7 +236,7 @@ respond:
 		rc = PC_E_RESPONDED;
 		goto out;
 	}
-	in->windows = slot_api->strdup(json_object_to_json_string_ext(win,
+	in->windows = pc_api->strdup(json_object_to_json_string_ext(win,
 				JSON_C_TO_STRING_PLAIN));
 out:
 	pc_errs_free(&e);
@@ -263,8 +263,8 @@ static PGresult *plan(const struct batch_in *in, const char *owner, int *n_keep)
 	p[4] = in->to_date;
 	p[5] = dur;
 	p[6] = gap;
-	p[7] = pc_time_param(slot_api->now_us());
-	res = slot_api->db_exec_prepared("slots_plan",
+	p[7] = pc_time_param(pc_api->now_us());
+	res = pc_api->db_exec_prepared("slots_plan",
 		"SELECT local_date::text, to_char(local_start, 'HH24:MI'), "
 		"       calendar.us(start_at), calendar.us(end_at), reason "
 		"FROM calendar.slot_plan($1::uuid, $2, $3::jsonb, $4::date, $5::date, "
@@ -300,14 +300,14 @@ static json_object *skipped_json(const PGresult *res)
 
 static int too_large(struct pin_req *r, int n)
 {
-	return pc_problem(r, 422, "SLOT_BATCH_TOO_LARGE", slot_api->sprintf(
+	return pc_problem(r, 422, "SLOT_BATCH_TOO_LARGE", pc_api->sprintf(
 			"the batch would create %d slots; at most %d per batch "
 			"(shorten the date range or the windows)", n, SLOT_BATCH_MAX));
 }
 
 int slot_h_preview(struct pin_req *r, void *ud)
 {
-	const struct pin_principal *pr = slot_api->req_principal(r);
+	const struct pin_principal *pr = pc_api->req_principal(r);
 	struct batch_in in;
 	json_object *body, *slots;
 	PGresult *res;
@@ -338,7 +338,7 @@ int slot_h_preview(struct pin_req *r, void *ud)
 	body = json_object_new_object();
 	json_object_object_add(body, "slots", slots);
 	json_object_object_add(body, "skipped", skipped_json(res));
-	return slot_api->respond_json(r, 200, body);
+	return pc_api->respond_json(r, 200, body);
 }
 
 #define BATCH_COLS \
@@ -387,7 +387,7 @@ static int count_reason(const PGresult *res, const char *reason)
 
 int slot_h_publish(struct pin_req *r, void *ud)
 {
-	const struct pin_principal *pr = slot_api->req_principal(r);
+	const struct pin_principal *pr = pc_api->req_principal(r);
 	struct batch_in in;
 	struct pc_idem idem;
 	json_object *body = NULL, *slots;
@@ -397,7 +397,7 @@ int slot_h_publish(struct pin_req *r, void *ud)
 	char c_gap[24], c_lead[24], c_overlap[24];
 	char *ids, *starts, *ip, *sp;
 	int rc, i, n, keep, in_tx = 0;
-	int64_t now = slot_api->now_us();
+	int64_t now = pc_api->now_us();
 
 	(void)ud;
 	if ((rc = parse_batch(r, &in)) < 0)
@@ -409,7 +409,7 @@ int slot_h_publish(struct pin_req *r, void *ud)
 	 * then sees every committed slot, and the exclusion constraint is the
 	 * safety net. */
 	p[0] = pr->sub;
-	res = slot_api->db_exec_prepared("slots_owner_lock",
+	res = pc_api->db_exec_prepared("slots_owner_lock",
 		"SELECT pg_advisory_xact_lock(hashtextextended('calendar.slots:' || $1, 0))",
 		1, p);
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -426,7 +426,7 @@ int slot_h_publish(struct pin_req *r, void *ud)
 		goto out;
 	}
 
-	slot_api->uuid_v7(batch_id);
+	pc_api->uuid_v7(batch_id);
 	snprintf(dur, sizeof(dur), "%lld", in.duration);
 	snprintf(gap, sizeof(gap), "%lld", in.gap);
 	snprintf(cutoff, sizeof(cutoff), "%lld", in.cutoff);
@@ -453,8 +453,8 @@ int slot_h_publish(struct pin_req *r, void *ud)
 	p[15] = created;
 	p[16] = skipped;
 	p[17] = pc_time_param(now);
-	p[18] = slot_api->sprintf("{%s,%s,%s}", c_gap, c_lead, c_overlap);
-	bres = slot_api->db_exec_prepared("slots_batch_insert",
+	p[18] = pc_api->sprintf("{%s,%s,%s}", c_gap, c_lead, c_overlap);
+	bres = pc_api->db_exec_prepared("slots_batch_insert",
 		"INSERT INTO calendar.slot_batches AS b (id, tenant_id, owner_user_id, kind, "
 		"  time_zone, windows, from_date, to_date, slot_duration_minutes, gap_minutes, "
 		"  auto_confirm, cancellation_cutoff_minutes, project_id, property_object_id, "
@@ -472,8 +472,8 @@ int slot_h_publish(struct pin_req *r, void *ud)
 
 	/* the kept slots as two arrays: v7 ids and start instants */
 	n = PQntuples(pl);
-	ids = slot_api->alloc((size_t)keep * 38 + 3);
-	starts = slot_api->alloc((size_t)keep * 40 + 3);
+	ids = pc_api->alloc((size_t)keep * 38 + 3);
+	starts = pc_api->alloc((size_t)keep * 40 + 3);
 	ip = ids;
 	sp = starts;
 	*ip++ = '{';
@@ -483,7 +483,7 @@ int slot_h_publish(struct pin_req *r, void *ud)
 
 		if (!PQgetisnull(pl, i, 4))
 			continue;
-		slot_api->uuid_v7(id);
+		pc_api->uuid_v7(id);
 		pc_time_fmt(pc_col_us(pl, i, 2), ts, sizeof(ts));
 		ip += sprintf(ip, "%s%s", ip[-1] == '{' ? "" : ",", id);
 		sp += sprintf(sp, "%s%s", sp[-1] == '{' ? "" : ",", ts);
@@ -493,7 +493,7 @@ int slot_h_publish(struct pin_req *r, void *ud)
 	p[0] = batch_id;
 	p[1] = ids;
 	p[2] = starts;
-	res = slot_api->db_exec_prepared("slots_insert",
+	res = pc_api->db_exec_prepared("slots_insert",
 		"WITH ins AS ("
 		"  INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, "
 		"    batch_id, kind, start_at, end_at, time_zone, status, auto_confirm, "
@@ -508,7 +508,7 @@ int slot_h_publish(struct pin_req *r, void *ud)
 		"  RETURNING *) "
 		"SELECT " SLOT_COLS " FROM ins s ORDER BY s.start_at, s.id", 3, p);
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-		if (res && strcmp(slot_api->db_sqlstate(res), "23P01") == 0) {
+		if (res && strcmp(pc_api->db_sqlstate(res), "23P01") == 0) {
 			rc = pc_problem(r, 409, "SLOT_NOT_AVAILABLE",
 				"a slot of the batch overlaps an active slot created "
 				"concurrently; publish again");
@@ -527,12 +527,12 @@ int slot_h_publish(struct pin_req *r, void *ud)
 	json_object_object_add(body, "skipped", skipped_json(pl));
 	if ((rc = slot_tx_commit_respond(r, &idem, &in_tx, 201, &body, NULL)) < 0)
 		goto out;
-	slot_api->metric_add("pin_calendar_slots_created_total", NULL, keep);
-	slot_api->log(PIN_LOG_INFO, "slot batch published", "batchId", batch_id,
+	pc_api->metric_add("pin_calendar_slots_created_total", NULL, keep);
+	pc_api->log(PIN_LOG_INFO, "slot batch published", "batchId", batch_id,
 			"created", created, "skipped", skipped, NULL);
 out:
 	if (in_tx)
-		slot_api->db_rollback();
+		pc_api->db_rollback();
 	if (body)
 		json_object_put(body);
 	return rc;

@@ -43,7 +43,7 @@ int slot_list_params(struct pin_req *r, int64_t def_from, int64_t *from, int64_t
 
 int slot_h_list(struct pin_req *r, void *ud)
 {
-	const struct pin_principal *pr = slot_api->req_principal(r);
+	const struct pin_principal *pr = pc_api->req_principal(r);
 	struct pc_errs e;
 	const char *status = NULL, *p[8];
 	int64_t from, to, cur_us = 0;
@@ -55,7 +55,7 @@ int slot_h_list(struct pin_req *r, void *ud)
 	(void)ud;
 	pc_errs_init(&e);
 	pc_q_enum(r, "status", 0, slot_statuses, &status, &e);
-	rc = slot_list_params(r, slot_api->now_us(), &from, &to, &limit, &cur_us, cur_id, &e);
+	rc = slot_list_params(r, pc_api->now_us(), &from, &to, &limit, &cur_us, cur_id, &e);
 	if (rc == PC_E_RESPONDED) {
 		rc = PIN_OK;
 		goto out;
@@ -69,7 +69,7 @@ int slot_h_list(struct pin_req *r, void *ud)
 	p[5] = cur_id[0] ? pc_time_param(cur_us) : NULL;
 	p[6] = cur_id[0] ? cur_id : NULL;
 	p[7] = lim;
-	res = slot_api->db_exec_prepared("slots_agent_list",
+	res = pc_api->db_exec_prepared("slots_agent_list",
 		"SELECT " SLOT_COLS " FROM calendar.availability_slots s "
 		"WHERE s.owner_user_id = $1::uuid AND s.tenant_id = $2::uuid "
 		"  AND s.start_at >= $3::timestamptz AND s.start_at < $4::timestamptz "
@@ -80,7 +80,7 @@ int slot_h_list(struct pin_req *r, void *ud)
 		rc = PIN_ERR_DB;
 		goto out;
 	}
-	rc = slot_api->respond_json(r, 200, pc_page_json(res, limit, 6, 0, slot_json));
+	rc = pc_api->respond_json(r, 200, pc_page_json(res, limit, 6, 0, slot_json));
 out:
 	pc_errs_free(&e);
 	return rc;
@@ -93,7 +93,7 @@ static int lock_own(struct pin_req *r, const char *stmt, const char *sql,
 		const char *const *p, const char *not_found, const char *detail,
 		PGresult **res)
 {
-	*res = slot_api->db_exec_prepared(stmt, sql, 3, p);
+	*res = pc_api->db_exec_prepared(stmt, sql, 3, p);
 	if (!*res || PQresultStatus(*res) != PGRES_TUPLES_OK)
 		return PIN_ERR_DB;
 	if (PQntuples(*res) != 1) {
@@ -105,7 +105,7 @@ static int lock_own(struct pin_req *r, const char *stmt, const char *sql,
 
 int slot_h_archive(struct pin_req *r, void *ud)
 {
-	const struct pin_principal *pr = slot_api->req_principal(r);
+	const struct pin_principal *pr = pc_api->req_principal(r);
 	const char *id, *p[4], *status;
 	struct pc_idem idem;
 	json_object *body = NULL;
@@ -145,8 +145,8 @@ int slot_h_archive(struct pin_req *r, void *ud)
 		goto out;
 	}
 	if (strcmp(status, "Available") == 0) {
-		p[3] = pc_time_param(slot_api->now_us());
-		res = slot_api->db_exec_prepared("slots_archive_one",
+		p[3] = pc_time_param(pc_api->now_us());
+		res = pc_api->db_exec_prepared("slots_archive_one",
 			"UPDATE calendar.availability_slots s SET status = 'Archived', "
 			"  version = s.version + 1, updated_at = $4::timestamptz "
 			"WHERE s.id = $1::uuid AND s.owner_user_id = $2::uuid "
@@ -162,7 +162,7 @@ int slot_h_archive(struct pin_req *r, void *ud)
 	rc = slot_tx_commit_respond(r, &idem, &in_tx, 200, &body, PQgetvalue(res, 0, 14));
 out:
 	if (in_tx)
-		slot_api->db_rollback();
+		pc_api->db_rollback();
 	if (body)
 		json_object_put(body);
 	return rc == PC_E_RESPONDED ? PIN_OK : rc;
@@ -170,7 +170,7 @@ out:
 
 int slot_h_archive_batch(struct pin_req *r, void *ud)
 {
-	const struct pin_principal *pr = slot_api->req_principal(r);
+	const struct pin_principal *pr = pc_api->req_principal(r);
 	const char *id, *p[4];
 	struct pc_idem idem;
 	json_object *body = NULL;
@@ -185,7 +185,7 @@ int slot_h_archive_batch(struct pin_req *r, void *ud)
 	p[0] = id;
 	p[1] = pr->sub;
 	p[2] = pr->tenant_id;
-	p[3] = pc_time_param(slot_api->now_us());
+	p[3] = pc_time_param(pc_api->now_us());
 	/* Locks the batch row so two archives of one batch serialise; a slot
 	 * being booked meanwhile is re-checked by the UPDATE (status filter). */
 	if ((rc = lock_own(r, "slots_batch_lock",
@@ -193,7 +193,7 @@ int slot_h_archive_batch(struct pin_req *r, void *ud)
 		"WHERE b.id = $1::uuid AND b.owner_user_id = $2::uuid AND b.tenant_id = $3::uuid "
 		"FOR UPDATE", p, "BATCH_NOT_FOUND", "no such batch", &res)) < 0)
 		goto out;
-	res = slot_api->db_exec_prepared("slots_archive_batch",
+	res = pc_api->db_exec_prepared("slots_archive_batch",
 		"UPDATE calendar.availability_slots s SET status = 'Archived', "
 		"  version = s.version + 1, updated_at = $4::timestamptz "
 		"WHERE s.batch_id = $1::uuid AND s.owner_user_id = $2::uuid "
@@ -208,7 +208,7 @@ int slot_h_archive_batch(struct pin_req *r, void *ud)
 	rc = slot_tx_commit_respond(r, &idem, &in_tx, 200, &body, NULL);
 out:
 	if (in_tx)
-		slot_api->db_rollback();
+		pc_api->db_rollback();
 	if (body)
 		json_object_put(body);
 	return rc == PC_E_RESPONDED ? PIN_OK : rc;

@@ -59,7 +59,7 @@ int slot_h_showcase(struct pin_req *r, void *ud)
 	struct pc_errs e;
 	const char *agent = NULL, *project = NULL, *property = NULL, *kind = NULL;
 	const char *p[9];
-	int64_t now = slot_api->now_us(), from, to, cur_us = 0, lower;
+	int64_t now = pc_api->now_us(), from, to, cur_us = 0, lower;
 	long long limit;
 	char cur_id[37], lim[24];
 	PGresult *res;
@@ -98,20 +98,20 @@ int slot_h_showcase(struct pin_req *r, void *ud)
 	p[7] = cur_id[0] ? cur_id : "00000000-0000-0000-0000-000000000000";
 	p[8] = lim;
 	if (agent)
-		res = slot_api->db_exec_prepared("slots_showcase_owner",
+		res = pc_api->db_exec_prepared("slots_showcase_owner",
 			SHOWCASE_SQL("s.owner_user_id = $1::uuid"), 9, p);
 	else if (project)
-		res = slot_api->db_exec_prepared("slots_showcase_project",
+		res = pc_api->db_exec_prepared("slots_showcase_project",
 			SHOWCASE_SQL("s.project_id = $2::uuid"), 9, p);
 	else
-		res = slot_api->db_exec_prepared("slots_showcase_property",
+		res = pc_api->db_exec_prepared("slots_showcase_property",
 			SHOWCASE_SQL("s.property_object_id = $3::uuid"), 9, p);
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
 		rc = PIN_ERR_DB;
 		goto out;
 	}
-	slot_api->metric_add("pin_calendar_showcase_requests_total", NULL, 1);
-	rc = slot_api->respond_json(r, 200,
+	pc_api->metric_add("pin_calendar_showcase_requests_total", NULL, 1);
+	rc = pc_api->respond_json(r, 200,
 			pc_page_json(res, limit, 4, 0, public_slot_json));
 out:
 	pc_errs_free(&e);

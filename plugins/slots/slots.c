@@ -7,7 +7,6 @@
 #include "common.h"
 #include "slots.h"
 
-const struct pin_host_api *slot_api;
 
 json_object *slot_json(const PGresult *res, int row)
 {
@@ -37,14 +36,14 @@ int slot_tx_begin(struct pin_req *r, struct pc_idem *idem, int *in_tx)
 	int rc;
 
 	*in_tx = 0;
-	if ((rc = slot_api->db_begin()) < 0)
+	if ((rc = pc_api->db_begin()) < 0)
 		return rc;
 	rc = pc_idem_begin(r, idem);
 	if (rc == 0) {
 		*in_tx = 1;
 		return 0;
 	}
-	slot_api->db_rollback();
+	pc_api->db_rollback();
 	return rc == PC_E_REPLAYED || rc == PC_E_RESPONDED ? PC_E_RESPONDED : rc;
 }
 
@@ -55,13 +54,13 @@ int slot_tx_commit_respond(struct pin_req *r, const struct pc_idem *idem, int *i
 
 	if ((rc = pc_idem_store(idem, status, *body, NULL)) < 0)
 		return rc;
-	rc = slot_api->db_commit();
+	rc = pc_api->db_commit();
 	*in_tx = 0;
 	if (rc < 0)
 		return rc;
 	if (etag_version)
-		slot_api->set_header(r, "ETag", slot_api->sprintf("\"%s\"", etag_version));
-	rc = slot_api->respond_json(r, status, *body);
+		pc_api->set_header(r, "ETag", pc_api->sprintf("\"%s\"", etag_version));
+	rc = pc_api->respond_json(r, status, *body);
 	*body = NULL;
 	return rc;
 }
@@ -87,7 +86,6 @@ static const struct pin_route routes[] = {
 static int slot_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
-	slot_api = api;
 	pc_init(api);
 	return pc_register_routes(reg, routes, sizeof(routes) / sizeof(routes[0]),
 			"slots", err, errlen);

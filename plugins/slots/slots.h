@@ -49,7 +49,7 @@ const char *slot_rule_window(int from_min, int to_min);
 int slot_rule_per_window(int from_min, int to_min, int duration, int gap);
 
 /* ============================================================ slots.c */
-extern const struct pin_host_api *slot_api;
+/* The host table is pc_api (plugins/common, set by pc_init in init). */
 
 /* Column list of a slot row (agent representation), see slot_json(). */
 #define SLOT_COLS \
