@@ -258,6 +258,20 @@ void h_resp_free(struct h_resp *r)
 	resp_destroy(r);
 }
 
+struct h_resp *h_resp_json(long status, json_object *json)
+{
+	struct h_resp *r = calloc(1, sizeof(*r));
+
+	ck_assert_msg(r != NULL, "out of memory");
+	r->status = status;
+	r->json = json;
+	r->body = strdup(json ? json_object_to_json_string_ext(json,
+			JSON_C_TO_STRING_PLAIN) : "");
+	ck_assert_msg(r->body != NULL, "out of memory");
+	r->body_len = strlen(r->body);
+	return track(r, resp_destroy);
+}
+
 struct h_resp *h_request_opts(const char *method, const char *path,
 		const char *token, const struct h_req_opts *o)
 {
@@ -583,6 +597,54 @@ long long h_sql_int_(const char *sql, ...)
 	if (PQntuples(res) < 1 || PQnfields(res) < 1 || PQgetisnull(res, 0, 0))
 		return -1;
 	return strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+}
+
+/* ------------------------------------------------------------ time zones */
+
+int h_tz_next_change(const char *zone, const char *from, const char *to, int dir,
+		struct h_tz_change *out)
+{
+	char d[8];
+	PGresult *res;
+
+	snprintf(d, sizeof(d), "%d", dir);
+	/* offsets of local noon, day by day; a change between the noons of
+	 * d - 1 and d is the one of the night of d (changes happen at night) */
+	res = h_sql(
+		"WITH days AS ("
+		"  SELECT g::date AS d, g::timestamp + time '12:00' - "
+		"         (((g::timestamp + time '12:00') AT TIME ZONE $1) AT TIME ZONE 'UTC') AS off"
+		"    FROM generate_series(($2::date - 1)::timestamp, $3::date::timestamp,"
+		"                         interval '1 day') AS g"
+		"), ch AS ("
+		"  SELECT d, lag(off) OVER (ORDER BY d) AS before, off AS after FROM days"
+		"), pick AS ("
+		"  SELECT d, before, after FROM ch"
+		"   WHERE before <> after"
+		"     AND ($4::int = 0 OR sign(extract(epoch FROM after - before)) = $4::int)"
+		"   ORDER BY d LIMIT 1"
+		"), inst AS ("
+		"  SELECT p.*, (SELECT min(t) FROM generate_series("
+		"           ((p.d - 1) + time '12:00') AT TIME ZONE $1,"
+		"           (p.d + time '12:00') AT TIME ZONE $1, interval '1 minute') AS t"
+		"          WHERE (t AT TIME ZONE $1) - (t AT TIME ZONE 'UTC') = p.after) AS t"
+		"    FROM pick p"
+		")"
+		"SELECT ((t AT TIME ZONE 'UTC') + before)::date::text,"
+		"       to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
+		"       extract(epoch FROM t)::bigint,"
+		"       (extract(epoch FROM before) / 60)::int, (extract(epoch FROM after) / 60)::int"
+		"  FROM inst WHERE t IS NOT NULL",
+		zone, from, to, d);
+	if (PQntuples(res) != 1)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	snprintf(out->date, sizeof(out->date), "%s", PQgetvalue(res, 0, 0));
+	snprintf(out->at, sizeof(out->at), "%s", PQgetvalue(res, 0, 1));
+	out->at_s = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+	out->before_min = atoi(PQgetvalue(res, 0, 3));
+	out->after_min = atoi(PQgetvalue(res, 0, 4));
+	return 0;
 }
 
 /* ------------------------------------------------------------ Kafka */

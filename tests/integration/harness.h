@@ -99,6 +99,9 @@ struct h_resp *h_request_opts(const char *method, const char *path,
 #define h_get(path, token) h_request("GET", (path), (token), NULL)
 #define h_post(path, token, body) h_request("POST", (path), (token), (body))
 void h_resp_free(struct h_resp *r);
+/* A harness-owned response made from json (ownership passes to it): body is
+ * its text.  For results computed outside HTTP that the same assertions read. */
+struct h_resp *h_resp_json(long status, json_object *json);
 
 /* For suites that drive libcurl themselves (curl multi): a growing,
  * NUL-terminated buffer and the CURLOPT_WRITEFUNCTION that appends to it
@@ -147,6 +150,23 @@ char *h_sql_scalar_(const char *sql, ...);
 /* Same as an integer (-1 when no row / NULL). */
 long long h_sql_int_(const char *sql, ...);
 #define h_sql_int(sql, ...) h_sql_int_((sql), ##__VA_ARGS__, (const char *)NULL)
+
+/* ---- time zones (the test PostgreSQL's tz database) ------------------------ */
+/* One change of a zone's UTC offset. */
+struct h_tz_change {
+	char date[11];        /* local date of the change (old reading), YYYY-MM-DD */
+	char at[21];          /* the instant, "2027-03-28T01:00:00Z" */
+	long long at_s;       /* the same, seconds since the epoch */
+	int before_min;       /* UTC offset before it, minutes (Berlin spring: 60) */
+	int after_min;        /* after it (120) */
+};
+/* The first change of zone's UTC offset whose local date lies in [from, to]
+ * (YYYY-MM-DD) and whose direction is dir (+1 the offset grows: spring
+ * forward; -1 it shrinks: fall back; 0 either).  Walks the days comparing
+ * the offsets of local noon, then the minutes of the day before to find the
+ * instant.  0 found (*out filled), -1 none in the range. */
+int h_tz_next_change(const char *zone, const char *from, const char *to, int dir,
+		struct h_tz_change *out);
 
 /* ---- Kafka ---------------------------------------------------------------- */
 struct h_kmsg {

@@ -4,13 +4,14 @@
  * batch limit, every 4xx of the agent slot API, the public showcase filters,
  * slot-expiration and the identity replica consumer.
  *
- * Dates: the host clock is the wall clock (2026-11/12 when this was written;
- * batches reach today + 183 days), so the spring changes of 2027 and Sydney's
- * fall-back (2027-04-04) go through the HTTP preview and publish.  The northern
- * autumn changes of 2027 (Europe/Berlin 10-31, America/New_York 11-07) are
- * beyond that horizon: they are tested DB-only on calendar.slot_plan, the very
- * function preview and publish call (the HTTP layer adds nothing to the
- * generation but validation).  Once the fixed 2027 dates are past, move them.
+ * Dates: the host clock is the wall clock and batches must lie in [today,
+ * today + 183] (in the batch zone), so fixed dates expire.  The DST tests
+ * that go through preview/publish find each zone's next offset change in
+ * the time zone database at run time and compute their expectations from
+ * it (see "DST matrix" below); fixed 2027 cases stay as a second layer on
+ * calendar.slot_plan, the very function preview and publish call, which has
+ * no horizon (the HTTP layer adds nothing to the generation but
+ * validation).  Other tests use dates relative to today (h_date_in).
  */
 #include "config.h"
 
@@ -103,62 +104,526 @@ static struct h_resp *preview(const struct agent *a, const char *body)
 
 /* ------------------------------------------------------------ DST matrix */
 
-START_TEST(dst_berlin_spring_forward)
+/*
+ * The DST tests do not use fixed dates (publishing refuses past dates and
+ * dates after today + 183, so fixed dates expire).  Each test asks the test
+ * PostgreSQL's time zone database for its zone's next offset change of one
+ * direction (h_tz_next_change: local noons compared day by day, then the
+ * minute of the change) whose local date lies in [today + 8, today + 175]:
+ * batches from the day before to the day after it (a fortnight either side
+ * for the weekly test, clipped) then stay inside [today + 2, today + 181],
+ * clear of the lead time and of the horizon in every zone.  The expected
+ * result is computed here from that change alone (dst_expect: a wall-clock
+ * model -- before the change the old offset, in a spring gap nothing
+ * ('dst_gap'), in a fall-back overlap the first (old-offset) reading, after
+ * it the new offset; candidates in UTC order, a start inside a slot kept
+ * before it is an 'overlap') and compared with the whole answer of the API.
+ *
+ * A zone without a change of that direction inside the window (Berlin and
+ * New York have no fall-back from about May to October, Sydney no spring
+ * forward from October to March) takes the first change of the same
+ * direction of the other two zones inside it, so the HTTP path is still
+ * tested with a real change.  When none of the three has one (spring: about
+ * 23 March - 9 April; fall: about 28 March - 3 May) the test runs the same
+ * batch DB-only on calendar.slot_plan -- the function preview and publish
+ * call -- at the zone's next change with now = two days before the batch,
+ * asserts the same exact expectations and says so on stderr; the parts that
+ * need a publish (stored rows, republish) are then not run.  Never a silent
+ * pass: every test asserts a computed, non-empty expectation.
+ *
+ * PIN_TEST_DST_SHIFT_DAYS=N moves the tests' "today" for the search by N
+ * days (changes that then fall outside the real horizon go DB-only): a way
+ * to check these tests on other dates by hand.  dst_model_any_date checks it
+ * on every run for a spread of dates, and the fixed 2027 cases below
+ * (dst_fixed_*) keep the hand-written expectations on calendar.slot_plan.
+ */
+#define DST_FIRST_DAY 8
+#define DST_LAST_DAY 175
+
+static const char *const dst_zones[] = { "Europe/Berlin", "America/New_York",
+	"Australia/Sydney", NULL };
+
+struct dst {
+	const char *zone;        /* the zone of the batches */
+	struct h_tz_change ch;
+	long day;                /* ch.date, days since 1970-01-01 */
+	int lb, la;              /* wall clock of the change on ch.date (minutes):
+	                            old reading (02:00 Berlin spring) and new (03:00) */
+	bool api;                /* inside the horizon: through preview/publish */
+};
+
+static long civil_days(long y, unsigned m, unsigned d)
+{
+	long era;
+	unsigned yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = (unsigned)(y - era * 400);
+	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + (long)doe - 719468;
+}
+
+static long day_of(const char *ymd)
+{
+	long y;
+	unsigned m, d;
+
+	ck_assert_msg(sscanf(ymd, "%ld-%u-%u", &y, &m, &d) == 3, "bad date %s", ymd);
+	return civil_days(y, m, d);
+}
+
+static char *ymd_of(long day)
+{
+	time_t t = (time_t)day * 86400;
+	struct tm tm;
+	char buf[32];
+
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+	return h_strdup(buf);
+}
+
+static char *iso_of(long long s)
+{
+	time_t t = (time_t)s;
+	struct tm tm;
+	char buf[32];
+
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return h_strdup(buf);
+}
+
+static char *hhmm(int min)
+{
+	return h_sprintf("%02d:%02d", min / 60, min % 60);
+}
+
+/* ISO weekday (1 = Monday) as the bit of a dst_win mask. */
+static unsigned dow_bit(long day)
+{
+	return 1u << (((day % 7) + 7 + 3) % 7 + 1);   /* 1970-01-01: Thursday */
+}
+
+static void dst_fill(struct dst *z, const char *zone, bool api)
+{
+	z->zone = zone;
+	z->day = day_of(z->ch.date);
+	z->lb = (int)((z->ch.at_s + z->ch.before_min * 60LL - z->day * 86400LL) / 60);
+	z->la = z->lb + z->ch.after_min - z->ch.before_min;
+	z->api = api;
+}
+
+/* Next change of direction dir for zone (see the comment above). */
+static void dst_pick(const char *zone, int dir, struct dst *z)
+{
+	int shift = atoi(h_env_opt("PIN_TEST_DST_SHIFT_DAYS", "0"));
+	const char *from = h_date_in(shift + DST_FIRST_DAY), *to = h_date_in(shift + DST_LAST_DAY);
+	const char *used = zone;
+	size_t i;
+
+	memset(z, 0, sizeof(*z));
+	if (h_tz_next_change(zone, from, to, dir, &z->ch) < 0) {
+		used = NULL;
+		for (i = 0; dst_zones[i] && !used; i++)
+			if (strcmp(dst_zones[i], zone) &&
+			    h_tz_next_change(dst_zones[i], from, to, dir, &z->ch) == 0)
+				used = dst_zones[i];
+	}
+	if (!used) {
+		used = zone;
+		ck_assert_msg(h_tz_next_change(zone, from, h_date_in(shift + 800), dir,
+				&z->ch) == 0, "%s: no change of direction %d in 800 days", zone, dir);
+	}
+	dst_fill(z, used, false);
+	z->api = z->day >= day_of(h_date_in(DST_FIRST_DAY)) &&
+		z->day <= day_of(h_date_in(DST_LAST_DAY));
+	fprintf(stderr, "dst: %s %s -> %s %s at %s (%+d -> %+d min, wall %s -> %s), %s\n",
+			zone, dir > 0 ? "spring forward" : "fall back", z->zone, z->ch.date,
+			z->ch.at, z->ch.before_min, z->ch.after_min, hhmm(z->lb), hhmm(z->la),
+			z->api ? "through the API" : "DB-only: no such change inside the horizon");
+	ck_assert_msg(dir > 0 ? z->la > z->lb : z->la < z->lb, "direction of %s", z->ch.at);
+	/* the windows below sit around the change and before 09:00 */
+	ck_assert_msg(z->lb >= 60 && z->lb <= 480 && z->la >= 60 && z->la <= 480,
+			"change at an unexpected wall time %d/%d", z->lb, z->la);
+}
+
+/* UTC instant of local (day, min) near z's change; false in the spring gap
+ * (*at: the old-offset reading, for ordering only).  In the fall-back
+ * overlap the first occurrence (old offset). */
+static bool dst_instant(const struct dst *z, long day, int min, long long *at)
+{
+	int off = z->ch.after_min;
+	bool ok = true;
+
+	if (day < z->day || (day == z->day && min < z->lb)) {
+		off = z->ch.before_min;
+	} else if (day == z->day && min < z->la) {
+		off = z->ch.before_min;
+		ok = false;
+	}
+	*at = (long long)day * 86400 + (long long)min * 60 - (long long)off * 60;
+	return ok;
+}
+
+struct dst_win {
+	unsigned dows;           /* dow_bit() mask */
+	int from, to;            /* minutes */
+};
+
+struct dst_batch {
+	const struct dst *z;
+	struct dst_win w[3];
+	size_t nw;
+	long from, to;           /* days */
+	int dur, gap;
+	const char *extra;       /* more body members or NULL */
+};
+
+static char *windows_json(const struct dst_batch *b)
+{
+	char *s = h_strdup("[");
+	size_t i;
+	int d;
+
+	for (i = 0; i < b->nw; i++) {
+		char *days = h_strdup("");
+
+		for (d = 1; d <= 7; d++)
+			if (b->w[i].dows & (1u << d))
+				days = h_sprintf("%s%s%d", days, *days ? "," : "", d);
+		s = h_sprintf("%s%s{\"daysOfWeek\":[%s],\"from\":\"%s\",\"to\":\"%s\"}", s,
+				i ? "," : "", days, hhmm(b->w[i].from), hhmm(b->w[i].to));
+	}
+	return h_sprintf("%s]", s);
+}
+
+static char *dst_body(const struct dst_batch *b)
+{
+	char *extra = b->gap ? h_sprintf("\"gapMinutes\":%d", b->gap) : NULL;
+
+	if (b->extra)
+		extra = extra ? h_sprintf("%s,%s", extra, b->extra) : h_strdup(b->extra);
+	return batch_body(b->z->zone, windows_json(b), ymd_of(b->from), ymd_of(b->to),
+			b->dur, extra);
+}
+
+struct dst_cand {
+	long day;
+	int min;
+	size_t widx;
+	long long at;
+	bool gap;
+};
+
+static int cand_cmp(const void *pa, const void *pb)
+{
+	const struct dst_cand *a = pa, *b = pb;
+
+	if (a->at != b->at)
+		return a->at < b->at ? -1 : 1;
+	if (a->day != b->day)
+		return a->day < b->day ? -1 : 1;
+	if (a->min != b->min)
+		return a->min < b->min ? -1 : 1;
+	return a->widx < b->widx ? -1 : a->widx > b->widx;
+}
+
+/* The expected preview of b ({"slots": [...], "skipped": [...]}), computed
+ * from the change alone (not by the code under test). */
+static struct h_resp *dst_expect(const struct dst_batch *b)
+{
+	struct dst_cand *c = NULL;
+	size_t n = 0, cap = 0, i, k;
+	json_object *o = json_object_new_object(), *slots = json_object_new_array(),
+		*skipped = json_object_new_array();
+	long long kept_end = 0;
+	bool kept_any = false;
+	long day;
+
+	ck_assert(b->from >= b->z->day - 60 && b->to <= b->z->day + 60);
+	for (day = b->from; day <= b->to; day++)
+		for (k = 0; k < b->nw; k++) {
+			int m;
+
+			if (!(b->w[k].dows & dow_bit(day)))
+				continue;
+			for (m = b->w[k].from; m + b->dur <= b->w[k].to; m += b->dur + b->gap) {
+				if (n == cap) {
+					cap = cap ? cap * 2 : 64;
+					c = realloc(c, cap * sizeof(*c));
+					ck_assert(c != NULL);
+				}
+				c[n].day = day;
+				c[n].min = m;
+				c[n].widx = k;
+				c[n].gap = !dst_instant(b->z, day, m, &c[n].at);
+				n++;
+			}
+		}
+	if (n)
+		qsort(c, n, sizeof(*c), cand_cmp);
+	for (i = 0; i < n; i++) {
+		json_object *e = json_object_new_object();
+		const char *reason = NULL;
+
+		json_object_object_add(e, "localDate", json_object_new_string(ymd_of(c[i].day)));
+		json_object_object_add(e, "localStart", json_object_new_string(hhmm(c[i].min)));
+		if (c[i].gap) {
+			reason = "dst_gap";
+		} else if (kept_any && c[i].at < kept_end) {
+			reason = "overlap";
+		} else {
+			kept_any = true;
+			if (c[i].at + b->dur * 60LL > kept_end)
+				kept_end = c[i].at + b->dur * 60LL;
+		}
+		if (reason) {
+			json_object_object_add(e, "reason", json_object_new_string(reason));
+			json_object_array_add(skipped, e);
+		} else {
+			json_object_object_add(e, "startAt", json_object_new_string(iso_of(c[i].at)));
+			json_object_object_add(e, "endAt",
+					json_object_new_string(iso_of(c[i].at + b->dur * 60LL)));
+			json_object_array_add(slots, e);
+		}
+	}
+	free(c);
+	json_object_object_add(o, "slots", slots);
+	json_object_object_add(o, "skipped", skipped);
+	return h_resp_json(200, o);
+}
+
+/* calendar.slot_plan called directly, in the preview's shape. */
+static struct h_resp *sql_plan(const char *tz, const char *windows, const char *from,
+		const char *to, int dur, int gap, const char *now)
+{
+	PGresult *res = h_sql(
+		"SELECT local_date::text, to_char(local_start, 'HH24:MI'), "
+		"       to_char(start_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
+		"       to_char(end_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), reason "
+		"FROM calendar.slot_plan($1::uuid, $2, $3::jsonb, $4::date, $5::date, "
+		"                        $6::int, $7::int, $8::timestamptz)",
+		h_uuid(), tz, windows, from, to, h_sprintf("%d", dur), h_sprintf("%d", gap), now);
+	json_object *o = json_object_new_object(), *slots = json_object_new_array(),
+		*skipped = json_object_new_array();
+	int i;
+
+	for (i = 0; i < PQntuples(res); i++) {
+		json_object *e = json_object_new_object();
+
+		json_object_object_add(e, "localDate", json_object_new_string(PQgetvalue(res, i, 0)));
+		json_object_object_add(e, "localStart", json_object_new_string(PQgetvalue(res, i, 1)));
+		if (PQgetisnull(res, i, 4)) {
+			json_object_object_add(e, "startAt",
+					json_object_new_string(PQgetvalue(res, i, 2)));
+			json_object_object_add(e, "endAt",
+					json_object_new_string(PQgetvalue(res, i, 3)));
+			json_object_array_add(slots, e);
+		} else {
+			json_object_object_add(e, "reason",
+					json_object_new_string(PQgetvalue(res, i, 4)));
+			json_object_array_add(skipped, e);
+		}
+	}
+	json_object_object_add(o, "slots", slots);
+	json_object_object_add(o, "skipped", skipped);
+	return h_resp_json(200, o);
+}
+
+/* The preview of b: over HTTP when the change is inside the horizon, else
+ * calendar.slot_plan directly with now = two days before fromDate. */
+static struct h_resp *dst_run(const struct agent *a, const struct dst_batch *b)
+{
+	if (b->z->api)
+		return preview(a, dst_body(b));
+	return sql_plan(b->z->zone, windows_json(b), ymd_of(b->from), ymd_of(b->to),
+			b->dur, b->gap, h_sprintf("%sT00:00:00Z", ymd_of(b->from - 2)));
+}
+
+/* Prints both answers when cond fails (they are too long for a Check
+ * message), then fails with msg. */
+#define plan_check(cond, got, want, ...) do {                                  \
+		if (!(cond))                                                    \
+			fprintf(stderr, "got  %s\nwant %s\n", (got)->body, (want)->body); \
+		ck_assert_msg((cond), __VA_ARGS__);                             \
+	} while (0)
+
+/* got has exactly want's slots (in order: startAt, endAt and, for a
+ * preview, localDate and localStart; a publish answers stored slots) and
+ * want's skipped entries (any order). */
+static void assert_plan(const struct h_resp *got, const struct h_resp *want)
+{
+	static const char *const keys[] = { "startAt", "endAt", "localDate", "localStart" };
+	json_object *gs, *ws = arr(want->json, "slots");
+	json_object *gk, *wk = arr(want->json, "skipped");
+	size_t i, j, k, n, nk;
+	bool used[512];
+
+	ck_assert_msg(got->status == 200 || got->status == 201, "%ld %.300s", got->status,
+			got->body);
+	gs = arr(got->json, "slots");
+	gk = arr(got->json, "skipped");
+	n = json_object_array_length(gk);
+	nk = h_jget(got->json, "batch") ? 2 : 4;
+	plan_check(json_object_array_length(gs) == json_object_array_length(ws), got, want,
+			"%zu slots, want %zu", json_object_array_length(gs),
+			json_object_array_length(ws));
+	for (i = 0; i < json_object_array_length(ws); i++)
+		for (k = 0; k < nk; k++) {
+			const char *g = idx_str(gs, i, keys[k]), *w = idx_str(ws, i, keys[k]);
+
+			plan_check(g && w && !strcmp(g, w), got, want, "slot %zu %s: %s, want %s",
+					i, keys[k], g ? g : "(none)", w);
+		}
+	plan_check(n == json_object_array_length(wk) && n < 512, got, want,
+			"%zu skipped, want %zu", n, json_object_array_length(wk));
+	memset(used, 0, sizeof(used));
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < n; j++)
+			if (!used[j] && !strcmp(idx_str(gk, j, "localDate"), idx_str(wk, i, "localDate"))
+			    && !strcmp(idx_str(gk, j, "localStart"), idx_str(wk, i, "localStart"))
+			    && !strcmp(idx_str(gk, j, "reason"), idx_str(wk, i, "reason")))
+				break;
+		plan_check(j < n, got, want, "skipped %s %s %s missing",
+				idx_str(wk, i, "localDate"), idx_str(wk, i, "localStart"),
+				idx_str(wk, i, "reason"));
+		used[j] = true;
+	}
+}
+
+static int count_reason(const struct h_resp *r, const char *reason)
+{
+	json_object *sk = arr(r->json, "skipped");
+	size_t i;
+	int n = 0;
+
+	for (i = 0; i < json_object_array_length(sk); i++)
+		n += !strcmp(idx_str(sk, i, "reason"), reason);
+	return n;
+}
+
+/* Slots of r starting in [from, to) (ISO UTC strings compare as instants). */
+static int count_starts_between(const struct h_resp *r, const char *from, const char *to)
+{
+	json_object *s = arr(r->json, "slots");
+	size_t i;
+	int n = 0;
+
+	for (i = 0; i < json_object_array_length(s); i++)
+		n += strcmp(idx_str(s, i, "startAt"), from) >= 0 &&
+			strcmp(idx_str(s, i, "startAt"), to) < 0;
+	return n;
+}
+
+/* Comma-separated values of key in r's slots (for SQL string_to_array). */
+static char *slots_csv(const struct h_resp *r, const char *key, const char *key2)
+{
+	json_object *s = arr(r->json, "slots");
+	char *out = h_strdup("");
+	size_t i;
+
+	for (i = 0; i < json_object_array_length(s); i++)
+		out = h_sprintf("%s%s%s%s%s", out, i ? "," : "", idx_str(s, i, key),
+				key2 ? " " : "", key2 ? idx_str(s, i, key2) : "");
+	return out;
+}
+
+/* Spring forward: the wall-clock hour the change skips has no slot
+ * ('dst_gap'), the kept slots around it carry their wall-clock label. */
+static void dst_spring_preview(const char *zone, int dur)
 {
 	struct agent a = new_agent();
-	struct h_resp *r = preview(&a, batch_body("Europe/Berlin",
-		"[{\"daysOfWeek\":[7],\"from\":\"01:00\",\"to\":\"04:00\"},"
-		" {\"daysOfWeek\":[7],\"from\":\"14:00\",\"to\":\"15:00\"}]",
-		"2027-03-28", "2027-03-28", 30, NULL));
-	static const char *const starts[] = { "2027-03-28T00:00:00Z", "2027-03-28T00:30:00Z",
-		"2027-03-28T01:00:00Z", "2027-03-28T01:30:00Z",
-		"2027-03-28T12:00:00Z", "2027-03-28T12:30:00Z", NULL };
-	static const char *const skipped[] = { "2027-03-28 02:00 dst_gap",
-		"2027-03-28 02:30 dst_gap", NULL };
+	struct dst z;
+	struct dst_batch b;
+	struct h_resp *want;
 
-	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
-	assert_starts(r, starts);
-	assert_skipped(r, skipped);
-	/* local labels of the kept slots */
-	ck_assert_str_eq(idx_str(arr(r->json, "slots"), 2, "localStart"), "03:00");
-	ck_assert_str_eq(idx_str(arr(r->json, "slots"), 4, "localStart"), "14:00");
+	dst_pick(zone, +1, &z);
+	b = (struct dst_batch){ .z = &z, .nw = 2, .from = z.day, .to = z.day, .dur = dur,
+		.w = { { dow_bit(z.day), z.lb - 60, z.la + 60 },
+		       { dow_bit(z.day), 14 * 60, 15 * 60 } } };
+	want = dst_expect(&b);
+	ck_assert_int_eq(count_reason(want, "dst_gap"), (z.la - z.lb + dur - 1) / dur);
+	ck_assert_int_eq((int)json_object_array_length(arr(want->json, "skipped")),
+			(z.la - z.lb + dur - 1) / dur);
+	assert_plan(dst_run(&a, &b), want);
+}
+
+START_TEST(dst_berlin_spring_forward)
+{
+	dst_spring_preview("Europe/Berlin", 30);
 }
 END_TEST
 
 START_TEST(dst_new_york_spring_forward)
 {
-	struct agent a = new_agent();
-	struct h_resp *r = preview(&a, batch_body("America/New_York",
-		"[{\"daysOfWeek\":[7],\"from\":\"01:00\",\"to\":\"04:00\"},"
-		" {\"daysOfWeek\":[7],\"from\":\"14:00\",\"to\":\"15:00\"}]",
-		"2027-03-14", "2027-03-14", 60, NULL));
-	static const char *const starts[] = { "2027-03-14T06:00:00Z", "2027-03-14T07:00:00Z",
-		"2027-03-14T18:00:00Z", NULL };
-	static const char *const skipped[] = { "2027-03-14 02:00 dst_gap", NULL };
+	dst_spring_preview("America/New_York", 60);
+}
+END_TEST
 
-	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
-	assert_starts(r, starts);
-	assert_skipped(r, skipped);
+START_TEST(dst_sydney_spring_forward)
+{
+	dst_spring_preview("Australia/Sydney", 30);
+}
+END_TEST
+
+/* Fall back: the repeated wall-clock hour is laid once, at its first
+ * (old-offset) occurrence; nothing is skipped. */
+static void dst_fall_preview(const char *zone, int dur)
+{
+	struct agent a = new_agent();
+	struct dst z;
+	struct dst_batch b;
+	struct h_resp *want, *got;
+	const char *second, *second_end;
+	json_object *s;
+	size_t i;
+	int amb = 0;
+
+	dst_pick(zone, -1, &z);
+	b = (struct dst_batch){ .z = &z, .nw = 2, .from = z.day, .to = z.day, .dur = dur,
+		.w = { { dow_bit(z.day), z.la - 30, z.lb + 30 },
+		       { dow_bit(z.day), 15 * 60, 16 * 60 } } };
+	want = dst_expect(&b);
+	got = dst_run(&a, &b);
+	assert_plan(got, want);
+	ck_assert_int_eq((int)json_object_array_length(arr(got->json, "skipped")), 0);
+	/* each ambiguous wall-clock start once ... */
+	s = arr(got->json, "slots");
+	for (i = 0; i < json_object_array_length(s); i++) {
+		int h, m;
+
+		ck_assert(sscanf(idx_str(s, i, "localStart"), "%d:%d", &h, &m) == 2);
+		amb += h * 60 + m >= z.la && h * 60 + m < z.lb;
+	}
+	ck_assert_int_eq(amb, (z.lb - z.la + dur - 1) / dur);
+	/* ... and never at its second occurrence [change, change + shift) */
+	second = iso_of(z.ch.at_s);
+	second_end = iso_of(z.ch.at_s + (z.ch.before_min - z.ch.after_min) * 60LL);
+	ck_assert_int_eq(count_starts_between(got, second, second_end), 0);
+	/* the first occurrence is the old offset: the first ambiguous start is
+	 * before the change instant */
+	ck_assert_int_eq(count_starts_between(got, iso_of(z.ch.at_s -
+			(z.ch.before_min - z.ch.after_min) * 60LL), second), amb);
+}
+
+START_TEST(dst_berlin_fall_back_first_occurrence)
+{
+	dst_fall_preview("Europe/Berlin", 30);
+}
+END_TEST
+
+START_TEST(dst_new_york_fall_back_first_occurrence)
+{
+	dst_fall_preview("America/New_York", 60);
 }
 END_TEST
 
 START_TEST(dst_sydney_fall_back_first_occurrence)
 {
-	struct agent a = new_agent();
-	struct h_resp *r = preview(&a, batch_body("Australia/Sydney",
-		"[{\"daysOfWeek\":[7],\"from\":\"01:30\",\"to\":\"03:30\"},"
-		" {\"daysOfWeek\":[7],\"from\":\"15:00\",\"to\":\"16:00\"}]",
-		"2027-04-04", "2027-04-04", 30, NULL));
-	/* 02:00-03:00 happens twice (AEDT +11, then AEST +10): first occurrence
-	 * only, no doubled slot, and 03:00 is AEST */
-	static const char *const starts[] = { "2027-04-03T14:30:00Z", "2027-04-03T15:00:00Z",
-		"2027-04-03T15:30:00Z", "2027-04-03T17:00:00Z",
-		"2027-04-04T05:00:00Z", "2027-04-04T05:30:00Z", NULL };
-	static const char *const none[] = { NULL };
-
-	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
-	assert_starts(r, starts);
-	assert_skipped(r, none);
+	dst_fall_preview("Australia/Sydney", 30);
 }
 END_TEST
 
@@ -185,20 +650,331 @@ static void assert_preview_eq_publish(const struct h_resp *pv, const struct h_re
 	}
 }
 
-/* Sydney's fall-back (2027-04-04 03:00 AEDT -> 02:00 AEST) end to end:
- * preview, then publish of the same body (same result), morning and
- * afternoon windows on Saturday/Sunday/Monday keep their wall time (the UTC
- * instant moves by one hour), and the ambiguous 02:00-03:00 hour is laid
- * once, at its first (AEDT) occurrence. */
-START_TEST(dst_sydney_fall_back_publish)
+/* The zone's fall-back end to end: preview, then publish of the same body
+ * (same result), morning and afternoon windows on the day before, the day
+ * of and the day after the change keep their wall time (the UTC instant
+ * moves by the shift), and the ambiguous hour is laid once, at its first
+ * occurrence. */
+static void dst_fall_publish(const char *zone)
 {
 	struct agent a = new_agent();
-	char *body = batch_body("Australia/Sydney",
-		"[{\"daysOfWeek\":[6,7,1],\"from\":\"09:00\",\"to\":\"10:00\"},"
-		" {\"daysOfWeek\":[6,7,1],\"from\":\"15:00\",\"to\":\"16:00\"},"
-		" {\"daysOfWeek\":[7],\"from\":\"02:00\",\"to\":\"03:00\"}]",
-		"2027-04-03", "2027-04-05", 30, NULL);
-	static const char *const starts[] = {
+	struct dst z;
+	struct dst_batch b;
+	struct h_resp *want, *pv, *pb;
+	unsigned days;
+	int n;
+
+	dst_pick(zone, -1, &z);
+	days = dow_bit(z.day - 1) | dow_bit(z.day) | dow_bit(z.day + 1);
+	b = (struct dst_batch){ .z = &z, .nw = 3, .from = z.day - 1, .to = z.day + 1,
+		.dur = 30, .w = { { days, 9 * 60, 10 * 60 }, { days, 15 * 60, 16 * 60 },
+		                  { dow_bit(z.day), z.la, z.lb } } };
+	want = dst_expect(&b);
+	n = (int)json_object_array_length(arr(want->json, "slots"));
+	ck_assert_int_eq(n, 12 + (z.lb - z.la) / 30);
+	pv = dst_run(&a, &b);
+	assert_plan(pv, want);
+	if (!z.api) {
+		fprintf(stderr, "dst: %s fall back: publish part not run (DB-only)\n", zone);
+		return;
+	}
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1", a.sub), 0);
+	pb = h_post(BATCHES, a.token, dst_body(&b));
+	ck_assert_msg(pb->status == 201, "%ld %s", pb->status, pb->body);
+	assert_plan(pb, want);
+	assert_preview_eq_publish(pv, pb);
+	/* stored: every slot at its local wall time ... */
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1 AND time_zone = $2 "
+		"AND to_char(start_at AT TIME ZONE $2, 'YYYY-MM-DD HH24:MI') "
+		"    = ANY (string_to_array($3, ','))", a.sub, z.zone,
+		slots_csv(want, "localDate", "localStart")), n);
+	/* ... none at the second occurrence of the ambiguous hour */
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1 AND start_at >= $2::timestamptz "
+		"AND start_at < $2::timestamptz + make_interval(mins => $3::int)", a.sub,
+		z.ch.at, h_sprintf("%d", z.ch.before_min - z.ch.after_min)), 0);
+	/* publishing it again creates nothing: every slot is an overlap now */
+	pb = h_post(BATCHES, a.token, dst_body(&b));
+	ck_assert_msg(pb->status == 201, "%ld %s", pb->status, pb->body);
+	ck_assert_int_eq(json_object_get_int(h_jget(pb->json, "created")), 0);
+	ck_assert_int_eq((int)json_object_array_length(arr(pb->json, "skipped")), n);
+	ck_assert_int_eq(count_reason(pb, "overlap"), n);
+}
+
+START_TEST(dst_sydney_fall_back_publish)
+{
+	dst_fall_publish("Australia/Sydney");
+}
+END_TEST
+
+START_TEST(dst_berlin_fall_back_publish)
+{
+	dst_fall_publish("Europe/Berlin");
+}
+END_TEST
+
+/* Preview and publish agree on a spring-forward day too (dst_gap skips):
+ * windows on the day before and the day of the change, with a gap between
+ * slots so a start falls inside the skipped hour. */
+static void dst_spring_publish(const char *zone)
+{
+	struct agent a = new_agent();
+	struct dst z;
+	struct dst_batch b;
+	struct h_resp *want, *pv, *pb;
+	int n;
+
+	dst_pick(zone, +1, &z);
+	b = (struct dst_batch){ .z = &z, .nw = 2, .from = z.day - 1, .to = z.day, .dur = 30,
+		.gap = 15, .w = { { dow_bit(z.day - 1) | dow_bit(z.day), z.lb - 60, z.la + 60 },
+		                  { dow_bit(z.day), 13 * 60, 14 * 60 + 30 } } };
+	want = dst_expect(&b);
+	n = (int)json_object_array_length(arr(want->json, "slots"));
+	ck_assert_int_ge(count_reason(want, "dst_gap"), 1);
+	pv = dst_run(&a, &b);
+	assert_plan(pv, want);
+	if (!z.api) {
+		fprintf(stderr, "dst: %s spring forward: publish part not run (DB-only)\n", zone);
+		return;
+	}
+	pb = h_post(BATCHES, a.token, dst_body(&b));
+	ck_assert_msg(pb->status == 201, "%ld %s", pb->status, pb->body);
+	assert_preview_eq_publish(pv, pb);
+	assert_plan(pb, want);
+	ck_assert_int_eq(json_object_get_int(h_jget(pb->json, "created")), n);
+	/* stored at exactly the computed instants (old offset the day before,
+	 * new offset after the change) */
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1 AND start_at = ANY "
+		"(string_to_array($2, ',')::timestamptz[])", a.sub,
+		slots_csv(want, "startAt", NULL)), n);
+}
+
+START_TEST(dst_new_york_preview_equals_publish)
+{
+	dst_spring_publish("America/New_York");
+}
+END_TEST
+
+START_TEST(dst_berlin_preview_equals_publish)
+{
+	dst_spring_publish("Europe/Berlin");
+}
+END_TEST
+
+/* A slot spanning the spring gap lasts real minutes: the next local start
+ * would overlap it and is skipped as overlap (never a doubled booking). */
+START_TEST(dst_duration_across_gap_overlap)
+{
+	struct agent a = new_agent();
+	struct dst z;
+	struct dst_batch b;
+	struct h_resp *want;
+
+	dst_pick("Europe/Berlin", +1, &z);
+	ck_assert_int_ge(z.lb, 120);
+	/* 90 min from two hours before the change: the second slot spans it */
+	b = (struct dst_batch){ .z = &z, .nw = 1, .from = z.day, .to = z.day, .dur = 90,
+		.w = { { dow_bit(z.day), z.lb - 120, z.lb + 240 } } };
+	want = dst_expect(&b);
+	ck_assert_int_eq(count_reason(want, "overlap"), 1);
+	ck_assert_int_eq(count_reason(want, "dst_gap"), 0);
+	assert_plan(dst_run(&a, &b), want);
+}
+END_TEST
+
+/* Weekly window keeps its local wall time across the change (10:00 Berlin:
+ * 09:00Z in CET, 08:00Z in CEST), published. */
+START_TEST(dst_weekly_window_keeps_wall_time)
+{
+	struct agent a = new_agent();
+	struct dst z;
+	struct dst_batch b;
+	struct h_resp *want, *r;
+	json_object *s;
+	int n;
+
+	dst_pick("Europe/Berlin", +1, &z);
+	b = (struct dst_batch){ .z = &z, .nw = 1, .from = z.day - 13, .to = z.day + 13,
+		.dur = 60, .extra = "\"projectId\":\"11111111-2222-4333-8444-555555555555\"",
+		.w = { { dow_bit(z.day + 2), 10 * 60, 11 * 60 } } };
+	if (z.api) {
+		long lo = day_of(h_date_in(2)), hi = day_of(h_date_in(181));
+
+		b.from = b.from < lo ? lo : b.from;
+		b.to = b.to > hi ? hi : b.to;
+	}
+	want = dst_expect(&b);
+	s = arr(want->json, "slots");
+	n = (int)json_object_array_length(s);
+	/* at least one before and one after the change, at different UTC times */
+	ck_assert_int_ge(n, 2);
+	ck_assert_str_ne(idx_str(s, 0, "startAt") + 11, idx_str(s, n - 1, "startAt") + 11);
+	if (!z.api) {
+		fprintf(stderr, "dst: weekly window: DB-only (no publish)\n");
+		assert_plan(dst_run(&a, &b), want);
+		return;
+	}
+	r = h_post(BATCHES, a.token, dst_body(&b));
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	assert_plan(r, want);
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "created")), n);
+	ck_assert_str_eq(h_jstr(h_jget(r->json, "batch"), "timeZone"), z.zone);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1 AND status = 'Available' "
+		"AND to_char(start_at AT TIME ZONE $2, 'HH24:MI') = '10:00'", a.sub, z.zone), n);
+}
+END_TEST
+
+/* The model above against calendar.slot_plan for a spread of "todays" (past
+ * and up to two years ahead): each zone's next change of each direction is
+ * found and the spring/fall batches of the preview tests give exactly the
+ * computed result.  This is what keeps the date-relative tests honest on
+ * dates other than the day they run. */
+START_TEST(dst_model_any_date)
+{
+	static const int shifts[] = { -400, -200, 0, 60, 120, 180, 240, 300, 365, 500, 730 };
+	size_t i, k;
+	int dir;
+
+	for (i = 0; i < sizeof(shifts) / sizeof(shifts[0]); i++)
+		for (k = 0; dst_zones[k]; k++)
+			for (dir = -1; dir <= 1; dir += 2) {
+				struct dst z;
+				struct dst_batch b;
+				struct h_resp *want;
+
+				memset(&z, 0, sizeof(z));
+				ck_assert_msg(h_tz_next_change(dst_zones[k], h_date_in(shifts[i]),
+						h_date_in(shifts[i] + 400), dir, &z.ch) == 0,
+						"%s: no change %d after today %+d", dst_zones[k], dir,
+						shifts[i]);
+				dst_fill(&z, dst_zones[k], false);
+				b = (struct dst_batch){ .z = &z, .nw = 2, .from = z.day - 1,
+					.to = z.day + 1, .dur = 30, .gap = dir > 0 ? 15 : 0,
+					.w = { { 0xfe, z.lb - 90, z.lb + 90 },
+					       { dow_bit(z.day), 15 * 60, 16 * 60 } } };
+				want = dst_expect(&b);
+				ck_assert_int_eq(count_reason(want, "dst_gap") > 0, dir > 0);
+				assert_plan(dst_run(NULL, &b), want);
+			}
+}
+END_TEST
+
+/* ------------------------------------------------ DST: fixed dates, SQL */
+
+/* Second layer: hand-written expectations for the 2027 changes on
+ * calendar.slot_plan called directly (no publish horizon), now = 2027-01-01. */
+#define FIXED_NOW "2027-01-01T00:00:00Z"
+
+START_TEST(dst_fixed_changes_found)
+{
+	static const struct {
+		const char *zone;
+		int dir;
+		const char *date, *at;
+		int before, after;
+	} want[] = {
+		{ "Europe/Berlin", 1, "2027-03-28", "2027-03-28T01:00:00Z", 60, 120 },
+		{ "Europe/Berlin", -1, "2027-10-31", "2027-10-31T01:00:00Z", 120, 60 },
+		{ "America/New_York", 1, "2027-03-14", "2027-03-14T07:00:00Z", -300, -240 },
+		{ "America/New_York", -1, "2027-11-07", "2027-11-07T06:00:00Z", -240, -300 },
+		{ "Australia/Sydney", -1, "2027-04-04", "2027-04-03T16:00:00Z", 660, 600 },
+		{ "Australia/Sydney", 1, "2027-10-03", "2027-10-02T16:00:00Z", 600, 660 },
+	};
+	struct h_tz_change ch;
+	size_t i;
+
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		ck_assert_msg(h_tz_next_change(want[i].zone, "2027-01-01", "2027-12-31",
+				want[i].dir, &ch) == 0, "%s %d", want[i].zone, want[i].dir);
+		ck_assert_str_eq(ch.date, want[i].date);
+		ck_assert_str_eq(ch.at, want[i].at);
+		ck_assert_str_eq(iso_of(ch.at_s), want[i].at);
+		ck_assert_int_eq(ch.before_min, want[i].before);
+		ck_assert_int_eq(ch.after_min, want[i].after);
+	}
+	/* none: outside the season, or a zone without changes */
+	ck_assert_int_eq(h_tz_next_change("Europe/Berlin", "2027-04-01", "2027-09-30", 1, &ch), -1);
+	ck_assert_int_eq(h_tz_next_change("Europe/Berlin", "2027-03-29", "2027-10-30", 0, &ch), -1);
+	ck_assert_int_eq(h_tz_next_change("UTC", "2027-01-01", "2027-12-31", 0, &ch), -1);
+	/* either direction: the first one */
+	ck_assert_int_eq(h_tz_next_change("Australia/Sydney", "2027-01-01", "2027-12-31", 0, &ch), 0);
+	ck_assert_str_eq(ch.date, "2027-04-04");
+}
+END_TEST
+
+START_TEST(dst_fixed_spring_forward_sql)
+{
+	struct h_resp *r = sql_plan("Europe/Berlin",
+		"[{\"daysOfWeek\":[7],\"from\":\"01:00\",\"to\":\"04:00\"},"
+		" {\"daysOfWeek\":[7],\"from\":\"14:00\",\"to\":\"15:00\"}]",
+		"2027-03-28", "2027-03-28", 30, 0, FIXED_NOW);
+	static const char *const berlin[] = { "2027-03-28T00:00:00Z", "2027-03-28T00:30:00Z",
+		"2027-03-28T01:00:00Z", "2027-03-28T01:30:00Z",
+		"2027-03-28T12:00:00Z", "2027-03-28T12:30:00Z", NULL };
+	static const char *const berlin_sk[] = { "2027-03-28 02:00 dst_gap",
+		"2027-03-28 02:30 dst_gap", NULL };
+	static const char *const ny[] = { "2027-03-14T06:00:00Z", "2027-03-14T07:00:00Z",
+		"2027-03-14T18:00:00Z", NULL };
+	static const char *const ny_sk[] = { "2027-03-14 02:00 dst_gap", NULL };
+	static const char *const ny15_sk[] = { "2027-03-14 02:30 dst_gap", NULL };
+	static const char *const across[] = { "2027-03-27T23:00:00Z", "2027-03-28T00:30:00Z",
+		"2027-03-28T02:30:00Z", NULL };
+	static const char *const across_sk[] = { "2027-03-28 03:00 overlap", NULL };
+	static const char *const weekly[] = { "2027-03-16T09:00:00Z", "2027-03-23T09:00:00Z",
+		"2027-03-30T08:00:00Z", "2027-04-06T08:00:00Z", NULL };
+	static const char *const none[] = { NULL };
+
+	assert_starts(r, berlin);
+	assert_skipped(r, berlin_sk);
+	ck_assert_str_eq(idx_str(arr(r->json, "slots"), 2, "localStart"), "03:00");
+	ck_assert_str_eq(idx_str(arr(r->json, "slots"), 4, "localStart"), "14:00");
+
+	r = sql_plan("America/New_York",
+		"[{\"daysOfWeek\":[7],\"from\":\"01:00\",\"to\":\"04:00\"},"
+		" {\"daysOfWeek\":[7],\"from\":\"14:00\",\"to\":\"15:00\"}]",
+		"2027-03-14", "2027-03-14", 60, 0, FIXED_NOW);
+	assert_starts(r, ny);
+	assert_skipped(r, ny_sk);
+
+	/* 01:00, 01:45, 02:30 (gap), 03:15 local, both days; 13:00, 13:45 Sunday;
+	 * Sunday 03:15 is EDT (07:15Z), Saturday 03:15 EST (08:15Z) */
+	r = sql_plan("America/New_York",
+		"[{\"daysOfWeek\":[6,7],\"from\":\"01:00\",\"to\":\"04:00\"},"
+		" {\"daysOfWeek\":[7],\"from\":\"13:00\",\"to\":\"14:30\"}]",
+		"2027-03-13", "2027-03-14", 30, 15, FIXED_NOW);
+	assert_skipped(r, ny15_sk);
+	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "slots")), 9);
+	ck_assert_int_eq(count_starts_between(r, "2027-03-13T08:15:00Z", "2027-03-13T08:15:01Z"), 1);
+	ck_assert_int_eq(count_starts_between(r, "2027-03-14T07:15:00Z", "2027-03-14T07:15:01Z"), 1);
+
+	r = sql_plan("Europe/Berlin", "[{\"daysOfWeek\":[7],\"from\":\"00:00\",\"to\":\"06:00\"}]",
+		"2027-03-28", "2027-03-28", 90, 0, FIXED_NOW);
+	assert_starts(r, across);
+	assert_skipped(r, across_sk);
+
+	r = sql_plan("Europe/Berlin", "[{\"daysOfWeek\":[2],\"from\":\"10:00\",\"to\":\"11:00\"}]",
+		"2027-03-15", "2027-04-11", 60, 0, FIXED_NOW);
+	assert_starts(r, weekly);
+	assert_skipped(r, none);
+}
+END_TEST
+
+START_TEST(dst_fixed_sydney_fall_back_sql)
+{
+	/* 02:00-03:00 happens twice (AEDT +11, then AEST +10): first occurrence
+	 * only, no doubled slot, and 03:00 is AEST */
+	struct h_resp *r = sql_plan("Australia/Sydney",
+		"[{\"daysOfWeek\":[7],\"from\":\"01:30\",\"to\":\"03:30\"},"
+		" {\"daysOfWeek\":[7],\"from\":\"15:00\",\"to\":\"16:00\"}]",
+		"2027-04-04", "2027-04-04", 30, 0, FIXED_NOW);
+	static const char *const first[] = { "2027-04-03T14:30:00Z", "2027-04-03T15:00:00Z",
+		"2027-04-03T15:30:00Z", "2027-04-03T17:00:00Z",
+		"2027-04-04T05:00:00Z", "2027-04-04T05:30:00Z", NULL };
+	static const char *const three_days[] = {
 		"2027-04-02T22:00:00Z", "2027-04-02T22:30:00Z",         /* Sat 09:00 AEDT */
 		"2027-04-03T04:00:00Z", "2027-04-03T04:30:00Z",         /* Sat 15:00 AEDT */
 		"2027-04-03T15:00:00Z", "2027-04-03T15:30:00Z",         /* Sun 02:00 AEDT (1st) */
@@ -207,59 +983,21 @@ START_TEST(dst_sydney_fall_back_publish)
 		"2027-04-04T23:00:00Z", "2027-04-04T23:30:00Z",         /* Mon 09:00 AEST */
 		"2027-04-05T05:00:00Z", "2027-04-05T05:30:00Z", NULL }; /* Mon 15:00 AEST */
 	static const char *const none[] = { NULL };
-	struct h_resp *pv = preview(&a, body), *pb;
 
-	ck_assert_msg(pv->status == 200, "%ld %s", pv->status, pv->body);
-	assert_starts(pv, starts);
-	assert_skipped(pv, none);
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
-		"WHERE owner_user_id = $1", a.sub), 0);
-	pb = h_post(BATCHES, a.token, body);
-	ck_assert_msg(pb->status == 201, "%ld %s", pb->status, pb->body);
-	assert_starts(pb, starts);
-	assert_preview_eq_publish(pv, pb);
-	/* stored: every slot at its local wall time, none at the second 02:00/02:30 */
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
-		"WHERE owner_user_id = $1 AND time_zone = 'Australia/Sydney' "
-		"AND to_char(start_at AT TIME ZONE 'Australia/Sydney', 'HH24:MI') "
-		"    IN ('09:00', '09:30', '15:00', '15:30', '02:00', '02:30')", a.sub), 14);
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
-		"WHERE owner_user_id = $1 AND start_at >= '2027-04-03T16:00:00Z' "
-		"AND start_at < '2027-04-03T17:00:00Z'", a.sub), 0);
-	/* publishing it again creates nothing: every slot is an overlap now */
-	pb = h_post(BATCHES, a.token, body);
-	ck_assert_msg(pb->status == 201, "%ld %s", pb->status, pb->body);
-	ck_assert_int_eq(json_object_get_int(h_jget(pb->json, "created")), 0);
-	ck_assert_int_eq((int)json_object_array_length(arr(pb->json, "skipped")), 14);
+	assert_starts(r, first);
+	assert_skipped(r, none);
+	r = sql_plan("Australia/Sydney",
+		"[{\"daysOfWeek\":[6,7,1],\"from\":\"09:00\",\"to\":\"10:00\"},"
+		" {\"daysOfWeek\":[6,7,1],\"from\":\"15:00\",\"to\":\"16:00\"},"
+		" {\"daysOfWeek\":[7],\"from\":\"02:00\",\"to\":\"03:00\"}]",
+		"2027-04-03", "2027-04-05", 30, 0, FIXED_NOW);
+	assert_starts(r, three_days);
+	assert_skipped(r, none);
+	ck_assert_int_eq(count_starts_between(r, "2027-04-03T16:00:00Z", "2027-04-03T17:00:00Z"), 0);
 }
 END_TEST
 
-/* Preview and publish agree on a spring-forward day too (dst_gap skips). */
-START_TEST(dst_new_york_preview_equals_publish)
-{
-	struct agent a = new_agent();
-	char *body = batch_body("America/New_York",
-		"[{\"daysOfWeek\":[6,7],\"from\":\"01:00\",\"to\":\"04:00\"},"
-		" {\"daysOfWeek\":[7],\"from\":\"13:00\",\"to\":\"14:30\"}]",
-		"2027-03-13", "2027-03-14", 30, "\"gapMinutes\":15");
-	struct h_resp *pv = preview(&a, body), *pb;
-	static const char *const skipped[] = { "2027-03-14 02:30 dst_gap", NULL };
-
-	ck_assert_msg(pv->status == 200, "%ld %s", pv->status, pv->body);
-	/* 01:00, 01:45, 02:30 (gap), 03:15 local, both days; 13:00, 13:45 Sunday */
-	assert_skipped(pv, skipped);
-	pb = h_post(BATCHES, a.token, body);
-	ck_assert_msg(pb->status == 201, "%ld %s", pb->status, pb->body);
-	assert_preview_eq_publish(pv, pb);
-	ck_assert_int_eq(json_object_get_int(h_jget(pb->json, "created")), 9);
-	/* Sunday 03:15 is EDT (07:15Z), Saturday 03:15 EST (08:15Z) */
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
-		"WHERE owner_user_id = $1 AND start_at IN ('2027-03-14T07:15:00Z', "
-		"'2027-03-13T08:15:00Z')", a.sub), 2);
-}
-END_TEST
-
-/* Europe/Berlin 2027-10-31 is beyond today + 183: DB-only on calendar.slot_plan. */
+/* Europe/Berlin's and New York's 2027 fall-back, fixed, on calendar.slot_plan. */
 START_TEST(dst_berlin_fall_back_db_only)
 {
 	PGresult *res = h_sql(
@@ -289,45 +1027,6 @@ START_TEST(dst_berlin_fall_back_db_only)
 		"FROM calendar.slot_plan($1::uuid, 'America/New_York', "
 		"  '[{\"daysOfWeek\":[7],\"from\":\"01:30\",\"to\":\"02:30\"}]', "
 		"  '2027-11-07', '2027-11-07', 60, 0, '2027-10-01T00:00:00Z')", h_uuid()), "05:30");
-}
-END_TEST
-
-/* A slot spanning the spring gap lasts real minutes: the next local start
- * would overlap it and is skipped as overlap (never a doubled booking). */
-START_TEST(dst_duration_across_gap_overlap)
-{
-	struct agent a = new_agent();
-	struct h_resp *r = preview(&a, batch_body("Europe/Berlin",
-		"[{\"daysOfWeek\":[7],\"from\":\"00:00\",\"to\":\"06:00\"}]",
-		"2027-03-28", "2027-03-28", 90, NULL));
-	static const char *const starts[] = { "2027-03-27T23:00:00Z", "2027-03-28T00:30:00Z",
-		"2027-03-28T02:30:00Z", NULL };
-	static const char *const skipped[] = { "2027-03-28 03:00 overlap", NULL };
-
-	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
-	assert_starts(r, starts);
-	assert_skipped(r, skipped);
-}
-END_TEST
-
-/* Weekly window keeps its local wall time across the change (10:00 Berlin:
- * 09:00Z in CET, 08:00Z in CEST). */
-START_TEST(dst_weekly_window_keeps_wall_time)
-{
-	struct agent a = new_agent();
-	struct h_resp *r = h_post(BATCHES, a.token, batch_body("Europe/Berlin",
-		"[{\"daysOfWeek\":[2],\"from\":\"10:00\",\"to\":\"11:00\"}]",
-		"2027-03-15", "2027-04-11", 60, "\"projectId\":\"" "11111111-2222-4333-8444-555555555555" "\""));
-	static const char *const starts[] = { "2027-03-16T09:00:00Z", "2027-03-23T09:00:00Z",
-		"2027-03-30T08:00:00Z", "2027-04-06T08:00:00Z", NULL };
-
-	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
-	assert_starts(r, starts);
-	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "created")), 4);
-	ck_assert_str_eq(h_jstr(h_jget(r->json, "batch"), "timeZone"), "Europe/Berlin");
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
-		"WHERE owner_user_id = $1 AND status = 'Available' "
-		"AND to_char(start_at AT TIME ZONE 'Europe/Berlin', 'HH24:MI') = '10:00'", a.sub), 4);
 }
 END_TEST
 
@@ -1084,9 +1783,18 @@ Suite *make_slots_suite(void)
 	tc = h_tcase("dst", 60);
 	tcase_add_test(tc, dst_berlin_spring_forward);
 	tcase_add_test(tc, dst_new_york_spring_forward);
+	tcase_add_test(tc, dst_sydney_spring_forward);
+	tcase_add_test(tc, dst_berlin_fall_back_first_occurrence);
+	tcase_add_test(tc, dst_new_york_fall_back_first_occurrence);
 	tcase_add_test(tc, dst_sydney_fall_back_first_occurrence);
 	tcase_add_test(tc, dst_sydney_fall_back_publish);
+	tcase_add_test(tc, dst_berlin_fall_back_publish);
 	tcase_add_test(tc, dst_new_york_preview_equals_publish);
+	tcase_add_test(tc, dst_berlin_preview_equals_publish);
+	tcase_add_test(tc, dst_model_any_date);
+	tcase_add_test(tc, dst_fixed_changes_found);
+	tcase_add_test(tc, dst_fixed_spring_forward_sql);
+	tcase_add_test(tc, dst_fixed_sydney_fall_back_sql);
 	tcase_add_test(tc, dst_berlin_fall_back_db_only);
 	tcase_add_test(tc, dst_duration_across_gap_overlap);
 	tcase_add_test(tc, dst_weekly_window_keeps_wall_time);
