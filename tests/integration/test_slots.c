@@ -243,7 +243,7 @@ static void dst_pick(const char *zone, int dir, struct dst *z)
 	fprintf(stderr, "dst: %s %s -> %s %s at %s (%+d -> %+d min, wall %s -> %s), %s\n",
 			zone, dir > 0 ? "spring forward" : "fall back", z->zone, z->ch.date,
 			z->ch.at, z->ch.before_min, z->ch.after_min, hhmm(z->lb), hhmm(z->la),
-			z->api ? "through the API" : "DB-only: no such change inside the horizon");
+			z->api ? "through the API" : "DB-only: outside the publish horizon");
 	ck_assert_msg(dir > 0 ? z->la > z->lb : z->la < z->lb, "direction of %s", z->ch.at);
 	/* the windows below sit around the change and before 09:00 */
 	ck_assert_msg(z->lb >= 60 && z->lb <= 480 && z->la >= 60 && z->la <= 480,
