@@ -1035,6 +1035,9 @@ START_TEST(deadlock_retried_not_500)
 
 	ck_assert_int_eq(PQstatus(blocker), CONNECTION_OK);
 	snprintf(pid, sizeof(pid), "%d", PQbackendPID(blocker));
+	/* the blocker never runs the deadlock check first (under CPU load its
+	 * 1 s timer could fire before the cancel's): the cancel is the victim */
+	PQclear(PQexec(blocker, "SET deadlock_timeout = '60s'"));
 	PQclear(PQexec(blocker, "BEGIN"));
 	res = PQexecParams(blocker, "SELECT 1 FROM calendar.calendar_events WHERE id = $1 "
 			"FOR UPDATE", 1, NULL, p1, NULL, NULL, 0);
