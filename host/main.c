@@ -79,7 +79,8 @@ static void usage(FILE *f)
 	      "  --clock-offset-s N     shift the host clock (needs allow_clock_offset)\n"
 	      "  --sql-dir DIR          migrations (default " PIN_SQL_DIR ")\n"
 	      "  --pid-file FILE        write the pid\n"
-	      "  --log-level L          debug|info|warn|error\n", f);
+	      "  --log-level L          debug|info|warn|error\n"
+	      "  --list-routes          load --plugins, print METHOD PATH per route, exit\n", f);
 }
 
 static int level_of(const char *s)
@@ -112,11 +113,12 @@ int main(int argc, char **argv)
 		{ "sql-dir", required_argument, NULL, 's' },
 		{ "pid-file", required_argument, NULL, 'f' },
 		{ "log-level", required_argument, NULL, 'L' },
+		{ "list-routes", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *config = NULL, *offset = NULL;
-	bool once = false, migrate = false;
+	bool once = false, migrate = false, list_routes = false;
 	int c, rc = 1;
 	struct pin_arena *arena = NULL;
 
@@ -136,6 +138,7 @@ int main(int argc, char **argv)
 		case 's': pin_config_set("sql_dir", optarg); break;
 		case 'f': pin_config_set("pid_file", optarg); break;
 		case 'L': pin_config_set("log_level", optarg); break;
+		case 'r': list_routes = true; break;
 		case 'h': usage(stdout); pin_config_free(); return 0;
 		default: usage(stderr); pin_config_free(); return 2;
 		}
@@ -175,6 +178,15 @@ int main(int argc, char **argv)
 
 	if (migrate) {
 		rc = pin_migrate(pin_config_get("sql_dir", PIN_SQL_DIR)) == 0 ? 0 : 1;
+		goto out_db;
+	}
+
+	if (list_routes) {   /* the routes the plugins register; nothing started */
+		rc = pin_plugins_load(pin_config_get("plugins", ""),
+			pin_config_get("plugin_dir", PIN_PLUGIN_DIR)) == 0 ? 0 : 1;
+		for (size_t i = 0; rc == 0 && i < pin_reg.nroutes; i++)
+			printf("%s %s\n", pin_reg.routes[i].r.method, pin_reg.routes[i].r.pattern);
+		pin_plugins_unload();
 		goto out_db;
 	}
 

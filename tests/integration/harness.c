@@ -272,6 +272,69 @@ struct h_resp *h_resp_json(long status, json_object *json)
 	return track(r, resp_destroy);
 }
 
+/* ---------------------------------------------------- contract recording */
+/* PIN_CONTRACT_RECORD_DIR set (./dev test): every HTTP response and every
+ * Kafka message the suites see is appended as one JSON line to http.jsonl /
+ * kafka.jsonl there; tests/contract/check.mjs validates them against
+ * api/openapi.yaml and api/asyncapi.yaml after the run. */
+static void contract_record(const char *file, json_object *o)
+{
+	const char *dir = getenv("PIN_CONTRACT_RECORD_DIR");
+	char *path = NULL;
+	const char *line;
+	int fd;
+
+	if (dir && *dir && asprintf(&path, "%s/%s", dir, file) >= 0) {
+		line = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+		fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			char *l = NULL;
+
+			if (asprintf(&l, "%s\n", line) >= 0 &&
+			    write(fd, l, strlen(l)) < 0)
+				fprintf(stderr, "contract record %s: %s\n", path, strerror(errno));
+			free(l);
+			close(fd);
+		}
+	}
+	free(path);
+	json_object_put(o);
+}
+
+static void contract_record_http(const char *method, const char *path,
+		const struct h_resp *r)
+{
+	json_object *o;
+
+	if (!getenv("PIN_CONTRACT_RECORD_DIR"))
+		return;
+	o = json_object_new_object();
+	json_object_object_add(o, "method", json_object_new_string(method));
+	json_object_object_add(o, "path", json_object_new_string(path));
+	json_object_object_add(o, "status", json_object_new_int((int)r->status));
+	json_object_object_add(o, "contentType",
+		r->content_type ? json_object_new_string(r->content_type) : NULL);
+	json_object_object_add(o, "body", json_object_new_string_len(r->body, (int)r->body_len));
+	contract_record("http.jsonl", o);
+}
+
+static void contract_record_kafka(const char *source, const char *topic,
+		int32_t partition, int64_t offset, const char *key, const char *value)
+{
+	json_object *o;
+
+	if (!getenv("PIN_CONTRACT_RECORD_DIR"))
+		return;
+	o = json_object_new_object();
+	json_object_object_add(o, "source", json_object_new_string(source));
+	json_object_object_add(o, "topic", json_object_new_string(topic));
+	json_object_object_add(o, "partition", json_object_new_int(partition));
+	json_object_object_add(o, "offset", json_object_new_int64(offset));
+	json_object_object_add(o, "key", key ? json_object_new_string(key) : NULL);
+	json_object_object_add(o, "value", json_object_new_string(value));
+	contract_record("kafka.jsonl", o);
+}
+
 struct h_resp *h_request_opts(const char *method, const char *path,
 		const char *token, const struct h_req_opts *o)
 {
@@ -335,6 +398,7 @@ struct h_resp *h_request_opts(const char *method, const char *path,
 	r->body_len = body.n;
 	if (r->body_len > 0)
 		r->json = json_tokener_parse(r->body);
+	contract_record_http(method, path, r);
 
 	curl_slist_free_all(hl);
 	curl_easy_cleanup(c);
@@ -746,6 +810,7 @@ static void kmsg_add(struct h_kmsgs *l, const rd_kafka_message_t *m)
 	k->json = json_tokener_parse(k->value);
 	k->ts_ms = rd_kafka_message_timestamp(m, &tt);
 	kmsg_add_headers(k, m);
+	contract_record_kafka("broker", k->topic, k->partition, k->offset, k->key, k->value);
 }
 
 const char *h_kmsg_header(const struct h_kmsg *m, const char *name)
@@ -890,6 +955,7 @@ int h_kafka_produce(const char *topic, const char *key, const char *value)
 		rd_kafka_destroy(rk);
 		return -1;
 	}
+	contract_record_kafka("test", topic, -1, -1, key, value);
 	rd_kafka_flush(rk, 10000);
 	rd_kafka_destroy(rk);
 	if (done != 1)
