@@ -3,8 +3,10 @@
 #ifndef APT_HTTP_H
 #define APT_HTTP_H
 
-#include "common.h"
-#include "apt.h"
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
+#include "caldomain/appointment.h"
+#include "caldomain/appointment.h"
 
 #define APT_NOT_FOUND "APPOINTMENT_NOT_FOUND"
 

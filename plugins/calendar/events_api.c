@@ -211,11 +211,11 @@ int cal_events_create(struct pin_req *r, void *ud)
 	}
 	if (e.n)
 		return fail(r, PC_E_VALIDATION, &e);
-	rc = pc_tz_canonical(tz, &ev.time_zone);
+	rc = pc_tz_lookup(tz, &ev.time_zone);
+	if (rc == PC_E_TZ)
+		return fail(r, PC_E_TZ, &e);
 	if (rc < 0)
 		return rc;
-	if (rc > 0)
-		return fail(r, PC_E_TZ, &e);
 
 	ev.tenant_id = p->tenant_id;
 	ev.owner_user_id = p->sub;
@@ -323,8 +323,7 @@ int cal_events_patch(struct pin_req *r, void *ud)
 	}
 	if (e.n)
 		return fail(r, PC_E_VALIDATION, &e);
-	have_ver = pc_if_match(r, &ver);
-	if (have_ver < 0)
+	if (pc_if_match(r, &have_ver, &ver) < 0)
 		return PIN_OK;
 
 	rc = write_prologue(r, id, have_ver, ver, &idem, &row);
@@ -391,14 +390,13 @@ static int event_action(struct pin_req *r, const char *action)
 	}
 	if (e.n)
 		return fail(r, PC_E_VALIDATION, &e);
-	have_ver = pc_if_match(r, &ver);
-	if (have_ver < 0)
+	if (pc_if_match(r, &have_ver, &ver) < 0)
 		return PIN_OK;
 	rc = write_prologue(r, id, have_ver, ver, &idem, &row);
 	if (rc < 0)
 		return fail(r, rc, &e);
 	if (reschedule)
-		rc = pc_event_reschedule(row, start, pc_api->now_us(), &res);
+		rc = pc_event_reschedule(row, start, pc_api->now_us(), &res, NULL);
 	else
 		rc = pc_event_transition(row, action, reason, pc_api->now_us(), &res);
 	if (rc < 0)

@@ -10,7 +10,7 @@
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
 #include "notify.h"
 
 #define GROUP "notifications-identity-users"
@@ -72,14 +72,14 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 	if (locale && !*locale)
 		locale = NULL;
 	if (tz) {
-		int rc = pc_tz_canonical(tz, &canon);
+		int rc = pc_tz_lookup(tz, &canon);
 
-		if (rc < 0) {
+		if (rc < 0 && rc != PC_E_TZ) {
 			snprintf(res->code, sizeof(res->code), "NTF_DB_ERROR");
 			snprintf(res->detail, sizeof(res->detail), "time zone list unavailable");
 			return PIN_CONSUME_RETRY;
 		}
-		tz = rc == 0 ? canon : NULL;
+		tz = rc == 0 ? canon : NULL;   /* an unknown zone is dropped */
 	}
 	if (msg->created_at_us <= 0)
 		return fatal(res, "envelope createdAt is missing");

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
 #include "notify.h"
 
 #define GROUP "notifications-calendar-events"
@@ -176,11 +176,11 @@ static void read_payload(struct ctx *c)
 	}
 	if (c->tz && !c->bad) {
 		const char *canon;
-		int rc = pc_tz_canonical(c->tz, &canon);
+		int rc = pc_tz_lookup(c->tz, &canon);
 
 		if (rc == 0)
 			c->tz = canon;
-		else if (rc == 1)
+		else if (rc == PC_E_TZ)
 			c->bad = "timeZone";
 	}
 }

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
 #include "slots.h"
 
 static const char *const batch_fields[] = { "kind", "timeZone", "windows", "fromDate",
@@ -180,10 +180,10 @@ static int parse_batch(struct pin_req *r, struct batch_in *in)
 	pc_check_fields(body, batch_fields, &e);
 	pc_get_enum(body, "kind", 1, slot_kinds, &in->kind, &e);
 	if (pc_get_string(body, "timeZone", 1, 1, 64, &tzname, &e) == PC_SET) {
-		rc = pc_tz_canonical(tzname, &in->tz);
-		if (rc < 0)
+		rc = pc_tz_lookup(tzname, &in->tz);
+		if (rc < 0 && rc != PC_E_TZ)
 			goto out;
-		if (rc == 1) {
+		if (rc == PC_E_TZ) {
 			tz_unknown = 1;
 			pc_errs_add(&e, "timeZone", "unknown IANA time zone");
 		}

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
 #include "slots.h"
 
 static const char *const slot_statuses[] = { "Available", "Booked", "Expired", "Archived",
@@ -115,8 +115,7 @@ int slot_h_archive(struct pin_req *r, void *ud)
 	(void)ud;
 	if (!(id = pc_path_uuid(r, "id")))
 		return PIN_OK;
-	has_ver = pc_if_match(r, &want_ver);
-	if (has_ver == PC_E_RESPONDED)
+	if (pc_if_match(r, &has_ver, &want_ver) < 0)
 		return PIN_OK;
 	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
 		return rc == PC_E_RESPONDED ? PIN_OK : rc;
@@ -128,7 +127,7 @@ int slot_h_archive(struct pin_req *r, void *ud)
 		"WHERE s.id = $1::uuid AND s.owner_user_id = $2::uuid AND s.tenant_id = $3::uuid "
 		"FOR UPDATE", p, "SLOT_NOT_FOUND", "no such slot", &res)) < 0)
 		goto out;
-	if (has_ver == 1 && atoi(PQgetvalue(res, 0, 14)) != want_ver) {
+	if (has_ver && atoi(PQgetvalue(res, 0, 14)) != want_ver) {
 		rc = pc_problem(r, 409, "VERSION_CONFLICT",
 				"the slot was changed; reload it and retry");
 		goto out;

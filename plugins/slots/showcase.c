@@ -9,7 +9,7 @@
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
 #include "slots.h"
 
 static const char *const slot_kinds[] = { "Showing", "Consultation", NULL };

@@ -1,11 +1,12 @@
-/* test_calendar_rules.c -- the pure calendar rules of plugins/common/rules.c:
- * INV-CAL-1/2/3, reminder arithmetic (seed 000 rules 1-2), offsets,
+/* test_calendar_rules.c -- the pure calendar rules of plugins/caldomain/event_rules.c
+ * and the pure SDK helpers: INV-CAL-1/2/3, reminder arithmetic (seed 000 rules 1-2), offsets,
  * If-Match, cursors, time formatting.  No database. */
 #include "config.h"
 #include <string.h>
 #include <check.h>
 #include "suites.h"
-#include "common.h"
+#include "sdk/sdk.h"
+#include "caldomain/event_rules.h"
 
 #define MIN_US (60LL * 1000000)
 #define HOUR_US (60 * MIN_US)

@@ -9,7 +9,7 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
 #include "notify.h"
 
 #define DEFAULT_LIMIT 20
@@ -269,13 +269,13 @@ int ntf_h_settings_put(struct pin_req *r, void *ud)
 	if (e.n)
 		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "invalid settings", &e);
 	if (ft == PC_SET) {
-		rc = pc_tz_canonical(tz, &tz);
-		if (rc < 0)
-			return rc;
-		if (rc == 1) {
+		rc = pc_tz_lookup(tz, &tz);
+		if (rc == PC_E_TZ) {
 			pc_errs_add(&e, "timeZone", "unknown IANA time zone");
 			return pc_errs_respond(r, 422, "UNKNOWN_TIME_ZONE", "unknown time zone", &e);
 		}
+		if (rc < 0)
+			return rc;
 	}
 	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
 	p[0] = user;

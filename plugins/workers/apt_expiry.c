@@ -8,9 +8,10 @@
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
-#include "common.h"
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
 #include "workers.h"
-#include "../appointments/apt.h"
+#include "caldomain/appointment.h"
 
 #define JOB_NAME "appointment-timeout"
 #define LABELS "job=\"appointment-timeout\""
@@ -20,7 +21,7 @@
 /* Age in seconds of the oldest due Pending appointment (0 when none). */
 static void set_lag(int64_t now_us)
 {
-	wrk_set_lag("wrk_apt_timeout_lag",
+	pc_set_lag("wrk_apt_timeout_lag",
 		"SELECT calendar.us(min(confirm_deadline_at)) FROM calendar.appointments "
 		"WHERE status = 'Pending' AND confirm_deadline_at <= $1::timestamptz",
 		now_us, "pin_job_lag_seconds", LABELS);
@@ -43,8 +44,8 @@ static int appointment_timeout(void *ud)
 
 	(void)ud;
 	set_lag(now_us);
-	total = wrk_batch_loop(expire_batch, now_us,
-			wrk_batch_size("job." JOB_NAME ".batch", DEFAULT_BATCH), MAX_BATCHES);
+	total = pc_batch_loop(expire_batch, now_us,
+			pc_batch_size("job." JOB_NAME ".batch", DEFAULT_BATCH), MAX_BATCHES);
 	if (total < 0)
 		return total;
 	if (total > 0)
@@ -58,7 +59,6 @@ int wrk_appointments_register(struct pin_registrar *reg, char *err, size_t errle
 	struct pin_job j = { JOB_NAME, 60000, appointment_timeout, NULL, NULL };
 
 	/* the shared code (plugins/common, core.c) reaches the host through pc_api */
-	pc_init(wrk_api);
 	if (reg->job(reg, &j) < 0) {
 		snprintf(err, errlen, "workers: cannot register job %s", JOB_NAME);
 		return -1;

@@ -1,4 +1,4 @@
-/* core.c -- the Appointment aggregate on the database: booking (the one
+/* appointment.c -- the Appointment aggregate on the database: booking (the one
  * contention point: the conditional Available -> Booked update), the
  * transitions and their cascades to slot, CalendarEvent and reminders, the
  * appointment-* outbox messages, and the expiry batch of workers.so.
@@ -7,27 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common.h"
-#include "apt.h"
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
+#include "caldomain/appointment.h"
 
 #define AGG "Appointment"
-
-static int res_ok(PGresult *res, ExecStatusType want)
-{
-	return res && PQresultStatus(res) == want;
-}
-
-static const char *col(const PGresult *res, int row, int c)
-{
-	return PQgetisnull(res, row, c) ? NULL : PQgetvalue(res, row, c);
-}
-
-static void json_bool_col(json_object *o, const char *key, const PGresult *res, int row,
-		int c)
-{
-	json_object_object_add(o, key, json_object_new_boolean(
-			strcmp(PQgetvalue(res, row, c), "t") == 0));
-}
 
 /* ------------------------------------------------------------ load / view */
 
@@ -46,7 +30,7 @@ static int one_in_scope(const char *stmt, const char *sql, const char *id,
 	const char *p[4] = { id, sc->tenant_id, sc->agent_user_id, sc->investor_user_id };
 	PGresult *res = pc_api->db_exec_prepared(stmt, sql, 4, p);
 
-	if (!res_ok(res, PGRES_TUPLES_OK))
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(res) != 1)
 		return PC_E_NOT_FOUND;
@@ -83,7 +67,7 @@ json_object *apt_json(const PGresult *res, int row)
 	pc_json_col_time(o, "endAt", res, row, APT_C_END);
 	pc_json_col(o, "timeZone", res, row, APT_C_TZ);
 	pc_json_col(o, "status", res, row, APT_C_STATUS);
-	json_bool_col(o, "autoConfirmed", res, row, APT_C_AUTO);
+	pc_json_col_bool(o, "autoConfirmed", res, row, APT_C_AUTO);
 	pc_json_col(o, "comment", res, row, APT_C_COMMENT);
 	pc_json_col(o, "projectId", res, row, APT_C_PROJECT);
 	pc_json_col(o, "propertyObjectId", res, row, APT_C_PROPERTY);
@@ -141,7 +125,7 @@ static json_object *payload_created(const PGresult *res, int row)
 
 	pc_json_col(o, "slotId", res, row, APT_C_SLOT);
 	pc_json_col(o, "status", res, row, APT_C_STATUS);
-	json_bool_col(o, "autoConfirmed", res, row, APT_C_AUTO);
+	pc_json_col_bool(o, "autoConfirmed", res, row, APT_C_AUTO);
 	pc_json_col_time(o, "confirmDeadlineAt", res, row, APT_C_DEADLINE);
 	pc_json_col(o, "projectId", res, row, APT_C_PROJECT);
 	pc_json_col(o, "propertyObjectId", res, row, APT_C_PROPERTY);
@@ -156,7 +140,7 @@ static json_object *payload_confirmed(const PGresult *res, int row)
 {
 	json_object *o = payload_head(res, row, 1);
 
-	json_bool_col(o, "autoConfirmed", res, row, APT_C_AUTO);
+	pc_json_col_bool(o, "autoConfirmed", res, row, APT_C_AUTO);
 	return o;
 }
 
@@ -228,7 +212,7 @@ static int book_guards(const struct apt_book_req *b, const char *now, int64_t no
 	res = pc_api->db_exec_prepared("apt_investor_lock",
 		"SELECT pg_advisory_xact_lock(hashtext('calendar.appointments.investor:' || $1))",
 		1, p);
-	if (!res_ok(res, PGRES_TUPLES_OK))
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	/* Per-investor rate limit: bookings created in the rolling hour (refused
 	 * attempts leave no row, so they do not count).  Anti-spam counts a
@@ -241,7 +225,7 @@ static int book_guards(const struct apt_book_req *b, const char *now, int64_t no
 			"WHERE investor_user_id = $1::uuid "
 			"  AND created_at >= $2::timestamptz - interval '1 hour' "
 			"  AND rescheduled_from_appointment_id IS NULL", 2, p);
-		if (!res_ok(res, PGRES_TUPLES_OK))
+		if (!pc_res_ok(res, PGRES_TUPLES_OK))
 			return PIN_ERR_DB;
 		if (atoll(PQgetvalue(res, 0, 0)) >= rate)
 			return APT_E_RATE;
@@ -255,12 +239,12 @@ static int book_guards(const struct apt_book_req *b, const char *now, int64_t no
 		res = pc_api->db_exec_prepared("apt_slots_lock",
 			"SELECT s.id FROM calendar.availability_slots s "
 			"WHERE s.id IN ($1::uuid, $2::uuid) ORDER BY s.id FOR UPDATE", 2, q);
-		if (!res_ok(res, PGRES_TUPLES_OK))
+		if (!pc_res_ok(res, PGRES_TUPLES_OK))
 			return PIN_ERR_DB;
 	}
 
 	slot = slot_get(b->slot_id);
-	if (!res_ok(slot, PGRES_TUPLES_OK))
+	if (!pc_res_ok(slot, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(slot) != 1)
 		return APT_E_SLOT_NOT_FOUND;
@@ -284,7 +268,7 @@ static int book_guards(const struct apt_book_req *b, const char *now, int64_t no
 		"WHERE investor_user_id = $1::uuid AND status IN ('Pending', 'Confirmed') "
 		"  AND start_at > $4::timestamptz AND ($5::uuid IS NULL OR id <> $5::uuid)",
 		5, p);
-	if (!res_ok(res, PGRES_TUPLES_OK))
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (atoll(PQgetvalue(res, 0, 0)) > 0)
 		return APT_E_DUPLICATE;
@@ -319,12 +303,12 @@ int apt_book(const struct apt_book_req *b, int64_t now_us, const char **id_out)
 		"RETURNING s.tenant_id, s.owner_user_id, s.kind, calendar.us(s.start_at), "
 		"  calendar.us(s.end_at), s.time_zone, s.auto_confirm, s.project_id, "
 		"  s.property_object_id, s.location", 2, p);
-	if (!res_ok(res, PGRES_TUPLES_OK))
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(res) != 1) {
 		/* a fresh snapshot (READ COMMITTED) tells why */
 		slot = slot_get(b->slot_id);
-		if (!res_ok(slot, PGRES_TUPLES_OK))
+		if (!pc_res_ok(slot, PGRES_TUPLES_OK))
 			return PIN_ERR_DB;
 		if (PQntuples(slot) != 1)
 			return APT_E_SLOT_NOT_FOUND;
@@ -350,14 +334,14 @@ int apt_book(const struct apt_book_req *b, int64_t now_us, const char **id_out)
 	ev.origin = "Appointment";
 	ev.title = strcmp(ev.kind, "Showing") == 0 ? "Showing (booked by an investor)"
 		: "Consultation (booked by an investor)";
-	ev.location = col(slot, 0, 9);
+	ev.location = pc_col(slot, 0, 9);
 	ev.start_us = start_us;
 	ev.has_end = 1;
 	ev.end_us = end_us;
 	ev.time_zone = PQgetvalue(slot, 0, 5);
 	ev.client_user_id = b->investor_user_id;
-	ev.project_id = col(slot, 0, 7);
-	ev.property_object_id = col(slot, 0, 8);
+	ev.project_id = pc_col(slot, 0, 7);
+	ev.property_object_id = pc_col(slot, 0, 8);
 	ev.appointment_id = apt_id;
 	ev.created_by_user_id = b->investor_user_id;
 	if ((rc = pc_event_create(&ev, now_us, &evrow)) < 0)
@@ -376,8 +360,8 @@ int apt_book(const struct apt_book_req *b, int64_t now_us, const char **id_out)
 	p[10] = autoc ? "Confirmed" : "Pending";
 	p[11] = autoc ? "true" : "false";
 	p[12] = b->comment;
-	p[13] = col(slot, 0, 7);
-	p[14] = col(slot, 0, 8);
+	p[13] = pc_col(slot, 0, 7);
+	p[14] = pc_col(slot, 0, 8);
 	p[15] = b->consultation_request_id;
 	p[16] = pc_time_param(deadline_us);
 	p[17] = b->rescheduled_from;
@@ -396,7 +380,7 @@ int apt_book(const struct apt_book_req *b, int64_t now_us, const char **id_out)
 			strcmp(pc_api->db_sqlstate(row), "23505") == 0 &&
 			strcmp(pc_api->db_constraint(row), "ux_appointments_slot_active") == 0)
 		return APT_E_SLOT_BOOKED;       /* the structural guarantee */
-	if (!res_ok(row, PGRES_TUPLES_OK) || PQntuples(row) != 1)
+	if (!pc_res_ok(row, PGRES_TUPLES_OK) || PQntuples(row) != 1)
 		return PIN_ERR_DB;
 	if ((rc = emit(APT_TOPIC_CREATED, "pin.calendar.appointment-created", row, 0,
 			payload_created(row, 0))) < 0)
@@ -452,7 +436,7 @@ static int end_row(const PGresult *locked, int row, const struct apt_end *x, int
 		"WHERE a.id = $1::uuid AND (a.status = 'Pending' "
 		"  OR ($2 = 'Cancelled' AND a.status = 'Confirmed')) "
 		"RETURNING " APT_COLS, 6, p);
-	if (!res_ok(upd, PGRES_TUPLES_OK))
+	if (!pc_res_ok(upd, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(upd) != 1)
 		return PC_E_TRANSITION;
@@ -467,7 +451,7 @@ static int end_row(const PGresult *locked, int row, const struct apt_end *x, int
 		"    THEN 'Available' ELSE 'Archived' END, "
 		"  version = s.version + 1, updated_at = $3::timestamptz "
 		"WHERE s.id = $1::uuid AND s.status = 'Booked'", 3, p);
-	if (!res_ok(res, PGRES_COMMAND_OK))
+	if (!pc_res_ok(res, PGRES_COMMAND_OK))
 		return PIN_ERR_DB;
 
 	rc = event_cascade(PQgetvalue(locked, row, APT_C_EVENT), "cancel",
@@ -506,7 +490,7 @@ int apt_confirm(const PGresult *locked, int64_t now_us)
 		"  decided_at = $2::timestamptz, updated_at = $2::timestamptz, "
 		"  version = a.version + 1 "
 		"WHERE a.id = $1::uuid AND a.status = 'Pending' RETURNING " APT_COLS, 2, p);
-	if (!res_ok(upd, PGRES_TUPLES_OK))
+	if (!pc_res_ok(upd, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(upd) != 1)
 		return PC_E_TRANSITION;
@@ -534,7 +518,7 @@ int apt_complete(const PGresult *locked, const char *outcome, const char *note,
 		"  outcome_note = $3, completed_at = $4::timestamptz, "
 		"  updated_at = $4::timestamptz, version = a.version + 1 "
 		"WHERE a.id = $1::uuid AND a.status = 'Confirmed' RETURNING " APT_COLS, 4, p);
-	if (!res_ok(upd, PGRES_TUPLES_OK))
+	if (!pc_res_ok(upd, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(upd) != 1)
 		return PC_E_TRANSITION;
@@ -565,7 +549,7 @@ int apt_expire_batch(int64_t now_us, int batch)
 		"FROM calendar.appointments a "
 		"WHERE a.status = 'Pending' AND a.confirm_deadline_at <= $1::timestamptz "
 		"ORDER BY a.confirm_deadline_at LIMIT $2::int FOR UPDATE SKIP LOCKED", 2, p);
-	if (!res_ok(res, PGRES_TUPLES_OK)) {
+	if (!pc_res_ok(res, PGRES_TUPLES_OK)) {
 		rc = PIN_ERR_DB;
 		goto fail;
 	}

@@ -1,0 +1,126 @@
+/* page.c -- keyset paging: opaque cursors and {items, nextCursor} pages. */
+#include "config.h"
+#include <ctype.h>
+#include <string.h>
+#include <stdlib.h>
+#include "sdk/page.h"
+#include "sdk/pg.h"
+
+
+static int is_uuid_text(const char *s)
+{
+	int i;
+
+	if (strlen(s) != 36)
+		return 0;
+	for (i = 0; i < 36; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i] != '-')
+				return 0;
+		} else if (!isxdigit((unsigned char)s[i])) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+void pc_hex_encode(const char *plain, char *out)
+{
+	static const char hx[] = "0123456789abcdef";
+
+	for (; *plain; plain++) {
+		*out++ = hx[((unsigned char)*plain) >> 4];
+		*out++ = hx[((unsigned char)*plain) & 15];
+	}
+	*out = 0;
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int pc_cursor_parse(const char *cursor, int64_t *us, char id[37])
+{
+	char plain[96], *bar, *end;
+	size_t len, i;
+	long long v;
+
+	if (!cursor)
+		return PIN_ERR;
+	len = strlen(cursor);
+	if (len == 0 || len % 2 || len / 2 >= sizeof(plain))
+		return PIN_ERR;
+	for (i = 0; i < len / 2; i++) {
+		int hi = hexval(cursor[2 * i]), lo = hexval(cursor[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return PIN_ERR;
+		plain[i] = (char)(hi * 16 + lo);
+	}
+	plain[len / 2] = 0;
+	bar = strchr(plain, '|');
+	if (!bar || bar == plain)
+		return PIN_ERR;
+	*bar = 0;
+	v = strtoll(plain, &end, 10);
+	if (*end)
+		return PIN_ERR;
+	if (!is_uuid_text(bar + 1))
+		return PIN_ERR;
+	*us = v;
+	memcpy(id, bar + 1, 37);
+	return 0;
+}
+
+char *pc_cursor_make(int64_t us, const char *id)
+{
+	char *plain = pc_api->sprintf("%lld|%s", (long long)us, id);
+	char *out = pc_api->alloc(strlen(plain) * 2 + 1);
+
+	pc_hex_encode(plain, out);
+	return out;
+}
+
+enum pc_field pc_q_cursor(struct pin_req *r, int64_t *us, char id[37],
+		struct pc_errs *e)
+{
+	const char *cursor = pc_api->req_query(r, "cursor");
+
+	id[0] = '\0';
+	if (!cursor || !*cursor)
+		return PC_ABSENT;
+	if (pc_cursor_parse(cursor, us, id) != 0) {
+		id[0] = '\0';
+		pc_errs_add(e, "cursor", "malformed cursor");
+		return PC_INVALID;
+	}
+	return PC_SET;
+}
+
+char *pc_next_cursor(const PGresult *res, long long limit, int start_col, int id_col)
+{
+	int last = (int)limit - 1;
+
+	if (PQntuples(res) <= limit)
+		return NULL;
+	return pc_cursor_make(pc_col_us(res, last, start_col), PQgetvalue(res, last, id_col));
+}
+
+json_object *pc_page_json(const PGresult *res, long long limit, int start_col,
+		int id_col, json_object *(*item)(const PGresult *res, int row))
+{
+	json_object *items = json_object_new_array(), *body = json_object_new_object();
+	int n = PQntuples(res);
+
+	for (int i = 0; i < n && i < limit; i++)
+		json_object_array_add(items, item(res, i));
+	json_object_object_add(body, "items", items);
+	pc_json_str(body, "nextCursor", pc_next_cursor(res, limit, start_col, id_col));
+	return body;
+}
