@@ -6,7 +6,8 @@
 #include "sdk/core.h"
 
 /* Fills res->code and res->detail and returns st (RETRY or FATAL).  With
- * log_msg, also a WARN line: messageId, topic, code, detail (no PII). */
+ * log_msg, also a WARN line: messageId, topic, code, detail (no PII); msg
+ * is read only then (may be NULL without log_msg). */
 enum pin_consume_status pc_consume_fail(const struct pin_msg *msg,
 		struct pin_consume_result *res, enum pin_consume_status st,
 		const char *code, const char *detail, const char *log_msg);
