@@ -536,8 +536,6 @@ static int default_channel(const char *kind, int ch)
 	return ch != 2 || !strcmp(kind, "AppointmentReminder");
 }
 
-/* Creates the notifications of one recipient.  0, PIN_ERR_DB, or 1 when
- * no template at all exists for (kind, role) (-> FATAL). */
 /* Renders the title and body templates for locale loc (in place). */
 static void render(const struct ctx *c, const struct names *nm,
 		const struct local_times *lt, const char *loc, const char **title,

@@ -7,6 +7,23 @@
 #include "sdk/instant.h"
 #include "sdk/problem.h"
 
+/* Answers the stored first response (row of pc_idem_get) again. */
+static void idem_replay(struct pin_req *r, const PGresult *res)
+{
+	json_object *replay, *ver;
+
+	replay = PQgetisnull(res, 0, 1) ? NULL : json_tokener_parse(PQgetvalue(res, 0, 1));
+	if (!PQgetisnull(res, 0, 2))
+		pc_api->set_header(r, "Location", PQgetvalue(res, 0, 2));
+	/* the first response carried ETag: "<version>" of the representation;
+	 * the replay answers the same (the body holds that version) */
+	if (replay && json_object_object_get_ex(replay, "version", &ver) &&
+			json_object_is_type(ver, json_type_int))
+		pc_api->set_header(r, "ETag", pc_api->sprintf("\"%lld\"",
+				(long long)json_object_get_int64(ver)));
+	pc_api->set_header(r, "Idempotent-Replayed", "true");
+	pc_api->respond_json(r, atoi(PQgetvalue(res, 0, 0)), replay);
+}
 
 int pc_idem_begin(struct pin_req *r, struct pc_idem *st)
 {
@@ -16,7 +33,6 @@ int pc_idem_begin(struct pin_req *r, struct pc_idem *st)
 	const char *params[5];
 	char *now;
 	PGresult *res;
-	json_object *replay, *ver;
 
 	st->key = NULL;
 	st->caller = p && p->sub ? p->sub : "";
@@ -71,17 +87,7 @@ int pc_idem_begin(struct pin_req *r, struct pc_idem *st)
 				"Idempotency-Key reused with another request", &e);
 		return PC_E_RESPONDED;
 	}
-	replay = PQgetisnull(res, 0, 1) ? NULL : json_tokener_parse(PQgetvalue(res, 0, 1));
-	if (!PQgetisnull(res, 0, 2))
-		pc_api->set_header(r, "Location", PQgetvalue(res, 0, 2));
-	/* the first response carried ETag: "<version>" of the representation;
-	 * the replay answers the same (the body holds that version) */
-	if (replay && json_object_object_get_ex(replay, "version", &ver) &&
-			json_object_is_type(ver, json_type_int))
-		pc_api->set_header(r, "ETag", pc_api->sprintf("\"%lld\"",
-				(long long)json_object_get_int64(ver)));
-	pc_api->set_header(r, "Idempotent-Replayed", "true");
-	pc_api->respond_json(r, atoi(PQgetvalue(res, 0, 0)), replay);
+	idem_replay(r, res);
 	return PC_E_REPLAYED;
 }
 

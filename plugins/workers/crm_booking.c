@@ -114,9 +114,11 @@ static int link_set_status(const char *booking_id, const char *phase, const char
 
 /* Inserts a link unless (booking, phase) exists.  event_id NULL = tombstone
  * (Cancelled).  msg_at: envelope createdAt of the message (0 = unknown), kept
- * as last_event_at.  1 inserted, 0 existed, PIN_ERR_DB. */
+ * as last_event_at.  0 (*inserted: 1 inserted, 0 existed; inserted may be
+ * NULL), PIN_ERR_DB. */
 static int link_insert(const char *booking_id, const char *phase, const char *deal_id,
-		const char *tenant_id, const char *event_id, int64_t now, int64_t msg_at)
+		const char *tenant_id, const char *event_id, int64_t now, int64_t msg_at,
+		int *inserted)
 {
 	const char *p[8] = { booking_id, phase, deal_id, tenant_id, event_id,
 		event_id ? "Open" : "Cancelled", pc_time_param(now),
@@ -129,28 +131,38 @@ static int link_insert(const char *booking_id, const char *phase, const char *de
 
 	if (!pc_res_ok(r, PGRES_COMMAND_OK))
 		return PIN_ERR_DB;
-	return strcmp(PQcmdTuples(r), "1") == 0;
+	if (inserted)
+		*inserted = strcmp(PQcmdTuples(r), "1") == 0;
+	return 0;
 }
 
+enum route_state { ROUTE_OK, ROUTE_TERMINAL, ROUTE_MISSING };
+
 /* Routing from the deal replica (locked FOR SHARE against a concurrent
- * executor change / close).  Returns 0 routed, 1 terminal, 2 missing,
+ * executor change / close).  0 with *state (ROUTE_OK: *tenant, *owner set),
  * PIN_ERR_DB. */
-static int route(const char *deal_id, const char **tenant, const char **owner)
+static int route(const char *deal_id, const char **tenant, const char **owner,
+		enum route_state *state)
 {
 	const char *p[1] = { deal_id };
 	PGresult *r = pc_api->db_exec_prepared("crmb_route",
 		"SELECT agency_company_id, executor_agent_user_id, is_terminal "
 		"FROM calendar.crm_deal_replicas WHERE deal_id = $1 FOR SHARE", 1, p);
 
+	*state = ROUTE_MISSING;
 	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(r) != 1)
-		return 2;
-	if (!strcmp(PQgetvalue(r, 0, 2), "t"))
-		return 1;
+		return 0;
+	if (!strcmp(PQgetvalue(r, 0, 2), "t")) {
+		*state = ROUTE_TERMINAL;
+		return 0;
+	}
 	*tenant = pc_col(r, 0, 0);
 	*owner = pc_col(r, 0, 1);
-	return *tenant && *owner ? 0 : 2;
+	if (*tenant && *owner)
+		*state = ROUTE_OK;
+	return 0;
 }
 
 static enum pin_consume_status replica_missing(struct bctx *c)
@@ -187,33 +199,34 @@ static enum pin_consume_status deadline_create(struct bctx *c, const char *phase
 	struct pc_event_new ev;
 	PGresult *row;
 	char event_id[37];
-	int rc;
+	enum route_state rs;
+	int rc, inserted = 0;
 
-	rc = route(c->deal_id, &tenant, &owner);
+	rc = route(c->deal_id, &tenant, &owner, &rs);
 	if (rc < 0)
 		return db_error(c, "replica lookup");
-	if (rc == 2)
+	if (rs == ROUTE_MISSING)
 		return replica_missing(c);
-	if (rc == 1) {
+	if (rs == ROUTE_TERMINAL) {
 		if (link_insert(c->booking_id, phase, c->deal_id, NULL, NULL, c->now,
-				c->msg->created_at_us) < 0)
+				c->msg->created_at_us, NULL) < 0)
 			return db_error(c, "tombstone insert");
 		skipped(c, "deal-terminal-skip", phase);
 		return PIN_CONSUME_OK;
 	}
 	if (at <= c->now) {
 		if (link_insert(c->booking_id, phase, c->deal_id, tenant, NULL, c->now,
-				c->msg->created_at_us) < 0)
+				c->msg->created_at_us, NULL) < 0)
 			return db_error(c, "tombstone insert");
 		skipped(c, "deadline-in-past", phase);
 		return PIN_CONSUME_OK;
 	}
 	pc_api->uuid_v7(event_id);
 	rc = link_insert(c->booking_id, phase, c->deal_id, tenant, event_id, c->now,
-			c->msg->created_at_us);
+			c->msg->created_at_us, &inserted);
 	if (rc < 0)
 		return db_error(c, "link insert");
-	if (rc == 0) {          /* a concurrent delivery won */
+	if (!inserted) {        /* a concurrent delivery won */
 		skipped(c, "business-duplicate", phase);
 		return PIN_CONSUME_OK;
 	}
@@ -348,7 +361,7 @@ static enum pin_consume_status cancel_all(struct bctx *c, const char *reason)
 	for (i = 0; i < 2; i++) {
 		if (!l[i].found) {
 			if (link_insert(c->booking_id, phases[i], deal, NULL, NULL, c->now,
-					c->msg->created_at_us) < 0)
+					c->msg->created_at_us, NULL) < 0)
 				return db_error(c, "tombstone insert");
 			continue;
 		}
@@ -377,12 +390,81 @@ static int req_instant(json_object *o, const char *key, int64_t *us)
 	return s && pc_api->parse_time(s, us) == 0 ? 0 : -1;
 }
 
+/* The payload of topic t into c (and *at, the deadline of created /
+ * confirmed): NULL when valid, else what is wrong. */
+static const char *validate(struct bctx *c, json_object *pl, const char *t, int64_t *at)
+{
+	if (!pl || !json_object_is_type(pl, json_type_object))
+		return "payload is not an object";
+	c->booking_id = pc_jstr(pl, "bookingId");
+	if (!c->booking_id || !pc_api->is_uuid(c->booking_id))
+		return "bookingId is missing or not a uuid";
+	if (pc_opt_uuid(pl, "dealId", &c->deal_id) < 0)
+		return "dealId is not a uuid";
+	if (pc_opt_uuid(pl, "propertyObjectId", &c->property_id) < 0)
+		return "propertyObjectId is not a uuid";
+	if (!strcmp(t, T_CREATED)) {
+		if (!c->deal_id || !c->property_id)
+			return "dealId and propertyObjectId are required";
+		if (req_instant(pl, "reserveExpiresAt", at) < 0)
+			return "reserveExpiresAt is missing or not an instant";
+	} else if (!strcmp(t, T_CONFIRMED)) {
+		if (!c->deal_id)
+			return "dealId is required";
+		if (req_instant(pl, "bookingExpiresAt", at) < 0)
+			return "bookingExpiresAt is missing or not an instant";
+	} else if (strcmp(t, T_PAID) && strcmp(t, T_EXPIRED) && strcmp(t, T_CANCELLED)) {
+		return "unknown topic";
+	}
+	return NULL;
+}
+
+/* booking-created: the Reserve deadline, once per booking. */
+static enum pin_consume_status on_created(struct bctx *c, int64_t at)
+{
+	struct link l;
+	const char *tn = NULL, *ow = NULL;
+	enum route_state rs;
+
+	/* lock order: replica, then the link */
+	if (route(c->deal_id, &tn, &ow, &rs) < 0)
+		return db_error(c, "replica lock");
+	if (link_lock(c->booking_id, "Reserve", &l) < 0)
+		return db_error(c, "link lock");
+	if (wrk_crm_upsert_action(l.found ? l.status : NULL, 0, at, 0) == WRK_CRM_CREATE)
+		return deadline_create(c, "Reserve", at);
+	skipped(c, "business-duplicate", "Reserve");
+	return PIN_CONSUME_OK;
+}
+
+/* The work of a valid message of topic t. */
+static enum pin_consume_status dispatch(struct bctx *c, json_object *pl, const char *t,
+		int64_t at)
+{
+	enum pin_consume_status st;
+	enum route_state rs;
+	const char *tn = NULL, *ow = NULL;
+
+	if (!strcmp(t, T_CREATED))
+		return on_created(c, at);
+	if (!strcmp(t, T_CONFIRMED)) {
+		if (route(c->deal_id, &tn, &ow, &rs) < 0)
+			return db_error(c, "replica lock");
+		st = reserve_complete(c);
+		return st == PIN_CONSUME_OK ? booking_upsert(c, at) : st;
+	}
+	if (!strcmp(t, T_PAID))
+		return reserve_complete(c);
+	if (!strcmp(t, T_EXPIRED))
+		return cancel_all(c, wrk_crm_expired_reason(pc_jstr(pl, "phase")));
+	return cancel_all(c, "Бронь отменена");
+}
+
 static enum pin_consume_status on_booking(const struct pin_msg *msg,
 		struct pin_consume_result *res, void *ud)
 {
 	struct bctx c;
-	json_object *pl = msg->payload;
-	const char *t = msg->topic;
+	const char *bad;
 	enum pin_consume_status st;
 	int64_t at = 0, t0 = pc_api->now_us();
 
@@ -393,60 +475,10 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
 	c.now = t0;
 	pc_contract_check(msg, "crm booking sync: contract version mismatch",
 			"calendar_crm_booking_sync_contract_mismatch_total");
-	if (!pl || !json_object_is_type(pl, json_type_object))
-		return invalid(&c, "payload is not an object");
-	c.booking_id = pc_jstr(pl, "bookingId");
-	if (!c.booking_id || !pc_api->is_uuid(c.booking_id))
-		return invalid(&c, "bookingId is missing or not a uuid");
-	if (pc_opt_uuid(pl, "dealId", &c.deal_id) < 0)
-		return invalid(&c, "dealId is not a uuid");
-	if (pc_opt_uuid(pl, "propertyObjectId", &c.property_id) < 0)
-		return invalid(&c, "propertyObjectId is not a uuid");
-	if (!strcmp(t, T_CREATED)) {
-		if (!c.deal_id || !c.property_id)
-			return invalid(&c, "dealId and propertyObjectId are required");
-		if (req_instant(pl, "reserveExpiresAt", &at) < 0)
-			return invalid(&c, "reserveExpiresAt is missing or not an instant");
-	} else if (!strcmp(t, T_CONFIRMED)) {
-		if (!c.deal_id)
-			return invalid(&c, "dealId is required");
-		if (req_instant(pl, "bookingExpiresAt", &at) < 0)
-			return invalid(&c, "bookingExpiresAt is missing or not an instant");
-	} else if (strcmp(t, T_PAID) && strcmp(t, T_EXPIRED) && strcmp(t, T_CANCELLED)) {
-		return invalid(&c, "unknown topic");
-	}
+	if ((bad = validate(&c, msg->payload, msg->topic, &at)))
+		return invalid(&c, bad);
 	log_ev(&c, "crm booking sync: consumed", NULL);
-
-	if (!strcmp(t, T_CREATED)) {
-		struct link l;
-		const char *tn = NULL, *ow = NULL;
-
-		/* lock order: replica, then the link */
-		if (route(c.deal_id, &tn, &ow) < 0)
-			return db_error(&c, "replica lock");
-		if (link_lock(c.booking_id, "Reserve", &l) < 0)
-			return db_error(&c, "link lock");
-		if (wrk_crm_upsert_action(l.found ? l.status : NULL, 0, at, 0) == WRK_CRM_CREATE) {
-			st = deadline_create(&c, "Reserve", at);
-		} else {
-			skipped(&c, "business-duplicate", "Reserve");
-			st = PIN_CONSUME_OK;
-		}
-	} else if (!strcmp(t, T_CONFIRMED)) {
-		const char *tn = NULL, *ow = NULL;
-
-		if (route(c.deal_id, &tn, &ow) < 0)
-			return db_error(&c, "replica lock");
-		st = reserve_complete(&c);
-		if (st == PIN_CONSUME_OK)
-			st = booking_upsert(&c, at);
-	} else if (!strcmp(t, T_PAID)) {
-		st = reserve_complete(&c);
-	} else if (!strcmp(t, T_EXPIRED)) {
-		st = cancel_all(&c, wrk_crm_expired_reason(pc_jstr(pl, "phase")));
-	} else {
-		st = cancel_all(&c, "Бронь отменена");
-	}
+	st = dispatch(&c, msg->payload, msg->topic, at);
 	pc_api->metric_set("calendar_crm_booking_sync_consume_duration_ms", NULL,
 			(double)(pc_api->now_us() - t0) / 1000.0);
 	if (msg->created_at_us > 0)
@@ -454,7 +486,7 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
 				(double)(t0 - msg->created_at_us) / 1e6);
 	if (st != PIN_CONSUME_OK)
 		pc_api->log(PIN_LOG_WARN, "crm booking sync: failed", "messageId", msg->message_id,
-				"bookingId", c.booking_id, "topic", t, "code", res->code, NULL);
+				"bookingId", c.booking_id, "topic", msg->topic, "code", res->code, NULL);
 	return st;
 }
 
