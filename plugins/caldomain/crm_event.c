@@ -27,3 +27,18 @@ int wrk_crm_event_close(const char *event_id, const char *action, const char *re
 	rc = pc_event_transition(locked, action, reason, now, &row);
 	return rc == PC_E_TRANSITION ? 0 : rc;
 }
+
+enum pin_consume_status wrk_crm_invalid(const struct wrk_crm_sync *s,
+		const struct pin_msg *msg, struct pin_consume_result *res, const char *detail)
+{
+	pc_api->metric_add(s->dlq_metric, NULL, 1);
+	return pc_consume_fail(msg, res, PIN_CONSUME_FATAL, s->code_invalid, detail,
+			s->fail_log);
+}
+
+enum pin_consume_status wrk_crm_db_error(const struct wrk_crm_sync *s,
+		const struct pin_msg *msg, struct pin_consume_result *res, const char *what)
+{
+	return pc_consume_fail(msg, res, PIN_CONSUME_RETRY, s->code_db,
+			pc_api->sprintf("%s failed", what), s->db_fail_log);
+}

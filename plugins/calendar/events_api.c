@@ -142,7 +142,7 @@ int cal_events_get(struct pin_req *r, void *ud)
 	res = pc_api->db_exec_prepared("cal_event_get",
 		"SELECT " PC_EVENT_COLS " FROM calendar.calendar_events e "
 		"WHERE e.id = $1 AND e.tenant_id = $2 AND e.owner_user_id = $3", 3, params);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(res) != 1)
 		return pc_problem(r, 404, NOT_FOUND, "no such event");

@@ -104,7 +104,7 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 		"  time_zone = EXCLUDED.time_zone, status = EXCLUDED.status, "
 		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
 		"WHERE c.last_event_at < EXCLUDED.last_event_at", 9, p);
-	if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+	if (!pc_res_ok(r, PGRES_COMMAND_OK)) {
 		snprintf(res->code, sizeof(res->code), "NTF_DB_ERROR");
 		snprintf(res->detail, sizeof(res->detail), "contact upsert failed (%s)",
 				r ? pc_api->db_sqlstate(r) : "no connection");

@@ -403,7 +403,7 @@ static int load_times(struct ctx *c, struct local_times *lt)
 		4, p);
 	int i;
 
-	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
 		return PIN_ERR_DB;
 	for (i = 0; i < 2; i++) {
 		lt->start[i] = PQgetisnull(r, 0, i) ? NULL : PQgetvalue(r, 0, i);
@@ -424,7 +424,7 @@ static const char *display_name(const char *user)
 	r = pc_api->db_exec_prepared("ntf_contact_name",
 		"SELECT display_name FROM notifications.recipient_contacts WHERE user_id = $1::uuid",
 		1, p);
-	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
 		return NULL;
 	return PQgetvalue(r, 0, 0);
 }
@@ -466,7 +466,7 @@ static int load_settings(struct ctx *c, const char *user, const char *now,
 		"  LATERAL (SELECT a.lts::time AS lt, a.lts::date AS ld) b",
 		3, p);
 
-	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
 		return PIN_ERR_DB;
 	s->locale = PQgetvalue(r, 0, 0);
 	s->mute = !strcmp(PQgetvalue(r, 0, 1), "t");

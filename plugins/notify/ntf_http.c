@@ -70,12 +70,12 @@ int ntf_h_list(struct pin_req *r, void *ud)
 		"  AND (NOT $2::boolean OR read_at IS NULL) "
 		"  AND ($3::timestamptz IS NULL OR (created_at, id) < ($3::timestamptz, $4::uuid)) "
 		"ORDER BY created_at DESC, id DESC LIMIT $5::int", 5, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	cnt = pc_api->db_exec_prepared("ntf_unread_count",
 		"SELECT count(*) FROM notifications.notifications "
 		"WHERE recipient_user_id = $1::uuid AND channel = 'InApp' AND read_at IS NULL", 1, p);
-	if (!cnt || PQresultStatus(cnt) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(cnt, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	body = pc_page_json(res, limit, 8, 0, item_json);
 	pc_json_col_int(body, "unreadCount", cnt, 0, 0);
@@ -101,7 +101,7 @@ int ntf_h_read(struct pin_req *r, void *ud)
 		"SET status = 'Read', read_at = coalesce(read_at, $3::timestamptz) "
 		"WHERE id = $1::uuid AND recipient_user_id = $2::uuid AND channel = 'InApp' "
 		"RETURNING " ITEM_COLS, 3, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(res) == 0)
 		return pc_problem(r, 404, "NOTIFICATION_NOT_FOUND", "notification not found");
@@ -123,7 +123,7 @@ static int settings_respond(struct pin_req *r, const char *user)
 		"LEFT JOIN notifications.recipient_contacts c ON c.user_id = q.u", 1, p);
 	json_object *o, *qh = NULL;
 
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
 		return PIN_ERR_DB;
 	o = json_object_new_object();
 	pc_json_col(o, "locale", res, 0, 0);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "sdk/idem.h"
+#include "sdk/pg.h"
 #include "sdk/instant.h"
 #include "sdk/problem.h"
 
@@ -66,7 +67,7 @@ int pc_idem_begin(struct pin_req *r, struct pc_idem *st)
 		"      response_body = NULL, location = NULL, created_at = EXCLUDED.created_at "
 		"  WHERE k.created_at <= $4::timestamptz - interval '24 hours' "
 		"RETURNING 1", 4, params);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(res) == 1)
 		return 0;
@@ -74,7 +75,7 @@ int pc_idem_begin(struct pin_req *r, struct pc_idem *st)
 		"SELECT status, response_body, location, request_hash = md5($3) "
 		"FROM calendar.idempotency_keys WHERE caller = $1 AND key = $2",
 		3, params);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(res) != 1)
 		return PIN_ERR_DB;
@@ -110,7 +111,7 @@ int pc_idem_store(const struct pc_idem *st, int status, json_object *body,
 		"UPDATE calendar.idempotency_keys SET status = $3::int, "
 		"  response_body = $4::jsonb, location = $5 "
 		"WHERE caller = $1 AND key = $2", 5, params);
-	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+	if (!pc_res_ok(res, PGRES_COMMAND_OK))
 		return PIN_ERR_DB;
 	return 0;
 }

@@ -67,7 +67,7 @@ static int tz_load(void)
 	size_t k = 0;
 
 	res = pc_api->db_exec("SELECT name FROM pg_timezone_names", 0, NULL);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	n = PQntuples(res);
 	names = calloc((size_t)n + 1, sizeof(*names));

@@ -6,24 +6,6 @@
 #include "sdk/page.h"
 #include "sdk/pg.h"
 
-
-static int is_uuid_text(const char *s)
-{
-	int i;
-
-	if (strlen(s) != 36)
-		return 0;
-	for (i = 0; i < 36; i++) {
-		if (i == 8 || i == 13 || i == 18 || i == 23) {
-			if (s[i] != '-')
-				return 0;
-		} else if (!isxdigit((unsigned char)s[i])) {
-			return 0;
-		}
-	}
-	return 1;
-}
-
 void pc_hex_encode(const char *plain, char *out)
 {
 	static const char hx[] = "0123456789abcdef";
@@ -35,15 +17,14 @@ void pc_hex_encode(const char *plain, char *out)
 	*out = 0;
 }
 
-static int hexval(int c)
+/* Two hex digits at s -> 0..255, or -1. */
+static int hex_byte(const char *s)
 {
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
+	char two[3] = { s[0], s[1], 0 };
+
+	if (!isxdigit((unsigned char)two[0]) || !isxdigit((unsigned char)two[1]))
+		return -1;
+	return (int)strtol(two, NULL, 16);
 }
 
 int pc_cursor_parse(const char *cursor, int64_t *us, char id[37])
@@ -58,10 +39,11 @@ int pc_cursor_parse(const char *cursor, int64_t *us, char id[37])
 	if (len == 0 || len % 2 || len / 2 >= sizeof(plain))
 		return PIN_ERR;
 	for (i = 0; i < len / 2; i++) {
-		int hi = hexval(cursor[2 * i]), lo = hexval(cursor[2 * i + 1]);
-		if (hi < 0 || lo < 0)
+		int byte = hex_byte(cursor + 2 * i);
+
+		if (byte < 0)
 			return PIN_ERR;
-		plain[i] = (char)(hi * 16 + lo);
+		plain[i] = (char)byte;
 	}
 	plain[len / 2] = 0;
 	bar = strchr(plain, '|');
@@ -71,7 +53,7 @@ int pc_cursor_parse(const char *cursor, int64_t *us, char id[37])
 	v = strtoll(plain, &end, 10);
 	if (*end)
 		return PIN_ERR;
-	if (!is_uuid_text(bar + 1))
+	if (!pc_api->is_uuid(bar + 1))
 		return PIN_ERR;
 	*us = v;
 	memcpy(id, bar + 1, 37);

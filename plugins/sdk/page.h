@@ -5,7 +5,7 @@
 #include "sdk/body.h"
 
 /* Opaque keyset cursor.  make: arena text (hex of "us|uuid").  parse: 0 ok,
- * PIN_ERR malformed (pure). */
+ * PIN_ERR malformed (no arena; the uuid check is the host's is_uuid). */
 char *pc_cursor_make(int64_t us, const char *id);
 int pc_cursor_parse(const char *cursor, int64_t *us, char id[37]);
 /* The ?cursor= of a list: PC_SET with *us and id, PC_ABSENT with id[0] = 0,

@@ -181,7 +181,7 @@ static int today_in(const char *tz, long *today)
 	p[1] = tz;
 	res = pc_api->db_exec_prepared("slots_today",
 		"SELECT (($1::timestamptz AT TIME ZONE $2)::date - DATE '1970-01-01')", 2, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
 		return PIN_ERR_DB;
 	*today = strtol(PQgetvalue(res, 0, 0), NULL, 10);
 	return 0;
@@ -320,7 +320,7 @@ static PGresult *plan(const struct batch_in *in, const char *owner, int *n_keep)
 		"       calendar.us(start_at), calendar.us(end_at), reason "
 		"FROM calendar.slot_plan($1::uuid, $2, $3::jsonb, $4::date, $5::date, "
 		"                        $6::int, $7::int, $8::timestamptz)", 8, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return NULL;
 	n = PQntuples(res);
 	*n_keep = 0;

@@ -106,7 +106,7 @@ int slot_h_showcase(struct pin_req *r, void *ud)
 	else
 		res = pc_api->db_exec_prepared("slots_showcase_property",
 			SHOWCASE_SQL("s.property_object_id = $3::uuid"), 9, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+	if (!pc_res_ok(res, PGRES_TUPLES_OK)) {
 		rc = PIN_ERR_DB;
 		goto out;
 	}

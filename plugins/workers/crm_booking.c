@@ -51,17 +51,17 @@ struct link {
 
 /* ------------------------------------------------------------------ helpers */
 
+static const struct wrk_crm_sync sync = { CODE_INVALID, CODE_DB,
+	"calendar_crm_booking_sync_dlq_total", "crm booking sync: failed", NULL };
+
 static enum pin_consume_status invalid(struct bctx *c, const char *detail)
 {
-	pc_api->metric_add("calendar_crm_booking_sync_dlq_total", NULL, 1);
-	return pc_consume_fail(c->msg, c->res, PIN_CONSUME_FATAL, CODE_INVALID, detail,
-			"crm booking sync: failed");
+	return wrk_crm_invalid(&sync, c->msg, c->res, detail);
 }
 
 static enum pin_consume_status db_error(struct bctx *c, const char *what)
 {
-	return pc_consume_fail(c->msg, c->res, PIN_CONSUME_RETRY, CODE_DB,
-			pc_api->sprintf("%s failed", what), NULL);
+	return wrk_crm_db_error(&sync, c->msg, c->res, what);
 }
 
 static void log_ev(const struct bctx *c, const char *what, const char *phase)

@@ -37,17 +37,17 @@ struct dctx {
 	int64_t now;
 };
 
+static const struct wrk_crm_sync sync = { CODE_INVALID, CODE_DB,
+	"calendar_crm_deal_sync_dlq_total", "crm deal sync: failed", "crm deal sync: failed" };
+
 static enum pin_consume_status invalid(struct dctx *c, const char *detail)
 {
-	pc_api->metric_add("calendar_crm_deal_sync_dlq_total", NULL, 1);
-	return pc_consume_fail(c->msg, c->res, PIN_CONSUME_FATAL, CODE_INVALID, detail,
-			"crm deal sync: failed");
+	return wrk_crm_invalid(&sync, c->msg, c->res, detail);
 }
 
 static enum pin_consume_status db_error(struct dctx *c, const char *what)
 {
-	return pc_consume_fail(c->msg, c->res, PIN_CONSUME_RETRY, CODE_DB,
-			pc_api->sprintf("%s failed", what), "crm deal sync: failed");
+	return wrk_crm_db_error(&sync, c->msg, c->res, what);
 }
 
 /*

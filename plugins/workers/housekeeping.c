@@ -86,7 +86,7 @@ static int purge_batch(int64_t now_us, int batch)
 		return PIN_ERR_DB;
 	res = pc_api->db_exec_prepared(pc_api->sprintf("wrk_hk_%s", cur->name),
 			cur->sql, 2, params);
-	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
+	if (!pc_res_ok(res, PGRES_COMMAND_OK)) {
 		pc_api->db_rollback();
 		return PIN_ERR_DB;
 	}

@@ -75,7 +75,7 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 		"  avatar_url = EXCLUDED.avatar_url, status = EXCLUDED.status, "
 		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
 		"WHERE u.last_event_at IS NULL OR u.last_event_at < EXCLUDED.last_event_at", 6, p);
-	if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+	if (!pc_res_ok(r, PGRES_COMMAND_OK)) {
 		snprintf(res->code, sizeof(res->code), "CAL_IDENTITY_DB_ERROR");
 		snprintf(res->detail, sizeof(res->detail), "upsert failed (%s)",
 				r ? pc_api->db_sqlstate(r) : "no connection");

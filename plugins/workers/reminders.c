@@ -67,7 +67,7 @@ static int dispatch_batch(int64_t now_us, int batch)
 	if (pc_api->db_begin() != 0)
 		return PIN_ERR_DB;
 	res = pc_api->db_exec_prepared("wrk_reminder_dispatch", dispatch_sql, 2, params);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		goto fail;
 	n = PQntuples(res);
 	for (i = 0; i < n; i++) {

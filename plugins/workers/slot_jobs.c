@@ -47,7 +47,7 @@ static void set_lag(const char *now)
 		"FROM calendar.availability_slots "
 		"WHERE status = 'Available' AND start_at < $1::timestamptz + interval '60 minutes'",
 		1, p);
-	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+	if (pc_res_ok(res, PGRES_TUPLES_OK) && PQntuples(res) == 1)
 		pc_api->metric_set("pin_job_lag_seconds", LABELS,
 				strtod(PQgetvalue(res, 0, 0), NULL));
 }
@@ -62,7 +62,7 @@ static int run_batch(int step, const char *now, const char *batch)
 	if ((rc = pc_api->db_begin()) < 0)
 		return rc;
 	res = pc_api->db_exec_prepared(step_name[step], step_sql[step], 2, p);
-	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
+	if (!pc_res_ok(res, PGRES_COMMAND_OK)) {
 		pc_api->db_rollback();
 		return PIN_ERR_DB;
 	}
