@@ -104,3 +104,12 @@ int pc_tz_lookup(const char *name, const char **canonical)
 	*canonical = *hit;
 	return 0;
 }
+
+void pc_json_col_time(json_object *o, const char *key, const PGresult *res, int row, int col)
+{
+	char buf[40];
+
+	json_object_object_add(o, key, PQgetisnull(res, row, col) ? NULL :
+			json_object_new_string(pc_time_fmt(pc_col_us(res, row, col),
+					buf, sizeof(buf))));
+}

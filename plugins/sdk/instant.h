@@ -11,6 +11,9 @@ char *pc_time_str(int64_t us);
 char *pc_time_fmt(int64_t us, char *buf, size_t len);
 /* Instant -> SQL timestamptz parameter text (always 6 fraction digits, Z). */
 char *pc_time_param(int64_t us);
+/* Adds an instant column (epoch us, see calendar.us() and pc_col_us of
+ * sdk/pg.h) as API text, or null. */
+void pc_json_col_time(json_object *o, const char *key, const PGresult *res, int row, int col);
 
 /*
  * Looks name up case-insensitively in pg_timezone_names (cached per process

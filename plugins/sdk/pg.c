@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "sdk/pg.h"
-#include "sdk/instant.h"
 
 
 int pc_res_ok(const PGresult *res, ExecStatusType want)
@@ -33,15 +32,6 @@ void pc_json_col(json_object *o, const char *key, const PGresult *res, int row, 
 {
 	json_object_object_add(o, key, PQgetisnull(res, row, col) ? NULL :
 			json_object_new_string(PQgetvalue(res, row, col)));
-}
-
-void pc_json_col_time(json_object *o, const char *key, const PGresult *res, int row, int col)
-{
-	char buf[40];
-
-	json_object_object_add(o, key, PQgetisnull(res, row, col) ? NULL :
-			json_object_new_string(pc_time_fmt(pc_col_us(res, row, col),
-					buf, sizeof(buf))));
 }
 
 void pc_json_col_int(json_object *o, const char *key, const PGresult *res, int row, int col)

@@ -16,8 +16,7 @@ int64_t pc_col_us(const PGresult *res, int row, int col);
 void pc_json_str(json_object *o, const char *key, const char *v);
 /* Adds the text of column col (NULL -> null). */
 void pc_json_col(json_object *o, const char *key, const PGresult *res, int row, int col);
-/* Adds an instant (epoch us column, see calendar.us()) or null. */
-void pc_json_col_time(json_object *o, const char *key, const PGresult *res, int row, int col);
+/* (instants: pc_json_col_time of sdk/instant.h) */
 void pc_json_col_int(json_object *o, const char *key, const PGresult *res, int row, int col);
 /* Adds a boolean column ("t" -> true, anything else -> false). */
 void pc_json_col_bool(json_object *o, const char *key, const PGresult *res, int row, int col);
