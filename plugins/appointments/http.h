@@ -1,5 +1,5 @@
 /* http.h -- the HTTP side of appointments.so: route handlers and the shared
- * write skeleton.  Core (database) functions are in apt.h. */
+ * write skeleton.  Core (database) functions are in caldomain/appointment.h. */
 #ifndef APT_HTTP_H
 #define APT_HTTP_H
 

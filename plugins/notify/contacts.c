@@ -34,10 +34,8 @@ static const char *jstr(json_object *o, const char *key, int *bad)
 
 static enum pin_consume_status fatal(struct pin_consume_result *res, const char *detail)
 {
-	snprintf(res->code, sizeof(res->code), "%s", NTF_CODE_INVALID);
-	snprintf(res->detail, sizeof(res->detail), "%s", detail);
 	pc_api->metric_add("notifications_dlq_total", NULL, 1);
-	return PIN_CONSUME_FATAL;
+	return pc_consume_fail(NULL, res, PIN_CONSUME_FATAL, NTF_CODE_INVALID, detail, NULL);
 }
 
 static enum pin_consume_status on_user(const struct pin_msg *msg,
@@ -74,11 +72,9 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 	if (tz) {
 		int rc = pc_tz_lookup(tz, &canon);
 
-		if (rc < 0 && rc != PC_E_TZ) {
-			snprintf(res->code, sizeof(res->code), "NTF_DB_ERROR");
-			snprintf(res->detail, sizeof(res->detail), "time zone list unavailable");
-			return PIN_CONSUME_RETRY;
-		}
+		if (rc < 0 && rc != PC_E_TZ)
+			return pc_consume_fail(NULL, res, PIN_CONSUME_RETRY, "NTF_DB_ERROR",
+					"time zone list unavailable", NULL);
 		tz = rc == 0 ? canon : NULL;   /* an unknown zone is dropped */
 	}
 	if (msg->created_at_us <= 0)
@@ -104,12 +100,10 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 		"  time_zone = EXCLUDED.time_zone, status = EXCLUDED.status, "
 		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
 		"WHERE c.last_event_at < EXCLUDED.last_event_at", 9, p);
-	if (!pc_res_ok(r, PGRES_COMMAND_OK)) {
-		snprintf(res->code, sizeof(res->code), "NTF_DB_ERROR");
-		snprintf(res->detail, sizeof(res->detail), "contact upsert failed (%s)",
-				r ? pc_api->db_sqlstate(r) : "no connection");
-		return PIN_CONSUME_RETRY;
-	}
+	if (!pc_res_ok(r, PGRES_COMMAND_OK))
+		return pc_consume_fail(NULL, res, PIN_CONSUME_RETRY, "NTF_DB_ERROR",
+				pc_api->sprintf("contact upsert failed (%s)",
+					r ? pc_api->db_sqlstate(r) : "no connection"), NULL);
 	if (strcmp(PQcmdTuples(r), "0") == 0)
 		pc_api->metric_add("notifications_contacts_stale_total", NULL, 1);
 	return PIN_CONSUME_OK;

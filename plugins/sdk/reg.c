@@ -28,6 +28,16 @@ int pc_register_consumer(struct pin_registrar *reg, const struct pin_consumer *c
 	return 0;
 }
 
+int pc_register_job(struct pin_registrar *reg, const struct pin_job *j,
+		const char *plugin, char *err, size_t errlen)
+{
+	if (reg->job(reg, j) < 0) {
+		snprintf(err, errlen, "%s: cannot register job %s", plugin, j->name);
+		return PIN_ERR;
+	}
+	return 0;
+}
+
 int pc_register_all(struct pin_registrar *reg, const pc_register_fn *fns, size_t n,
 		char *err, size_t errlen)
 {

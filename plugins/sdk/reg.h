@@ -18,6 +18,11 @@ int pc_register_routes(struct pin_registrar *reg, const struct pin_route *routes
 int pc_register_consumer(struct pin_registrar *reg, const struct pin_consumer *c,
 		const char *plugin, char *err, size_t errlen);
 
+/* One polling job: 0, or PIN_ERR with "<plugin>: cannot register job NAME"
+ * in err. */
+int pc_register_job(struct pin_registrar *reg, const struct pin_job *j,
+		const char *plugin, char *err, size_t errlen);
+
 /* A plugin part's registration function (a table of these is the init of a
  * plugin made of several parts).  0, or PIN_ERR with a reason in err. */
 typedef int (*pc_register_fn)(struct pin_registrar *reg, char *err, size_t errlen);

@@ -74,7 +74,7 @@ int slot_list_params(struct pin_req *r, int64_t def_from, int64_t *from, int64_t
 struct pc_idem;
 /*
  * Opens the transaction of a write handler and runs the Idempotency-Key
- * check (common.h).  0: inside the transaction, *in_tx = 1, go on;
+ * check (sdk/idem.h).  0: inside the transaction, *in_tx = 1, go on;
  * PC_E_RESPONDED: already answered (a replay, or a key reused with another
  * request), rolled back, the handler returns PIN_OK; < 0 (PIN_ERR_DB): rolled
  * back, the handler returns it.

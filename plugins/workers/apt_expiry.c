@@ -1,10 +1,10 @@
-/* appointments.c -- the appointment-timeout job (workers.md): Pending
+/* apt_expiry.c -- the appointment-timeout job (workers.md): Pending
  * appointments whose ConfirmDeadlineAt <= now -> Expired, CancelledBy =
  * System, with the full cascade (slot released or archived, event cancelled,
  * reminders skipped) and appointment-cancelled Reason = Expired.
  * Batches of job.appointment-timeout.batch (default 500) taken with FOR
  * UPDATE SKIP LOCKED, one transaction per batch; idempotent by state.
- * The cascade is plugins/appointments/core.c, linked into workers.so too. */
+ * The cascade is apt_expire_batch of the domain library (caldomain/appointment.h). */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,10 +58,5 @@ int wrk_appointments_register(struct pin_registrar *reg, char *err, size_t errle
 {
 	struct pin_job j = { JOB_NAME, 60000, appointment_timeout, NULL, NULL };
 
-	/* the shared code (plugins/common, core.c) reaches the host through pc_api */
-	if (reg->job(reg, &j) < 0) {
-		snprintf(err, errlen, "workers: cannot register job %s", JOB_NAME);
-		return -1;
-	}
-	return 0;
+	return pc_register_job(reg, &j, "workers", err, errlen);
 }

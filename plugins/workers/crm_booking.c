@@ -167,9 +167,8 @@ static int route(const char *deal_id, const char **tenant, const char **owner,
 
 static enum pin_consume_status replica_missing(struct bctx *c)
 {
-	snprintf(c->res->code, sizeof(c->res->code), "%s", CODE_NO_REPLICA);
-	snprintf(c->res->detail, sizeof(c->res->detail),
-			"no routed deal replica for dealId %s", c->deal_id);
+	pc_consume_fail(NULL, c->res, PIN_CONSUME_RETRY, CODE_NO_REPLICA,
+			pc_api->sprintf("no routed deal replica for dealId %s", c->deal_id), NULL);
 	c->res->retry_deadline_s = (int)pc_api->config_int(
 			"crm_booking.replica_retry_deadline_s", NO_REPLICA_DEADLINE_S);
 	pc_api->metric_add("calendar_crm_booking_sync_replica_not_found_total", NULL, 1);

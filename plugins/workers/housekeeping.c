@@ -123,9 +123,5 @@ int wrk_housekeeping_register(struct pin_registrar *reg, char *err, size_t errle
 {
 	struct pin_job j = { JOB_NAME, 600000, housekeeping, NULL, NULL };
 
-	if (reg->job(reg, &j) < 0) {
-		snprintf(err, errlen, "workers: cannot register job %s", JOB_NAME);
-		return -1;
-	}
-	return 0;
+	return pc_register_job(reg, &j, "workers", err, errlen);
 }

@@ -19,9 +19,7 @@ static const char *const topics[] = { "pin.identity.users.v1", NULL };
 
 static enum pin_consume_status fatal(struct pin_consume_result *res, const char *detail)
 {
-	snprintf(res->code, sizeof(res->code), "%s", CODE_INVALID);
-	snprintf(res->detail, sizeof(res->detail), "%s", detail);
-	return PIN_CONSUME_FATAL;
+	return pc_consume_fail(NULL, res, PIN_CONSUME_FATAL, CODE_INVALID, detail, NULL);
 }
 
 static enum pin_consume_status on_user(const struct pin_msg *msg,
@@ -75,12 +73,10 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 		"  avatar_url = EXCLUDED.avatar_url, status = EXCLUDED.status, "
 		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
 		"WHERE u.last_event_at IS NULL OR u.last_event_at < EXCLUDED.last_event_at", 6, p);
-	if (!pc_res_ok(r, PGRES_COMMAND_OK)) {
-		snprintf(res->code, sizeof(res->code), "CAL_IDENTITY_DB_ERROR");
-		snprintf(res->detail, sizeof(res->detail), "upsert failed (%s)",
-				r ? pc_api->db_sqlstate(r) : "no connection");
-		return PIN_CONSUME_RETRY;
-	}
+	if (!pc_res_ok(r, PGRES_COMMAND_OK))
+		return pc_consume_fail(NULL, res, PIN_CONSUME_RETRY, "CAL_IDENTITY_DB_ERROR",
+				pc_api->sprintf("upsert failed (%s)",
+					r ? pc_api->db_sqlstate(r) : "no connection"), NULL);
 	if (strcmp(PQcmdTuples(r), "0") == 0)
 		pc_api->metric_add("pin_calendar_identity_stale_total", NULL, 1);
 	return PIN_CONSUME_OK;

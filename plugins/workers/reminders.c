@@ -119,9 +119,5 @@ int wrk_reminders_register(struct pin_registrar *reg, char *err, size_t errlen)
 	static const struct pin_job job = { "reminder-dispatch", 60000,
 		reminder_dispatch, NULL, NULL };
 
-	if (reg->job(reg, &job) != 0) {
-		snprintf(err, errlen, "workers: cannot register reminder-dispatch");
-		return -1;
-	}
-	return 0;
+	return pc_register_job(reg, &job, "workers", err, errlen);
 }
