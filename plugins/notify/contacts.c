@@ -17,20 +17,6 @@
 
 static const char *const topics[] = { "pin.identity.users.v1", NULL };
 
-/* String member or NULL; *bad set when present but not a string. */
-static const char *jstr(json_object *o, const char *key, int *bad)
-{
-	json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v) || !v ||
-	    json_object_is_type(v, json_type_null))
-		return NULL;
-	if (!json_object_is_type(v, json_type_string)) {
-		*bad = 1;
-		return NULL;
-	}
-	return json_object_get_string(v);
-}
 
 static enum pin_consume_status fatal(struct pin_consume_result *res, const char *detail)
 {
@@ -41,25 +27,19 @@ static enum pin_consume_status fatal(struct pin_consume_result *res, const char 
 static enum pin_consume_status on_user(const struct pin_msg *msg,
 		struct pin_consume_result *res, void *ud)
 {
-	const char *user, *name, *email, *phone, *locale, *tz, *status, *canon, *p[9];
+	const char *user, *name, *email, *phone, *locale, *tz, *status, *canon, *p[9], *why;
 	char created[40], now[40];
 	int bad = 0;
 	PGresult *r;
 
 	(void)ud;
-	if (!msg->payload || !json_object_is_type(msg->payload, json_type_object))
-		return fatal(res, "payload is not an object");
-	user = jstr(msg->payload, "userId", &bad);
-	if (!user || !pc_api->is_uuid(user))
-		return fatal(res, "userId is missing or not a uuid");
-	name = jstr(msg->payload, "displayName", &bad);
-	if (!name || !*name || strlen(name) > 1000)
-		return fatal(res, "displayName is missing, empty or too long");
-	email = jstr(msg->payload, "email", &bad);
-	phone = jstr(msg->payload, "phone", &bad);
-	locale = jstr(msg->payload, "locale", &bad);
-	tz = jstr(msg->payload, "timeZone", &bad);
-	status = jstr(msg->payload, "status", &bad);
+	if ((why = pc_identity_user(msg->payload, &user, &name)))
+		return fatal(res, why);
+	email = pc_jstr_opt(msg->payload, "email", &bad);
+	phone = pc_jstr_opt(msg->payload, "phone", &bad);
+	locale = pc_jstr_opt(msg->payload, "locale", &bad);
+	tz = pc_jstr_opt(msg->payload, "timeZone", &bad);
+	status = pc_jstr_opt(msg->payload, "status", &bad);
 	if (bad)
 		return fatal(res, "a contact field is not a string");
 	if (!status)

@@ -270,6 +270,16 @@ const char *pc_jstr(json_object *o, const char *key)
 	return json_object_get_string(v);
 }
 
+const char *pc_jstr_opt(json_object *o, const char *key, int *bad)
+{
+	json_object *v;
+	const char *s = pc_jstr(o, key);
+
+	if (!s && json_object_object_get_ex(o, key, &v) && v)
+		*bad = 1;
+	return s;
+}
+
 int pc_opt_uuid(json_object *o, const char *key, const char **out)
 {
 	json_object *v;

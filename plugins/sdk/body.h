@@ -55,6 +55,9 @@ size_t pc_utf8_len(const char *s);
 /* String member of o, or NULL (absent, null or not a string).  Borrowed
  * from o. */
 const char *pc_jstr(json_object *o, const char *key);
+/* Optional string member: absent or null -> NULL; a string -> it (borrowed);
+ * anything else -> NULL with *bad = 1 (*bad is only ever set). */
+const char *pc_jstr_opt(json_object *o, const char *key, int *bad);
 /* Optional uuid member: absent or null -> 0 with *out = NULL; a uuid string
  * -> 0 with *out (borrowed from o); anything else -> PIN_ERR. */
 int pc_opt_uuid(json_object *o, const char *key, const char **out);

@@ -25,22 +25,16 @@ static enum pin_consume_status fatal(struct pin_consume_result *res, const char 
 static enum pin_consume_status on_user(const struct pin_msg *msg,
 		struct pin_consume_result *res, void *ud)
 {
-	const char *user_id, *name, *avatar, *status, *p[6];
-	json_object *v;
+	const char *user_id, *name, *avatar, *status, *p[6], *why;
+	int bad = 0;
 	char created[40], now[40];
 	PGresult *r;
 
 	(void)ud;
-	if (!msg->payload || !json_object_is_type(msg->payload, json_type_object))
-		return fatal(res, "payload is not an object");
-	user_id = pc_jstr(msg->payload, "userId");
-	if (!user_id || !pc_api->is_uuid(user_id))
-		return fatal(res, "userId is missing or not a uuid");
-	name = pc_jstr(msg->payload, "displayName");
-	if (!name || !*name || strlen(name) > 1000)
-		return fatal(res, "displayName is missing, empty or too long");
-	avatar = pc_jstr(msg->payload, "avatarUrl");
-	if (json_object_object_get_ex(msg->payload, "avatarUrl", &v) && v && !avatar)
+	if ((why = pc_identity_user(msg->payload, &user_id, &name)))
+		return fatal(res, why);
+	avatar = pc_jstr_opt(msg->payload, "avatarUrl", &bad);
+	if (bad)
 		return fatal(res, "avatarUrl is not a string");
 	if (avatar && strlen(avatar) > 2048)
 		return fatal(res, "avatarUrl is too long");
