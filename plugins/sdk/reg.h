@@ -4,9 +4,6 @@
 
 #include "sdk/core.h"
 
-/* The consumer inbox table of the calendar plugins (dedup of messages). */
-#define PC_INBOX_TABLE "calendar.inbox"
-
 /*
  * Registers the n routes of a plugin's table.  0, or PIN_ERR with
  * "<plugin>: cannot register METHOD PATTERN" in err.

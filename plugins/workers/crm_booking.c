@@ -16,6 +16,7 @@
 #include <string.h>
 #include "sdk/sdk.h"
 #include "caldomain/event.h"
+#include "caldomain/schema.h"
 #include "workers.h"
 #include "caldomain/crm.h"
 

@@ -17,6 +17,7 @@
 #include "sdk/sdk.h"
 #include "caldomain/event.h"
 #include "caldomain/crm.h"
+#include "caldomain/schema.h"
 #include "workers.h"
 
 #define GROUP "calendar-crm-deal-events"

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "sdk/sdk.h"
 #include "caldomain/event.h"
+#include "caldomain/schema.h"
 #include "workers.h"
 
 #define GROUP "calendar-identity-users"
