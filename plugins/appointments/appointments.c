@@ -93,8 +93,7 @@ int apt_write_run(struct pin_req *r, struct apt_write *w)
 
 	if (!id)
 		return PIN_OK;
-	have_ver = pc_if_match(r, &ver);
-	if (have_ver == PC_E_RESPONDED)
+	if (pc_if_match(r, &have_ver, &ver) < 0)
 		return PIN_OK;
 	if (pc_api->db_begin() != 0)
 		return PIN_ERR_DB;
@@ -102,7 +101,7 @@ int apt_write_run(struct pin_req *r, struct apt_write *w)
 		goto fail;
 	if ((rc = apt_lock(id, &w->scope, &locked)) < 0)
 		goto fail;
-	if (have_ver == 1 && ver != atoi(PQgetvalue(locked, 0, APT_C_VERSION))) {
+	if (have_ver && ver != atoi(PQgetvalue(locked, 0, APT_C_VERSION))) {
 		rc = PC_E_VERSION;
 		goto fail;
 	}

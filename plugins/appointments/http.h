@@ -1,10 +1,12 @@
 /* http.h -- the HTTP side of appointments.so: route handlers and the shared
- * write skeleton.  Core (database) functions are in apt.h. */
+ * write skeleton.  Core (database) functions are in caldomain/appointment.h. */
 #ifndef APT_HTTP_H
 #define APT_HTTP_H
 
-#include "common.h"
-#include "apt.h"
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
+#include "caldomain/appointment.h"
+#include "caldomain/appointment.h"
 
 #define APT_NOT_FOUND "APPOINTMENT_NOT_FOUND"
 

@@ -60,7 +60,7 @@ static int list(struct pin_req *r, const struct apt_scope *sc, int with_agents)
 		"  AND ($7::timestamptz IS NULL OR a.start_at < $7::timestamptz) "
 		"  AND ($8::timestamptz IS NULL OR (a.start_at, a.id) > ($8::timestamptz, $9::uuid)) "
 		"ORDER BY a.start_at, a.id LIMIT $10::int", 10, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	return pc_api->respond_json(r, 200,
 			pc_page_json(res, limit, APT_C_START, APT_C_ID, apt_json));

@@ -3,7 +3,8 @@
 #ifndef CAL_CALENDAR_H
 #define CAL_CALENDAR_H
 #include "pin/plugin.h"
-#include "common.h"
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
 
 /* events_api.c -- agent area */
 int cal_events_list(struct pin_req *r, void *ud);

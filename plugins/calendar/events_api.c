@@ -142,7 +142,7 @@ int cal_events_get(struct pin_req *r, void *ud)
 	res = pc_api->db_exec_prepared("cal_event_get",
 		"SELECT " PC_EVENT_COLS " FROM calendar.calendar_events e "
 		"WHERE e.id = $1 AND e.tenant_id = $2 AND e.owner_user_id = $3", 3, params);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(res) != 1)
 		return pc_problem(r, 404, NOT_FOUND, "no such event");
@@ -159,15 +159,57 @@ static const char *const create_fields[] = { "kind", "title", "description", "lo
 	"startAt", "endAt", "timeZone", "priority", "reminderOffsetsMinutes", "clientUserId",
 	"leadId", "dealId", "projectId", "propertyObjectId", NULL };
 
+/* The create body into *ev (Origin Manual) and *tz; errors collected. */
+static void parse_create(json_object *b, struct pc_event_new *ev, const char **tz,
+		struct pc_errs *e)
+{
+	pc_check_fields(b, create_fields, e);
+	pc_get_enum(b, "kind", 1, pc_event_kinds, &ev->kind, e);
+	pc_get_string(b, "title", 1, 1, 200, &ev->title, e);
+	pc_get_string(b, "description", 0, 0, 4000, &ev->description, e);
+	pc_get_string(b, "location", 0, 0, 500, &ev->location, e);
+	pc_get_instant(b, "startAt", 1, &ev->start_us, e);
+	ev->has_end = pc_get_instant(b, "endAt", 0, &ev->end_us, e) == PC_SET;
+	pc_get_string(b, "timeZone", 1, 1, 64, tz, e);
+	pc_get_enum(b, "priority", 0, pc_event_priorities, &ev->priority, e);
+	ev->has_offsets = pc_get_int_array(b, "reminderOffsetsMinutes", 0, PC_MAX_OFFSETS,
+			PC_OFFSET_MIN, PC_OFFSET_MAX, 1, ev->offsets, &ev->n_offsets, e) == PC_SET;
+	pc_get_uuid(b, "clientUserId", 0, &ev->client_user_id, e);
+	pc_get_uuid(b, "leadId", 0, &ev->lead_id, e);
+	pc_get_uuid(b, "dealId", 0, &ev->deal_id, e);
+	pc_get_uuid(b, "projectId", 0, &ev->project_id, e);
+	pc_get_uuid(b, "propertyObjectId", 0, &ev->property_object_id, e);
+}
+
+/* INV-CAL-1 and the EndAt rule of a well-formed new event. */
+static void create_rules(struct pc_event_new *ev, struct pc_errs *e)
+{
+	struct pc_kind_facts f;
+	const char *msg, *field;
+
+	ev->origin = "Manual";
+	memset(&f, 0, sizeof(f));
+	f.kind = ev->kind;
+	f.origin = ev->origin;
+	f.has_end = ev->has_end;
+	f.has_deal = ev->deal_id != NULL;
+	f.has_client = ev->client_user_id != NULL;
+	msg = pc_rule_kind_matrix(&f, &field);
+	if (msg)
+		pc_errs_add(e, field, msg);
+	msg = pc_rule_span(ev->start_us, ev->has_end, ev->end_us);
+	if (msg)
+		pc_errs_add(e, "endAt", msg);
+}
+
 int cal_events_create(struct pin_req *r, void *ud)
 {
 	const struct pin_principal *p = me(r);
 	struct pc_event_new ev;
-	struct pc_kind_facts f;
 	struct pc_errs e;
 	struct pc_idem idem;
 	json_object *b, *body;
-	const char *msg, *field, *tz = NULL;
+	const char *tz = NULL;
 	PGresult *row;
 	char *location;
 	int rc;
@@ -178,44 +220,16 @@ int cal_events_create(struct pin_req *r, void *ud)
 	b = pc_body(r, &e);
 	if (!b)
 		return fail(r, PC_E_VALIDATION, &e);
-	pc_check_fields(b, create_fields, &e);
-	pc_get_enum(b, "kind", 1, pc_event_kinds, &ev.kind, &e);
-	pc_get_string(b, "title", 1, 1, 200, &ev.title, &e);
-	pc_get_string(b, "description", 0, 0, 4000, &ev.description, &e);
-	pc_get_string(b, "location", 0, 0, 500, &ev.location, &e);
-	pc_get_instant(b, "startAt", 1, &ev.start_us, &e);
-	ev.has_end = pc_get_instant(b, "endAt", 0, &ev.end_us, &e) == PC_SET;
-	pc_get_string(b, "timeZone", 1, 1, 64, &tz, &e);
-	pc_get_enum(b, "priority", 0, pc_event_priorities, &ev.priority, &e);
-	ev.has_offsets = pc_get_int_array(b, "reminderOffsetsMinutes", 0, PC_MAX_OFFSETS,
-			PC_OFFSET_MIN, PC_OFFSET_MAX, 1, ev.offsets, &ev.n_offsets, &e) == PC_SET;
-	pc_get_uuid(b, "clientUserId", 0, &ev.client_user_id, &e);
-	pc_get_uuid(b, "leadId", 0, &ev.lead_id, &e);
-	pc_get_uuid(b, "dealId", 0, &ev.deal_id, &e);
-	pc_get_uuid(b, "projectId", 0, &ev.project_id, &e);
-	pc_get_uuid(b, "propertyObjectId", 0, &ev.property_object_id, &e);
-	if (e.n == 0) {
-		ev.origin = "Manual";
-		memset(&f, 0, sizeof(f));
-		f.kind = ev.kind;
-		f.origin = ev.origin;
-		f.has_end = ev.has_end;
-		f.has_deal = ev.deal_id != NULL;
-		f.has_client = ev.client_user_id != NULL;
-		msg = pc_rule_kind_matrix(&f, &field);
-		if (msg)
-			pc_errs_add(&e, field, msg);
-		msg = pc_rule_span(ev.start_us, ev.has_end, ev.end_us);
-		if (msg)
-			pc_errs_add(&e, "endAt", msg);
-	}
+	parse_create(b, &ev, &tz, &e);
+	if (e.n == 0)
+		create_rules(&ev, &e);
 	if (e.n)
 		return fail(r, PC_E_VALIDATION, &e);
-	rc = pc_tz_canonical(tz, &ev.time_zone);
+	rc = pc_tz_lookup(tz, &ev.time_zone);
+	if (rc == PC_E_TZ)
+		return fail(r, PC_E_TZ, &e);
 	if (rc < 0)
 		return rc;
-	if (rc > 0)
-		return fail(r, PC_E_TZ, &e);
 
 	ev.tenant_id = p->tenant_id;
 	ev.owner_user_id = p->sub;
@@ -265,7 +279,10 @@ static void add_set(struct set_clause *s, const char *column, const char *cast,
 	snprintf(s->sql + len, sizeof(s->sql) - len, ", %s = $%d%s", column, s->n, cast);
 }
 
-int cal_events_patch(struct pin_req *r, void *ud)
+/* The PATCH body into SET clauses (s) and *new_offsets ("{...}" or NULL);
+ * errors collected. */
+static void parse_patch(json_object *b, struct set_clause *s, const char **new_offsets,
+		struct pc_errs *e)
 {
 	static const struct { const char *field, *column; size_t max; } texts[] = {
 		{ "description", "description", 4000 }, { "location", "location", 500 } };
@@ -273,15 +290,67 @@ int cal_events_patch(struct pin_req *r, void *ud)
 		{ "clientUserId", "client_user_id" }, { "dealId", "deal_id" },
 		{ "leadId", "lead_id" }, { "projectId", "project_id" },
 		{ "propertyObjectId", "property_object_id" } };
+	int offsets[PC_MAX_OFFSETS];
+	const char *v = NULL;
+	json_object *t;
+	enum pc_field st;
+	size_t i, n_off = 0;
+
+	pc_check_fields(b, patch_fields, e);
+	if (pc_get_string(b, "title", 0, 1, 200, &v, e) == PC_SET)
+		add_set(s, "title", "", v);
+	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		st = pc_get_string(b, texts[i].field, 0, 0, texts[i].max, &v, e);
+		if (st == PC_SET || st == PC_NULL)
+			add_set(s, texts[i].column, "", st == PC_SET ? v : NULL);
+	}
+	if (json_object_object_get_ex(b, "title", &t) && t == NULL)
+		pc_errs_add(e, "title", "must not be null");
+	if (pc_get_enum(b, "priority", 0, pc_event_priorities, &v, e) == PC_SET)
+		add_set(s, "priority", "", v);
+	for (i = 0; i < sizeof(uuids) / sizeof(uuids[0]); i++) {
+		st = pc_get_uuid(b, uuids[i].field, 0, &v, e);
+		if (st == PC_SET || st == PC_NULL)
+			add_set(s, uuids[i].column, "::uuid", st == PC_SET ? v : NULL);
+	}
+	st = pc_get_int_array(b, "reminderOffsetsMinutes", 0, PC_MAX_OFFSETS,
+			PC_OFFSET_MIN, PC_OFFSET_MAX, 1, offsets, &n_off, e);
+	if (st == PC_NULL)
+		pc_errs_add(e, "reminderOffsetsMinutes", "must be an array (use [])");
+	if (st == PC_SET)
+		*new_offsets = pc_pg_int_array(offsets, n_off);
+}
+
+/* The UPDATE of a locked, changeable event with the SET clauses s (and the
+ * reminders of new offsets, rule 2).  0 with *res, negative. */
+static int patch_apply(const char *id, struct set_clause *s, const char *new_offsets,
+		PGresult **res)
+{
+	char *sql;
+
+	s->params[s->n] = pc_time_param(pc_api->now_us());
+	s->n++;
+	sql = pc_api->sprintf("UPDATE calendar.calendar_events e SET updated_at = $%d, "
+			"version = e.version + 1%s WHERE e.id = $1 RETURNING " PC_EVENT_COLS,
+			s->n, s->sql);
+	*res = pc_api->db_exec(sql, s->n, s->params);
+	if (!pc_res_ok(*res, PGRES_TUPLES_OK) || PQntuples(*res) != 1)
+		return PIN_ERR_DB;
+	if (!new_offsets)
+		return 0;
+	return pc_reminders_rematerialise(id, pc_col_us(*res, 0, PC_EC_START),
+			new_offsets, pc_api->now_us());
+}
+
+int cal_events_patch(struct pin_req *r, void *ud)
+{
 	struct pc_errs e;
 	struct pc_idem idem;
 	struct set_clause s;
 	json_object *b;
-	const char *id, *v = NULL, *new_offsets = NULL;
-	int offsets[PC_MAX_OFFSETS], have_ver, ver = 0, rc;
-	size_t i, n_off = 0;
+	const char *id, *new_offsets = NULL;
+	int have_ver, ver = 0, rc;
 	PGresult *row, *res;
-	char *sql;
 
 	(void)ud;
 	pc_errs_init(&e);
@@ -291,40 +360,12 @@ int cal_events_patch(struct pin_req *r, void *ud)
 	b = pc_body(r, &e);
 	if (!b)
 		return fail(r, PC_E_VALIDATION, &e);
-	pc_check_fields(b, patch_fields, &e);
 	s.params[0] = id;
 	s.n = 1;
-	if (pc_get_string(b, "title", 0, 1, 200, &v, &e) == PC_SET)
-		add_set(&s, "title", "", v);
-	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
-		enum pc_field st = pc_get_string(b, texts[i].field, 0, 0, texts[i].max, &v, &e);
-		if (st == PC_SET || st == PC_NULL)
-			add_set(&s, texts[i].column, "", st == PC_SET ? v : NULL);
-	}
-	{
-		json_object *t;
-		if (json_object_object_get_ex(b, "title", &t) && t == NULL)
-			pc_errs_add(&e, "title", "must not be null");
-	}
-	if (pc_get_enum(b, "priority", 0, pc_event_priorities, &v, &e) == PC_SET)
-		add_set(&s, "priority", "", v);
-	for (i = 0; i < sizeof(uuids) / sizeof(uuids[0]); i++) {
-		enum pc_field st = pc_get_uuid(b, uuids[i].field, 0, &v, &e);
-		if (st == PC_SET || st == PC_NULL)
-			add_set(&s, uuids[i].column, "::uuid", st == PC_SET ? v : NULL);
-	}
-	{
-		enum pc_field st = pc_get_int_array(b, "reminderOffsetsMinutes", 0,
-				PC_MAX_OFFSETS, PC_OFFSET_MIN, PC_OFFSET_MAX, 1, offsets, &n_off, &e);
-		if (st == PC_NULL)
-			pc_errs_add(&e, "reminderOffsetsMinutes", "must be an array (use [])");
-		if (st == PC_SET)
-			new_offsets = pc_pg_int_array(offsets, n_off);
-	}
+	parse_patch(b, &s, &new_offsets, &e);
 	if (e.n)
 		return fail(r, PC_E_VALIDATION, &e);
-	have_ver = pc_if_match(r, &ver);
-	if (have_ver < 0)
+	if (pc_if_match(r, &have_ver, &ver) < 0)
 		return PIN_OK;
 
 	rc = write_prologue(r, id, have_ver, ver, &idem, &row);
@@ -338,20 +379,8 @@ int cal_events_patch(struct pin_req *r, void *ud)
 		add_set(&s, "reminder_offsets_minutes", "::int[]", new_offsets);
 	if (s.sql[0] == '\0')          /* {}: nothing to change, version stays */
 		return write_epilogue(r, &idem, row);
-	s.params[s.n] = pc_time_param(pc_api->now_us());
-	s.n++;
-	sql = pc_api->sprintf("UPDATE calendar.calendar_events e SET updated_at = $%d, "
-			"version = e.version + 1%s WHERE e.id = $1 RETURNING " PC_EVENT_COLS,
-			s.n, s.sql);
-	res = pc_api->db_exec(sql, s.n, s.params);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
-		return fail(r, PIN_ERR_DB, &e);
-	if (new_offsets) {
-		rc = pc_reminders_rematerialise(id, pc_col_us(res, 0, PC_EC_START),
-				new_offsets, pc_api->now_us());
-		if (rc < 0)
-			return fail(r, rc, &e);
-	}
+	if ((rc = patch_apply(id, &s, new_offsets, &res)) < 0)
+		return fail(r, rc, &e);
 	return write_epilogue(r, &idem, res);
 }
 
@@ -391,14 +420,13 @@ static int event_action(struct pin_req *r, const char *action)
 	}
 	if (e.n)
 		return fail(r, PC_E_VALIDATION, &e);
-	have_ver = pc_if_match(r, &ver);
-	if (have_ver < 0)
+	if (pc_if_match(r, &have_ver, &ver) < 0)
 		return PIN_OK;
 	rc = write_prologue(r, id, have_ver, ver, &idem, &row);
 	if (rc < 0)
 		return fail(r, rc, &e);
 	if (reschedule)
-		rc = pc_event_reschedule(row, start, pc_api->now_us(), &res);
+		rc = pc_event_reschedule(row, start, pc_api->now_us(), &res, NULL);
 	else
 		rc = pc_event_transition(row, action, reason, pc_api->now_us(), &res);
 	if (rc < 0)

@@ -86,7 +86,7 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 		res = pc_api->db_exec_prepared("cal_events_list_owner", list_owner_sql, 11, params);
 	else
 		res = pc_api->db_exec_prepared("cal_events_list_tenant", list_tenant_sql, 11, params);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	n = PQntuples(res);
 	out = json_object_new_object();

@@ -10,58 +10,36 @@
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
 #include "notify.h"
 
 #define GROUP "notifications-identity-users"
 
 static const char *const topics[] = { "pin.identity.users.v1", NULL };
 
-/* String member or NULL; *bad set when present but not a string. */
-static const char *jstr(json_object *o, const char *key, int *bad)
-{
-	json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v) || !v ||
-	    json_object_is_type(v, json_type_null))
-		return NULL;
-	if (!json_object_is_type(v, json_type_string)) {
-		*bad = 1;
-		return NULL;
-	}
-	return json_object_get_string(v);
-}
 
 static enum pin_consume_status fatal(struct pin_consume_result *res, const char *detail)
 {
-	snprintf(res->code, sizeof(res->code), "%s", NTF_CODE_INVALID);
-	snprintf(res->detail, sizeof(res->detail), "%s", detail);
 	pc_api->metric_add("notifications_dlq_total", NULL, 1);
-	return PIN_CONSUME_FATAL;
+	return pc_consume_fail(NULL, res, PIN_CONSUME_FATAL, NTF_CODE_INVALID, detail, NULL);
 }
 
 static enum pin_consume_status on_user(const struct pin_msg *msg,
 		struct pin_consume_result *res, void *ud)
 {
-	const char *user, *name, *email, *phone, *locale, *tz, *status, *canon, *p[9];
+	const char *user, *name, *email, *phone, *locale, *tz, *status, *canon, *p[9], *why;
 	char created[40], now[40];
 	int bad = 0;
 	PGresult *r;
 
 	(void)ud;
-	if (!msg->payload || !json_object_is_type(msg->payload, json_type_object))
-		return fatal(res, "payload is not an object");
-	user = jstr(msg->payload, "userId", &bad);
-	if (!user || !pc_api->is_uuid(user))
-		return fatal(res, "userId is missing or not a uuid");
-	name = jstr(msg->payload, "displayName", &bad);
-	if (!name || !*name || strlen(name) > 1000)
-		return fatal(res, "displayName is missing, empty or too long");
-	email = jstr(msg->payload, "email", &bad);
-	phone = jstr(msg->payload, "phone", &bad);
-	locale = jstr(msg->payload, "locale", &bad);
-	tz = jstr(msg->payload, "timeZone", &bad);
-	status = jstr(msg->payload, "status", &bad);
+	if ((why = pc_identity_user(msg->payload, &user, &name)))
+		return fatal(res, why);
+	email = pc_jstr_opt(msg->payload, "email", &bad);
+	phone = pc_jstr_opt(msg->payload, "phone", &bad);
+	locale = pc_jstr_opt(msg->payload, "locale", &bad);
+	tz = pc_jstr_opt(msg->payload, "timeZone", &bad);
+	status = pc_jstr_opt(msg->payload, "status", &bad);
 	if (bad)
 		return fatal(res, "a contact field is not a string");
 	if (!status)
@@ -72,14 +50,12 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 	if (locale && !*locale)
 		locale = NULL;
 	if (tz) {
-		int rc = pc_tz_canonical(tz, &canon);
+		int rc = pc_tz_lookup(tz, &canon);
 
-		if (rc < 0) {
-			snprintf(res->code, sizeof(res->code), "NTF_DB_ERROR");
-			snprintf(res->detail, sizeof(res->detail), "time zone list unavailable");
-			return PIN_CONSUME_RETRY;
-		}
-		tz = rc == 0 ? canon : NULL;
+		if (rc < 0 && rc != PC_E_TZ)
+			return pc_consume_fail(NULL, res, PIN_CONSUME_RETRY, "NTF_DB_ERROR",
+					"time zone list unavailable", NULL);
+		tz = rc == 0 ? canon : NULL;   /* an unknown zone is dropped */
 	}
 	if (msg->created_at_us <= 0)
 		return fatal(res, "envelope createdAt is missing");
@@ -104,12 +80,10 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 		"  time_zone = EXCLUDED.time_zone, status = EXCLUDED.status, "
 		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
 		"WHERE c.last_event_at < EXCLUDED.last_event_at", 9, p);
-	if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
-		snprintf(res->code, sizeof(res->code), "NTF_DB_ERROR");
-		snprintf(res->detail, sizeof(res->detail), "contact upsert failed (%s)",
-				r ? pc_api->db_sqlstate(r) : "no connection");
-		return PIN_CONSUME_RETRY;
-	}
+	if (!pc_res_ok(r, PGRES_COMMAND_OK))
+		return pc_consume_fail(NULL, res, PIN_CONSUME_RETRY, "NTF_DB_ERROR",
+				pc_api->sprintf("contact upsert failed (%s)",
+					r ? pc_api->db_sqlstate(r) : "no connection"), NULL);
 	if (strcmp(PQcmdTuples(r), "0") == 0)
 		pc_api->metric_add("notifications_contacts_stale_total", NULL, 1);
 	return PIN_CONSUME_OK;

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
 #include "notify.h"
 
 #define GROUP "notifications-calendar-events"
@@ -176,11 +176,11 @@ static void read_payload(struct ctx *c)
 	}
 	if (c->tz && !c->bad) {
 		const char *canon;
-		int rc = pc_tz_canonical(c->tz, &canon);
+		int rc = pc_tz_lookup(c->tz, &canon);
 
 		if (rc == 0)
 			c->tz = canon;
-		else if (rc == 1)
+		else if (rc == PC_E_TZ)
 			c->bad = "timeZone";
 	}
 }
@@ -216,6 +216,108 @@ static int has(struct ctx *c, const char *key)
 	return present(c->p, key, &v);
 }
 
+/* A value outside the contract's enum: warning + filtered (fail-safe). */
+static void unknown_enum(struct ctx *c, const char *what, const char *labels,
+		const char *filtered)
+{
+	pc_api->log(PIN_LOG_WARN, what, "messageId", c->msg->message_id,
+			"topic", c->msg->topic, NULL);
+	pc_api->metric_add("notifications_unknown_enum_total", labels, 1);
+	c->filtered = filtered;
+}
+
+/* The mapping of one topic: kind and recipients, or c->filtered. */
+
+static void map_event_created(struct ctx *c, const char *o)
+{
+	if (strcmp(o, "CrmBooking") != 0) {
+		c->filtered = !strcmp(o, "Manual") ? "origin-manual" : "origin-appointment";
+		return;
+	}
+	c->kind = "CalendarReminder";
+	add(c, c->owner, c->tenant_id, "Owner.BookingDeadline");
+}
+
+static void map_event_rescheduled(struct ctx *c, const char *o)
+{
+	c->kind = "CalendarEventRescheduled";
+	if (!strcmp(o, "Manual")) {
+		if (!c->client)
+			c->filtered = "no-client";
+		add(c, c->client, NULL, "Client");
+	} else if (!strcmp(o, "CrmBooking")) {
+		add(c, c->owner, c->tenant_id, "Owner.BookingDeadline");
+	} else {
+		c->filtered = "origin-appointment";
+	}
+}
+
+static void map_event_status(struct ctx *c, const char *o)
+{
+	c->kind = "AppointmentCancelled";
+	if (strcmp(c->status, "Cancelled") != 0)
+		c->filtered = "status-not-cancelled";
+	else if (!strcmp(o, "Manual") && c->client)
+		add(c, c->client, NULL, "Client");
+	else if (!strcmp(o, "CrmBooking"))
+		add(c, c->owner, c->tenant_id, "Owner.BookingDeadline");
+	else
+		c->filtered = !strcmp(o, "Manual") ? "no-client" : "origin-appointment";
+}
+
+static void map_event_owner(struct ctx *c, const char *o)
+{
+	if (!strcmp(o, "Appointment")) {
+		c->filtered = "origin-appointment";
+		return;
+	}
+	c->kind = "CalendarEventOwnerChanged";
+	add(c, c->owner, c->tenant_id, "Owner");
+	add(c, c->prev_owner, c->prev_tenant ? c->prev_tenant : c->tenant_id,
+			"PreviousOwner");
+}
+
+static void map_apt_created(struct ctx *c)
+{
+	int pending = !strcmp(c->status, "Pending");
+	int moved = has(c, "rescheduledFromAppointmentId");
+
+	c->kind = "AppointmentCreated";
+	add(c, c->agent, c->tenant_id, moved ?
+			(pending ? "Agent.RescheduledPending" : "Agent.Rescheduled") :
+			(pending ? "Agent.Pending" : "Agent.Confirmed"));
+	add(c, c->investor, NULL, moved ? "Investor.Rescheduled" : "Investor");
+}
+
+static void map_apt_cancelled(struct ctx *c)
+{
+	c->kind = "AppointmentCancelled";
+	if (has(c, "rescheduledToAppointmentId")) {
+		c->filtered = "rescheduled";
+	} else if (!strcmp(c->reason, "DeclinedByAgent")) {
+		add(c, c->investor, NULL, "Investor.DeclinedByAgent");
+	} else if (!strcmp(c->reason, "CancelledByAgent")) {
+		add(c, c->investor, NULL, "Investor.CancelledByAgent");
+	} else if (!strcmp(c->reason, "CancelledByInvestor")) {
+		add(c, c->agent, c->tenant_id, "Agent.CancelledByInvestor");
+	} else if (!strcmp(c->reason, "Expired")) {
+		add(c, c->investor, NULL, "Investor.Expired");
+		add(c, c->agent, c->tenant_id, "Agent.Expired");
+	} else {
+		unknown_enum(c, "notifications: unknown cancel reason, nothing built",
+				"field=\"reason\"", "unknown-reason");
+	}
+}
+
+static void map_reminder(struct ctx *c)
+{
+	c->urgency = "Critical";
+	c->appointment_id = f_uuid(c, "appointmentId", 0);
+	c->kind = c->appointment_id ? "AppointmentReminder" : "CalendarReminder";
+	add(c, c->owner, c->tenant_id, "Owner");
+	add(c, c->client, NULL, "Client");
+}
+
 /* Fills kind/urgency/recipients or sets c->filtered (reason).  Unknown enum
  * values: warning + filtered (fail-safe). */
 static void map(struct ctx *c)
@@ -224,116 +326,27 @@ static void map(struct ctx *c)
 
 	c->urgency = "Normal";
 	if (o && !known_origin(o)) {
-		pc_api->log(PIN_LOG_WARN, "notifications: unknown origin, nothing built",
-				"messageId", c->msg->message_id, "topic", c->msg->topic, NULL);
-		pc_api->metric_add("notifications_unknown_enum_total", "field=\"origin\"", 1);
-		c->filtered = "unknown-origin";
+		unknown_enum(c, "notifications: unknown origin, nothing built",
+				"field=\"origin\"", "unknown-origin");
 		return;
 	}
+	c->subject_id = c->t >= T_APT_CREATED && c->t <= T_APT_COMPLETED ?
+			c->appointment_id : c->event_id;
 	switch (c->t) {
-	case T_EVENT_CREATED:
-		c->subject_id = c->event_id;
-		if (strcmp(o, "CrmBooking") != 0) {
-			c->filtered = !strcmp(o, "Manual") ? "origin-manual" : "origin-appointment";
-			return;
-		}
-		c->kind = "CalendarReminder";
-		add(c, c->owner, c->tenant_id, "Owner.BookingDeadline");
-		return;
-	case T_EVENT_RESCHEDULED:
-		c->subject_id = c->event_id;
-		c->kind = "CalendarEventRescheduled";
-		if (!strcmp(o, "Manual")) {
-			if (!c->client)
-				c->filtered = "no-client";
-			add(c, c->client, NULL, "Client");
-		} else if (!strcmp(o, "CrmBooking")) {
-			add(c, c->owner, c->tenant_id, "Owner.BookingDeadline");
-		} else {
-			c->filtered = "origin-appointment";
-		}
-		return;
-	case T_EVENT_STATUS:
-		c->subject_id = c->event_id;
-		c->kind = "AppointmentCancelled";
-		if (strcmp(c->status, "Cancelled") != 0)
-			c->filtered = "status-not-cancelled";
-		else if (!strcmp(o, "Manual") && c->client)
-			add(c, c->client, NULL, "Client");
-		else if (!strcmp(o, "CrmBooking"))
-			add(c, c->owner, c->tenant_id, "Owner.BookingDeadline");
-		else
-			c->filtered = !strcmp(o, "Manual") ? "no-client" : "origin-appointment";
-		return;
-	case T_EVENT_OWNER:
-		c->subject_id = c->event_id;
-		if (!strcmp(o, "Appointment")) {
-			c->filtered = "origin-appointment";
-			return;
-		}
-		c->kind = "CalendarEventOwnerChanged";
-		add(c, c->owner, c->tenant_id, "Owner");
-		add(c, c->prev_owner, c->prev_tenant ? c->prev_tenant : c->tenant_id,
-				"PreviousOwner");
-		return;
-	case T_APT_CREATED: {
-		int pending = !strcmp(c->status, "Pending");
-		int moved = has(c, "rescheduledFromAppointmentId");
-
-		c->subject_id = c->appointment_id;
-		c->kind = "AppointmentCreated";
-		add(c, c->agent, c->tenant_id, moved ?
-				(pending ? "Agent.RescheduledPending" : "Agent.Rescheduled") :
-				(pending ? "Agent.Pending" : "Agent.Confirmed"));
-		add(c, c->investor, NULL, moved ? "Investor.Rescheduled" : "Investor");
-		return;
-	}
+	case T_EVENT_CREATED:     map_event_created(c, o); return;
+	case T_EVENT_RESCHEDULED: map_event_rescheduled(c, o); return;
+	case T_EVENT_STATUS:      map_event_status(c, o); return;
+	case T_EVENT_OWNER:       map_event_owner(c, o); return;
+	case T_APT_CREATED:       map_apt_created(c); return;
 	case T_APT_CONFIRMED:
-		c->subject_id = c->appointment_id;
 		c->kind = "AppointmentConfirmed";
 		add(c, c->investor, NULL, "Investor");
 		return;
-	case T_APT_CANCELLED:
-		c->subject_id = c->appointment_id;
-		c->kind = "AppointmentCancelled";
-		if (has(c, "rescheduledToAppointmentId")) {
-			c->filtered = "rescheduled";
-		} else if (!strcmp(c->reason, "DeclinedByAgent")) {
-			add(c, c->investor, NULL, "Investor.DeclinedByAgent");
-		} else if (!strcmp(c->reason, "CancelledByAgent")) {
-			add(c, c->investor, NULL, "Investor.CancelledByAgent");
-		} else if (!strcmp(c->reason, "CancelledByInvestor")) {
-			add(c, c->agent, c->tenant_id, "Agent.CancelledByInvestor");
-		} else if (!strcmp(c->reason, "Expired")) {
-			add(c, c->investor, NULL, "Investor.Expired");
-			add(c, c->agent, c->tenant_id, "Agent.Expired");
-		} else {
-			pc_api->log(PIN_LOG_WARN, "notifications: unknown cancel reason, "
-					"nothing built", "messageId", c->msg->message_id, NULL);
-			pc_api->metric_add("notifications_unknown_enum_total",
-					"field=\"reason\"", 1);
-			c->filtered = "unknown-reason";
-		}
-		return;
-	case T_APT_COMPLETED:
-		c->subject_id = c->appointment_id;
-		c->filtered = "appointment-completed";
-		return;
-	case T_REMINDER:
-		c->subject_id = c->event_id;
-		c->urgency = "Critical";
-		c->appointment_id = f_uuid(c, "appointmentId", 0);
-		if (c->appointment_id) {
-			c->kind = "AppointmentReminder";
-			add(c, c->owner, c->tenant_id, "Owner");
-			add(c, c->client, NULL, "Client");
-		} else {
-			c->kind = "CalendarReminder";
-			add(c, c->owner, c->tenant_id, "Owner");
-			add(c, c->client, NULL, "Client");
-		}
-		return;
+	case T_APT_CANCELLED:     map_apt_cancelled(c); return;
+	case T_APT_COMPLETED:     c->filtered = "appointment-completed"; return;
+	case T_REMINDER:          map_reminder(c); return;
 	default:
+		c->subject_id = NULL;
 		c->filtered = "unknown-topic";
 	}
 }
@@ -390,7 +403,7 @@ static int load_times(struct ctx *c, struct local_times *lt)
 		4, p);
 	int i;
 
-	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
 		return PIN_ERR_DB;
 	for (i = 0; i < 2; i++) {
 		lt->start[i] = PQgetisnull(r, 0, i) ? NULL : PQgetvalue(r, 0, i);
@@ -411,7 +424,7 @@ static const char *display_name(const char *user)
 	r = pc_api->db_exec_prepared("ntf_contact_name",
 		"SELECT display_name FROM notifications.recipient_contacts WHERE user_id = $1::uuid",
 		1, p);
-	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
 		return NULL;
 	return PQgetvalue(r, 0, 0);
 }
@@ -453,7 +466,7 @@ static int load_settings(struct ctx *c, const char *user, const char *now,
 		"  LATERAL (SELECT a.lts::time AS lt, a.lts::date AS ld) b",
 		3, p);
 
-	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
 		return PIN_ERR_DB;
 	s->locale = PQgetvalue(r, 0, 0);
 	s->mute = !strcmp(PQgetvalue(r, 0, 1), "t");
@@ -465,7 +478,7 @@ static int load_settings(struct ctx *c, const char *user, const char *now,
 }
 
 /* Active template for (kind, role, channel) in locale, its language, else
- * ru.  0 found, 1 none, PIN_ERR_DB. */
+ * ru.  0 with *title, *body, *loc (all NULL when there is none), PIN_ERR_DB. */
 static int template_for(const char *kind, const char *role, const char *channel,
 		const char *locale, const char **title, const char **body, const char **loc)
 {
@@ -478,41 +491,44 @@ static int template_for(const char *kind, const char *role, const char *channel,
 		"ORDER BY CASE WHEN locale = $4 THEN 0 "
 		"  WHEN locale = split_part($4, '-', 1) THEN 1 ELSE 2 END LIMIT 1", 4, p);
 
-	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK)
+	*title = *body = *loc = NULL;
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(r) == 0)
-		return 1;
+		return 0;
 	*title = PQgetvalue(r, 0, 0);
 	*body = PQgetvalue(r, 0, 1);
 	*loc = PQgetvalue(r, 0, 2);
 	return 0;
 }
 
-/* Any Active template for (kind, role)?  1 yes, 0 no, PIN_ERR_DB. */
-static int role_has_templates(const char *kind, const char *role)
+/* Any Active template for (kind, role)?  0 with *any, PIN_ERR_DB. */
+static int role_has_templates(const char *kind, const char *role, int *any)
 {
 	const char *p[2] = { kind, role };
 	PGresult *r = pc_api->db_exec_prepared("ntf_template_any",
 		"SELECT 1 FROM notifications.notification_templates "
 		"WHERE kind = $1 AND role = $2 AND status = 'Active' LIMIT 1", 2, p);
 
-	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
-	return PQntuples(r) > 0;
+	*any = PQntuples(r) > 0;
+	return 0;
 }
 
 /* After-final guard: a terminal notification (cancelled) of the same
- * event / appointment exists.  1 yes, 0 no, PIN_ERR_DB. */
-static int after_final(const char *subject_id)
+ * event / appointment exists.  0 with *found, PIN_ERR_DB. */
+static int after_final(const char *subject_id, int *found)
 {
 	const char *p[1] = { subject_id };
 	PGresult *r = pc_api->db_exec_prepared("ntf_after_final",
 		"SELECT 1 FROM notifications.notifications "
 		"WHERE subject_id = $1::uuid AND kind = 'AppointmentCancelled' LIMIT 1", 1, p);
 
-	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
-	return PQntuples(r) > 0;
+	*found = PQntuples(r) > 0;
+	return 0;
 }
 
 static int default_channel(const char *kind, int ch)
@@ -520,105 +536,133 @@ static int default_channel(const char *kind, int ch)
 	return ch != 2 || !strcmp(kind, "AppointmentReminder");
 }
 
-/* Creates the notifications of one recipient.  0, PIN_ERR_DB, or 1 when
- * no template at all exists for (kind, role) (-> FATAL). */
+/* Renders the title and body templates for locale loc (in place). */
+static void render(const struct ctx *c, const struct names *nm,
+		const struct local_times *lt, const char *loc, const char **title,
+		const char **body)
+{
+	int ru = !strncmp(loc, "ru", 2), en = !ru;
+	const char *fallback = ru ? "(имя не указано)" : "(name unknown)";
+	const char *reason = c->cancel_reason ? c->cancel_reason :
+			ru ? "не указана" : "not specified";
+	char offset[32];
+
+	ntf_offset_text((int)c->offset_min, loc, offset, sizeof(offset));
+	{
+		struct ntf_var v[] = {
+			{ "start", lt->start[en] },
+			{ "end", lt->end[en] },
+			{ "confirmDeadline", lt->deadline[en] },
+			{ "timeZone", c->tz },
+			{ "offset", offset },
+			{ "agentName", nm->agent ? nm->agent : fallback },
+			{ "investorName", nm->investor ? nm->investor : fallback },
+			{ "ownerName", nm->owner ? nm->owner : fallback },
+			{ "clientName", nm->client ? nm->client : fallback },
+			{ "previousOwnerName", nm->prev_owner ? nm->prev_owner : fallback },
+			{ "cancelReason", reason },
+		};
+		size_t nv = sizeof(v) / sizeof(v[0]);
+
+		*title = ntf_render(*title, v, nv);
+		*body = ntf_render(*body, v, nv);
+	}
+}
+
+/* One notification row to be written. */
+struct note {
+	const char *channel, *title, *body, *link, *payload, *locale, *not_before;
+};
+
+/* Inserts the notification (a duplicate of the source message is skipped)
+ * and counts it.  0 / PIN_ERR_DB. */
+static int insert_note(const struct ctx *c, const struct rcpt *rc, const struct note *n,
+		const char *now, int *created)
+{
+	const char *p[18];
+	char id[37];
+	PGresult *r;
+
+	pc_api->uuid_v7(id);
+	p[0] = id;
+	p[1] = rc->user;
+	p[2] = rc->tenant;
+	p[3] = c->kind;
+	p[4] = n->channel;
+	p[5] = c->urgency;
+	p[6] = rc->role;
+	p[7] = n->title;
+	p[8] = n->body;
+	p[9] = n->link;
+	p[10] = n->payload;
+	p[11] = n->locale;
+	p[12] = n->not_before;
+	p[13] = c->msg->message_id;
+	p[14] = c->msg->event_type ? c->msg->event_type : c->msg->topic;
+	p[15] = c->subject_id;
+	p[16] = c->reminder_id;
+	p[17] = now;
+	r = pc_api->db_exec_prepared("ntf_insert",
+		"INSERT INTO notifications.notifications (id, recipient_user_id, "
+		"  tenant_id, kind, channel, urgency, status, role, title, body, "
+		"  deep_link, payload, locale, not_before, source_message_id, "
+		"  source_event_type, subject_id, reminder_id, created_at) "
+		"VALUES ($1::uuid, $2::uuid, $3::uuid, $4, $5, $6, 'Pending', $7, $8, "
+		"  $9, $10, $11::jsonb, $12, $13::timestamptz, $14::uuid, $15, "
+		"  $16::uuid, $17::uuid, $18::timestamptz) "
+		"ON CONFLICT DO NOTHING", 18, p);
+	if (!pc_res_ok(r, PGRES_COMMAND_OK))
+		return PIN_ERR_DB;
+	if (!strcmp(PQcmdTuples(r), "1")) {
+		(*created)++;
+		pc_api->metric_add("notifications_enqueued_total", pc_api->sprintf(
+			"kind=\"%s\",channel=\"%s\"", c->kind, n->channel), 1);
+	} else {
+		pc_api->metric_add("notifications_skipped_total", "reason=\"duplicate\"", 1);
+	}
+	return 0;
+}
+
+/* The notifications of one recipient, one per enabled channel with a
+ * template.  0 (*skipped = 1 when the role has no templates at all),
+ * PIN_ERR_DB. */
 static int fan_out(struct ctx *c, const struct rcpt *rc, const struct names *nm,
-		const struct local_times *lt, const char *now, int *created)
+		const struct local_times *lt, const char *now, int *created, int *skipped)
 {
 	struct settings s;
-	int ch, rv, critical = !strcmp(c->urgency, "Critical");
-	const char *payload, *link;
+	struct note n;
+	int ch, rv, any, critical = !strcmp(c->urgency, "Critical");
 
-	if ((rv = role_has_templates(c->kind, rc->role)) < 0)
+	*skipped = 0;
+	if ((rv = role_has_templates(c->kind, rc->role, &any)) < 0)
 		return rv;
-	if (rv == 0)
-		return 1;
+	if (!any) {
+		*skipped = 1;
+		return 0;
+	}
 	if ((rv = load_settings(c, rc->user, now, &s)) < 0)
 		return rv;
-	payload = notification_payload(c, rc->role);
-	link = deep_link(c);
+	n.payload = notification_payload(c, rc->role);
+	n.link = deep_link(c);
 	for (ch = 0; ch < 3; ch++) {
-		const char *channel = ntf_channels[ch], *title, *body, *loc, *nb = NULL;
 		int on = s.ovr[ch][0] ? !strcmp(s.ovr[ch], "true") : default_channel(c->kind, ch);
-		int en, ru;
-		char offset[32], id[37];
-		const char *fallback, *reason;
-		PGresult *r;
 
 		if (!on)
 			continue;                       /* opt-out holds for Critical too */
 		if (s.mute && !critical && ch != 0)
 			continue;                       /* GlobalMute: InApp only */
-		if ((rv = template_for(c->kind, rc->role, channel, s.locale,
-				&title, &body, &loc)) < 0)
+		n.channel = ntf_channels[ch];
+		if ((rv = template_for(c->kind, rc->role, n.channel, s.locale,
+				&n.title, &n.body, &n.locale)) < 0)
 			return rv;
-		if (rv == 1)
+		if (!n.body)
 			continue;                       /* no body for this channel */
+		n.not_before = NULL;
 		if (ch == 2 && !critical && s.quiet_end)
-			nb = s.quiet_end;               /* interruptive, quiet hours */
-		ru = !strncmp(loc, "ru", 2);
-		en = !ru;
-		fallback = ru ? "(имя не указано)" : "(name unknown)";
-		reason = c->cancel_reason ? c->cancel_reason : ru ? "не указана" : "not specified";
-		ntf_offset_text((int)c->offset_min, loc, offset, sizeof(offset));
-		{
-			struct ntf_var v[] = {
-				{ "start", lt->start[en] },
-				{ "end", lt->end[en] },
-				{ "confirmDeadline", lt->deadline[en] },
-				{ "timeZone", c->tz },
-				{ "offset", offset },
-				{ "agentName", nm->agent ? nm->agent : fallback },
-				{ "investorName", nm->investor ? nm->investor : fallback },
-				{ "ownerName", nm->owner ? nm->owner : fallback },
-				{ "clientName", nm->client ? nm->client : fallback },
-				{ "previousOwnerName", nm->prev_owner ? nm->prev_owner : fallback },
-				{ "cancelReason", reason },
-			};
-			size_t nv = sizeof(v) / sizeof(v[0]);
-			const char *p[18];
-
-			title = ntf_render(title, v, nv);
-			body = ntf_render(body, v, nv);
-			pc_api->uuid_v7(id);
-			p[0] = id;
-			p[1] = rc->user;
-			p[2] = rc->tenant;
-			p[3] = c->kind;
-			p[4] = channel;
-			p[5] = c->urgency;
-			p[6] = rc->role;
-			p[7] = title;
-			p[8] = body;
-			p[9] = link;
-			p[10] = payload;
-			p[11] = loc;
-			p[12] = nb;
-			p[13] = c->msg->message_id;
-			p[14] = c->msg->event_type ? c->msg->event_type : c->msg->topic;
-			p[15] = c->subject_id;
-			p[16] = c->reminder_id;
-			p[17] = now;
-			r = pc_api->db_exec_prepared("ntf_insert",
-				"INSERT INTO notifications.notifications (id, recipient_user_id, "
-				"  tenant_id, kind, channel, urgency, status, role, title, body, "
-				"  deep_link, payload, locale, not_before, source_message_id, "
-				"  source_event_type, subject_id, reminder_id, created_at) "
-				"VALUES ($1::uuid, $2::uuid, $3::uuid, $4, $5, $6, 'Pending', $7, $8, "
-				"  $9, $10, $11::jsonb, $12, $13::timestamptz, $14::uuid, $15, "
-				"  $16::uuid, $17::uuid, $18::timestamptz) "
-				"ON CONFLICT DO NOTHING", 18, p);
-		}
-		if (!r || PQresultStatus(r) != PGRES_COMMAND_OK)
-			return PIN_ERR_DB;
-		if (!strcmp(PQcmdTuples(r), "1")) {
-			(*created)++;
-			pc_api->metric_add("notifications_enqueued_total", pc_api->sprintf(
-				"kind=\"%s\",channel=\"%s\"", c->kind, channel), 1);
-		} else {
-			pc_api->metric_add("notifications_skipped_total",
-					"reason=\"duplicate\"", 1);
-		}
+			n.not_before = s.quiet_end;     /* interruptive, quiet hours */
+		render(c, nm, lt, n.locale, &n.title, &n.body);
+		if ((rv = insert_note(c, rc, &n, now, created)) < 0)
+			return rv;
 	}
 	return 0;
 }
@@ -626,11 +670,12 @@ static int fan_out(struct ctx *c, const struct rcpt *rc, const struct names *nm,
 static enum pin_consume_status fail(struct pin_consume_result *res, const char *code,
 		const char *detail)
 {
-	snprintf(res->code, sizeof(res->code), "%s", code);
-	snprintf(res->detail, sizeof(res->detail), "%s", detail);
-	if (strcmp(code, "NTF_DB_ERROR") != 0)
+	int db = !strcmp(code, "NTF_DB_ERROR");
+
+	if (!db)
 		pc_api->metric_add("notifications_dlq_total", NULL, 1);
-	return strcmp(code, "NTF_DB_ERROR") ? PIN_CONSUME_FATAL : PIN_CONSUME_RETRY;
+	return pc_consume_fail(NULL, res, db ? PIN_CONSUME_RETRY : PIN_CONSUME_FATAL,
+			code, detail, NULL);
 }
 
 static enum pin_consume_status skip(struct ctx *c, const char *log_msg, const char *reason)
@@ -642,75 +687,115 @@ static enum pin_consume_status skip(struct ctx *c, const char *log_msg, const ch
 	return PIN_CONSUME_OK;
 }
 
+/* The contract of the message: topic, payload fields, mapping.  PIN_CONSUME_OK
+ * to go on; otherwise the answer (a failure, or a filtered skip) with *done. */
+static enum pin_consume_status classify(struct ctx *c, struct pin_consume_result *res,
+		int64_t now_us, int *done)
+{
+	const struct pin_msg *msg = c->msg;
+
+	*done = 1;
+	for (c->t = 0; c->t < T__N; c->t++)
+		if (!strcmp(msg->topic, topics[c->t]))
+			break;
+	if (c->t == T__N)
+		return fail(res, NTF_CODE_INVALID, "unexpected topic");
+	if (!c->p || !json_object_is_type(c->p, json_type_object))
+		return fail(res, NTF_CODE_INVALID, "payload is not an object");
+	if (msg->created_at_us > 0)
+		pc_api->metric_set("notifications_consumer_lag_seconds", NULL,
+				(double)(now_us - msg->created_at_us) / 1e6);
+	read_payload(c);
+	if (!c->bad)
+		map(c);
+	if (c->bad)
+		return fail(res, NTF_CODE_INVALID, pc_api->sprintf(
+				"field %s is missing or invalid", c->bad));
+	if (c->filtered)
+		return skip(c, "notifications: filtered", c->filtered);
+	if (c->n == 0)
+		return skip(c, "notifications: filtered", "no-recipient");
+	if (c->t == T_REMINDER && c->start_us < now_us)
+		return skip(c, "notifications: skipped-stale", "stale-reminder");
+	*done = 0;
+	return PIN_CONSUME_OK;
+}
+
+/* Reschedule / confirmation after the final (cancelled) notification of the
+ * same subject: skipped.  PIN_CONSUME_OK to go on, else the answer with *done. */
+static enum pin_consume_status after_final_guard(struct ctx *c,
+		struct pin_consume_result *res, int *done)
+{
+	int found;
+
+	*done = 0;
+	if (c->t != T_EVENT_RESCHEDULED && c->t != T_APT_CONFIRMED)
+		return PIN_CONSUME_OK;
+	*done = 1;
+	if (after_final(c->subject_id, &found) < 0)
+		return fail(res, "NTF_DB_ERROR", "after-final lookup failed");
+	if (found) {
+		pc_api->log(PIN_LOG_WARN, "notifications: skipped-stale (after final)",
+				"messageId", c->msg->message_id, "topic", c->msg->topic, NULL);
+		pc_api->metric_add("notifications_skipped_total", "reason=\"after-final\"", 1);
+		return PIN_CONSUME_OK;
+	}
+	*done = 0;
+	return PIN_CONSUME_OK;
+}
+
+/* The notifications of every recipient; *created counts the new rows. */
+static enum pin_consume_status enqueue(struct ctx *c, struct pin_consume_result *res,
+		int64_t now_us, int *created)
+{
+	struct names nm;
+	struct local_times lt;
+	char now[40];
+	int i, skipped;
+
+	if (load_times(c, &lt) < 0)
+		return fail(res, "NTF_DB_ERROR", "local time rendering failed");
+	nm.agent = display_name(c->agent);
+	nm.investor = display_name(c->investor);
+	nm.owner = display_name(c->owner);
+	nm.client = display_name(c->client);
+	nm.prev_owner = display_name(c->prev_owner);
+	pc_api->fmt_time(now_us, now, sizeof(now));
+	for (i = 0; i < c->n; i++) {
+		if (fan_out(c, &c->r[i], &nm, &lt, now, created, &skipped) < 0)
+			return fail(res, "NTF_DB_ERROR", "notification insert failed");
+		if (skipped) {
+			pc_api->log(PIN_LOG_ERROR, "notifications: no active template",
+					"messageId", c->msg->message_id, "kind", c->kind,
+					"role", c->r[i].role, NULL);
+			return fail(res, NTF_CODE_TEMPLATE, pc_api->sprintf(
+				"no Active template for %s / %s", c->kind, c->r[i].role));
+		}
+	}
+	return PIN_CONSUME_OK;
+}
+
 static enum pin_consume_status on_event(const struct pin_msg *msg,
 		struct pin_consume_result *res, void *ud)
 {
 	struct ctx c;
-	struct names nm;
-	struct local_times lt;
 	int64_t t0 = pc_api->now_us(), now_us = t0;
-	char now[40];
-	int i, rv, created = 0;
+	enum pin_consume_status st;
+	int done, created = 0;
 
 	(void)ud;
 	memset(&c, 0, sizeof(c));
 	c.msg = msg;
 	c.p = msg->payload;
-	for (c.t = 0; c.t < T__N; c.t++)
-		if (!strcmp(msg->topic, topics[c.t]))
-			break;
-	if (c.t == T__N)
-		return fail(res, NTF_CODE_INVALID, "unexpected topic");
-	if (!c.p || !json_object_is_type(c.p, json_type_object))
-		return fail(res, NTF_CODE_INVALID, "payload is not an object");
-	if (msg->created_at_us > 0)
-		pc_api->metric_set("notifications_consumer_lag_seconds", NULL,
-				(double)(now_us - msg->created_at_us) / 1e6);
-	read_payload(&c);
-	if (c.bad)
-		return fail(res, NTF_CODE_INVALID, pc_api->sprintf(
-				"field %s is missing or invalid", c.bad));
-	map(&c);
-	if (c.bad)
-		return fail(res, NTF_CODE_INVALID, pc_api->sprintf(
-				"field %s is missing or invalid", c.bad));
-	if (c.filtered)
-		return skip(&c, "notifications: filtered", c.filtered);
-	if (c.n == 0)
-		return skip(&c, "notifications: filtered", "no-recipient");
-	if (c.t == T_REMINDER && c.start_us < now_us)
-		return skip(&c, "notifications: skipped-stale", "stale-reminder");
-	if (c.t == T_EVENT_RESCHEDULED || c.t == T_APT_CONFIRMED) {
-		if ((rv = after_final(c.subject_id)) < 0)
-			return fail(res, "NTF_DB_ERROR", "after-final lookup failed");
-		if (rv) {
-			pc_api->log(PIN_LOG_WARN, "notifications: skipped-stale (after final)",
-					"messageId", msg->message_id, "topic", msg->topic, NULL);
-			pc_api->metric_add("notifications_skipped_total",
-					"reason=\"after-final\"", 1);
-			return PIN_CONSUME_OK;
-		}
-	}
-	if (load_times(&c, &lt) < 0)
-		return fail(res, "NTF_DB_ERROR", "local time rendering failed");
-	nm.agent = display_name(c.agent);
-	nm.investor = display_name(c.investor);
-	nm.owner = display_name(c.owner);
-	nm.client = display_name(c.client);
-	nm.prev_owner = display_name(c.prev_owner);
-	pc_api->fmt_time(now_us, now, sizeof(now));
-	for (i = 0; i < c.n; i++) {
-		rv = fan_out(&c, &c.r[i], &nm, &lt, now, &created);
-		if (rv < 0)
-			return fail(res, "NTF_DB_ERROR", "notification insert failed");
-		if (rv == 1) {
-			pc_api->log(PIN_LOG_ERROR, "notifications: no active template",
-					"messageId", msg->message_id, "kind", c.kind,
-					"role", c.r[i].role, NULL);
-			return fail(res, NTF_CODE_TEMPLATE, pc_api->sprintf(
-				"no Active template for %s / %s", c.kind, c.r[i].role));
-		}
-	}
+	st = classify(&c, res, now_us, &done);
+	if (done)
+		return st;
+	st = after_final_guard(&c, res, &done);
+	if (done)
+		return st;
+	st = enqueue(&c, res, now_us, &created);
+	if (st != PIN_CONSUME_OK)
+		return st;
 	pc_api->log(PIN_LOG_INFO, "notifications: enqueued", "messageId", msg->message_id,
 			"topic", msg->topic, "kind", c.kind,
 			"created", pc_api->sprintf("%d", created),

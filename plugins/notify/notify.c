@@ -1,6 +1,6 @@
 /* notify.c -- notify.so: registration (routes, consumers). */
 #include "config.h"
-#include "common.h"
+#include "sdk/sdk.h"
 #include "notify.h"
 
 

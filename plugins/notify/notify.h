@@ -8,7 +8,7 @@
 
 #include "pin/plugin.h"
 
-/* The host table is pc_api (plugins/common, set by pc_init in init). */
+/* The host table is pc_api (sdk/core.h, set by pc_init in init). */
 
 /* NotificationKinds and channels (notifications.md), NULL-terminated. */
 extern const char *const ntf_kinds[];

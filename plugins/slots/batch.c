@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
 #include "slots.h"
 
 static const char *const batch_fields[] = { "kind", "timeZone", "windows", "fromDate",
@@ -47,13 +47,95 @@ static const char *window_time(json_object *w, const char *pfx, const char *key,
 	return s;
 }
 
+/* Unknown keys of window w (errors "<pfx>.<key>").  1 when there were any. */
+static int window_unknown_fields(json_object *w, const char *pfx, struct pc_errs *e)
+{
+	size_t j;
+	int bad = 0;
+
+	json_object_object_foreach(w, key, val) {
+		(void)val;
+		for (j = 0; window_fields[j]; j++)
+			if (strcmp(key, window_fields[j]) == 0)
+				break;
+		if (!window_fields[j]) {
+			pc_errs_add(e, pc_api->sprintf("%s.%s", pfx, key), "unknown field");
+			bad = 1;
+		}
+	}
+	return bad;
+}
+
+/* daysOfWeek of window w into the new array *nd (distinct 1..7).  1 when
+ * invalid (error collected), else 0. */
+static int window_days(json_object *w, const char *pfx, json_object **nd,
+		struct pc_errs *e)
+{
+	json_object *days;
+	int seen[8] = { 0 };
+	size_t j, nd_n;
+
+	*nd = json_object_new_array();
+	if (!json_object_object_get_ex(w, "daysOfWeek", &days) || !days ||
+	    !json_object_is_type(days, json_type_array) ||
+	    (nd_n = json_object_array_length(days)) < 1 || nd_n > 7) {
+		pc_errs_add(e, pc_api->sprintf("%s.daysOfWeek", pfx),
+				"must be an array of 1 to 7 ISO weekdays (Monday = 1)");
+		return 1;
+	}
+	for (j = 0; j < nd_n; j++) {
+		json_object *d = json_object_array_get_idx(days, j);
+		int64_t x = d && json_object_is_type(d, json_type_int) ?
+			json_object_get_int64(d) : 0;
+
+		if (x < 1 || x > 7 || seen[x]) {
+			pc_errs_add(e, pc_api->sprintf("%s.daysOfWeek", pfx),
+				"values must be distinct integers 1..7 (Monday = 1)");
+			return 1;
+		}
+		seen[x] = 1;
+		json_object_array_add(*nd, json_object_new_int((int)x));
+	}
+	return 0;
+}
+
+/* Window i (an object) into *nw (new, normalised); tracks the shortest
+ * window.  1 when invalid (errors collected), else 0. */
+static int parse_window(json_object *w, size_t i, json_object **nw, size_t *shortest,
+		int *shortest_min, struct pc_errs *e)
+{
+	const char *pfx = pc_api->sprintf("windows[%zu]", i);
+	const char *sfrom, *sto;
+	json_object *nd;
+	int from_m = -1, to_m = -1, bad;
+
+	bad = window_unknown_fields(w, pfx, e);
+	bad |= window_days(w, pfx, &nd, e);
+	sfrom = window_time(w, pfx, "from", &from_m, e);
+	sto = window_time(w, pfx, "to", &to_m, e);
+	if (!sfrom || !sto)
+		bad = 1;
+	if (from_m >= 0 && to_m >= 0 && slot_rule_window(from_m, to_m)) {
+		pc_errs_add(e, pc_api->sprintf("%s.to", pfx), slot_rule_window(from_m, to_m));
+		bad = 1;
+	} else if (from_m >= 0 && to_m >= 0 && to_m - from_m < *shortest_min) {
+		*shortest = i;
+		*shortest_min = to_m - from_m;
+	}
+	*nw = json_object_new_object();
+	json_object_object_add(*nw, "daysOfWeek", nd);
+	json_object_object_add(*nw, "from", json_object_new_string(sfrom ? sfrom : ""));
+	json_object_object_add(*nw, "to", json_object_new_string(sto ? sto : ""));
+	return bad;
+}
+
 /* Validates windows into a normalised array (new object) or NULL.  *shortest
  * gets the index of the shortest window and *shortest_min its length. */
 static json_object *parse_windows(json_object *body, struct pc_errs *e, size_t *shortest,
 		int *shortest_min)
 {
-	json_object *arr, *out = NULL;
-	size_t i, j, n;
+	json_object *arr, *out = NULL, *nw;
+	size_t i, n;
 	int bad = 0;
 
 	if (!json_object_object_get_ex(body, "windows", &arr) || !arr) {
@@ -71,66 +153,15 @@ static json_object *parse_windows(json_object *body, struct pc_errs *e, size_t *
 	}
 	out = json_object_new_array();
 	for (i = 0; i < n; i++) {
-		json_object *w = json_object_array_get_idx(arr, i), *days, *nw, *nd;
-		const char *pfx = pc_api->sprintf("windows[%zu]", i);
-		const char *sfrom = NULL, *sto = NULL;
-		int from_m = -1, to_m = -1, seen[8] = { 0 };
-		size_t nd_n;
+		json_object *w = json_object_array_get_idx(arr, i);
 
 		if (!w || !json_object_is_type(w, json_type_object)) {
-			pc_errs_add(e, pfx, "must be an object {daysOfWeek, from, to}");
+			pc_errs_add(e, pc_api->sprintf("windows[%zu]", i),
+					"must be an object {daysOfWeek, from, to}");
 			bad = 1;
 			continue;
 		}
-		json_object_object_foreach(w, key, val) {
-			(void)val;
-			for (j = 0; window_fields[j]; j++)
-				if (strcmp(key, window_fields[j]) == 0)
-					break;
-			if (!window_fields[j]) {
-				pc_errs_add(e, pc_api->sprintf("%s.%s", pfx, key), "unknown field");
-				bad = 1;
-			}
-		}
-		nd = json_object_new_array();
-		if (!json_object_object_get_ex(w, "daysOfWeek", &days) || !days ||
-		    !json_object_is_type(days, json_type_array) ||
-		    (nd_n = json_object_array_length(days)) < 1 || nd_n > 7) {
-			pc_errs_add(e, pc_api->sprintf("%s.daysOfWeek", pfx),
-					"must be an array of 1 to 7 ISO weekdays (Monday = 1)");
-			bad = 1;
-		} else {
-			for (j = 0; j < nd_n; j++) {
-				json_object *d = json_object_array_get_idx(days, j);
-				int64_t x = d && json_object_is_type(d, json_type_int) ?
-					json_object_get_int64(d) : 0;
-
-				if (x < 1 || x > 7 || seen[x]) {
-					pc_errs_add(e, pc_api->sprintf("%s.daysOfWeek", pfx),
-						"values must be distinct integers 1..7 (Monday = 1)");
-					bad = 1;
-					break;
-				}
-				seen[x] = 1;
-				json_object_array_add(nd, json_object_new_int((int)x));
-			}
-		}
-		sfrom = window_time(w, pfx, "from", &from_m, e);
-		sto = window_time(w, pfx, "to", &to_m, e);
-		if (!sfrom || !sto)
-			bad = 1;
-		if (from_m >= 0 && to_m >= 0 && slot_rule_window(from_m, to_m)) {
-			pc_errs_add(e, pc_api->sprintf("%s.to", pfx),
-					slot_rule_window(from_m, to_m));
-			bad = 1;
-		} else if (from_m >= 0 && to_m >= 0 && to_m - from_m < *shortest_min) {
-			*shortest = i;
-			*shortest_min = to_m - from_m;
-		}
-		nw = json_object_new_object();
-		json_object_object_add(nw, "daysOfWeek", nd);
-		json_object_object_add(nw, "from", json_object_new_string(sfrom ? sfrom : ""));
-		json_object_object_add(nw, "to", json_object_new_string(sto ? sto : ""));
+		bad |= parse_window(w, i, &nw, shortest, shortest_min, e);
 		json_object_array_add(out, nw);
 	}
 	if (bad) {
@@ -150,10 +181,55 @@ static int today_in(const char *tz, long *today)
 	p[1] = tz;
 	res = pc_api->db_exec_prepared("slots_today",
 		"SELECT (($1::timestamptz AT TIME ZONE $2)::date - DATE '1970-01-01')", 2, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
 		return PIN_ERR_DB;
 	*today = strtol(PQgetvalue(res, 0, 0), NULL, 10);
 	return 0;
+}
+
+/* fromDate / toDate into *in.  1 when both are dates, else 0 (errors
+ * collected). */
+static int parse_dates(json_object *body, struct batch_in *in, struct pc_errs *e)
+{
+	int ok = 1;
+
+	if (pc_get_string(body, "fromDate", 1, 10, 10, &in->from_date, e) != PC_SET ||
+	    slot_parse_date(in->from_date, &in->from_d) < 0) {
+		if (in->from_date)
+			pc_errs_add(e, "fromDate", "must be a date YYYY-MM-DD");
+		ok = 0;
+	}
+	if (pc_get_string(body, "toDate", 1, 10, 10, &in->to_date, e) != PC_SET ||
+	    slot_parse_date(in->to_date, &in->to_d) < 0) {
+		if (in->to_date)
+			pc_errs_add(e, "toDate", "must be a date YYYY-MM-DD");
+		ok = 0;
+	}
+	return ok;
+}
+
+/* The slot shape (duration against the shortest window, gap, confirmation,
+ * cutoff) and the optional references into *in. */
+static void parse_options(json_object *body, struct batch_in *in, int have_windows,
+		size_t shortest, int shortest_min, struct pc_errs *e)
+{
+	long long v;
+	int b;
+
+	if (pc_get_int(body, "slotDurationMinutes", 1, SLOT_DURATION_MIN, SLOT_DURATION_MAX,
+			&in->duration, e) == PC_SET && have_windows &&
+	    slot_rule_per_window(0, shortest_min, (int)in->duration, 0) == 0)
+		pc_errs_add(e, pc_api->sprintf("windows[%zu].to", shortest),
+			"the window is shorter than slotDurationMinutes: it would give no slot");
+	if (pc_get_int(body, "gapMinutes", 0, 0, SLOT_GAP_MAX, &v, e) == PC_SET)
+		in->gap = v;
+	if (pc_get_bool(body, "autoConfirm", 0, &b, e) == PC_SET)
+		in->auto_confirm = b;
+	if (pc_get_int(body, "cancellationCutoffMinutes", 0, 0, SLOT_CUTOFF_MAX, &v, e) == PC_SET)
+		in->cutoff = v;
+	pc_get_uuid(body, "projectId", 0, &in->project_id, e);
+	pc_get_uuid(body, "propertyObjectId", 0, &in->property_object_id, e);
+	pc_get_string(body, "location", 0, 0, SLOT_LOCATION_MAX, &in->location, e);
 }
 
 /*
@@ -166,8 +242,7 @@ static int parse_batch(struct pin_req *r, struct batch_in *in)
 	json_object *body, *win = NULL;
 	const char *tzname = NULL, *field;
 	const char *msg;
-	long long v;
-	int b, rc = 0, tz_unknown = 0, dates_ok = 1, shortest_min = 24 * 60 + 1;
+	int rc = 0, tz_unknown = 0, dates_ok, shortest_min = 24 * 60 + 1;
 	size_t shortest = 0;
 	long today;
 
@@ -180,42 +255,18 @@ static int parse_batch(struct pin_req *r, struct batch_in *in)
 	pc_check_fields(body, batch_fields, &e);
 	pc_get_enum(body, "kind", 1, slot_kinds, &in->kind, &e);
 	if (pc_get_string(body, "timeZone", 1, 1, 64, &tzname, &e) == PC_SET) {
-		rc = pc_tz_canonical(tzname, &in->tz);
-		if (rc < 0)
+		rc = pc_tz_lookup(tzname, &in->tz);
+		if (rc < 0 && rc != PC_E_TZ)
 			goto out;
-		if (rc == 1) {
+		if (rc == PC_E_TZ) {
 			tz_unknown = 1;
 			pc_errs_add(&e, "timeZone", "unknown IANA time zone");
 		}
 		rc = 0;
 	}
 	win = parse_windows(body, &e, &shortest, &shortest_min);
-	if (pc_get_string(body, "fromDate", 1, 10, 10, &in->from_date, &e) != PC_SET ||
-	    slot_parse_date(in->from_date, &in->from_d) < 0) {
-		if (in->from_date)
-			pc_errs_add(&e, "fromDate", "must be a date YYYY-MM-DD");
-		dates_ok = 0;
-	}
-	if (pc_get_string(body, "toDate", 1, 10, 10, &in->to_date, &e) != PC_SET ||
-	    slot_parse_date(in->to_date, &in->to_d) < 0) {
-		if (in->to_date)
-			pc_errs_add(&e, "toDate", "must be a date YYYY-MM-DD");
-		dates_ok = 0;
-	}
-	if (pc_get_int(body, "slotDurationMinutes", 1, SLOT_DURATION_MIN, SLOT_DURATION_MAX,
-			&in->duration, &e) == PC_SET && win &&
-	    slot_rule_per_window(0, shortest_min, (int)in->duration, 0) == 0)
-		pc_errs_add(&e, pc_api->sprintf("windows[%zu].to", shortest),
-			"the window is shorter than slotDurationMinutes: it would give no slot");
-	if (pc_get_int(body, "gapMinutes", 0, 0, SLOT_GAP_MAX, &v, &e) == PC_SET)
-		in->gap = v;
-	if (pc_get_bool(body, "autoConfirm", 0, &b, &e) == PC_SET)
-		in->auto_confirm = b;
-	if (pc_get_int(body, "cancellationCutoffMinutes", 0, 0, SLOT_CUTOFF_MAX, &v, &e) == PC_SET)
-		in->cutoff = v;
-	pc_get_uuid(body, "projectId", 0, &in->project_id, &e);
-	pc_get_uuid(body, "propertyObjectId", 0, &in->property_object_id, &e);
-	pc_get_string(body, "location", 0, 0, SLOT_LOCATION_MAX, &in->location, &e);
+	dates_ok = parse_dates(body, in, &e);
+	parse_options(body, in, win != NULL, shortest, shortest_min, &e);
 
 	if (dates_ok && in->tz) {
 		rc = today_in(in->tz, &today);
@@ -269,7 +320,7 @@ static PGresult *plan(const struct batch_in *in, const char *owner, int *n_keep)
 		"       calendar.us(start_at), calendar.us(end_at), reason "
 		"FROM calendar.slot_plan($1::uuid, $2, $3::jsonb, $4::date, $5::date, "
 		"                        $6::int, $7::int, $8::timestamptz)", 8, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return NULL;
 	n = PQntuples(res);
 	*n_keep = 0;
@@ -385,75 +436,47 @@ static int count_reason(const PGresult *res, const char *reason)
 	return c;
 }
 
-int slot_h_publish(struct pin_req *r, void *ud)
+/* One publisher per owner at a time: the overlap check of slot_plan then
+ * sees every committed slot, and the exclusion constraint is the safety
+ * net.  0 / PIN_ERR_DB. */
+static int owner_lock(const char *owner)
 {
-	const struct pin_principal *pr = pc_api->req_principal(r);
-	struct batch_in in;
-	struct pc_idem idem;
-	json_object *body = NULL, *slots;
-	PGresult *res, *pl, *bres;
-	const char *p[19];
-	char batch_id[37], dur[24], gap[24], cutoff[24], created[24], skipped[24];
-	char c_gap[24], c_lead[24], c_overlap[24];
-	char *ids, *starts, *ip, *sp;
-	int rc, i, n, keep, in_tx = 0;
-	int64_t now = pc_api->now_us();
-
-	(void)ud;
-	if ((rc = parse_batch(r, &in)) < 0)
-		return rc == PC_E_RESPONDED ? PIN_OK : rc;
-
-	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
-		return rc == PC_E_RESPONDED ? PIN_OK : rc;
-	/* One publisher per owner at a time: the overlap check of slot_plan
-	 * then sees every committed slot, and the exclusion constraint is the
-	 * safety net. */
-	p[0] = pr->sub;
-	res = pc_api->db_exec_prepared("slots_owner_lock",
+	const char *p[1] = { owner };
+	PGresult *res = pc_api->db_exec_prepared("slots_owner_lock",
 		"SELECT pg_advisory_xact_lock(hashtextextended('calendar.slots:' || $1, 0))",
 		1, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-		rc = PIN_ERR_DB;
-		goto out;
-	}
-	pl = plan(&in, pr->sub, &keep);
-	if (!pl) {
-		rc = PIN_ERR_DB;
-		goto out;
-	}
-	if (keep > SLOT_BATCH_MAX) {
-		rc = too_large(r, keep);
-		goto out;
-	}
 
-	pc_api->uuid_v7(batch_id);
-	snprintf(dur, sizeof(dur), "%lld", in.duration);
-	snprintf(gap, sizeof(gap), "%lld", in.gap);
-	snprintf(cutoff, sizeof(cutoff), "%lld", in.cutoff);
-	snprintf(created, sizeof(created), "%d", keep);
-	snprintf(skipped, sizeof(skipped), "%d", PQntuples(pl) - keep);
-	snprintf(c_gap, sizeof(c_gap), "%d", count_reason(pl, "dst_gap"));
-	snprintf(c_lead, sizeof(c_lead), "%d", count_reason(pl, "lead_time"));
-	snprintf(c_overlap, sizeof(c_overlap), "%d", count_reason(pl, "overlap"));
+	return pc_res_ok(res, PGRES_TUPLES_OK) ? 0 : PIN_ERR_DB;
+}
+
+/* The slot_batches row of a plan (keep slots kept).  BATCH_COLS row, or NULL
+ * on a database error. */
+static PGresult *insert_batch(const struct batch_in *in, const struct pin_principal *pr,
+		const char *batch_id, const PGresult *pl, int keep, int64_t now)
+{
+	const char *p[19];
+	PGresult *bres;
+
 	p[0] = batch_id;
 	p[1] = pr->tenant_id;
 	p[2] = pr->sub;
-	p[3] = in.kind;
-	p[4] = in.tz;
-	p[5] = in.windows;
-	p[6] = in.from_date;
-	p[7] = in.to_date;
-	p[8] = dur;
-	p[9] = gap;
-	p[10] = in.auto_confirm ? "true" : "false";
-	p[11] = cutoff;
-	p[12] = in.project_id;
-	p[13] = in.property_object_id;
-	p[14] = in.location;
-	p[15] = created;
-	p[16] = skipped;
+	p[3] = in->kind;
+	p[4] = in->tz;
+	p[5] = in->windows;
+	p[6] = in->from_date;
+	p[7] = in->to_date;
+	p[8] = pc_api->sprintf("%lld", in->duration);
+	p[9] = pc_api->sprintf("%lld", in->gap);
+	p[10] = in->auto_confirm ? "true" : "false";
+	p[11] = pc_api->sprintf("%lld", in->cutoff);
+	p[12] = in->project_id;
+	p[13] = in->property_object_id;
+	p[14] = in->location;
+	p[15] = pc_api->sprintf("%d", keep);
+	p[16] = pc_api->sprintf("%d", PQntuples(pl) - keep);
 	p[17] = pc_time_param(now);
-	p[18] = pc_api->sprintf("{%s,%s,%s}", c_gap, c_lead, c_overlap);
+	p[18] = pc_api->sprintf("{%d,%d,%d}", count_reason(pl, "dst_gap"),
+			count_reason(pl, "lead_time"), count_reason(pl, "overlap"));
 	bres = pc_api->db_exec_prepared("slots_batch_insert",
 		"INSERT INTO calendar.slot_batches AS b (id, tenant_id, owner_user_id, kind, "
 		"  time_zone, windows, from_date, to_date, slot_duration_minutes, gap_minutes, "
@@ -465,13 +488,23 @@ int slot_h_publish(struct pin_req *r, void *ud)
 		"  ($19::int[])[1], ($19::int[])[2], ($19::int[])[3], $18::timestamptz, "
 		"  $18::timestamptz) "
 		"RETURNING " BATCH_COLS, 19, p);
-	if (!bres || PQresultStatus(bres) != PGRES_TUPLES_OK) {
-		rc = PIN_ERR_DB;
-		goto out;
-	}
+
+	return pc_res_ok(bres, PGRES_TUPLES_OK) ? bres : NULL;
+}
+
+/*
+ * The kept slots of plan pl (keep of them) under batch_id, with new v7 ids.
+ * 0 with *res (SLOT_COLS rows by start); PC_E_RESPONDED after 409 when a
+ * concurrent slot overlaps; PIN_ERR_DB.
+ */
+static int insert_slots(struct pin_req *r, const char *batch_id, const PGresult *pl,
+		int keep, PGresult **res)
+{
+	const char *p[3];
+	char *ids, *starts, *ip, *sp;
+	int i, n = PQntuples(pl);
 
 	/* the kept slots as two arrays: v7 ids and start instants */
-	n = PQntuples(pl);
 	ids = pc_api->alloc((size_t)keep * 38 + 3);
 	starts = pc_api->alloc((size_t)keep * 40 + 3);
 	ip = ids;
@@ -493,7 +526,7 @@ int slot_h_publish(struct pin_req *r, void *ud)
 	p[0] = batch_id;
 	p[1] = ids;
 	p[2] = starts;
-	res = pc_api->db_exec_prepared("slots_insert",
+	*res = pc_api->db_exec_prepared("slots_insert",
 		"WITH ins AS ("
 		"  INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, "
 		"    batch_id, kind, start_at, end_at, time_zone, status, auto_confirm, "
@@ -507,29 +540,77 @@ int slot_h_publish(struct pin_req *r, void *ud)
 		"  JOIN calendar.slot_batches b ON b.id = $1::uuid "
 		"  RETURNING *) "
 		"SELECT " SLOT_COLS " FROM ins s ORDER BY s.start_at, s.id", 3, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-		if (res && strcmp(pc_api->db_sqlstate(res), "23P01") == 0) {
-			rc = pc_problem(r, 409, "SLOT_NOT_AVAILABLE",
-				"a slot of the batch overlaps an active slot created "
-				"concurrently; publish again");
-			goto out;
-		}
-		rc = PIN_ERR_DB;
-		goto out;
+	if (pc_res_ok(*res, PGRES_TUPLES_OK))
+		return 0;
+	if (*res && strcmp(pc_api->db_sqlstate(*res), "23P01") == 0) {
+		pc_problem(r, 409, "SLOT_NOT_AVAILABLE",
+			"a slot of the batch overlaps an active slot created "
+			"concurrently; publish again");
+		return PC_E_RESPONDED;
 	}
-	slots = json_object_new_array();
+	return PIN_ERR_DB;
+}
+
+/* The 201 body: {batch, created, slots, skipped}.  New object. */
+static json_object *publish_json(const PGresult *bres, const PGresult *res,
+		const PGresult *pl, int keep)
+{
+	json_object *slots = json_object_new_array(), *body = json_object_new_object();
+	int i;
+
 	for (i = 0; i < PQntuples(res); i++)
 		json_object_array_add(slots, slot_json(res, i));
-	body = json_object_new_object();
 	json_object_object_add(body, "batch", batch_json(bres, 0));
 	json_object_object_add(body, "created", json_object_new_int(keep));
 	json_object_object_add(body, "slots", slots);
 	json_object_object_add(body, "skipped", skipped_json(pl));
+	return body;
+}
+
+int slot_h_publish(struct pin_req *r, void *ud)
+{
+	const struct pin_principal *pr = pc_api->req_principal(r);
+	struct batch_in in;
+	struct pc_idem idem;
+	json_object *body = NULL;
+	PGresult *res, *pl, *bres;
+	char batch_id[37];
+	int rc, keep, in_tx = 0;
+	int64_t now = pc_api->now_us();
+
+	(void)ud;
+	if ((rc = parse_batch(r, &in)) < 0)
+		return rc == PC_E_RESPONDED ? PIN_OK : rc;
+	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
+		return rc == PC_E_RESPONDED ? PIN_OK : rc;
+	if ((rc = owner_lock(pr->sub)) < 0)
+		goto out;
+	pl = plan(&in, pr->sub, &keep);
+	if (!pl) {
+		rc = PIN_ERR_DB;
+		goto out;
+	}
+	if (keep > SLOT_BATCH_MAX) {
+		rc = too_large(r, keep);
+		goto out;
+	}
+	pc_api->uuid_v7(batch_id);
+	if (!(bres = insert_batch(&in, pr, batch_id, pl, keep, now))) {
+		rc = PIN_ERR_DB;
+		goto out;
+	}
+	if ((rc = insert_slots(r, batch_id, pl, keep, &res)) < 0) {
+		if (rc == PC_E_RESPONDED)
+			rc = PIN_OK;
+		goto out;
+	}
+	body = publish_json(bres, res, pl, keep);
 	if ((rc = slot_tx_commit_respond(r, &idem, &in_tx, 201, &body, NULL)) < 0)
 		goto out;
 	pc_api->metric_add("pin_calendar_slots_created_total", NULL, keep);
 	pc_api->log(PIN_LOG_INFO, "slot batch published", "batchId", batch_id,
-			"created", created, "skipped", skipped, NULL);
+			"created", pc_api->sprintf("%d", keep),
+			"skipped", pc_api->sprintf("%d", PQntuples(pl) - keep), NULL);
 out:
 	if (in_tx)
 		pc_api->db_rollback();

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
 #include "slots.h"
 
 static const char *const slot_statuses[] = { "Available", "Booked", "Expired", "Archived",
@@ -76,7 +76,7 @@ int slot_h_list(struct pin_req *r, void *ud)
 		"  AND ($5::text IS NULL OR s.status = $5) "
 		"  AND ($6::timestamptz IS NULL OR (s.start_at, s.id) > ($6::timestamptz, $7::uuid)) "
 		"ORDER BY s.start_at, s.id LIMIT $8::int", 8, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+	if (!pc_res_ok(res, PGRES_TUPLES_OK)) {
 		rc = PIN_ERR_DB;
 		goto out;
 	}
@@ -94,7 +94,7 @@ static int lock_own(struct pin_req *r, const char *stmt, const char *sql,
 		PGresult **res)
 {
 	*res = pc_api->db_exec_prepared(stmt, sql, 3, p);
-	if (!*res || PQresultStatus(*res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(*res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(*res) != 1) {
 		pc_problem(r, 404, not_found, detail);
@@ -115,8 +115,7 @@ int slot_h_archive(struct pin_req *r, void *ud)
 	(void)ud;
 	if (!(id = pc_path_uuid(r, "id")))
 		return PIN_OK;
-	has_ver = pc_if_match(r, &want_ver);
-	if (has_ver == PC_E_RESPONDED)
+	if (pc_if_match(r, &has_ver, &want_ver) < 0)
 		return PIN_OK;
 	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
 		return rc == PC_E_RESPONDED ? PIN_OK : rc;
@@ -128,7 +127,7 @@ int slot_h_archive(struct pin_req *r, void *ud)
 		"WHERE s.id = $1::uuid AND s.owner_user_id = $2::uuid AND s.tenant_id = $3::uuid "
 		"FOR UPDATE", p, "SLOT_NOT_FOUND", "no such slot", &res)) < 0)
 		goto out;
-	if (has_ver == 1 && atoi(PQgetvalue(res, 0, 14)) != want_ver) {
+	if (has_ver && atoi(PQgetvalue(res, 0, 14)) != want_ver) {
 		rc = pc_problem(r, 409, "VERSION_CONFLICT",
 				"the slot was changed; reload it and retry");
 		goto out;
@@ -152,7 +151,7 @@ int slot_h_archive(struct pin_req *r, void *ud)
 			"WHERE s.id = $1::uuid AND s.owner_user_id = $2::uuid "
 			"  AND s.tenant_id = $3::uuid AND s.status = 'Available' "
 			"RETURNING " SLOT_COLS, 4, p);
-		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		if (!pc_res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1) {
 			rc = PIN_ERR_DB;
 			goto out;
 		}
@@ -198,7 +197,7 @@ int slot_h_archive_batch(struct pin_req *r, void *ud)
 		"  version = s.version + 1, updated_at = $4::timestamptz "
 		"WHERE s.batch_id = $1::uuid AND s.owner_user_id = $2::uuid "
 		"  AND s.tenant_id = $3::uuid AND s.status = 'Available'", 4, p);
-	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
+	if (!pc_res_ok(res, PGRES_COMMAND_OK)) {
 		rc = PIN_ERR_DB;
 		goto out;
 	}

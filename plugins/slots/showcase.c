@@ -9,7 +9,7 @@
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
 #include "slots.h"
 
 static const char *const slot_kinds[] = { "Showing", "Consultation", NULL };
@@ -106,7 +106,7 @@ int slot_h_showcase(struct pin_req *r, void *ud)
 	else
 		res = pc_api->db_exec_prepared("slots_showcase_property",
 			SHOWCASE_SQL("s.property_object_id = $3::uuid"), 9, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+	if (!pc_res_ok(res, PGRES_TUPLES_OK)) {
 		rc = PIN_ERR_DB;
 		goto out;
 	}

@@ -23,7 +23,7 @@
 #define SLOT_LIST_LIMIT_DEFAULT 100
 #define SLOT_LIST_LIMIT_MAX     500
 
-/* ============================================ pure rules (rules.c, unit-tested) */
+/* ============================================ pure rules (batch_rules.c, unit-tested) */
 
 /* "HH:MM" -> minutes since midnight.  00:00..23:59; "24:00" only when
  * allow_24 (a window's end).  0 ok, -1 malformed. */
@@ -49,7 +49,7 @@ const char *slot_rule_window(int from_min, int to_min);
 int slot_rule_per_window(int from_min, int to_min, int duration, int gap);
 
 /* ============================================================ slots.c */
-/* The host table is pc_api (plugins/common, set by pc_init in init). */
+/* The host table is pc_api (sdk/core.h, set by pc_init in init). */
 
 /* Column list of a slot row (agent representation), see slot_json(). */
 #define SLOT_COLS \
@@ -74,7 +74,7 @@ int slot_list_params(struct pin_req *r, int64_t def_from, int64_t *from, int64_t
 struct pc_idem;
 /*
  * Opens the transaction of a write handler and runs the Idempotency-Key
- * check (common.h).  0: inside the transaction, *in_tx = 1, go on;
+ * check (sdk/idem.h).  0: inside the transaction, *in_tx = 1, go on;
  * PC_E_RESPONDED: already answered (a replay, or a key reused with another
  * request), rolled back, the handler returns PIN_OK; < 0 (PIN_ERR_DB): rolled
  * back, the handler returns it.

@@ -14,9 +14,11 @@
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
+#include "caldomain/schema.h"
 #include "workers.h"
-#include "crm_rules.h"
+#include "caldomain/crm.h"
 
 #define GROUP "calendar-crm-booking-events"
 #define CODE_INVALID "CAL_BOOKING_SYNC_INVALID_PAYLOAD"
@@ -50,41 +52,31 @@ struct link {
 
 /* ------------------------------------------------------------------ helpers */
 
+static const struct wrk_crm_sync sync = { CODE_INVALID, CODE_DB,
+	"calendar_crm_booking_sync_dlq_total", "crm booking sync: failed", NULL };
+
 static enum pin_consume_status invalid(struct bctx *c, const char *detail)
 {
-	wrk_api->metric_add("calendar_crm_booking_sync_dlq_total", NULL, 1);
-	return wrk_consume_fail(c->msg, c->res, PIN_CONSUME_FATAL, CODE_INVALID, detail,
-			"crm booking sync: failed");
+	return wrk_crm_invalid(&sync, c->msg, c->res, detail);
 }
 
 static enum pin_consume_status db_error(struct bctx *c, const char *what)
 {
-	return wrk_consume_fail(c->msg, c->res, PIN_CONSUME_RETRY, CODE_DB,
-			wrk_api->sprintf("%s failed", what), NULL);
-}
-
-static int ok(const PGresult *r, ExecStatusType want)
-{
-	return r && PQresultStatus(r) == want;
-}
-
-static const char *col(const PGresult *r, int c)
-{
-	return PQgetisnull(r, 0, c) ? NULL : PQgetvalue(r, 0, c);
+	return wrk_crm_db_error(&sync, c->msg, c->res, what);
 }
 
 static void log_ev(const struct bctx *c, const char *what, const char *phase)
 {
-	wrk_api->log(PIN_LOG_INFO, what, "messageId", c->msg->message_id,
+	pc_api->log(PIN_LOG_INFO, what, "messageId", c->msg->message_id,
 			"bookingId", c->booking_id, "dealId", c->deal_id ? c->deal_id : "",
 			"phase", phase ? phase : "", "topic", c->msg->topic, NULL);
 }
 
 static void skipped(const struct bctx *c, const char *reason, const char *phase)
 {
-	wrk_api->metric_add("calendar_crm_booking_sync_skipped_total",
-			wrk_api->sprintf("reason=\"%s\"", reason), 1);
-	log_ev(c, wrk_api->sprintf("crm booking sync: %s", reason), phase);
+	pc_api->metric_add("calendar_crm_booking_sync_skipped_total",
+			pc_api->sprintf("reason=\"%s\"", reason), 1);
+	log_ev(c, pc_api->sprintf("crm booking sync: %s", reason), phase);
 }
 
 /* Locks the link (booking, phase).  0 (l->found says whether it exists) or
@@ -92,20 +84,20 @@ static void skipped(const struct bctx *c, const char *reason, const char *phase)
 static int link_lock(const char *booking_id, const char *phase, struct link *l)
 {
 	const char *p[2] = { booking_id, phase };
-	PGresult *r = wrk_api->db_exec_prepared("crmb_link_lock",
+	PGresult *r = pc_api->db_exec_prepared("crmb_link_lock",
 		"SELECT deal_id, tenant_id, calendar_event_id, status "
 		"FROM calendar.booking_deadline_links "
 		"WHERE booking_id = $1 AND phase = $2 FOR UPDATE", 2, p);
 
 	memset(l, 0, sizeof(*l));
-	if (!ok(r, PGRES_TUPLES_OK))
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(r) == 1) {
 		l->found = 1;
-		l->deal_id = col(r, 0);
-		l->tenant_id = col(r, 1);
-		l->event_id = col(r, 2);
-		l->status = col(r, 3);
+		l->deal_id = pc_col(r, 0, 0);
+		l->tenant_id = pc_col(r, 0, 1);
+		l->event_id = pc_col(r, 0, 2);
+		l->status = pc_col(r, 0, 3);
 	}
 	return 0;
 }
@@ -114,84 +106,73 @@ static int link_set_status(const char *booking_id, const char *phase, const char
 		int64_t now)
 {
 	const char *p[4] = { booking_id, phase, status, pc_time_param(now) };
-	PGresult *r = wrk_api->db_exec_prepared("crmb_link_status",
+	PGresult *r = pc_api->db_exec_prepared("crmb_link_status",
 		"UPDATE calendar.booking_deadline_links SET status = $3, updated_at = $4 "
 		"WHERE booking_id = $1 AND phase = $2", 4, p);
 
-	return ok(r, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
+	return pc_res_ok(r, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
 }
 
 /* Inserts a link unless (booking, phase) exists.  event_id NULL = tombstone
  * (Cancelled).  msg_at: envelope createdAt of the message (0 = unknown), kept
- * as last_event_at.  1 inserted, 0 existed, PIN_ERR_DB. */
+ * as last_event_at.  0 (*inserted: 1 inserted, 0 existed; inserted may be
+ * NULL), PIN_ERR_DB. */
 static int link_insert(const char *booking_id, const char *phase, const char *deal_id,
-		const char *tenant_id, const char *event_id, int64_t now, int64_t msg_at)
+		const char *tenant_id, const char *event_id, int64_t now, int64_t msg_at,
+		int *inserted)
 {
 	const char *p[8] = { booking_id, phase, deal_id, tenant_id, event_id,
 		event_id ? "Open" : "Cancelled", pc_time_param(now),
 		msg_at > 0 ? pc_time_param(msg_at) : NULL };
-	PGresult *r = wrk_api->db_exec_prepared("crmb_link_insert",
+	PGresult *r = pc_api->db_exec_prepared("crmb_link_insert",
 		"INSERT INTO calendar.booking_deadline_links (booking_id, phase, deal_id, "
 		"  tenant_id, calendar_event_id, status, created_at, updated_at, last_event_at) "
 		"VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) "
 		"ON CONFLICT (booking_id, phase) DO NOTHING", 8, p);
 
-	if (!ok(r, PGRES_COMMAND_OK))
+	if (!pc_res_ok(r, PGRES_COMMAND_OK))
 		return PIN_ERR_DB;
-	return strcmp(PQcmdTuples(r), "1") == 0;
+	if (inserted)
+		*inserted = strcmp(PQcmdTuples(r), "1") == 0;
+	return 0;
 }
 
-/* Terminal transition ("complete" / "cancel") of a link's event while it is
- * open (reminders Skipped, event-status-changed); an event already terminal
- * is left as it is.  0 / PIN_ERR_DB. */
-int wrk_crm_event_close(const char *event_id, const char *action, const char *reason,
-		int64_t now)
-{
-	PGresult *locked, *row;
-	const char *st;
-	int rc;
-
-	rc = pc_event_lock(event_id, NULL, NULL, &locked);
-	if (rc == PC_E_NOT_FOUND)
-		return 0;       /* purged by housekeeping */
-	if (rc < 0)
-		return rc;
-	st = PQgetvalue(locked, 0, PC_EC_STATUS);
-	if (strcmp(st, "Planned") != 0 && strcmp(st, "InProgress") != 0)
-		return 0;
-	rc = pc_event_transition(locked, action, reason, now, &row);
-	return rc == PC_E_TRANSITION ? 0 : rc;
-}
+enum route_state { ROUTE_OK, ROUTE_TERMINAL, ROUTE_MISSING };
 
 /* Routing from the deal replica (locked FOR SHARE against a concurrent
- * executor change / close).  Returns 0 routed, 1 terminal, 2 missing,
+ * executor change / close).  0 with *state (ROUTE_OK: *tenant, *owner set),
  * PIN_ERR_DB. */
-static int route(const char *deal_id, const char **tenant, const char **owner)
+static int route(const char *deal_id, const char **tenant, const char **owner,
+		enum route_state *state)
 {
 	const char *p[1] = { deal_id };
-	PGresult *r = wrk_api->db_exec_prepared("crmb_route",
+	PGresult *r = pc_api->db_exec_prepared("crmb_route",
 		"SELECT agency_company_id, executor_agent_user_id, is_terminal "
 		"FROM calendar.crm_deal_replicas WHERE deal_id = $1 FOR SHARE", 1, p);
 
-	if (!ok(r, PGRES_TUPLES_OK))
+	*state = ROUTE_MISSING;
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(r) != 1)
-		return 2;
-	if (!strcmp(PQgetvalue(r, 0, 2), "t"))
-		return 1;
-	*tenant = col(r, 0);
-	*owner = col(r, 1);
-	return *tenant && *owner ? 0 : 2;
+		return 0;
+	if (!strcmp(PQgetvalue(r, 0, 2), "t")) {
+		*state = ROUTE_TERMINAL;
+		return 0;
+	}
+	*tenant = pc_col(r, 0, 0);
+	*owner = pc_col(r, 0, 1);
+	if (*tenant && *owner)
+		*state = ROUTE_OK;
+	return 0;
 }
 
 static enum pin_consume_status replica_missing(struct bctx *c)
 {
-	snprintf(c->res->code, sizeof(c->res->code), "%s", CODE_NO_REPLICA);
-	snprintf(c->res->detail, sizeof(c->res->detail),
-			"no routed deal replica for dealId %s", c->deal_id);
-	c->res->retry_deadline_s = (int)wrk_api->config_int(
+	pc_consume_fail(NULL, c->res, PIN_CONSUME_RETRY, CODE_NO_REPLICA,
+			pc_api->sprintf("no routed deal replica for dealId %s", c->deal_id), NULL);
+	c->res->retry_deadline_s = (int)pc_api->config_int(
 			"crm_booking.replica_retry_deadline_s", NO_REPLICA_DEADLINE_S);
-	wrk_api->metric_add("calendar_crm_booking_sync_replica_not_found_total", NULL, 1);
+	pc_api->metric_add("calendar_crm_booking_sync_replica_not_found_total", NULL, 1);
 	return PIN_CONSUME_RETRY;
 }
 
@@ -199,12 +180,12 @@ static enum pin_consume_status replica_missing(struct bctx *c)
 static const char *title_for(const char *phase, int64_t at)
 {
 	const char *p[2] = { pc_time_param(at), DEADLINE_TZ };
-	PGresult *r = wrk_api->db_exec_prepared("crmb_title",
+	PGresult *r = pc_api->db_exec_prepared("crmb_title",
 		"SELECT to_char($1::timestamptz AT TIME ZONE $2, 'DD.MM.YYYY HH24:MI')", 2, p);
 
-	if (!ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
+	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
 		return NULL;
-	return wrk_api->sprintf("%s%s", wrk_crm_title_prefix(phase), PQgetvalue(r, 0, 0));
+	return pc_api->sprintf("%s%s", wrk_crm_title_prefix(phase), PQgetvalue(r, 0, 0));
 }
 
 /*
@@ -218,33 +199,34 @@ static enum pin_consume_status deadline_create(struct bctx *c, const char *phase
 	struct pc_event_new ev;
 	PGresult *row;
 	char event_id[37];
-	int rc;
+	enum route_state rs;
+	int rc, inserted = 0;
 
-	rc = route(c->deal_id, &tenant, &owner);
+	rc = route(c->deal_id, &tenant, &owner, &rs);
 	if (rc < 0)
 		return db_error(c, "replica lookup");
-	if (rc == 2)
+	if (rs == ROUTE_MISSING)
 		return replica_missing(c);
-	if (rc == 1) {
+	if (rs == ROUTE_TERMINAL) {
 		if (link_insert(c->booking_id, phase, c->deal_id, NULL, NULL, c->now,
-				c->msg->created_at_us) < 0)
+				c->msg->created_at_us, NULL) < 0)
 			return db_error(c, "tombstone insert");
 		skipped(c, "deal-terminal-skip", phase);
 		return PIN_CONSUME_OK;
 	}
 	if (at <= c->now) {
 		if (link_insert(c->booking_id, phase, c->deal_id, tenant, NULL, c->now,
-				c->msg->created_at_us) < 0)
+				c->msg->created_at_us, NULL) < 0)
 			return db_error(c, "tombstone insert");
 		skipped(c, "deadline-in-past", phase);
 		return PIN_CONSUME_OK;
 	}
-	wrk_api->uuid_v7(event_id);
+	pc_api->uuid_v7(event_id);
 	rc = link_insert(c->booking_id, phase, c->deal_id, tenant, event_id, c->now,
-			c->msg->created_at_us);
+			c->msg->created_at_us, &inserted);
 	if (rc < 0)
 		return db_error(c, "link insert");
-	if (rc == 0) {          /* a concurrent delivery won */
+	if (!inserted) {        /* a concurrent delivery won */
 		skipped(c, "business-duplicate", phase);
 		return PIN_CONSUME_OK;
 	}
@@ -268,8 +250,8 @@ static enum pin_consume_status deadline_create(struct bctx *c, const char *phase
 	ev.n_offsets = wrk_crm_phase_offsets(phase, ev.offsets);
 	if (pc_event_create(&ev, c->now, &row) < 0)
 		return db_error(c, "event create");
-	wrk_api->metric_add("calendar_crm_booking_sync_deadlines_created_total",
-			wrk_api->sprintf("phase=\"%s\"", phase), 1);
+	pc_api->metric_add("calendar_crm_booking_sync_deadlines_created_total",
+			pc_api->sprintf("phase=\"%s\"", phase), 1);
 	log_ev(c, "crm booking sync: deadline-created", phase);
 	return PIN_CONSUME_OK;
 }
@@ -287,7 +269,7 @@ static enum pin_consume_status reserve_complete(struct bctx *c)
 		return db_error(c, "event complete");
 	if (link_set_status(c->booking_id, "Reserve", "Completed", c->now) < 0)
 		return db_error(c, "link update");
-	wrk_api->metric_add("calendar_crm_booking_sync_deadlines_completed_total", NULL, 1);
+	pc_api->metric_add("calendar_crm_booking_sync_deadlines_completed_total", NULL, 1);
 	log_ev(c, "crm booking sync: deadline-completed", "Reserve");
 	return PIN_CONSUME_OK;
 }
@@ -299,7 +281,7 @@ static enum pin_consume_status booking_upsert(struct bctx *c, int64_t at)
 	struct link l;
 	const char *title, *p[3];
 	int64_t cur = 0;
-	int rc;
+	int rc, changed = 0;
 
 	if (link_lock(c->booking_id, "Booking", &l) < 0)
 		return db_error(c, "link lock");
@@ -328,19 +310,19 @@ static enum pin_consume_status booking_upsert(struct bctx *c, int64_t at)
 	if (c->msg->created_at_us > 0) {
 		p[0] = c->booking_id;
 		p[1] = pc_time_param(c->msg->created_at_us);
-		r = wrk_api->db_exec_prepared("crmb_link_newer",
+		r = pc_api->db_exec_prepared("crmb_link_newer",
 			"UPDATE calendar.booking_deadline_links SET last_event_at = $2::timestamptz "
 			"WHERE booking_id = $1 AND phase = 'Booking' "
 			"  AND (last_event_at IS NULL OR last_event_at <= $2::timestamptz)", 2, p);
-		if (!ok(r, PGRES_COMMAND_OK))
+		if (!pc_res_ok(r, PGRES_COMMAND_OK))
 			return db_error(c, "link update");
 		if (strcmp(PQcmdTuples(r), "0") == 0) {
 			skipped(c, "older-message", "Booking");
 			return PIN_CONSUME_OK;
 		}
 	}
-	rc = pc_event_reschedule(locked, at, c->now, &row);
-	if (rc == PC_UNCHANGED || rc == PC_E_TRANSITION)
+	rc = pc_event_reschedule(locked, at, c->now, &row, &changed);
+	if (rc == PC_E_TRANSITION || (rc == 0 && !changed))
 		return PIN_CONSUME_OK;
 	if (rc < 0)
 		return db_error(c, "event reschedule");
@@ -351,11 +333,11 @@ static enum pin_consume_status booking_upsert(struct bctx *c, int64_t at)
 	p[0] = l.event_id;
 	p[1] = title;
 	p[2] = pc_time_param(c->now);
-	if (!ok(wrk_api->db_exec_prepared("crmb_title_set",
+	if (!pc_res_ok(pc_api->db_exec_prepared("crmb_title_set",
 			"UPDATE calendar.calendar_events SET title = $2, updated_at = $3 "
 			"WHERE id = $1", 3, p), PGRES_COMMAND_OK))
 		return db_error(c, "title update");
-	wrk_api->metric_add("calendar_crm_booking_sync_deadlines_rescheduled_total", NULL, 1);
+	pc_api->metric_add("calendar_crm_booking_sync_deadlines_rescheduled_total", NULL, 1);
 	log_ev(c, "crm booking sync: deadline-rescheduled", "Booking");
 	return PIN_CONSUME_OK;
 }
@@ -379,7 +361,7 @@ static enum pin_consume_status cancel_all(struct bctx *c, const char *reason)
 	for (i = 0; i < 2; i++) {
 		if (!l[i].found) {
 			if (link_insert(c->booking_id, phases[i], deal, NULL, NULL, c->now,
-					c->msg->created_at_us) < 0)
+					c->msg->created_at_us, NULL) < 0)
 				return db_error(c, "tombstone insert");
 			continue;
 		}
@@ -392,10 +374,10 @@ static enum pin_consume_status cancel_all(struct bctx *c, const char *reason)
 		n++;
 	}
 	if (n)
-		wrk_api->metric_add("calendar_crm_booking_sync_deadlines_cancelled_total", NULL, n);
-	wrk_api->log(PIN_LOG_INFO, "crm booking sync: deadline-cancelled",
+		pc_api->metric_add("calendar_crm_booking_sync_deadlines_cancelled_total", NULL, n);
+	pc_api->log(PIN_LOG_INFO, "crm booking sync: deadline-cancelled",
 			"messageId", c->msg->message_id, "bookingId", c->booking_id,
-			"count", wrk_api->sprintf("%d", n), "topic", c->msg->topic, NULL);
+			"count", pc_api->sprintf("%d", n), "topic", c->msg->topic, NULL);
 	return PIN_CONSUME_OK;
 }
 
@@ -403,96 +385,114 @@ static enum pin_consume_status cancel_all(struct bctx *c, const char *reason)
 
 static int req_instant(json_object *o, const char *key, int64_t *us)
 {
-	const char *s = wrk_jstr(o, key);
+	const char *s = pc_jstr(o, key);
 
-	return s && wrk_api->parse_time(s, us) == 0 ? 0 : -1;
+	return s && pc_api->parse_time(s, us) == 0 ? 0 : -1;
+}
+
+/* The payload of topic t into c (and *at, the deadline of created /
+ * confirmed): NULL when valid, else what is wrong. */
+static const char *validate(struct bctx *c, json_object *pl, const char *t, int64_t *at)
+{
+	if (!pl || !json_object_is_type(pl, json_type_object))
+		return "payload is not an object";
+	c->booking_id = pc_jstr(pl, "bookingId");
+	if (!c->booking_id || !pc_api->is_uuid(c->booking_id))
+		return "bookingId is missing or not a uuid";
+	if (pc_opt_uuid(pl, "dealId", &c->deal_id) < 0)
+		return "dealId is not a uuid";
+	if (pc_opt_uuid(pl, "propertyObjectId", &c->property_id) < 0)
+		return "propertyObjectId is not a uuid";
+	if (!strcmp(t, T_CREATED)) {
+		if (!c->deal_id || !c->property_id)
+			return "dealId and propertyObjectId are required";
+		if (req_instant(pl, "reserveExpiresAt", at) < 0)
+			return "reserveExpiresAt is missing or not an instant";
+	} else if (!strcmp(t, T_CONFIRMED)) {
+		if (!c->deal_id)
+			return "dealId is required";
+		if (req_instant(pl, "bookingExpiresAt", at) < 0)
+			return "bookingExpiresAt is missing or not an instant";
+	} else if (strcmp(t, T_PAID) && strcmp(t, T_EXPIRED) && strcmp(t, T_CANCELLED)) {
+		return "unknown topic";
+	}
+	return NULL;
+}
+
+/* booking-created: the Reserve deadline, once per booking. */
+static enum pin_consume_status on_created(struct bctx *c, int64_t at)
+{
+	struct link l;
+	const char *tn = NULL, *ow = NULL;
+	enum route_state rs;
+
+	/* lock order: replica, then the link */
+	if (route(c->deal_id, &tn, &ow, &rs) < 0)
+		return db_error(c, "replica lock");
+	if (link_lock(c->booking_id, "Reserve", &l) < 0)
+		return db_error(c, "link lock");
+	if (wrk_crm_upsert_action(l.found ? l.status : NULL, 0, at, 0) == WRK_CRM_CREATE)
+		return deadline_create(c, "Reserve", at);
+	skipped(c, "business-duplicate", "Reserve");
+	return PIN_CONSUME_OK;
+}
+
+/* The work of a valid message of topic t. */
+static enum pin_consume_status dispatch(struct bctx *c, json_object *pl, const char *t,
+		int64_t at)
+{
+	enum pin_consume_status st;
+	enum route_state rs;
+	const char *tn = NULL, *ow = NULL;
+
+	if (!strcmp(t, T_CREATED))
+		return on_created(c, at);
+	if (!strcmp(t, T_CONFIRMED)) {
+		if (route(c->deal_id, &tn, &ow, &rs) < 0)
+			return db_error(c, "replica lock");
+		st = reserve_complete(c);
+		return st == PIN_CONSUME_OK ? booking_upsert(c, at) : st;
+	}
+	if (!strcmp(t, T_PAID))
+		return reserve_complete(c);
+	if (!strcmp(t, T_EXPIRED))
+		return cancel_all(c, wrk_crm_expired_reason(pc_jstr(pl, "phase")));
+	return cancel_all(c, "Бронь отменена");
 }
 
 static enum pin_consume_status on_booking(const struct pin_msg *msg,
 		struct pin_consume_result *res, void *ud)
 {
 	struct bctx c;
-	json_object *pl = msg->payload;
-	const char *t = msg->topic;
+	const char *bad;
 	enum pin_consume_status st;
-	int64_t at = 0, t0 = wrk_api->now_us();
+	int64_t at = 0, t0 = pc_api->now_us();
 
 	(void)ud;
 	memset(&c, 0, sizeof(c));
 	c.msg = msg;
 	c.res = res;
 	c.now = t0;
-	wrk_contract_check(msg, "crm booking sync: contract version mismatch",
+	pc_contract_check(msg, "crm booking sync: contract version mismatch",
 			"calendar_crm_booking_sync_contract_mismatch_total");
-	if (!pl || !json_object_is_type(pl, json_type_object))
-		return invalid(&c, "payload is not an object");
-	c.booking_id = wrk_jstr(pl, "bookingId");
-	if (!c.booking_id || !wrk_api->is_uuid(c.booking_id))
-		return invalid(&c, "bookingId is missing or not a uuid");
-	if (wrk_opt_uuid(pl, "dealId", &c.deal_id) < 0)
-		return invalid(&c, "dealId is not a uuid");
-	if (wrk_opt_uuid(pl, "propertyObjectId", &c.property_id) < 0)
-		return invalid(&c, "propertyObjectId is not a uuid");
-	if (!strcmp(t, T_CREATED)) {
-		if (!c.deal_id || !c.property_id)
-			return invalid(&c, "dealId and propertyObjectId are required");
-		if (req_instant(pl, "reserveExpiresAt", &at) < 0)
-			return invalid(&c, "reserveExpiresAt is missing or not an instant");
-	} else if (!strcmp(t, T_CONFIRMED)) {
-		if (!c.deal_id)
-			return invalid(&c, "dealId is required");
-		if (req_instant(pl, "bookingExpiresAt", &at) < 0)
-			return invalid(&c, "bookingExpiresAt is missing or not an instant");
-	} else if (strcmp(t, T_PAID) && strcmp(t, T_EXPIRED) && strcmp(t, T_CANCELLED)) {
-		return invalid(&c, "unknown topic");
-	}
+	if ((bad = validate(&c, msg->payload, msg->topic, &at)))
+		return invalid(&c, bad);
 	log_ev(&c, "crm booking sync: consumed", NULL);
-
-	if (!strcmp(t, T_CREATED)) {
-		struct link l;
-		const char *tn = NULL, *ow = NULL;
-
-		/* lock order: replica, then the link */
-		if (route(c.deal_id, &tn, &ow) < 0)
-			return db_error(&c, "replica lock");
-		if (link_lock(c.booking_id, "Reserve", &l) < 0)
-			return db_error(&c, "link lock");
-		if (wrk_crm_upsert_action(l.found ? l.status : NULL, 0, at, 0) == WRK_CRM_CREATE) {
-			st = deadline_create(&c, "Reserve", at);
-		} else {
-			skipped(&c, "business-duplicate", "Reserve");
-			st = PIN_CONSUME_OK;
-		}
-	} else if (!strcmp(t, T_CONFIRMED)) {
-		const char *tn = NULL, *ow = NULL;
-
-		if (route(c.deal_id, &tn, &ow) < 0)
-			return db_error(&c, "replica lock");
-		st = reserve_complete(&c);
-		if (st == PIN_CONSUME_OK)
-			st = booking_upsert(&c, at);
-	} else if (!strcmp(t, T_PAID)) {
-		st = reserve_complete(&c);
-	} else if (!strcmp(t, T_EXPIRED)) {
-		st = cancel_all(&c, wrk_crm_expired_reason(wrk_jstr(pl, "phase")));
-	} else {
-		st = cancel_all(&c, "Бронь отменена");
-	}
-	wrk_api->metric_set("calendar_crm_booking_sync_consume_duration_ms", NULL,
-			(double)(wrk_api->now_us() - t0) / 1000.0);
+	st = dispatch(&c, msg->payload, msg->topic, at);
+	pc_api->metric_set("calendar_crm_booking_sync_consume_duration_ms", NULL,
+			(double)(pc_api->now_us() - t0) / 1000.0);
 	if (msg->created_at_us > 0)
-		wrk_api->metric_set("calendar_crm_booking_sync_lag_seconds", NULL,
+		pc_api->metric_set("calendar_crm_booking_sync_lag_seconds", NULL,
 				(double)(t0 - msg->created_at_us) / 1e6);
 	if (st != PIN_CONSUME_OK)
-		wrk_api->log(PIN_LOG_WARN, "crm booking sync: failed", "messageId", msg->message_id,
-				"bookingId", c.booking_id, "topic", t, "code", res->code, NULL);
+		pc_api->log(PIN_LOG_WARN, "crm booking sync: failed", "messageId", msg->message_id,
+				"bookingId", c.booking_id, "topic", msg->topic, "code", res->code, NULL);
 	return st;
 }
 
 int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { GROUP, topics, "calendar.inbox", on_booking, NULL, NULL };
+	struct pin_consumer c = { GROUP, topics, PC_INBOX_TABLE, on_booking, NULL, NULL };
 
-	pc_init(wrk_api);
 	return pc_register_consumer(reg, &c, "workers", err, errlen);
 }

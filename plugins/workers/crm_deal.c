@@ -14,7 +14,10 @@
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
+#include "caldomain/crm.h"
+#include "caldomain/schema.h"
 #include "workers.h"
 
 #define GROUP "calendar-crm-deal-events"
@@ -35,22 +38,17 @@ struct dctx {
 	int64_t now;
 };
 
-static int ok(const PGresult *r, ExecStatusType want)
-{
-	return r && PQresultStatus(r) == want;
-}
+static const struct wrk_crm_sync sync = { CODE_INVALID, CODE_DB,
+	"calendar_crm_deal_sync_dlq_total", "crm deal sync: failed", "crm deal sync: failed" };
 
 static enum pin_consume_status invalid(struct dctx *c, const char *detail)
 {
-	wrk_api->metric_add("calendar_crm_deal_sync_dlq_total", NULL, 1);
-	return wrk_consume_fail(c->msg, c->res, PIN_CONSUME_FATAL, CODE_INVALID, detail,
-			"crm deal sync: failed");
+	return wrk_crm_invalid(&sync, c->msg, c->res, detail);
 }
 
 static enum pin_consume_status db_error(struct dctx *c, const char *what)
 {
-	return wrk_consume_fail(c->msg, c->res, PIN_CONSUME_RETRY, CODE_DB,
-			wrk_api->sprintf("%s failed", what), "crm deal sync: failed");
+	return wrk_crm_db_error(&sync, c->msg, c->res, what);
 }
 
 /*
@@ -67,10 +65,10 @@ static int replica_upsert(struct dctx *c, const char *agency, const char *execut
 	*applied = 0;
 	*prev_executor = NULL;
 	p[0] = c->deal_id;
-	r = wrk_api->db_exec_prepared("crmd_replica_lock",
+	r = pc_api->db_exec_prepared("crmd_replica_lock",
 		"SELECT executor_agent_user_id FROM calendar.crm_deal_replicas "
 		"WHERE deal_id = $1 FOR UPDATE", 1, p);
-	if (!ok(r, PGRES_TUPLES_OK))
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
 		*prev_executor = PQgetvalue(r, 0, 0);
@@ -78,7 +76,7 @@ static int replica_upsert(struct dctx *c, const char *agency, const char *execut
 	p[2] = executor;
 	p[3] = pc_time_param(c->msg->created_at_us);
 	p[4] = pc_time_param(c->now);
-	r = wrk_api->db_exec_prepared("crmd_replica_upsert",
+	r = pc_api->db_exec_prepared("crmd_replica_upsert",
 		"INSERT INTO calendar.crm_deal_replicas AS r (deal_id, agency_company_id, "
 		"  executor_agent_user_id, is_terminal, last_event_at, created_at, updated_at) "
 		"VALUES ($1, $2, $3, false, $4, $5, $5) "
@@ -86,12 +84,12 @@ static int replica_upsert(struct dctx *c, const char *agency, const char *execut
 		"  executor_agent_user_id = EXCLUDED.executor_agent_user_id, "
 		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
 		"WHERE r.last_event_at IS NULL OR r.last_event_at < EXCLUDED.last_event_at", 5, p);
-	if (!ok(r, PGRES_COMMAND_OK))
+	if (!pc_res_ok(r, PGRES_COMMAND_OK))
 		return PIN_ERR_DB;
 	*applied = strcmp(PQcmdTuples(r), "1") == 0;
 	if (!*applied) {
-		wrk_api->metric_add("calendar_crm_deal_sync_stale_total", NULL, 1);
-		wrk_api->log(PIN_LOG_INFO, "crm deal sync: stale message, replica kept",
+		pc_api->metric_add("calendar_crm_deal_sync_stale_total", NULL, 1);
+		pc_api->log(PIN_LOG_INFO, "crm deal sync: stale message, replica kept",
 				"messageId", c->msg->message_id, "dealId", c->deal_id,
 				"topic", c->msg->topic, NULL);
 	}
@@ -105,33 +103,33 @@ static int reassign(struct dctx *c, const char *agency, const char *executor)
 {
 	const char *p[3] = { c->deal_id, agency, pc_time_param(c->now) }, *q[3];
 	PGresult *r, *locked, *row;
-	int i, n = 0, rc;
+	int i, n = 0, rc, changed = 0;
 
 	/* links first (lock order): they name the calendar's tenant */
-	r = wrk_api->db_exec_prepared("crmd_links_lock_open",
+	r = pc_api->db_exec_prepared("crmd_links_lock_open",
 		"SELECT booking_id FROM calendar.booking_deadline_links "
 		"WHERE deal_id = $1 AND status = 'Open' "
 		"ORDER BY booking_id, phase DESC FOR UPDATE", 1, p);
-	if (!ok(r, PGRES_TUPLES_OK))
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (agency && PQntuples(r) > 0) {
-		r = wrk_api->db_exec_prepared("crmd_links_tenant",
+		r = pc_api->db_exec_prepared("crmd_links_tenant",
 			"UPDATE calendar.booking_deadline_links SET tenant_id = $2, updated_at = $3 "
 			"WHERE deal_id = $1 AND status = 'Open' AND tenant_id IS DISTINCT FROM $2",
 			3, p);
-		if (!ok(r, PGRES_COMMAND_OK))
+		if (!pc_res_ok(r, PGRES_COMMAND_OK))
 			return PIN_ERR_DB;
 	}
 	q[0] = c->deal_id;
 	q[1] = agency;
 	q[2] = executor;
-	r = wrk_api->db_exec_prepared("crmd_events_to_move",
+	r = pc_api->db_exec_prepared("crmd_events_to_move",
 		"SELECT id FROM calendar.calendar_events "
 		"WHERE deal_id = $1 AND origin IN ('CrmBooking', 'Manual') "
 		"  AND status IN ('Planned', 'InProgress') "
 		"  AND (owner_user_id <> $3::uuid OR tenant_id <> COALESCE($2::uuid, tenant_id)) "
 		"ORDER BY id", 3, q);
-	if (!ok(r, PGRES_TUPLES_OK))
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	for (i = 0; i < PQntuples(r); i++) {
 		const char *st;
@@ -145,10 +143,10 @@ static int reassign(struct dctx *c, const char *agency, const char *executor)
 		if (strcmp(st, "Planned") != 0 && strcmp(st, "InProgress") != 0)
 			continue;
 		rc = pc_event_change_owner(locked, agency, executor, "ExecutorChanged",
-				c->now, &row);
+				c->now, &row, &changed);
 		if (rc < 0)
 			return rc;
-		if (rc == 0)
+		if (changed)
 			n++;
 	}
 	return n;
@@ -162,18 +160,18 @@ static int close_deal(struct dctx *c)
 	PGresult *r;
 	int i, n;
 
-	r = wrk_api->db_exec_prepared("crmd_replica_close",
+	r = pc_api->db_exec_prepared("crmd_replica_close",
 		"INSERT INTO calendar.crm_deal_replicas AS r (deal_id, is_terminal, "
 		"  created_at, updated_at) VALUES ($1, true, $2, $2) "
 		"ON CONFLICT (deal_id) DO UPDATE SET is_terminal = true, "
 		"  updated_at = EXCLUDED.updated_at WHERE NOT r.is_terminal", 2, p);
-	if (!ok(r, PGRES_COMMAND_OK))
+	if (!pc_res_ok(r, PGRES_COMMAND_OK))
 		return PIN_ERR_DB;
-	r = wrk_api->db_exec_prepared("crmd_links_open",
+	r = pc_api->db_exec_prepared("crmd_links_open",
 		"SELECT booking_id, phase, calendar_event_id FROM calendar.booking_deadline_links "
 		"WHERE deal_id = $1 AND status = 'Open' "
 		"ORDER BY booking_id, phase DESC FOR UPDATE", 1, p);
-	if (!ok(r, PGRES_TUPLES_OK))
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	n = PQntuples(r);
 	for (i = 0; i < n; i++) {
@@ -182,10 +180,10 @@ static int close_deal(struct dctx *c)
 
 		if (wrk_crm_event_close(PQgetvalue(r, i, 2), "cancel", CLOSE_REASON, c->now) < 0)
 			return PIN_ERR_DB;
-		u = wrk_api->db_exec_prepared("crmd_link_cancel",
+		u = pc_api->db_exec_prepared("crmd_link_cancel",
 			"UPDATE calendar.booking_deadline_links SET status = 'Cancelled', "
 			"  updated_at = $3 WHERE booking_id = $1 AND phase = $2", 3, q);
-		if (!ok(u, PGRES_COMMAND_OK))
+		if (!pc_res_ok(u, PGRES_COMMAND_OK))
 			return PIN_ERR_DB;
 	}
 	return n;
@@ -203,41 +201,41 @@ static enum pin_consume_status on_deal(const struct pin_msg *msg,
 	memset(&c, 0, sizeof(c));
 	c.msg = msg;
 	c.res = res;
-	c.now = wrk_api->now_us();
-	wrk_contract_check(msg, "crm deal sync: contract version mismatch",
+	c.now = pc_api->now_us();
+	pc_contract_check(msg, "crm deal sync: contract version mismatch",
 			"calendar_crm_deal_sync_contract_mismatch_total");
 	if (!pl || !json_object_is_type(pl, json_type_object))
 		return invalid(&c, "payload is not an object");
-	c.deal_id = wrk_jstr(pl, "dealId");
-	if (!c.deal_id || !wrk_api->is_uuid(c.deal_id))
+	c.deal_id = pc_jstr(pl, "dealId");
+	if (!c.deal_id || !pc_api->is_uuid(c.deal_id))
 		return invalid(&c, "dealId is missing or not a uuid");
 
 	if (!strcmp(t, T_CLOSED)) {
 		n = close_deal(&c);
 		if (n < 0)
 			return db_error(&c, "deal close");
-		wrk_api->metric_add("calendar_crm_deal_sync_deadlines_cancelled_total", NULL, n);
-		wrk_api->log(PIN_LOG_INFO, "crm deal sync: deal closed", "messageId",
+		pc_api->metric_add("calendar_crm_deal_sync_deadlines_cancelled_total", NULL, n);
+		pc_api->log(PIN_LOG_INFO, "crm deal sync: deal closed", "messageId",
 				msg->message_id, "dealId", c.deal_id,
-				"cancelled", wrk_api->sprintf("%d", n), NULL);
+				"cancelled", pc_api->sprintf("%d", n), NULL);
 		return PIN_CONSUME_OK;
 	}
 	if (strcmp(t, T_CREATED) != 0 && strcmp(t, T_MEMBERS) != 0)
 		return invalid(&c, "unknown topic");
-	if (wrk_opt_uuid(pl, "agencyCompanyId", &agency) < 0)
+	if (pc_opt_uuid(pl, "agencyCompanyId", &agency) < 0)
 		return invalid(&c, "agencyCompanyId is not a uuid");
-	if (wrk_opt_uuid(pl, "executorAgentUserId", &executor) < 0)
+	if (pc_opt_uuid(pl, "executorAgentUserId", &executor) < 0)
 		return invalid(&c, "executorAgentUserId is not a uuid");
 	if (msg->created_at_us <= 0)
 		return invalid(&c, "envelope createdAt is missing");
 	if (!strcmp(t, T_MEMBERS)) {
-		const char *ct = wrk_jstr(pl, "changeType");
+		const char *ct = pc_jstr(pl, "changeType");
 
 		if (!ct)
 			return invalid(&c, "changeType is missing");
 		if (strcmp(ct, "ExecutorChanged") != 0) {
 			/* other member changes do not route calendars */
-			wrk_api->metric_add("calendar_crm_deal_sync_skipped_total",
+			pc_api->metric_add("calendar_crm_deal_sync_skipped_total",
 					"reason=\"change-type\"", 1);
 			return PIN_CONSUME_OK;
 		}
@@ -249,18 +247,17 @@ static enum pin_consume_status on_deal(const struct pin_msg *msg,
 		n = reassign(&c, agency, executor);
 		if (n < 0)
 			return db_error(&c, "reassignment");
-		wrk_api->metric_add("calendar_crm_deal_sync_events_reassigned_total", NULL, n);
-		wrk_api->log(PIN_LOG_INFO, "crm deal sync: executor changed", "messageId",
+		pc_api->metric_add("calendar_crm_deal_sync_events_reassigned_total", NULL, n);
+		pc_api->log(PIN_LOG_INFO, "crm deal sync: executor changed", "messageId",
 				msg->message_id, "dealId", c.deal_id,
-				"moved", wrk_api->sprintf("%d", n), NULL);
+				"moved", pc_api->sprintf("%d", n), NULL);
 	}
 	return PIN_CONSUME_OK;
 }
 
 int wrk_crm_deal_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { GROUP, topics, "calendar.inbox", on_deal, NULL, NULL };
+	struct pin_consumer c = { GROUP, topics, PC_INBOX_TABLE, on_deal, NULL, NULL };
 
-	pc_init(wrk_api);
 	return pc_register_consumer(reg, &c, "workers", err, errlen);
 }

@@ -12,7 +12,8 @@
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
-#include "common.h"
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
 #include "workers.h"
 
 #define JOB_NAME "housekeeping"
@@ -61,14 +62,14 @@ static const struct purge purges[] = {
 	  " ORDER BY created_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 };
 
-/* the purge of the current wrk_batch_loop call (job threads run one pass
+/* the purge of the current pc_batch_loop call (job threads run one pass
  * at a time; the batch callback has no user data) */
 static __thread const struct purge *cur;
 
 /* the age in seconds: config value in units, the default when not > 0 */
 static long long age_of(const struct purge *p)
 {
-	long long v = wrk_api->config_int(p->age_key, p->def_units);
+	long long v = pc_api->config_int(p->age_key, p->def_units);
 
 	return (v > 0 ? v : p->def_units) * p->unit_s;
 }
@@ -80,38 +81,38 @@ static int purge_batch(int64_t now_us, int batch)
 	int n;
 
 	params[0] = pc_time_param(now_us - age_of(cur) * 1000000);
-	params[1] = wrk_api->sprintf("%d", batch);
-	if (wrk_api->db_begin() != 0)
+	params[1] = pc_api->sprintf("%d", batch);
+	if (pc_api->db_begin() != 0)
 		return PIN_ERR_DB;
-	res = wrk_api->db_exec_prepared(wrk_api->sprintf("wrk_hk_%s", cur->name),
+	res = pc_api->db_exec_prepared(pc_api->sprintf("wrk_hk_%s", cur->name),
 			cur->sql, 2, params);
-	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
-		wrk_api->db_rollback();
+	if (!pc_res_ok(res, PGRES_COMMAND_OK)) {
+		pc_api->db_rollback();
 		return PIN_ERR_DB;
 	}
 	n = atoi(PQcmdTuples(res));
-	if (wrk_api->db_commit() != 0)
+	if (pc_api->db_commit() != 0)
 		return PIN_ERR_DB;
 	return n;
 }
 
 static int housekeeping(void *ud)
 {
-	int64_t now_us = wrk_api->now_us();
-	int batch = wrk_batch_size("job." JOB_NAME ".batch", DEFAULT_BATCH);
+	int64_t now_us = pc_api->now_us();
+	int batch = pc_batch_size("job." JOB_NAME ".batch", DEFAULT_BATCH);
 	int total = 0, n;
 
 	(void)ud;
 	for (size_t i = 0; i < sizeof(purges) / sizeof(purges[0]); i++) {
 		cur = &purges[i];
-		n = wrk_batch_loop(purge_batch, now_us, batch, MAX_BATCHES);
+		n = pc_batch_loop(purge_batch, now_us, batch, MAX_BATCHES);
 		if (n < 0)
 			return n;
 		if (n > 0) {
-			wrk_api->metric_add("pin_housekeeping_deleted_total",
-				wrk_api->sprintf("table=\"%s\"", cur->name), n);
-			wrk_api->log(PIN_LOG_INFO, "housekeeping deleted rows",
-				"table", cur->name, "count", wrk_api->sprintf("%d", n), NULL);
+			pc_api->metric_add("pin_housekeeping_deleted_total",
+				pc_api->sprintf("table=\"%s\"", cur->name), n);
+			pc_api->log(PIN_LOG_INFO, "housekeeping deleted rows",
+				"table", cur->name, "count", pc_api->sprintf("%d", n), NULL);
 		}
 		total += n;
 	}
@@ -122,10 +123,5 @@ int wrk_housekeeping_register(struct pin_registrar *reg, char *err, size_t errle
 {
 	struct pin_job j = { JOB_NAME, 600000, housekeeping, NULL, NULL };
 
-	pc_init(wrk_api);
-	if (reg->job(reg, &j) < 0) {
-		snprintf(err, errlen, "workers: cannot register job %s", JOB_NAME);
-		return -1;
-	}
-	return 0;
+	return pc_register_job(reg, &j, "workers", err, errlen);
 }

@@ -8,7 +8,9 @@
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
+#include "caldomain/schema.h"
 #include "workers.h"
 
 #define GROUP "calendar-identity-users"
@@ -18,55 +20,47 @@ static const char *const topics[] = { "pin.identity.users.v1", NULL };
 
 static enum pin_consume_status fatal(struct pin_consume_result *res, const char *detail)
 {
-	snprintf(res->code, sizeof(res->code), "%s", CODE_INVALID);
-	snprintf(res->detail, sizeof(res->detail), "%s", detail);
-	return PIN_CONSUME_FATAL;
+	return pc_consume_fail(NULL, res, PIN_CONSUME_FATAL, CODE_INVALID, detail, NULL);
 }
 
 static enum pin_consume_status on_user(const struct pin_msg *msg,
 		struct pin_consume_result *res, void *ud)
 {
-	const char *user_id, *name, *avatar, *status, *p[6];
-	json_object *v;
+	const char *user_id, *name, *avatar, *status, *p[6], *why;
+	int bad = 0;
 	char created[40], now[40];
 	PGresult *r;
 
 	(void)ud;
-	if (!msg->payload || !json_object_is_type(msg->payload, json_type_object))
-		return fatal(res, "payload is not an object");
-	user_id = wrk_jstr(msg->payload, "userId");
-	if (!user_id || !wrk_api->is_uuid(user_id))
-		return fatal(res, "userId is missing or not a uuid");
-	name = wrk_jstr(msg->payload, "displayName");
-	if (!name || !*name || strlen(name) > 1000)
-		return fatal(res, "displayName is missing, empty or too long");
-	avatar = wrk_jstr(msg->payload, "avatarUrl");
-	if (json_object_object_get_ex(msg->payload, "avatarUrl", &v) && v && !avatar)
+	if ((why = pc_identity_user(msg->payload, &user_id, &name)))
+		return fatal(res, why);
+	avatar = pc_jstr_opt(msg->payload, "avatarUrl", &bad);
+	if (bad)
 		return fatal(res, "avatarUrl is not a string");
 	if (avatar && strlen(avatar) > 2048)
 		return fatal(res, "avatarUrl is too long");
-	status = wrk_jstr(msg->payload, "status");
+	status = pc_jstr(msg->payload, "status");
 	if (!status)
 		return fatal(res, "status is missing");
 	if (strcmp(status, "Active") != 0 && strcmp(status, "Deactivated") != 0) {
 		/* fail-safe for an enum value this version does not know */
-		wrk_api->log(PIN_LOG_WARN, "unknown user status, stored as Deactivated",
+		pc_api->log(PIN_LOG_WARN, "unknown user status, stored as Deactivated",
 				"topic", msg->topic, "messageId", msg->message_id, NULL);
-		wrk_api->metric_add("pin_calendar_identity_unknown_status_total", NULL, 1);
+		pc_api->metric_add("pin_calendar_identity_unknown_status_total", NULL, 1);
 		status = "Deactivated";
 	}
 	if (msg->created_at_us <= 0)
 		return fatal(res, "envelope createdAt is missing");
 
-	wrk_api->fmt_time(msg->created_at_us, created, sizeof(created));
-	wrk_api->fmt_time(wrk_api->now_us(), now, sizeof(now));
+	pc_api->fmt_time(msg->created_at_us, created, sizeof(created));
+	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
 	p[0] = user_id;
 	p[1] = name;
 	p[2] = avatar;
 	p[3] = status;
 	p[4] = created;
 	p[5] = now;
-	r = wrk_api->db_exec_prepared("identity_upsert",
+	r = pc_api->db_exec_prepared("identity_upsert",
 		"INSERT INTO calendar.user_replicas AS u (user_id, display_name, avatar_url, "
 		"  status, last_event_at, created_at, updated_at) "
 		"VALUES ($1::uuid, $2, $3, $4, $5::timestamptz, $6::timestamptz, $6::timestamptz) "
@@ -74,20 +68,18 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 		"  avatar_url = EXCLUDED.avatar_url, status = EXCLUDED.status, "
 		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
 		"WHERE u.last_event_at IS NULL OR u.last_event_at < EXCLUDED.last_event_at", 6, p);
-	if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
-		snprintf(res->code, sizeof(res->code), "CAL_IDENTITY_DB_ERROR");
-		snprintf(res->detail, sizeof(res->detail), "upsert failed (%s)",
-				r ? wrk_api->db_sqlstate(r) : "no connection");
-		return PIN_CONSUME_RETRY;
-	}
+	if (!pc_res_ok(r, PGRES_COMMAND_OK))
+		return pc_consume_fail(NULL, res, PIN_CONSUME_RETRY, "CAL_IDENTITY_DB_ERROR",
+				pc_api->sprintf("upsert failed (%s)",
+					r ? pc_api->db_sqlstate(r) : "no connection"), NULL);
 	if (strcmp(PQcmdTuples(r), "0") == 0)
-		wrk_api->metric_add("pin_calendar_identity_stale_total", NULL, 1);
+		pc_api->metric_add("pin_calendar_identity_stale_total", NULL, 1);
 	return PIN_CONSUME_OK;
 }
 
 int wrk_identity_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { GROUP, topics, "calendar.inbox", on_user, NULL, NULL };
+	struct pin_consumer c = { GROUP, topics, PC_INBOX_TABLE, on_user, NULL, NULL };
 
 	return pc_register_consumer(reg, &c, "workers", err, errlen);
 }

@@ -12,7 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "workers.h"
-#include "common.h"
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
 
 #define DEFAULT_BATCH 500
 #define MAX_BATCHES 100     /* per pass; the next pass continues */
@@ -66,7 +67,7 @@ static int dispatch_batch(int64_t now_us, int batch)
 	if (pc_api->db_begin() != 0)
 		return PIN_ERR_DB;
 	res = pc_api->db_exec_prepared("wrk_reminder_dispatch", dispatch_sql, 2, params);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		goto fail;
 	n = PQntuples(res);
 	for (i = 0; i < n; i++) {
@@ -90,7 +91,7 @@ fail:
 /* Gauge: age of the oldest due Pending row (0 when none). */
 static void set_lag(int64_t now_us)
 {
-	wrk_set_lag("wrk_reminder_lag",
+	pc_set_lag("wrk_reminder_lag",
 		"SELECT calendar.us(min(due_at)) FROM calendar.event_reminders "
 		"WHERE status = 'Pending' AND due_at < $1::timestamptz",
 		now_us, "pin_reminder_dispatch_lag_seconds", NULL);
@@ -103,8 +104,8 @@ static int reminder_dispatch(void *ud)
 
 	(void)ud;
 	set_lag(now_us);
-	total = wrk_batch_loop(dispatch_batch, now_us,
-			wrk_batch_size("job.reminder-dispatch.batch", DEFAULT_BATCH), MAX_BATCHES);
+	total = pc_batch_loop(dispatch_batch, now_us,
+			pc_batch_size("job.reminder-dispatch.batch", DEFAULT_BATCH), MAX_BATCHES);
 	if (total < 0)
 		return total;
 	if (total > 0)
@@ -118,10 +119,5 @@ int wrk_reminders_register(struct pin_registrar *reg, char *err, size_t errlen)
 	static const struct pin_job job = { "reminder-dispatch", 60000,
 		reminder_dispatch, NULL, NULL };
 
-	pc_init(wrk_api);
-	if (reg->job(reg, &job) != 0) {
-		snprintf(err, errlen, "workers: cannot register reminder-dispatch");
-		return -1;
-	}
-	return 0;
+	return pc_register_job(reg, &job, "workers", err, errlen);
 }

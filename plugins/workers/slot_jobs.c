@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "sdk/sdk.h"
 #include "workers.h"
 
 #define JOB_NAME "slot-expiration"
@@ -40,14 +41,14 @@ static void set_lag(const char *now)
 	const char *p[1] = { now };
 	PGresult *res;
 
-	res = wrk_api->db_exec_prepared("slots_expire_lag",
+	res = pc_api->db_exec_prepared("slots_expire_lag",
 		"SELECT coalesce(extract(epoch FROM $1::timestamptz + interval '60 minutes' "
 		"  - min(start_at)), 0) "
 		"FROM calendar.availability_slots "
 		"WHERE status = 'Available' AND start_at < $1::timestamptz + interval '60 minutes'",
 		1, p);
-	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
-		wrk_api->metric_set("pin_job_lag_seconds", LABELS,
+	if (pc_res_ok(res, PGRES_TUPLES_OK) && PQntuples(res) == 1)
+		pc_api->metric_set("pin_job_lag_seconds", LABELS,
 				strtod(PQgetvalue(res, 0, 0), NULL));
 }
 
@@ -58,26 +59,26 @@ static int run_batch(int step, const char *now, const char *batch)
 	PGresult *res;
 	int n, rc;
 
-	if ((rc = wrk_api->db_begin()) < 0)
+	if ((rc = pc_api->db_begin()) < 0)
 		return rc;
-	res = wrk_api->db_exec_prepared(step_name[step], step_sql[step], 2, p);
-	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
-		wrk_api->db_rollback();
+	res = pc_api->db_exec_prepared(step_name[step], step_sql[step], 2, p);
+	if (!pc_res_ok(res, PGRES_COMMAND_OK)) {
+		pc_api->db_rollback();
 		return PIN_ERR_DB;
 	}
 	n = atoi(PQcmdTuples(res));
-	if ((rc = wrk_api->db_commit()) < 0)
+	if ((rc = pc_api->db_commit()) < 0)
 		return rc;
 	if (n > 0)
-		wrk_api->log(PIN_LOG_INFO, step_msg[step], "job", JOB_NAME,
-				"count", wrk_api->sprintf("%d", n), NULL);
+		pc_api->log(PIN_LOG_INFO, step_msg[step], "job", JOB_NAME,
+				"count", pc_api->sprintf("%d", n), NULL);
 	return n;
 }
 
 static int slot_expiration(void *ud)
 {
 	char now[40], batch[24];
-	long long bsz = wrk_api->config_int("job." JOB_NAME ".batch", 500);
+	long long bsz = pc_api->config_int("job." JOB_NAME ".batch", 500);
 	int step, n, total = 0;
 
 	(void)ud;
@@ -85,7 +86,7 @@ static int slot_expiration(void *ud)
 		bsz = 500;
 	snprintf(batch, sizeof(batch), "%lld", bsz);
 	/* one "now" for the whole pass */
-	wrk_api->fmt_time(wrk_api->now_us(), now, sizeof(now));
+	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
 	set_lag(now);
 	for (step = 0; step < 2; step++) {
 		do {
@@ -102,9 +103,5 @@ int wrk_slots_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
 	struct pin_job j = { JOB_NAME, 60000, slot_expiration, NULL, NULL };
 
-	if (reg->job(reg, &j) < 0) {
-		snprintf(err, errlen, "workers: cannot register job %s", JOB_NAME);
-		return -1;
-	}
-	return 0;
+	return pc_register_job(reg, &j, "workers", err, errlen);
 }

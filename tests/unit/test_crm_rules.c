@@ -1,11 +1,11 @@
 /* test_crm_rules.c -- the pure decisions of the CRM booking sync
- * (plugins/workers/crm_rules.c, seed 004). */
+ * (plugins/caldomain/crm_rules.c, seed 004). */
 #include "config.h"
 
 #include <string.h>
 
 #include "suites.h"
-#include "../../plugins/workers/crm_rules.h"
+#include "caldomain/crm_rules.h"
 
 START_TEST(expired_reason)
 {

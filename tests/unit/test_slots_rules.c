@@ -1,4 +1,4 @@
-/* test_slots_rules.c -- the pure SlotBatch rules of plugins/slots/rules.c. */
+/* test_slots_rules.c -- the pure SlotBatch rules of plugins/slots/batch_rules.c. */
 #include "config.h"
 
 #include <string.h>

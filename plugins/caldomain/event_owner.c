@@ -4,7 +4,8 @@
  * caller's transaction; the caller begins and commits. */
 #include "config.h"
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
 
 json_object *pc_payload_event_owner_changed(const PGresult *res, int row,
 		const char *previous_tenant_id, const char *previous_owner_user_id,
@@ -30,7 +31,7 @@ json_object *pc_payload_event_owner_changed(const PGresult *res, int row,
 
 int pc_event_change_owner(const PGresult *locked, const char *tenant_id,
 		const char *owner_user_id, const char *reason, int64_t now_us,
-		PGresult **row_out)
+		PGresult **row_out, int *changed)
 {
 	const char *id = PQgetvalue(locked, 0, PC_EC_ID);
 	const char *prev_tenant = PQgetvalue(locked, 0, PC_EC_TENANT);
@@ -38,11 +39,13 @@ int pc_event_change_owner(const PGresult *locked, const char *tenant_id,
 	const char *params[4];
 	PGresult *res;
 
+	if (changed)
+		*changed = 0;
 	if (!tenant_id)
 		tenant_id = prev_tenant;
 	if (!strcmp(tenant_id, prev_tenant) && !strcmp(owner_user_id, prev_owner)) {
 		*row_out = (PGresult *)locked;
-		return PC_UNCHANGED;
+		return 0;
 	}
 	params[0] = id;
 	params[1] = tenant_id;
@@ -52,12 +55,14 @@ int pc_event_change_owner(const PGresult *locked, const char *tenant_id,
 		"UPDATE calendar.calendar_events e SET tenant_id = $2::uuid, "
 		"  owner_user_id = $3::uuid, updated_at = $4::timestamptz, version = e.version + 1 "
 		"WHERE e.id = $1 RETURNING " PC_EVENT_COLS, 4, params);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
 		return PIN_ERR_DB;
 	if (pc_outbox(PC_TOPIC_EVENT_OWNER_CHANGED, id, "pin.calendar.event-owner-changed",
 			"CalendarEvent", id, pc_payload_event_owner_changed(res, 0,
 				prev_tenant, prev_owner, reason)) < 0)
 		return PIN_ERR_DB;
 	*row_out = res;
+	if (changed)
+		*changed = 1;
 	return 0;
 }

@@ -1,7 +1,7 @@
 /* crm_rules.c -- pure decisions of the CRM booking sync (see crm_rules.h). */
 #include "config.h"
 #include <string.h>
-#include "crm_rules.h"
+#include "caldomain/crm_rules.h"
 
 const char *wrk_crm_expired_reason(const char *phase)
 {

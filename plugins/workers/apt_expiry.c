@@ -1,16 +1,17 @@
-/* appointments.c -- the appointment-timeout job (workers.md): Pending
+/* apt_expiry.c -- the appointment-timeout job (workers.md): Pending
  * appointments whose ConfirmDeadlineAt <= now -> Expired, CancelledBy =
  * System, with the full cascade (slot released or archived, event cancelled,
  * reminders skipped) and appointment-cancelled Reason = Expired.
  * Batches of job.appointment-timeout.batch (default 500) taken with FOR
  * UPDATE SKIP LOCKED, one transaction per batch; idempotent by state.
- * The cascade is plugins/appointments/core.c, linked into workers.so too. */
+ * The cascade is apt_expire_batch of the domain library (caldomain/appointment.h). */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
-#include "common.h"
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
 #include "workers.h"
-#include "../appointments/apt.h"
+#include "caldomain/appointment.h"
 
 #define JOB_NAME "appointment-timeout"
 #define LABELS "job=\"appointment-timeout\""
@@ -20,7 +21,7 @@
 /* Age in seconds of the oldest due Pending appointment (0 when none). */
 static void set_lag(int64_t now_us)
 {
-	wrk_set_lag("wrk_apt_timeout_lag",
+	pc_set_lag("wrk_apt_timeout_lag",
 		"SELECT calendar.us(min(confirm_deadline_at)) FROM calendar.appointments "
 		"WHERE status = 'Pending' AND confirm_deadline_at <= $1::timestamptz",
 		now_us, "pin_job_lag_seconds", LABELS);
@@ -43,8 +44,8 @@ static int appointment_timeout(void *ud)
 
 	(void)ud;
 	set_lag(now_us);
-	total = wrk_batch_loop(expire_batch, now_us,
-			wrk_batch_size("job." JOB_NAME ".batch", DEFAULT_BATCH), MAX_BATCHES);
+	total = pc_batch_loop(expire_batch, now_us,
+			pc_batch_size("job." JOB_NAME ".batch", DEFAULT_BATCH), MAX_BATCHES);
 	if (total < 0)
 		return total;
 	if (total > 0)
@@ -57,11 +58,5 @@ int wrk_appointments_register(struct pin_registrar *reg, char *err, size_t errle
 {
 	struct pin_job j = { JOB_NAME, 60000, appointment_timeout, NULL, NULL };
 
-	/* the shared code (plugins/common, core.c) reaches the host through pc_api */
-	pc_init(wrk_api);
-	if (reg->job(reg, &j) < 0) {
-		snprintf(err, errlen, "workers: cannot register job %s", JOB_NAME);
-		return -1;
-	}
-	return 0;
+	return pc_register_job(reg, &j, "workers", err, errlen);
 }

@@ -5,48 +5,10 @@
 #include "config.h"
 #include <stdlib.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
 
 #define EV_AGG "CalendarEvent"
-
-static int res_ok(PGresult *res, ExecStatusType want)
-{
-	return res && PQresultStatus(res) == want;
-}
-
-static const char *col(const PGresult *res, int row, int c)
-{
-	return PQgetisnull(res, row, c) ? NULL : PQgetvalue(res, row, c);
-}
-
-/* "{1440,60}" -> ints; returns the count (at most max). */
-static size_t parse_pg_int_array(const char *pg, int *out, size_t max)
-{
-	size_t n = 0;
-	char *end;
-
-	if (!pg)
-		return 0;
-	while (*pg && n < max) {
-		if (*pg == '-' || (*pg >= '0' && *pg <= '9')) {
-			out[n++] = (int)strtol(pg, &end, 10);
-			pg = end;
-		} else {
-			pg++;
-		}
-	}
-	return n;
-}
-
-char *pc_pg_int_array(const int *v, size_t n)
-{
-	char *s = pc_api->strdup("{");
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		s = pc_api->sprintf("%s%s%d", s, i ? "," : "", v[i]);
-	return pc_api->sprintf("%s}", s);
-}
 
 /* Rule 1 for a set of offsets: one row each, Skipped when DueAt <= now. */
 static int insert_reminders(const char *event_id, int64_t start_us, const int *offsets,
@@ -84,14 +46,14 @@ static int insert_reminders(const char *event_id, int64_t start_us, const int *o
 		"SELECT u.id, $1::uuid, u.off, u.due, u.st, $6::timestamptz, $6::timestamptz "
 		"FROM unnest($2::uuid[], $3::int[], $4::timestamptz[], $5::text[]) "
 		"  AS u(id, off, due, st)", 6, params);
-	return res_ok(res, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
+	return pc_res_ok(res, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
 }
 
 int pc_reminders_rematerialise(const char *event_id, int64_t start_us,
 		const char *offsets_pg, int64_t now_us)
 {
 	int offsets[PC_MAX_OFFSETS];
-	size_t n = parse_pg_int_array(offsets_pg, offsets, PC_MAX_OFFSETS);
+	size_t n = pc_pg_int_parse(offsets_pg, offsets, PC_MAX_OFFSETS);
 	const char *params[1] = { event_id };
 	PGresult *res;
 
@@ -99,7 +61,7 @@ int pc_reminders_rematerialise(const char *event_id, int64_t start_us,
 	res = pc_api->db_exec_prepared("pc_rem_delete_pending",
 		"DELETE FROM calendar.event_reminders "
 		"WHERE calendar_event_id = $1 AND status = 'Pending'", 1, params);
-	if (!res_ok(res, PGRES_COMMAND_OK))
+	if (!pc_res_ok(res, PGRES_COMMAND_OK))
 		return PIN_ERR_DB;
 	return insert_reminders(event_id, start_us, offsets, n, now_us);
 }
@@ -111,7 +73,7 @@ int pc_reminders_skip(const char *event_id, int64_t now_us)
 		"UPDATE calendar.event_reminders SET status = 'Skipped', updated_at = $2 "
 		"WHERE calendar_event_id = $1 AND status = 'Pending'", 2, params);
 
-	return res_ok(res, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
+	return pc_res_ok(res, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
 }
 
 /* Runs an UPDATE ... RETURNING PC_EVENT_COLS of one event: 0 with *row_out
@@ -121,7 +83,7 @@ static int update_event(const char *stmt, const char *sql, int n, const char *co
 {
 	PGresult *res = pc_api->db_exec_prepared(stmt, sql, n, params);
 
-	if (!res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
 		return PIN_ERR_DB;
 	*row_out = res;
 	return 0;
@@ -183,7 +145,7 @@ int pc_event_create(const struct pc_event_new *ev, int64_t now_us, PGresult **ro
 		"VALUES ($1, $2, $3, $4, $5, 'Planned', $6, $7, $8, $9, $10, $11, $12, $13, $14, "
 		"  $15, $16, $17, $18, $19, $20::int[], $21, $22, $22, 1) "
 		"RETURNING " PC_EVENT_COLS, 22, params);
-	if (!res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
 		return PIN_ERR_DB;
 	rc = insert_reminders(id, ev->start_us, offsets, n, now_us);
 	if (rc < 0)
@@ -209,7 +171,7 @@ int pc_event_lock(const char *id, const char *tenant_id, const char *owner_user_
 		"WHERE e.id = $1 AND ($2::uuid IS NULL OR e.tenant_id = $2::uuid) "
 		"  AND ($3::uuid IS NULL OR e.owner_user_id = $3::uuid) FOR UPDATE", 3, params);
 
-	if (!res_ok(res, PGRES_TUPLES_OK))
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(res) != 1)
 		return PC_E_NOT_FOUND;
@@ -258,7 +220,7 @@ int pc_event_transition(const PGresult *locked, const char *action,
 }
 
 int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t now_us,
-		PGresult **row_out)
+		PGresult **row_out, int *changed)
 {
 	const char *id = PQgetvalue(locked, 0, PC_EC_ID);
 	int has_end = !PQgetisnull(locked, 0, PC_EC_END);
@@ -269,13 +231,15 @@ int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t no
 	PGresult *res;
 	int rc;
 
+	if (changed)
+		*changed = 0;
 	if (!pc_rule_can_reschedule(PQgetvalue(locked, 0, PC_EC_STATUS)))
 		return PC_E_TRANSITION;
 	if (new_start_us == old_start) {
 		/* not an actual move (seed 002 publishes "every actual reschedule"):
 		 * no message, reminders and version stay */
 		*row_out = (PGresult *)locked;
-		return PC_UNCHANGED;
+		return 0;
 	}
 	new_end = pc_rule_reschedule_end(old_start, has_end, old_end, new_start_us);
 	params[0] = id;
@@ -297,6 +261,8 @@ int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t no
 	if (rc < 0)
 		return rc;
 	*row_out = res;
+	if (changed)
+		*changed = 1;
 	return 0;
 }
 
@@ -348,7 +314,7 @@ json_object *pc_event_json(const PGresult *res, int row)
 	event_when(o, res, row);
 	event_refs(o, res, row);
 	json_object_object_add(o, "reminderOffsetsMinutes",
-			pc_json_int_array(col(res, row, PC_EC_OFFSETS)));
+			pc_json_int_array(pc_col(res, row, PC_EC_OFFSETS)));
 	pc_json_col(o, "cancelReason", res, row, PC_EC_CANCEL_REASON);
 	pc_json_col_time(o, "startedAt", res, row, PC_EC_STARTED);
 	pc_json_col_time(o, "completedAt", res, row, PC_EC_COMPLETED);
@@ -369,7 +335,7 @@ json_object *pc_event_reminders_json(const char *event_id)
 	json_object *arr;
 	int i;
 
-	if (!res_ok(res, PGRES_TUPLES_OK))
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return NULL;
 	arr = json_object_new_array();
 	for (i = 0; i < PQntuples(res); i++) {

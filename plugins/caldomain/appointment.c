@@ -1,4 +1,4 @@
-/* core.c -- the Appointment aggregate on the database: booking (the one
+/* appointment.c -- the Appointment aggregate on the database: booking (the one
  * contention point: the conditional Available -> Booked update), the
  * transitions and their cascades to slot, CalendarEvent and reminders, the
  * appointment-* outbox messages, and the expiry batch of workers.so.
@@ -7,27 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common.h"
-#include "apt.h"
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
+#include "caldomain/appointment.h"
 
 #define AGG "Appointment"
-
-static int res_ok(PGresult *res, ExecStatusType want)
-{
-	return res && PQresultStatus(res) == want;
-}
-
-static const char *col(const PGresult *res, int row, int c)
-{
-	return PQgetisnull(res, row, c) ? NULL : PQgetvalue(res, row, c);
-}
-
-static void json_bool_col(json_object *o, const char *key, const PGresult *res, int row,
-		int c)
-{
-	json_object_object_add(o, key, json_object_new_boolean(
-			strcmp(PQgetvalue(res, row, c), "t") == 0));
-}
 
 /* ------------------------------------------------------------ load / view */
 
@@ -46,7 +30,7 @@ static int one_in_scope(const char *stmt, const char *sql, const char *id,
 	const char *p[4] = { id, sc->tenant_id, sc->agent_user_id, sc->investor_user_id };
 	PGresult *res = pc_api->db_exec_prepared(stmt, sql, 4, p);
 
-	if (!res_ok(res, PGRES_TUPLES_OK))
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(res) != 1)
 		return PC_E_NOT_FOUND;
@@ -83,7 +67,7 @@ json_object *apt_json(const PGresult *res, int row)
 	pc_json_col_time(o, "endAt", res, row, APT_C_END);
 	pc_json_col(o, "timeZone", res, row, APT_C_TZ);
 	pc_json_col(o, "status", res, row, APT_C_STATUS);
-	json_bool_col(o, "autoConfirmed", res, row, APT_C_AUTO);
+	pc_json_col_bool(o, "autoConfirmed", res, row, APT_C_AUTO);
 	pc_json_col(o, "comment", res, row, APT_C_COMMENT);
 	pc_json_col(o, "projectId", res, row, APT_C_PROJECT);
 	pc_json_col(o, "propertyObjectId", res, row, APT_C_PROPERTY);
@@ -141,7 +125,7 @@ static json_object *payload_created(const PGresult *res, int row)
 
 	pc_json_col(o, "slotId", res, row, APT_C_SLOT);
 	pc_json_col(o, "status", res, row, APT_C_STATUS);
-	json_bool_col(o, "autoConfirmed", res, row, APT_C_AUTO);
+	pc_json_col_bool(o, "autoConfirmed", res, row, APT_C_AUTO);
 	pc_json_col_time(o, "confirmDeadlineAt", res, row, APT_C_DEADLINE);
 	pc_json_col(o, "projectId", res, row, APT_C_PROJECT);
 	pc_json_col(o, "propertyObjectId", res, row, APT_C_PROPERTY);
@@ -156,7 +140,7 @@ static json_object *payload_confirmed(const PGresult *res, int row)
 {
 	json_object *o = payload_head(res, row, 1);
 
-	json_bool_col(o, "autoConfirmed", res, row, APT_C_AUTO);
+	pc_json_col_bool(o, "autoConfirmed", res, row, APT_C_AUTO);
 	return o;
 }
 
@@ -211,56 +195,44 @@ static PGresult *slot_get(const char *slot_id)
 		"FROM calendar.availability_slots s WHERE s.id = $1::uuid", 1, p);
 }
 
-/* Investor-scoped checks before the slot update: rate limit, slot guards,
- * anti-spam.  *slot_out: the slot_get row. */
-static int book_guards(const struct apt_book_req *b, const char *now, int64_t now_us,
-		PGresult **slot_out)
+/* Serialises the bookings of one investor (so the counts of the guards
+ * cannot be raced by the same investor's parallel requests), then the
+ * per-investor rate limit: bookings created in the rolling hour (refused
+ * attempts leave no row, so they do not count).  Anti-spam counts a
+ * reschedule pair as one: the new side of a pair is not counted, and a
+ * reschedule is not refused by the limit.  0 / APT_E_RATE / PIN_ERR_DB. */
+static int investor_gate(const struct apt_book_req *b, const char *now)
 {
 	long long rate = pc_api->config_int("appointments.rate_limit_per_hour",
 			APT_RATE_PER_HOUR);
-	const char *p[5];
-	PGresult *res, *slot;
-	int rc;
+	const char *p[2] = { b->investor_user_id, now };
+	PGresult *res;
 
-	/* Serialises the bookings of one investor, so the counts below cannot be
-	 * raced by the same investor's parallel requests. */
-	p[0] = b->investor_user_id;
 	res = pc_api->db_exec_prepared("apt_investor_lock",
 		"SELECT pg_advisory_xact_lock(hashtext('calendar.appointments.investor:' || $1))",
 		1, p);
-	if (!res_ok(res, PGRES_TUPLES_OK))
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
-	/* Per-investor rate limit: bookings created in the rolling hour (refused
-	 * attempts leave no row, so they do not count).  Anti-spam counts a
-	 * reschedule pair as one: the new side of a pair is not counted, and a
-	 * reschedule is not refused by the limit. */
-	if (rate > 0 && !b->rescheduled_from) {
-		p[1] = now;
-		res = pc_api->db_exec_prepared("apt_rate",
-			"SELECT count(*) FROM calendar.appointments "
-			"WHERE investor_user_id = $1::uuid "
-			"  AND created_at >= $2::timestamptz - interval '1 hour' "
-			"  AND rescheduled_from_appointment_id IS NULL", 2, p);
-		if (!res_ok(res, PGRES_TUPLES_OK))
-			return PIN_ERR_DB;
-		if (atoll(PQgetvalue(res, 0, 0)) >= rate)
-			return APT_E_RATE;
-	}
-	/* A reschedule touches two slots: lock both in id order (after the
-	 * appointment and the investor lock), so reschedules crossing the same
-	 * slots queue instead of deadlocking. */
-	if (b->old_slot_id) {
-		const char *q[2] = { b->slot_id, b->old_slot_id };
+	if (rate <= 0 || b->rescheduled_from)
+		return 0;
+	res = pc_api->db_exec_prepared("apt_rate",
+		"SELECT count(*) FROM calendar.appointments "
+		"WHERE investor_user_id = $1::uuid "
+		"  AND created_at >= $2::timestamptz - interval '1 hour' "
+		"  AND rescheduled_from_appointment_id IS NULL", 2, p);
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	return atoll(PQgetvalue(res, 0, 0)) >= rate ? APT_E_RATE : 0;
+}
 
-		res = pc_api->db_exec_prepared("apt_slots_lock",
-			"SELECT s.id FROM calendar.availability_slots s "
-			"WHERE s.id IN ($1::uuid, $2::uuid) ORDER BY s.id FOR UPDATE", 2, q);
-		if (!res_ok(res, PGRES_TUPLES_OK))
-			return PIN_ERR_DB;
-	}
+/* The slot as it stands: found, bookable, and (reschedule) of the same agent
+ * and kind.  0 with *slot_out (the slot_get row), APT_E_*, PIN_ERR_DB. */
+static int slot_check(const struct apt_book_req *b, int64_t now_us, PGresult **slot_out)
+{
+	PGresult *slot = slot_get(b->slot_id);
+	int rc;
 
-	slot = slot_get(b->slot_id);
-	if (!res_ok(slot, PGRES_TUPLES_OK))
+	if (!pc_res_ok(slot, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(slot) != 1)
 		return APT_E_SLOT_NOT_FOUND;
@@ -270,47 +242,69 @@ static int book_guards(const struct apt_book_req *b, const char *now, int64_t no
 	if ((b->same_agent && strcmp(b->same_agent, PQgetvalue(slot, 0, 1)) != 0) ||
 			(b->same_kind && strcmp(b->same_kind, PQgetvalue(slot, 0, 2)) != 0))
 		return APT_E_OTHER_SLOT;
+	*slot_out = slot;
+	return 0;
+}
 
-	/* Anti-spam (domain.md): active = Pending | Confirmed with StartAt > now;
-	 * the appointment being rescheduled does not count (the pair is one). */
-	p[0] = b->investor_user_id;
-	p[1] = PQgetvalue(slot, 0, 1);
-	p[2] = PQgetvalue(slot, 0, 2);
-	p[3] = now;
-	p[4] = b->rescheduled_from;
-	res = pc_api->db_exec_prepared("apt_antispam",
+/* Anti-spam (domain.md): active = Pending | Confirmed with StartAt > now;
+ * the appointment being rescheduled does not count (the pair is one).
+ * 0 / APT_E_DUPLICATE / APT_E_LIMIT / PIN_ERR_DB. */
+static int anti_spam(const struct apt_book_req *b, const PGresult *slot, const char *now)
+{
+	const char *p[5] = { b->investor_user_id, PQgetvalue(slot, 0, 1),
+		PQgetvalue(slot, 0, 2), now, b->rescheduled_from };
+	PGresult *res = pc_api->db_exec_prepared("apt_antispam",
 		"SELECT count(*) FILTER (WHERE agent_user_id = $2::uuid AND kind = $3), count(*) "
 		"FROM calendar.appointments "
 		"WHERE investor_user_id = $1::uuid AND status IN ('Pending', 'Confirmed') "
 		"  AND start_at > $4::timestamptz AND ($5::uuid IS NULL OR id <> $5::uuid)",
 		5, p);
-	if (!res_ok(res, PGRES_TUPLES_OK))
+
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (atoll(PQgetvalue(res, 0, 0)) > 0)
 		return APT_E_DUPLICATE;
 	if (atoll(PQgetvalue(res, 0, 1)) >= APT_MAX_ACTIVE)
 		return APT_E_LIMIT;
-	*slot_out = slot;
 	return 0;
 }
 
-int apt_book(const struct apt_book_req *b, int64_t now_us, const char **id_out)
+/* Investor-scoped checks before the slot update: rate limit, slot guards,
+ * anti-spam.  *slot_out: the slot_get row. */
+static int book_guards(const struct apt_book_req *b, const char *now, int64_t now_us,
+		PGresult **slot_out)
 {
-	const char *now = pc_time_param(now_us);
-	const char *p[20];
-	struct pc_event_new ev;
-	PGresult *res, *slot, *evrow, *row;
-	char apt_id[37], ev_id[37];
-	int64_t start_us, end_us, deadline_us;
-	int rc, autoc;
+	int rc;
 
-	if ((rc = book_guards(b, now, now_us, &slot)) < 0)
+	if ((rc = investor_gate(b, now)) < 0)
 		return rc;
+	/* A reschedule touches two slots: lock both in id order (after the
+	 * appointment and the investor lock), so reschedules crossing the same
+	 * slots queue instead of deadlocking. */
+	if (b->old_slot_id) {
+		const char *q[2] = { b->slot_id, b->old_slot_id };
+		PGresult *res = pc_api->db_exec_prepared("apt_slots_lock",
+			"SELECT s.id FROM calendar.availability_slots s "
+			"WHERE s.id IN ($1::uuid, $2::uuid) ORDER BY s.id FOR UPDATE", 2, q);
 
-	/* The race: losers wait here for the winner's row lock, then see
-	 * status = 'Booked' and update nothing. */
-	p[0] = b->slot_id;
-	p[1] = now;
+		if (!pc_res_ok(res, PGRES_TUPLES_OK))
+			return PIN_ERR_DB;
+	}
+	if ((rc = slot_check(b, now_us, slot_out)) < 0)
+		return rc;
+	return anti_spam(b, *slot_out, now);
+}
+
+/* The race: Available -> Booked, conditional.  Losers wait here for the
+ * winner's row lock, then see status = 'Booked' and update nothing.
+ * 0 with *slot (tenant, owner, kind, start, end, tz, auto_confirm, project,
+ * property, location), APT_E_*, PIN_ERR_DB. */
+static int slot_take(const char *slot_id, const char *now, int64_t now_us, PGresult **slot)
+{
+	const char *p[2] = { slot_id, now };
+	PGresult *res, *cur;
+	int rc;
+
 	res = pc_api->db_exec_prepared("apt_slot_book",
 		"UPDATE calendar.availability_slots s SET status = 'Booked', "
 		"  version = s.version + 1, updated_at = $2::timestamptz "
@@ -319,29 +313,30 @@ int apt_book(const struct apt_book_req *b, int64_t now_us, const char **id_out)
 		"RETURNING s.tenant_id, s.owner_user_id, s.kind, calendar.us(s.start_at), "
 		"  calendar.us(s.end_at), s.time_zone, s.auto_confirm, s.project_id, "
 		"  s.property_object_id, s.location", 2, p);
-	if (!res_ok(res, PGRES_TUPLES_OK))
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
-	if (PQntuples(res) != 1) {
-		/* a fresh snapshot (READ COMMITTED) tells why */
-		slot = slot_get(b->slot_id);
-		if (!res_ok(slot, PGRES_TUPLES_OK))
-			return PIN_ERR_DB;
-		if (PQntuples(slot) != 1)
-			return APT_E_SLOT_NOT_FOUND;
-		rc = slot_refusal(PQgetvalue(slot, 0, 0), pc_col_us(slot, 0, 3), now_us);
-		return rc < 0 ? rc : APT_E_SLOT_BOOKED;
+	if (PQntuples(res) == 1) {
+		*slot = res;
+		return 0;
 	}
-	slot = res;
-	start_us = pc_col_us(slot, 0, 3);
-	end_us = pc_col_us(slot, 0, 4);
-	autoc = strcmp(PQgetvalue(slot, 0, 6), "t") == 0;
-	deadline_us = now_us + APT_DEADLINE_MAX_US;
-	if (start_us - APT_DEADLINE_BEFORE_US < deadline_us)
-		deadline_us = start_us - APT_DEADLINE_BEFORE_US;
-	pc_api->uuid_v7(apt_id);
-	pc_api->uuid_v7(ev_id);
+	/* a fresh snapshot (READ COMMITTED) tells why */
+	cur = slot_get(slot_id);
+	if (!pc_res_ok(cur, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	if (PQntuples(cur) != 1)
+		return APT_E_SLOT_NOT_FOUND;
+	rc = slot_refusal(PQgetvalue(cur, 0, 0), pc_col_us(cur, 0, 3), now_us);
+	return rc < 0 ? rc : APT_E_SLOT_BOOKED;
+}
 
-	/* the CalendarEvent: shared lifecycle code (reminders, event-created) */
+/* The CalendarEvent of a booking (slot_take row): shared lifecycle code
+ * (reminders, event-created).  0 / PIN_ERR*. */
+static int booking_event(const struct apt_book_req *b, const PGresult *slot,
+		const char *apt_id, const char *ev_id, int64_t now_us)
+{
+	struct pc_event_new ev;
+	PGresult *evrow;
+
 	memset(&ev, 0, sizeof(ev));
 	ev.id = ev_id;
 	ev.tenant_id = PQgetvalue(slot, 0, 0);
@@ -350,19 +345,32 @@ int apt_book(const struct apt_book_req *b, int64_t now_us, const char **id_out)
 	ev.origin = "Appointment";
 	ev.title = strcmp(ev.kind, "Showing") == 0 ? "Showing (booked by an investor)"
 		: "Consultation (booked by an investor)";
-	ev.location = col(slot, 0, 9);
-	ev.start_us = start_us;
+	ev.location = pc_col(slot, 0, 9);
+	ev.start_us = pc_col_us(slot, 0, 3);
 	ev.has_end = 1;
-	ev.end_us = end_us;
+	ev.end_us = pc_col_us(slot, 0, 4);
 	ev.time_zone = PQgetvalue(slot, 0, 5);
 	ev.client_user_id = b->investor_user_id;
-	ev.project_id = col(slot, 0, 7);
-	ev.property_object_id = col(slot, 0, 8);
+	ev.project_id = pc_col(slot, 0, 7);
+	ev.property_object_id = pc_col(slot, 0, 8);
 	ev.appointment_id = apt_id;
 	ev.created_by_user_id = b->investor_user_id;
-	if ((rc = pc_event_create(&ev, now_us, &evrow)) < 0)
-		return rc;
+	return pc_event_create(&ev, now_us, &evrow);
+}
 
+/* The appointment row (APT_COLS) of a booking.  0 with *row,
+ * APT_E_SLOT_BOOKED (the unique index of active appointments of a slot: the
+ * structural guarantee), PIN_ERR_DB. */
+static int insert_appointment(const struct apt_book_req *b, const PGresult *slot,
+		const char *apt_id, const char *ev_id, int autoc, const char *now,
+		int64_t now_us, PGresult **row)
+{
+	int64_t start_us = pc_col_us(slot, 0, 3);
+	int64_t deadline_us = now_us + APT_DEADLINE_MAX_US;
+	const char *p[20];
+
+	if (start_us - APT_DEADLINE_BEFORE_US < deadline_us)
+		deadline_us = start_us - APT_DEADLINE_BEFORE_US;
 	p[0] = apt_id;
 	p[1] = PQgetvalue(slot, 0, 0);
 	p[2] = b->slot_id;
@@ -371,19 +379,19 @@ int apt_book(const struct apt_book_req *b, int64_t now_us, const char **id_out)
 	p[5] = b->investor_user_id;
 	p[6] = PQgetvalue(slot, 0, 2);
 	p[7] = pc_time_param(start_us);
-	p[8] = pc_time_param(end_us);
+	p[8] = pc_time_param(pc_col_us(slot, 0, 4));
 	p[9] = PQgetvalue(slot, 0, 5);
 	p[10] = autoc ? "Confirmed" : "Pending";
 	p[11] = autoc ? "true" : "false";
 	p[12] = b->comment;
-	p[13] = col(slot, 0, 7);
-	p[14] = col(slot, 0, 8);
+	p[13] = pc_col(slot, 0, 7);
+	p[14] = pc_col(slot, 0, 8);
 	p[15] = b->consultation_request_id;
 	p[16] = pc_time_param(deadline_us);
 	p[17] = b->rescheduled_from;
 	p[18] = autoc ? now : NULL;
 	p[19] = now;
-	row = pc_api->db_exec_prepared("apt_insert",
+	*row = pc_api->db_exec_prepared("apt_insert",
 		"INSERT INTO calendar.appointments AS a (id, tenant_id, slot_id, calendar_event_id, "
 		"  agent_user_id, investor_user_id, kind, start_at, end_at, time_zone, status, "
 		"  auto_confirmed, comment, project_id, property_object_id, consultation_request_id, "
@@ -392,12 +400,33 @@ int apt_book(const struct apt_book_req *b, int64_t now_us, const char **id_out)
 		"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::boolean, $13, $14, $15, "
 		"  $16, $17, $18, $19::timestamptz, $20::timestamptz, $20::timestamptz, 1) "
 		"RETURNING " APT_COLS, 20, p);
-	if (row && PQresultStatus(row) == PGRES_FATAL_ERROR &&
-			strcmp(pc_api->db_sqlstate(row), "23505") == 0 &&
-			strcmp(pc_api->db_constraint(row), "ux_appointments_slot_active") == 0)
-		return APT_E_SLOT_BOOKED;       /* the structural guarantee */
-	if (!res_ok(row, PGRES_TUPLES_OK) || PQntuples(row) != 1)
+	if (*row && PQresultStatus(*row) == PGRES_FATAL_ERROR &&
+			strcmp(pc_api->db_sqlstate(*row), "23505") == 0 &&
+			strcmp(pc_api->db_constraint(*row), "ux_appointments_slot_active") == 0)
+		return APT_E_SLOT_BOOKED;
+	if (!pc_res_ok(*row, PGRES_TUPLES_OK) || PQntuples(*row) != 1)
 		return PIN_ERR_DB;
+	return 0;
+}
+
+int apt_book(const struct apt_book_req *b, int64_t now_us, const char **id_out)
+{
+	const char *now = pc_time_param(now_us);
+	PGresult *slot, *row;
+	char apt_id[37], ev_id[37];
+	int rc, autoc;
+
+	if ((rc = book_guards(b, now, now_us, &slot)) < 0)
+		return rc;
+	if ((rc = slot_take(b->slot_id, now, now_us, &slot)) < 0)
+		return rc;
+	autoc = strcmp(PQgetvalue(slot, 0, 6), "t") == 0;
+	pc_api->uuid_v7(apt_id);
+	pc_api->uuid_v7(ev_id);
+	if ((rc = booking_event(b, slot, apt_id, ev_id, now_us)) < 0)
+		return rc;
+	if ((rc = insert_appointment(b, slot, apt_id, ev_id, autoc, now, now_us, &row)) < 0)
+		return rc;
 	if ((rc = emit(APT_TOPIC_CREATED, "pin.calendar.appointment-created", row, 0,
 			payload_created(row, 0))) < 0)
 		return rc;
@@ -452,7 +481,7 @@ static int end_row(const PGresult *locked, int row, const struct apt_end *x, int
 		"WHERE a.id = $1::uuid AND (a.status = 'Pending' "
 		"  OR ($2 = 'Cancelled' AND a.status = 'Confirmed')) "
 		"RETURNING " APT_COLS, 6, p);
-	if (!res_ok(upd, PGRES_TUPLES_OK))
+	if (!pc_res_ok(upd, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(upd) != 1)
 		return PC_E_TRANSITION;
@@ -467,7 +496,7 @@ static int end_row(const PGresult *locked, int row, const struct apt_end *x, int
 		"    THEN 'Available' ELSE 'Archived' END, "
 		"  version = s.version + 1, updated_at = $3::timestamptz "
 		"WHERE s.id = $1::uuid AND s.status = 'Booked'", 3, p);
-	if (!res_ok(res, PGRES_COMMAND_OK))
+	if (!pc_res_ok(res, PGRES_COMMAND_OK))
 		return PIN_ERR_DB;
 
 	rc = event_cascade(PQgetvalue(locked, row, APT_C_EVENT), "cancel",
@@ -506,7 +535,7 @@ int apt_confirm(const PGresult *locked, int64_t now_us)
 		"  decided_at = $2::timestamptz, updated_at = $2::timestamptz, "
 		"  version = a.version + 1 "
 		"WHERE a.id = $1::uuid AND a.status = 'Pending' RETURNING " APT_COLS, 2, p);
-	if (!res_ok(upd, PGRES_TUPLES_OK))
+	if (!pc_res_ok(upd, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(upd) != 1)
 		return PC_E_TRANSITION;
@@ -534,7 +563,7 @@ int apt_complete(const PGresult *locked, const char *outcome, const char *note,
 		"  outcome_note = $3, completed_at = $4::timestamptz, "
 		"  updated_at = $4::timestamptz, version = a.version + 1 "
 		"WHERE a.id = $1::uuid AND a.status = 'Confirmed' RETURNING " APT_COLS, 4, p);
-	if (!res_ok(upd, PGRES_TUPLES_OK))
+	if (!pc_res_ok(upd, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(upd) != 1)
 		return PC_E_TRANSITION;
@@ -565,7 +594,7 @@ int apt_expire_batch(int64_t now_us, int batch)
 		"FROM calendar.appointments a "
 		"WHERE a.status = 'Pending' AND a.confirm_deadline_at <= $1::timestamptz "
 		"ORDER BY a.confirm_deadline_at LIMIT $2::int FOR UPDATE SKIP LOCKED", 2, p);
-	if (!res_ok(res, PGRES_TUPLES_OK)) {
+	if (!pc_res_ok(res, PGRES_TUPLES_OK)) {
 		rc = PIN_ERR_DB;
 		goto fail;
 	}

@@ -1,7 +1,7 @@
-/* crm_rules.h -- pure decisions of the CRM booking sync (seed 004): no host,
+/* caldomain/crm_rules.h -- pure decisions of the CRM booking sync (seed 004): no host,
  * no database; unit-tested (tests/unit/test_crm_rules.c). */
-#ifndef WRK_CRM_RULES_H
-#define WRK_CRM_RULES_H
+#ifndef PIN_CALDOMAIN_CRM_RULES_H
+#define PIN_CALDOMAIN_CRM_RULES_H
 #include <stddef.h>
 #include <stdint.h>
 

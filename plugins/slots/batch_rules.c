@@ -1,4 +1,4 @@
-/* rules.c -- pure SlotBatch rules: no host, no database (tests/unit/test_slots_rules.c).
+/* batch_rules.c -- pure SlotBatch rules: no host, no database (tests/unit/test_slots_rules.c).
  * The generation itself is set-based SQL: calendar.slot_plan (sql/calendar/0200_slots.sql). */
 #include "config.h"
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* rules.c -- pure calendar rules and text helpers: no host, no database.
+/* event_rules.c -- pure calendar rules: no host, no database.
  * Everything here is unit-tested (tests/unit/test_calendar_rules.c). */
 #include "config.h"
 #include <ctype.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "common.h"
+#include "caldomain/event_rules.h"
 
 const char *const pc_event_kinds[] = { "Showing", "Consultation", "Meeting", "Task",
 	"BookingDeadline", NULL };
@@ -151,134 +151,4 @@ const char *pc_rem_status_name(enum pc_rem_status s)
 	case PC_REM_SKIPPED: return "Skipped";
 	}
 	return "Pending";
-}
-
-size_t pc_utf8_len(const char *s)
-{
-	size_t n = 0;
-
-	for (; *s; s++)
-		if (((unsigned char)*s & 0xc0) != 0x80)
-			n++;
-	return n;
-}
-
-char *pc_time_fmt(int64_t us, char *buf, size_t len)
-{
-	int64_t secs = us / 1000000, frac = us % 1000000;
-	time_t t;
-	struct tm tm;
-	char base[32];
-
-	if (frac < 0) {
-		frac += 1000000;
-		secs -= 1;
-	}
-	t = (time_t)secs;
-	gmtime_r(&t, &tm);
-	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
-	if (frac)
-		snprintf(buf, len, "%s.%06lldZ", base, (long long)frac);
-	else
-		snprintf(buf, len, "%sZ", base);
-	return buf;
-}
-
-int pc_parse_if_match(const char *v, int *version)
-{
-	char *end;
-	long n;
-	size_t len;
-
-	if (!v)
-		return -1;
-	while (*v == ' ')
-		v++;
-	if (strncmp(v, "W/", 2) == 0)
-		v += 2;
-	len = strlen(v);
-	while (len && v[len - 1] == ' ')
-		len--;
-	if (len >= 2 && v[0] == '"' && v[len - 1] == '"') {
-		v++;
-		len -= 2;
-	}
-	if (len == 0 || len > 10 || !isdigit((unsigned char)v[0]))
-		return -1;
-	n = strtol(v, &end, 10);
-	if ((size_t)(end - v) != len || n < 0 || n > 2147483647L)
-		return -1;
-	*version = (int)n;
-	return 0;
-}
-
-static int is_uuid_text(const char *s)
-{
-	int i;
-
-	if (strlen(s) != 36)
-		return 0;
-	for (i = 0; i < 36; i++) {
-		if (i == 8 || i == 13 || i == 18 || i == 23) {
-			if (s[i] != '-')
-				return 0;
-		} else if (!isxdigit((unsigned char)s[i])) {
-			return 0;
-		}
-	}
-	return 1;
-}
-
-void pc_hex_encode(const char *plain, char *out)
-{
-	static const char hx[] = "0123456789abcdef";
-
-	for (; *plain; plain++) {
-		*out++ = hx[((unsigned char)*plain) >> 4];
-		*out++ = hx[((unsigned char)*plain) & 15];
-	}
-	*out = 0;
-}
-
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-int pc_cursor_parse(const char *cursor, int64_t *us, char id[37])
-{
-	char plain[96], *bar, *end;
-	size_t len, i;
-	long long v;
-
-	if (!cursor)
-		return -1;
-	len = strlen(cursor);
-	if (len == 0 || len % 2 || len / 2 >= sizeof(plain))
-		return -1;
-	for (i = 0; i < len / 2; i++) {
-		int hi = hexval(cursor[2 * i]), lo = hexval(cursor[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			return -1;
-		plain[i] = (char)(hi * 16 + lo);
-	}
-	plain[len / 2] = 0;
-	bar = strchr(plain, '|');
-	if (!bar || bar == plain)
-		return -1;
-	*bar = 0;
-	v = strtoll(plain, &end, 10);
-	if (*end)
-		return -1;
-	if (!is_uuid_text(bar + 1))
-		return -1;
-	*us = v;
-	memcpy(id, bar + 1, 37);
-	return 0;
 }

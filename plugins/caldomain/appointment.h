@@ -1,22 +1,25 @@
 /*
- * apt.h -- appointments.so (prefix apt_): self-booking of availability slots,
- * the agent's decisions, the investor's cancel / reschedule, and the
- * appointment-timeout cascade used by workers.so.
+ * caldomain/appointment.h -- the Appointment aggregate on the database
+ * (appointment.c, prefix apt_): self-booking of availability slots, the
+ * agent's decisions, the investor's cancel / reschedule, and the
+ * appointment-timeout cascade.  Linked by appointments.so (HTTP) and
+ * workers.so (the expiry job) through the domain library.
  *
- * core.c is compiled into appointments.so AND workers.so (the expiry job);
- * it uses only pc_api (plugins/common), so the including plugin must have
- * called pc_init().  Every core function runs inside the caller's
- * transaction: the caller begins and commits.
+ * Uses only pc_api (the SDK), so the plugin must have called pc_init().
+ * Every function runs inside the caller's transaction: the caller begins
+ * and commits.
  *
- * Return convention: 0 ok, negative PIN_ERR*, PC_E_* or APT_E_*.
+ * Return convention (sdk/core.h): 0 ok, negative PIN_ERR*, PC_E_* or the
+ * APT_E_* below (the domain range from PC_E_DOMAIN_FIRST down), which the
+ * HTTP side maps to problems explicitly (appointments.c, problems[]).
  * PGresult pointers are arena results (never PQclear them).
  */
-#ifndef APT_APT_H
-#define APT_APT_H
+#ifndef PIN_CALDOMAIN_APPOINTMENT_H
+#define PIN_CALDOMAIN_APPOINTMENT_H
 
 #include <stdint.h>
 #include <stddef.h>
-#include "pin/plugin.h"
+#include "sdk/core.h"
 
 /* ---- domain limits (domain.md) ------------------------------------------- */
 #define APT_LEAD_MIN            60      /* slot StartAt >= now + 60 min */
@@ -28,8 +31,8 @@
 #define APT_REASON_MAX          500
 #define APT_NOTE_MAX            1000
 
-/* ---- domain errors (pc_* codes of common.h are used as well) ------------- */
-#define APT_E_SLOT_NOT_FOUND    -40   /* 404 SLOT_NOT_FOUND */
+/* ---- domain errors (the PC_E_* of sdk/core.h are used as well) ---------- */
+#define APT_E_SLOT_NOT_FOUND    PC_E_DOMAIN_FIRST   /* -40 */   /* 404 SLOT_NOT_FOUND */
 #define APT_E_SLOT_BOOKED       -41   /* 409 SLOT_ALREADY_BOOKED */
 #define APT_E_SLOT_UNAVAILABLE  -42   /* 409 SLOT_NOT_AVAILABLE */
 #define APT_E_LEAD_TIME         -43   /* 422 LEAD_TIME_NOT_MET */
@@ -86,7 +89,7 @@ struct apt_scope {
 	const char *investor_user_id;
 };
 
-/* ================================================================ core.c */
+/* ========================================================== appointment.c */
 
 /* Loads and locks (FOR UPDATE OF the appointment) one appointment within
  * scope.  *row has the APT_VIEW_SQL columns, but APT_C_SLOT_STATUS and

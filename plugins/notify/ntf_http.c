@@ -9,7 +9,7 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
-#include "common.h"
+#include "sdk/sdk.h"
 #include "notify.h"
 
 #define DEFAULT_LIMIT 20
@@ -70,12 +70,12 @@ int ntf_h_list(struct pin_req *r, void *ud)
 		"  AND (NOT $2::boolean OR read_at IS NULL) "
 		"  AND ($3::timestamptz IS NULL OR (created_at, id) < ($3::timestamptz, $4::uuid)) "
 		"ORDER BY created_at DESC, id DESC LIMIT $5::int", 5, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	cnt = pc_api->db_exec_prepared("ntf_unread_count",
 		"SELECT count(*) FROM notifications.notifications "
 		"WHERE recipient_user_id = $1::uuid AND channel = 'InApp' AND read_at IS NULL", 1, p);
-	if (!cnt || PQresultStatus(cnt) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(cnt, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	body = pc_page_json(res, limit, 8, 0, item_json);
 	pc_json_col_int(body, "unreadCount", cnt, 0, 0);
@@ -101,7 +101,7 @@ int ntf_h_read(struct pin_req *r, void *ud)
 		"SET status = 'Read', read_at = coalesce(read_at, $3::timestamptz) "
 		"WHERE id = $1::uuid AND recipient_user_id = $2::uuid AND channel = 'InApp' "
 		"RETURNING " ITEM_COLS, 3, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(res) == 0)
 		return pc_problem(r, 404, "NOTIFICATION_NOT_FOUND", "notification not found");
@@ -123,7 +123,7 @@ static int settings_respond(struct pin_req *r, const char *user)
 		"LEFT JOIN notifications.recipient_contacts c ON c.user_id = q.u", 1, p);
 	json_object *o, *qh = NULL;
 
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	if (!pc_res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
 		return PIN_ERR_DB;
 	o = json_object_new_object();
 	pc_json_col(o, "locale", res, 0, 0);
@@ -210,87 +210,84 @@ static const char *const settings_fields[] = {
 };
 static const char *const quiet_fields[] = { "from", "to", NULL };
 
-/*
- * PUT: fields present replace the stored value, absent fields keep it
- * (a first PUT starts from the defaults); locale / timeZone null go back to
- * the contact replica's value (else ru / Europe/Moscow); quietHours null =
- * no quiet window; overrides null = {}.
- */
-int ntf_h_settings_put(struct pin_req *r, void *ud)
+/* A settings PUT body: each field with its state (absent keeps the stored
+ * value). */
+struct settings_in {
+	const char *locale, *tz, *qf, *qt, *ovr;
+	enum pc_field fl, ft, fm;
+	int mute, has_q, has_o;
+};
+
+/* quietHours: {from, to} HH:MM, different, or null. */
+static void parse_quiet(json_object *v, struct settings_in *in, struct pc_errs *e)
 {
-	const char *user = pc_api->req_principal(r)->sub;
-	struct pc_errs e;
-	json_object *b, *v;
-	const char *locale = NULL, *tz = NULL, *qf = NULL, *qt = NULL, *ovr = NULL,
-		*p[13];
-	enum pc_field fl = PC_ABSENT, ft = PC_ABSENT, fm = PC_ABSENT;
-	int mute = 0, has_q = 0, has_o = 0, rc;
+	struct pc_errs qe;
+
+	if (!v)
+		return;
+	if (!json_object_is_type(v, json_type_object)) {
+		pc_errs_add(e, "quietHours", "must be {from: HH:MM, to: HH:MM} or null");
+		return;
+	}
+	pc_errs_init(&qe);
+	pc_check_fields(v, quiet_fields, e);
+	pc_get_string(v, "from", 1, 5, 5, &in->qf, &qe);
+	pc_get_string(v, "to", 1, 5, 5, &in->qt, &qe);
+	pc_errs_free(&qe);
+	if (!in->qf || !hhmm_ok(in->qf))
+		pc_errs_add(e, "quietHours.from", "must be HH:MM (00:00-23:59)");
+	if (!in->qt || !hhmm_ok(in->qt))
+		pc_errs_add(e, "quietHours.to", "must be HH:MM (00:00-23:59)");
+	if (in->qf && in->qt && !strcmp(in->qf, in->qt))
+		pc_errs_add(e, "quietHours", "from and to must differ");
+}
+
+static void parse_settings(json_object *b, struct settings_in *in, struct pc_errs *e)
+{
+	json_object *v;
+
+	memset(in, 0, sizeof(*in));
+	pc_check_fields(b, settings_fields, e);
+	in->fl = pc_get_string(b, "locale", 0, 2, 5, &in->locale, e);
+	if (in->fl == PC_SET && !locale_ok(in->locale)) {
+		pc_errs_add(e, "locale", "must look like ru, en or en-US");
+		in->fl = PC_INVALID;
+	}
+	in->ft = pc_get_string(b, "timeZone", 0, 1, 64, &in->tz, e);
+	in->fm = pc_get_bool(b, "globalMute", 0, &in->mute, e);
+	if (in->fm == PC_NULL)
+		pc_errs_add(e, "globalMute", "must be a boolean");
+	if (json_object_object_get_ex(b, "quietHours", &v)) {
+		in->has_q = 1;
+		parse_quiet(v, in, e);
+	}
+	if (json_object_object_get_ex(b, "overrides", &v)) {
+		in->has_o = 1;
+		in->ovr = v ? overrides_text(v, e) : "{}";
+	}
+}
+
+/* Upsert of the caller's settings (fields present only).  0 / PIN_ERR_DB. */
+static int store_settings(const char *user, const struct settings_in *in)
+{
+	const char *p[13];
 	char now[40];
 	PGresult *res;
 
-	(void)ud;
-	pc_errs_init(&e);
-	if (!(b = pc_body(r, &e)))
-		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "invalid body", &e);
-	pc_check_fields(b, settings_fields, &e);
-	fl = pc_get_string(b, "locale", 0, 2, 5, &locale, &e);
-	if (fl == PC_SET && !locale_ok(locale)) {
-		pc_errs_add(&e, "locale", "must look like ru, en or en-US");
-		fl = PC_INVALID;
-	}
-	ft = pc_get_string(b, "timeZone", 0, 1, 64, &tz, &e);
-	fm = pc_get_bool(b, "globalMute", 0, &mute, &e);
-	if (fm == PC_NULL)
-		pc_errs_add(&e, "globalMute", "must be a boolean");
-	if (json_object_object_get_ex(b, "quietHours", &v)) {
-		has_q = 1;
-		if (v && !json_object_is_type(v, json_type_object)) {
-			pc_errs_add(&e, "quietHours", "must be {from: HH:MM, to: HH:MM} or null");
-		} else if (v) {
-			struct pc_errs qe;
-
-			pc_errs_init(&qe);
-			pc_check_fields(v, quiet_fields, &e);
-			pc_get_string(v, "from", 1, 5, 5, &qf, &qe);
-			pc_get_string(v, "to", 1, 5, 5, &qt, &qe);
-			pc_errs_free(&qe);
-			if (!qf || !hhmm_ok(qf))
-				pc_errs_add(&e, "quietHours.from", "must be HH:MM (00:00-23:59)");
-			if (!qt || !hhmm_ok(qt))
-				pc_errs_add(&e, "quietHours.to", "must be HH:MM (00:00-23:59)");
-			if (qf && qt && !strcmp(qf, qt))
-				pc_errs_add(&e, "quietHours", "from and to must differ");
-		}
-	}
-	if (json_object_object_get_ex(b, "overrides", &v)) {
-		has_o = 1;
-		ovr = v ? overrides_text(v, &e) : "{}";
-	}
-	if (e.n)
-		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "invalid settings", &e);
-	if (ft == PC_SET) {
-		rc = pc_tz_canonical(tz, &tz);
-		if (rc < 0)
-			return rc;
-		if (rc == 1) {
-			pc_errs_add(&e, "timeZone", "unknown IANA time zone");
-			return pc_errs_respond(r, 422, "UNKNOWN_TIME_ZONE", "unknown time zone", &e);
-		}
-	}
 	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
 	p[0] = user;
-	p[1] = fl == PC_SET ? locale : NULL;
-	p[2] = ft == PC_SET ? tz : NULL;
-	p[3] = qf;
-	p[4] = qt;
-	p[5] = fm == PC_SET ? (mute ? "true" : "false") : NULL;
-	p[6] = has_o ? ovr : NULL;
+	p[1] = in->fl == PC_SET ? in->locale : NULL;
+	p[2] = in->ft == PC_SET ? in->tz : NULL;
+	p[3] = in->qf;
+	p[4] = in->qt;
+	p[5] = in->fm == PC_SET ? (in->mute ? "true" : "false") : NULL;
+	p[6] = in->has_o ? in->ovr : NULL;
 	p[7] = now;
-	p[8] = fl != PC_ABSENT ? "true" : "false";
-	p[9] = ft != PC_ABSENT ? "true" : "false";
-	p[10] = has_q ? "true" : "false";
-	p[11] = fm != PC_ABSENT ? "true" : "false";
-	p[12] = has_o ? "true" : "false";
+	p[8] = in->fl != PC_ABSENT ? "true" : "false";
+	p[9] = in->ft != PC_ABSENT ? "true" : "false";
+	p[10] = in->has_q ? "true" : "false";
+	p[11] = in->fm != PC_ABSENT ? "true" : "false";
+	p[12] = in->has_o ? "true" : "false";
 	res = pc_api->db_exec_prepared("ntf_settings_put",
 		"INSERT INTO notifications.user_notification_settings AS s (user_id, locale, "
 		"  time_zone, quiet_from, quiet_to, global_mute, overrides, created_at, updated_at) "
@@ -305,7 +302,40 @@ int ntf_h_settings_put(struct pin_req *r, void *ud)
 		"    ELSE s.global_mute END, "
 		"  overrides = CASE WHEN $13::boolean THEN EXCLUDED.overrides ELSE s.overrides END, "
 		"  version = s.version + 1, updated_at = EXCLUDED.updated_at", 13, p);
-	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
-		return PIN_ERR_DB;
+	return pc_res_ok(res, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
+}
+
+/*
+ * PUT: fields present replace the stored value, absent fields keep it
+ * (a first PUT starts from the defaults); locale / timeZone null go back to
+ * the contact replica's value (else ru / Europe/Moscow); quietHours null =
+ * no quiet window; overrides null = {}.
+ */
+int ntf_h_settings_put(struct pin_req *r, void *ud)
+{
+	const char *user = pc_api->req_principal(r)->sub;
+	struct settings_in in;
+	struct pc_errs e;
+	json_object *b;
+	int rc;
+
+	(void)ud;
+	pc_errs_init(&e);
+	if (!(b = pc_body(r, &e)))
+		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "invalid body", &e);
+	parse_settings(b, &in, &e);
+	if (e.n)
+		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "invalid settings", &e);
+	if (in.ft == PC_SET) {
+		rc = pc_tz_lookup(in.tz, &in.tz);
+		if (rc == PC_E_TZ) {
+			pc_errs_add(&e, "timeZone", "unknown IANA time zone");
+			return pc_errs_respond(r, 422, "UNKNOWN_TIME_ZONE", "unknown time zone", &e);
+		}
+		if (rc < 0)
+			return rc;
+	}
+	if ((rc = store_settings(user, &in)) < 0)
+		return rc;
 	return settings_respond(r, user);
 }

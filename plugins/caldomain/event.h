@@ -1,0 +1,135 @@
+/*
+ * caldomain/event.h -- the CalendarEvent on the database (event.c,
+ * event_owner.c): create, reschedule, status transitions, owner changes,
+ * reminder materialisation and the event-* outbox messages.  Every function
+ * runs inside the caller's transaction (the caller begins and commits) and
+ * uses the SDK's pc_api: the plugin must have called pc_init().
+ * Errors follow the SDK convention (sdk/core.h).
+ */
+#ifndef PIN_CALDOMAIN_EVENT_H
+#define PIN_CALDOMAIN_EVENT_H
+
+#include "sdk/core.h"
+#include "caldomain/event_rules.h"
+
+/*
+ * Column list selecting an event (use with pc_event_json / payloads):
+ *   SELECT PC_EVENT_COLS FROM calendar.calendar_events e WHERE ...
+ * Column indexes are the PC_EC_* below.
+ */
+#define PC_EVENT_COLS \
+	"e.id, e.tenant_id, e.owner_user_id, e.kind, e.origin, e.status, e.priority, " \
+	"e.title, e.description, e.location, calendar.us(e.start_at), calendar.us(e.end_at), " \
+	"e.time_zone, e.client_user_id, e.lead_id, e.deal_id, e.booking_id, e.project_id, " \
+	"e.property_object_id, e.appointment_id, e.reminder_offsets_minutes, e.cancel_reason, " \
+	"calendar.us(e.started_at), calendar.us(e.completed_at), calendar.us(e.cancelled_at), " \
+	"calendar.us(e.created_at), calendar.us(e.updated_at), e.version, e.created_by_user_id"
+enum {
+	PC_EC_ID, PC_EC_TENANT, PC_EC_OWNER, PC_EC_KIND, PC_EC_ORIGIN, PC_EC_STATUS,
+	PC_EC_PRIORITY, PC_EC_TITLE, PC_EC_DESCRIPTION, PC_EC_LOCATION, PC_EC_START,
+	PC_EC_END, PC_EC_TZ, PC_EC_CLIENT, PC_EC_LEAD, PC_EC_DEAL, PC_EC_BOOKING,
+	PC_EC_PROJECT, PC_EC_PROPERTY, PC_EC_APPOINTMENT, PC_EC_OFFSETS,
+	PC_EC_CANCEL_REASON, PC_EC_STARTED, PC_EC_COMPLETED, PC_EC_CANCELLED,
+	PC_EC_CREATED, PC_EC_UPDATED, PC_EC_VERSION, PC_EC_CREATED_BY, PC_EC__N
+};
+
+/* A new event (strings borrowed; NULL = absent). */
+struct pc_event_new {
+	const char *id;             /* NULL: a UUIDv7 is generated */
+	const char *tenant_id, *owner_user_id;
+	const char *kind, *origin, *priority;      /* priority NULL = Normal */
+	const char *title, *description, *location;
+	int64_t start_us;
+	int has_end;
+	int64_t end_us;
+	const char *time_zone;      /* canonical (pc_tz_lookup) */
+	const char *client_user_id, *lead_id, *deal_id, *booking_id, *project_id,
+		*property_object_id, *appointment_id, *created_by_user_id;
+	int has_offsets;            /* 0: default {1440, 60} */
+	int offsets[PC_MAX_OFFSETS];
+	size_t n_offsets;
+};
+
+/*
+ * Inserts the event, materialises its reminders (rule 1) and writes
+ * event-created to the outbox, in the caller's transaction.  Does not
+ * re-validate (call the pc_rule_* first).  *row_out: the event row
+ * (PC_EVENT_COLS, arena result, row 0).  0 / PIN_ERR_DB / PIN_ERR.
+ */
+int pc_event_create(const struct pc_event_new *ev, int64_t now_us, PGresult **row_out);
+
+/*
+ * Loads and locks (FOR UPDATE) an event.  tenant_id / owner_user_id may be
+ * NULL (system scope).  0 with *row_out, PC_E_NOT_FOUND, PIN_ERR_DB.
+ */
+int pc_event_lock(const char *id, const char *tenant_id, const char *owner_user_id,
+		PGresult **row_out);
+
+/*
+ * Status transition on a locked event row (pc_event_lock): INV-CAL-2,
+ * reminders Pending -> Skipped on Completed/Cancelled (rule 3), outbox
+ * event-status-changed.  cancel_reason only for "cancel" (may be NULL).
+ * 0 with *row_out (updated), PC_E_TRANSITION, PIN_ERR_DB.
+ */
+int pc_event_transition(const PGresult *locked, const char *action,
+		const char *cancel_reason, int64_t now_us, PGresult **row_out);
+
+/*
+ * Reschedule of a locked event: INV-CAL-3 (duration kept), reminders
+ * re-materialised (rule 2), outbox event-rescheduled.
+ * 0 with *row_out, PC_E_TRANSITION, PIN_ERR_DB.  A new start equal to the
+ * current one is no move (seed 002 publishes every *actual* reschedule):
+ * 0 with *changed = 0 and *row_out = locked, nothing written, no message
+ * (*changed = 1 after an actual move; changed may be NULL).
+ */
+int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t now_us,
+		PGresult **row_out, int *changed);
+
+/*
+ * Rule 2 for an event: deletes its Pending reminders and materialises the
+ * offsets from start_us (rule 1 again).  offsets_pg: PostgreSQL array text
+ * "{1440,60}".  0 / PIN_ERR_DB.
+ */
+int pc_reminders_rematerialise(const char *event_id, int64_t start_us,
+		const char *offsets_pg, int64_t now_us);
+/* Rule 3: every Pending reminder of the event -> Skipped.  0 / PIN_ERR_DB */
+int pc_reminders_skip(const char *event_id, int64_t now_us);
+
+/* Representations.  New json objects owned by the caller. */
+json_object *pc_event_json(const PGresult *res, int row);
+/* The card's "reminders" array for an event (query). NULL on DB error. */
+json_object *pc_event_reminders_json(const char *event_id);
+
+/* Payloads of the contracts (events.md); new objects, no PII. */
+json_object *pc_payload_event_created(const PGresult *res, int row);
+json_object *pc_payload_event_rescheduled(const PGresult *res, int row);
+json_object *pc_payload_event_status_changed(const PGresult *res, int row,
+		const char *previous_status);
+
+#define PC_TOPIC_EVENT_CREATED        "pin.calendar.event-created.v1"
+#define PC_TOPIC_EVENT_RESCHEDULED    "pin.calendar.event-rescheduled.v1"
+#define PC_TOPIC_EVENT_STATUS_CHANGED "pin.calendar.event-status-changed.v1"
+#define PC_TOPIC_REMINDER_DUE         "pin.calendar.reminder-due.v1"
+
+/* ---- owner reassignment (event_owner.c) */
+
+#define PC_TOPIC_EVENT_OWNER_CHANGED  "pin.calendar.event-owner-changed.v1"
+
+/*
+ * INV-CAL-8: moves a locked event (pc_event_lock) to owner_user_id and
+ * tenant_id (NULL = keep the tenant) and writes event-owner-changed (reason,
+ * e.g. "ExecutorChanged") to the outbox, in the caller's transaction.
+ * Reminders are untouched (their rows follow the event).  0 with *row_out,
+ * *changed = 0 (same owner and tenant: nothing written, *row_out = locked;
+ * changed may be NULL),
+ * PIN_ERR_DB.  Status and origin are the caller's checks.
+ */
+int pc_event_change_owner(const PGresult *locked, const char *tenant_id,
+		const char *owner_user_id, const char *reason, int64_t now_us,
+		PGresult **row_out, int *changed);
+/* event-owner-changed payload (events.md); new object, no PII. */
+json_object *pc_payload_event_owner_changed(const PGresult *res, int row,
+		const char *previous_tenant_id, const char *previous_owner_user_id,
+		const char *reason);
+
+#endif

@@ -1,0 +1,10 @@
+/* caldomain/schema.h -- names of the calendar schema that several plugins
+ * use (no code). */
+#ifndef PIN_CALDOMAIN_SCHEMA_H
+#define PIN_CALDOMAIN_SCHEMA_H
+
+/* The consumer inbox of the calendar plugins' consumer groups (dedup of
+ * messages by messageId; struct pin_consumer.inbox_table). */
+#define PC_INBOX_TABLE "calendar.inbox"
+
+#endif

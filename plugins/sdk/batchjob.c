@@ -1,0 +1,40 @@
+/* batchjob.c -- polling jobs that work in batches. */
+#include "config.h"
+#include "sdk/batchjob.h"
+#include "sdk/instant.h"
+#include "sdk/pg.h"
+
+int pc_batch_size(const char *key, int def)
+{
+	long long batch = pc_api->config_int(key, def);
+
+	return batch < 1 || batch > 10000 ? def : (int)batch;
+}
+
+int pc_batch_loop(pc_batch_fn fn, int64_t now_us, int batch, int max_batches)
+{
+	int total = 0, n, k;
+
+	for (k = 0; k < max_batches; k++) {
+		n = fn(now_us, batch);
+		if (n < 0)
+			return n;
+		total += n;
+		if (n < batch)
+			break;
+	}
+	return total;
+}
+
+void pc_set_lag(const char *stmt, const char *sql, int64_t now_us,
+		const char *metric, const char *labels)
+{
+	const char *p[1] = { pc_time_param(now_us) };
+	PGresult *res = pc_api->db_exec_prepared(stmt, sql, 1, p);
+	double lag = 0;
+
+	if (pc_res_ok(res, PGRES_TUPLES_OK) && PQntuples(res) == 1 &&
+			!PQgetisnull(res, 0, 0))
+		lag = (double)(now_us - pc_col_us(res, 0, 0)) / 1e6;
+	pc_api->metric_set(metric, labels, lag);
+}

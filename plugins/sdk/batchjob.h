@@ -1,0 +1,23 @@
+/* sdk/batchjob.h -- polling jobs that work in batches. */
+#ifndef PIN_SDK_BATCHJOB_H
+#define PIN_SDK_BATCHJOB_H
+
+#include "sdk/core.h"
+
+/* One batch of a job in its own transaction (FOR UPDATE SKIP LOCKED):
+ * rows processed (>= 0) or a negative PIN_ERR*. */
+typedef int (*pc_batch_fn)(int64_t now_us, int batch);
+/* The config value key (e.g. "job.reminder-dispatch.batch"); def when it
+ * is outside [1, 10000]. */
+int pc_batch_size(const char *key, int def);
+/* One job pass: fn(now_us, batch) until a batch comes back short or after
+ * max_batches (the next pass continues).  The total (>= 0), or the first
+ * negative result of fn. */
+int pc_batch_loop(pc_batch_fn fn, int64_t now_us, int batch, int max_batches);
+/* Gauge metric{labels} = age in seconds of the oldest due row at now_us, 0
+ * when none.  sql (prepared as stmt) takes $1 = now (timestamptz) and
+ * selects the epoch microseconds of min(<due column>) of the due rows. */
+void pc_set_lag(const char *stmt, const char *sql, int64_t now_us,
+		const char *metric, const char *labels);
+
+#endif

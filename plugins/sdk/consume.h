@@ -1,0 +1,27 @@
+/* sdk/consume.h -- helpers of Kafka consumers (the handler side of
+ * struct pin_consumer). */
+#ifndef PIN_SDK_CONSUME_H
+#define PIN_SDK_CONSUME_H
+
+#include "sdk/core.h"
+
+/* Fills res->code and res->detail and returns st (RETRY or FATAL).  With
+ * log_msg, also a WARN line: messageId, topic, code, detail (no PII); msg
+ * is read only then (may be NULL without log_msg). */
+enum pin_consume_status pc_consume_fail(const struct pin_msg *msg,
+		struct pin_consume_result *res, enum pin_consume_status st,
+		const char *code, const char *detail, const char *log_msg);
+/* A message of another contract version than 1 is handled anyway, with a
+ * WARN line (log_msg) and the counter metric. */
+void pc_contract_check(const struct pin_msg *msg, const char *log_msg,
+		const char *metric);
+
+/*
+ * The head every reader of the identity contract (pin.identity.users.v1)
+ * checks: an object payload with userId (uuid) and displayName (1..1000
+ * bytes), borrowed from payload.  NULL when valid, else what is wrong.
+ */
+const char *pc_identity_user(json_object *payload, const char **user_id,
+		const char **display_name);
+
+#endif

@@ -1,0 +1,117 @@
+/* idem.c -- Idempotency-Key: the first answer of a write, replayed for 24 h. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "sdk/idem.h"
+#include "sdk/pg.h"
+#include "sdk/instant.h"
+#include "sdk/problem.h"
+
+/* Answers the stored first response (row of pc_idem_get) again. */
+static void idem_replay(struct pin_req *r, const PGresult *res)
+{
+	json_object *replay, *ver;
+
+	replay = PQgetisnull(res, 0, 1) ? NULL : json_tokener_parse(PQgetvalue(res, 0, 1));
+	if (!PQgetisnull(res, 0, 2))
+		pc_api->set_header(r, "Location", PQgetvalue(res, 0, 2));
+	/* the first response carried ETag: "<version>" of the representation;
+	 * the replay answers the same (the body holds that version) */
+	if (replay && json_object_object_get_ex(replay, "version", &ver) &&
+			json_object_is_type(ver, json_type_int))
+		pc_api->set_header(r, "ETag", pc_api->sprintf("\"%lld\"",
+				(long long)json_object_get_int64(ver)));
+	pc_api->set_header(r, "Idempotent-Replayed", "true");
+	pc_api->respond_json(r, atoi(PQgetvalue(res, 0, 0)), replay);
+}
+
+int pc_idem_begin(struct pin_req *r, struct pc_idem *st)
+{
+	const struct pin_principal *p = pc_api->req_principal(r);
+	const char *key = pc_api->req_header(r, "Idempotency-Key");
+	json_object *body = pc_api->req_body(r);
+	const char *params[5];
+	char *now;
+	PGresult *res;
+
+	st->key = NULL;
+	st->caller = p && p->sub ? p->sub : "";
+	st->fingerprint = NULL;
+	if (!key || !*key)
+		return 0;
+	if (strlen(key) > 64) {
+		struct pc_errs e;
+		pc_errs_init(&e);
+		pc_errs_add(&e, "Idempotency-Key", "at most 64 characters");
+		pc_errs_respond(r, 400, "MALFORMED_REQUEST", "bad Idempotency-Key header", &e);
+		return PC_E_RESPONDED;
+	}
+	st->key = key;
+	st->fingerprint = pc_api->sprintf("%s %s %s", pc_api->req_method(r),
+			pc_api->req_path(r),
+			body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : "");
+	now = pc_time_param(pc_api->now_us());
+	params[0] = st->caller;
+	params[1] = key;
+	params[2] = st->fingerprint;
+	params[3] = now;
+	/* Claim the key.  A row older than 24 h is expired and taken over; a
+	 * concurrent claim waits on the unique index until we commit. */
+	res = pc_api->db_exec_prepared("pc_idem_claim",
+		"INSERT INTO calendar.idempotency_keys AS k "
+		"  (caller, key, request_hash, status, created_at) "
+		"VALUES ($1, $2, md5($3), 0, $4::timestamptz) "
+		"ON CONFLICT (caller, key) DO UPDATE "
+		"  SET request_hash = EXCLUDED.request_hash, status = 0, "
+		"      response_body = NULL, location = NULL, created_at = EXCLUDED.created_at "
+		"  WHERE k.created_at <= $4::timestamptz - interval '24 hours' "
+		"RETURNING 1", 4, params);
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	if (PQntuples(res) == 1)
+		return 0;
+	res = pc_api->db_exec_prepared("pc_idem_get",
+		"SELECT status, response_body, location, request_hash = md5($3) "
+		"FROM calendar.idempotency_keys WHERE caller = $1 AND key = $2",
+		3, params);
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	if (PQntuples(res) != 1)
+		return PIN_ERR_DB;
+	if (strcmp(PQgetvalue(res, 0, 3), "t") != 0) {
+		struct pc_errs e;
+		pc_errs_init(&e);
+		pc_errs_add(&e, "Idempotency-Key",
+				"already used for a different request within 24 h");
+		pc_errs_respond(r, 422, "VALIDATION_FAILED",
+				"Idempotency-Key reused with another request", &e);
+		return PC_E_RESPONDED;
+	}
+	idem_replay(r, res);
+	return PC_E_REPLAYED;
+}
+
+int pc_idem_store(const struct pc_idem *st, int status, json_object *body,
+		const char *location)
+{
+	const char *params[5];
+	char code[16];
+	PGresult *res;
+
+	if (!st->key)
+		return 0;
+	snprintf(code, sizeof(code), "%d", status);
+	params[0] = st->caller;
+	params[1] = st->key;
+	params[2] = code;
+	params[3] = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL;
+	params[4] = location;
+	res = pc_api->db_exec_prepared("pc_idem_store",
+		"UPDATE calendar.idempotency_keys SET status = $3::int, "
+		"  response_body = $4::jsonb, location = $5 "
+		"WHERE caller = $1 AND key = $2", 5, params);
+	if (!pc_res_ok(res, PGRES_COMMAND_OK))
+		return PIN_ERR_DB;
+	return 0;
+}

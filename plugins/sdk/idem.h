@@ -1,0 +1,37 @@
+/* sdk/idem.h -- Idempotency-Key of writes. */
+#ifndef PIN_SDK_IDEM_H
+#define PIN_SDK_IDEM_H
+
+#include "sdk/core.h"
+
+/*
+ * Idempotency of writes (api.md): the service's key store,
+ * calendar.idempotency_keys(caller, key), holds the first successful
+ * response for 24 h.  Use inside the write's transaction:
+ *
+ *     api->db_begin();
+ *     rc = pc_idem_begin(r, &idem);      // after db_begin
+ *     if (rc == PC_E_REPLAYED || rc == PC_E_RESPONDED) { rollback; return PIN_OK; }
+ *     if (rc < 0) { rollback; return rc; }
+ *     ... the write, building the response body ...
+ *     pc_idem_store(&idem, 201, body, location);   // before commit
+ *     api->db_commit(); respond.
+ *
+ * Without the header pc_idem_begin returns 0 and pc_idem_store does nothing.
+ * A concurrent request with the same key waits for the first one (unique
+ * index), then replays its response.  The same key with another method,
+ * path or body answers 422 VALIDATION_FAILED (field "Idempotency-Key").
+ * Failed requests (rolled back) store nothing, so a retry runs again.
+ * Replays carry the header "Idempotent-Replayed: true".
+ */
+struct pc_idem {
+	const char *caller;     /* principal sub */
+	const char *key;        /* NULL when no header */
+	const char *fingerprint;/* method + path + body text */
+};
+int pc_idem_begin(struct pin_req *r, struct pc_idem *st);
+/* body borrowed (serialised); location may be NULL. 0 / PIN_ERR_DB */
+int pc_idem_store(const struct pc_idem *st, int status, json_object *body,
+		const char *location);
+
+#endif

@@ -1,0 +1,31 @@
+/* sdk/pg.h -- libpq result helpers and JSON output of columns. */
+#ifndef PIN_SDK_PG_H
+#define PIN_SDK_PG_H
+
+#include "sdk/core.h"
+
+/* 1 when res is non-NULL with status want, else 0. */
+int pc_res_ok(const PGresult *res, ExecStatusType want);
+/* The text of a column, NULL for SQL NULL.  Borrowed from res. */
+const char *pc_col(const PGresult *res, int row, int col);
+/* SQL text of a bigint column (epoch microseconds) -> us; -1 on NULL.
+ * Select instants as  calendar.us(col)  (a function of migration 0100). */
+int64_t pc_col_us(const PGresult *res, int row, int col);
+
+/* Adds key -> string or JSON null. */
+void pc_json_str(json_object *o, const char *key, const char *v);
+/* Adds the text of column col (NULL -> null). */
+void pc_json_col(json_object *o, const char *key, const PGresult *res, int row, int col);
+/* (instants: pc_json_col_time of sdk/instant.h) */
+void pc_json_col_int(json_object *o, const char *key, const PGresult *res, int row, int col);
+/* Adds a boolean column ("t" -> true, anything else -> false). */
+void pc_json_col_bool(json_object *o, const char *key, const PGresult *res, int row, int col);
+
+/* PostgreSQL int[] text "{1440,60}" -> JSON array of ints (new object). */
+json_object *pc_json_int_array(const char *pg_array);
+/* PostgreSQL int[] text -> at most max ints into out; returns the count. */
+size_t pc_pg_int_parse(const char *pg_array, int *out, size_t max);
+/* ints -> PostgreSQL array text "{1440,60}" (arena). */
+char *pc_pg_int_array(const int *v, size_t n);
+
+#endif

@@ -1,0 +1,26 @@
+/* sdk/problem.h -- validation error collectors and problem+json answers. */
+#ifndef PIN_SDK_PROBLEM_H
+#define PIN_SDK_PROBLEM_H
+
+#include "sdk/core.h"
+
+/*
+ * Collector of validation errors: {field, message} objects.  Zero-init or
+ * pc_errs_init(); pc_errs_free() when not handed to a response.
+ */
+struct pc_errs {
+	json_object *arr;   /* owned; NULL while empty */
+	int n;
+};
+void pc_errs_init(struct pc_errs *e);
+void pc_errs_add(struct pc_errs *e, const char *field, const char *message);
+void pc_errs_free(struct pc_errs *e);
+/* Answers status/code with the collected errors (ownership moves to the
+ * host) and returns PIN_OK. */
+int pc_errs_respond(struct pin_req *r, int status, const char *code,
+		const char *detail, struct pc_errs *e);
+
+/* respond_problem without errors; returns PIN_OK. */
+int pc_problem(struct pin_req *r, int status, const char *code, const char *detail);
+
+#endif

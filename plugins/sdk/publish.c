@@ -1,0 +1,14 @@
+/* publish.c -- the outbox put helper (the write and its message commit together). */
+#include "config.h"
+#include "sdk/publish.h"
+
+
+int pc_outbox(const char *topic, const char *key, const char *event_type,
+		const char *aggregate_type, const char *aggregate_id, json_object *payload)
+{
+	int rc = pc_api->outbox_put(topic, key, event_type, aggregate_type,
+			aggregate_id, payload);
+
+	json_object_put(payload);
+	return rc == 0 ? 0 : PIN_ERR_DB;
+}
