@@ -527,7 +527,8 @@ START_TEST(browser_eventsource)
 	/* resume: the page is gone while a second booking happens; a new
 	 * ticket + last_event_id gets only what it missed, from nchan's buffer */
 	js("S.agent.es.close(); 'closed'");
-	apt2 = book(tok_inv, slot2);
+	/* another investor: one active appointment per investor, agent and kind */
+	apt2 = book(h_token("investor", h_uuid(), NULL), slot2);
 	ck_assert_msg(H_WAIT_UNTIL((row = inapp_row(agent, apt2)) != NULL &&
 		PQgetvalue(row, 0, 5)[0] == 't', WAIT_MS), "second row not published");
 	ck_assert_str_eq(js("open_stream('again', '%s', '&last_event_id=' + "
