@@ -399,6 +399,20 @@ static const char PAGE_JS[] =
 	"    s.state = 'closed'; resolve('closed'); } };"
 	"  setTimeout(() => resolve(s.state), 8000);"
 	"});"
+	"window.ws_listen = (name, url) => new Promise((resolve) => {"
+	"  const s = { events: [], state: 'connecting' }; S[name] = s;"
+	"  const w = new WebSocket(url); s.ws = w;"
+	"  w.onopen = () => { s.state = 'open'; resolve('open'); };"
+	"  w.onmessage = (e) => s.events.push({ data: JSON.parse(e.data), at: Date.now() });"
+	"  w.onclose = () => { if (s.state !== 'open') resolve('closed'); s.state = 'closed'; };"
+	"  setTimeout(() => resolve(s.state), 8000);"
+	"});"
+	"window.open_ws = async (name, jwt) => {"
+	"  const r = await fetch('" TICKET "', { method: 'POST',"
+	"    headers: { Authorization: 'Bearer ' + jwt } });"
+	"  const t = await r.json();"
+	"  return ws_listen(name, 'ws://' + location.host + t.streamUrl);"
+	"};"
 	"window.open_stream = async (name, jwt, extra) => {"
 	"  const r = await fetch('" TICKET "', { method: 'POST',"
 	"    headers: { Authorization: 'Bearer ' + jwt } });"
@@ -480,6 +494,11 @@ START_TEST(browser_eventsource)
 	ck_assert_str_eq(js("%s", PAGE_JS), "\"ok\"");
 	ck_assert_str_eq(js("open_stream('agent', '%s')", tok_agent), "\"open\"");
 	ck_assert_str_eq(js("open_stream('other', '%s')", tok_other), "\"open\"");
+	/* nchan also speaks WebSocket on the same URL and ticket */
+	ck_assert_str_eq(js("open_ws('ws', '%s')", tok_agent), "\"open\"");
+	ck_assert_str_eq(js("ws_listen('wsforged', 'ws://' + location.host + '" STREAM
+		"?ticket=' + '%s')", h_sprintf("%s%s", agent, strchr(get_ticket(tok_other), '.'))),
+		"\"closed\"");
 	/* the other agent's signature on this agent's id: the browser gets 403 */
 	forged = get_ticket(tok_other);
 	forged = h_sprintf("%s%s", agent, strchr(forged, '.'));
@@ -518,6 +537,12 @@ START_TEST(browser_eventsource)
 	last_id = h_strdup(h_jstr(ev, "lastEventId"));
 	ck_assert_msg(last_id && *last_id, "SSE id missing");
 	json_object_put(evs);
+
+	/* the WebSocket got the same message */
+	ck_assert_msg(H_WAIT_UNTIL(strcmp(js("S.ws.events.length"), "0") != 0, 2000),
+		"no WebSocket message");
+	ck_assert_str_eq(js("S.ws.events[0].data.id"), h_sprintf("\"%s\"",
+		PQgetvalue(row, 0, 0)));
 
 	/* the other user's stream saw nothing */
 	h_sleep_ms(1000);
