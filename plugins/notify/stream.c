@@ -158,7 +158,7 @@ static int h_ticket(struct pin_req *r, void *ud)
 		return pc_api->respond_problem(r, 503, "NTF_STREAM_UNAVAILABLE",
 			"real-time notifications are not configured on this host", NULL);
 	/* canonical lower case: the ticket text is what nginx maps to a channel */
-	if (!me->sub || strlen(me->sub) != 36)
+	if (!me->sub || strlen(me->sub) != 36 || !pc_api->is_uuid(me->sub))
 		return pc_api->respond_problem(r, 403, "FORBIDDEN",
 			"token subject is not a user id", NULL);
 	for (i = 0; i < 37; i++)

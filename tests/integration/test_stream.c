@@ -49,7 +49,8 @@ static struct sresp sget(const char *method, const char *url, int ms, const char
 {
 	struct sresp r = { 0, NULL, NULL };
 	struct h_buf b = { NULL, 0 };
-	struct curl_slist *hl = curl_slist_append(NULL, "Accept: text/event-stream");
+	struct curl_slist *hl = curl_slist_append(NULL, strstr(url, "/_pin/ntf-pub/") ?
+		"Accept: text/plain" : "Accept: text/event-stream");
 	CURL *c = curl_easy_init();
 	char *ct = NULL;
 	CURLcode rc;
@@ -249,6 +250,89 @@ START_TEST(publisher_is_local_only)
 	/* ... and only for notification channels */
 	s = sget("POST", h_sprintf("%sother", pub), 3000, "{\"probe\":true}");
 	ck_assert_int_eq(s.status, 404);
+}
+END_TEST
+
+/* An InApp row written straight into the table (created now - age_s),
+ * parked for the long-running worker until now + park_s. */
+static char *park_row(const char *user, int age_s, int park_s)
+{
+	char *id = h_uuid();
+
+	h_sql("INSERT INTO notifications.notifications (id, recipient_user_id, kind, channel, "
+		"urgency, role, title, body, payload, locale, source_message_id, "
+		"source_event_type, created_at, publish_next_at) VALUES ($1::uuid, $2::uuid, "
+		"'CalendarReminder', 'InApp', 'Normal', 'Owner', 't', 'b', '{}', 'ru', "
+		"gen_random_uuid(), 'test', now() - make_interval(secs => $3::int), "
+		"CASE WHEN $4::int > 0 THEN now() + make_interval(secs => $4::int) END)",
+		id, user, h_sprintf("%d", age_s), h_sprintf("%d", park_s));
+	return id;
+}
+
+static const char *pub_col(const char *id, const char *col)
+{
+	return h_sql_scalar(h_sprintf("SELECT coalesce(%s::text, 'null') FROM "
+		"notifications.notifications WHERE id = $1::uuid", col), id);
+}
+
+/* nginx's publisher refuses (nothing listens): the row backs off and is
+ * counted; once the publisher is back it is published once.  Runs the
+ * worker once with the clock 2 h ahead, where the long-running worker (real
+ * time) does not see the parked row. */
+START_TEST(publish_failure_backs_off_then_publishes)
+{
+	const char *user = h_uuid(), *id = park_row(user, 0, 7200);
+	const char *good = h_env("PIN_NCHAN_PUBLISH_URL");
+	long long due;
+
+	ck_assert_int_eq(setenv("PIN_NCHAN_PUBLISH_MAX_AGE_S", "86400", 1), 0);
+	ck_assert_int_eq(setenv("PIN_NCHAN_PUBLISH_URL", "http://127.0.0.1:1/_pin/ntf-pub/", 1), 0);
+	ck_assert_int_eq(h_run_worker_once(7300), 0);
+	ck_assert_str_eq(pub_col(id, "published_at"), "null");
+	ck_assert_str_eq(pub_col(id, "publish_attempts"), "1");
+	/* next attempt 1 s after the (shifted) failure */
+	due = h_sql_int("SELECT extract(epoch FROM publish_next_at - now())::bigint "
+		"FROM notifications.notifications WHERE id = $1::uuid", id);
+	ck_assert_msg(due >= 7290 && due <= 7310, "publish_next_at in %lld s", due);
+	/* a second failure doubles the wait */
+	ck_assert_int_eq(h_run_worker_once(7400), 0);
+	ck_assert_str_eq(pub_col(id, "publish_attempts"), "2");
+	due = h_sql_int("SELECT extract(epoch FROM publish_next_at - now())::bigint "
+		"FROM notifications.notifications WHERE id = $1::uuid", id);
+	ck_assert_msg(due >= 7390 && due <= 7410, "publish_next_at in %lld s", due);
+	/* not due yet at +7401: nothing happens */
+	ck_assert_int_eq(setenv("PIN_NCHAN_PUBLISH_URL", good, 1), 0);
+	ck_assert_int_eq(h_run_worker_once(7395), 0);
+	ck_assert_str_eq(pub_col(id, "published_at"), "null");
+	/* the publisher is back: published, the attempts stay as they were */
+	ck_assert_int_eq(h_run_worker_once(7500), 0);
+	ck_assert_str_ne(pub_col(id, "published_at"), "null");
+	ck_assert_str_eq(pub_col(id, "publish_attempts"), "2");
+	ck_assert_str_eq(pub_col(id, "publish_next_at"), "null");
+}
+END_TEST
+
+/* A row older than nchan_publish_max_age_s (3600) is given up without a
+ * push; a fresh one is pushed (both by the long-running worker). */
+START_TEST(old_rows_are_not_pushed)
+{
+	const char *user = h_uuid();
+	const char *old = park_row(user, 7200, 0), *fresh = park_row(user, 0, 0);
+
+	ck_assert_msg(H_WAIT_UNTIL(strcmp(pub_col(old, "published_at"), "null") &&
+		strcmp(pub_col(fresh, "published_at"), "null"), 10000), "rows not taken");
+	ck_assert_str_eq(pub_col(old, "publish_attempts"), "0");
+	ck_assert_str_eq(pub_col(fresh, "publish_attempts"), "0");
+	/* nchan's channel info (GET on the publisher): one message, the fresh one */
+	{
+		struct sresp s = sget("GET", h_sprintf("%sntf.%s", h_env("PIN_NCHAN_PUBLISH_URL"),
+			user), 3000, NULL);
+
+		const char *q = strstr(s.body, "queued messages: ");
+
+		ck_assert_msg(s.status == 200 && q && atoi(q + 17) == 1,
+			"channel info: %ld %s", s.status, s.body);
+	}
 }
 END_TEST
 
@@ -579,6 +663,8 @@ Suite *make_stream_suite(void)
 
 	tcase_add_test(tc, ticket_and_auth);
 	tcase_add_test(tc, publisher_is_local_only);
+	tcase_add_test(tc, publish_failure_backs_off_then_publishes);
+	tcase_add_test(tc, old_rows_are_not_pushed);
 	tcase_add_test(tc, browser_eventsource);
 	suite_add_tcase(s, tc);
 	return s;
