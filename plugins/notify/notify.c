@@ -33,6 +33,10 @@ static int ntf_init(const struct pin_host_api *api, struct pin_registrar *reg,
 	if (ntf_events_register(reg, err, errlen) < 0 ||
 	    ntf_contacts_register(reg, err, errlen) < 0)
 		return -1;
+	/* real-time in-app (stream.c, push.c) */
+	if (ntf_stream_register(reg, err, errlen) < 0 ||
+	    ntf_push_register(reg, err, errlen) < 0)
+		return -1;
 	return 0;
 }
 

@@ -22,6 +22,13 @@ extern const char *const ntf_channels[];
 int ntf_events_register(struct pin_registrar *reg, char *err, size_t errlen);
 int ntf_contacts_register(struct pin_registrar *reg, char *err, size_t errlen);
 
+/* Real-time in-app (issue 10 item 4): stream tickets + the nchan auth route
+ * (stream.c), the inapp-publish job (push.c).  0 or -1 with err. */
+int ntf_stream_register(struct pin_registrar *reg, char *err, size_t errlen);
+int ntf_push_register(struct pin_registrar *reg, char *err, size_t errlen);
+/* 0 and the user id when ticket is valid at now_s (stream.c). */
+int ntf_stream_ticket_verify(const char *ticket, long long now_s, char user[37]);
+
 /* Route handlers (api.c). */
 int ntf_h_list(struct pin_req *r, void *ud);
 int ntf_h_read(struct pin_req *r, void *ud);

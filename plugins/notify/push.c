@@ -1,0 +1,238 @@
+/* push.c -- real-time in-app notifications, the publisher side (issue 10
+ * item 4): the worker job `inapp-publish` (default every 250 ms) takes
+ * committed, unpublished InApp rows with FOR UPDATE SKIP LOCKED (two worker
+ * hosts never push one row at the same time), POSTs
+ *   {id, kind, title, body, deepLink, createdAt}
+ * to <nchan_publish_url>ntf.<recipient> (nginx's loopback-only nchan
+ * publisher location) and marks the row published in the same transaction.
+ *
+ * Delivery is at least once: a host killed between the POST and the commit
+ * pushes the row again (same id: clients de-duplicate on it).  A failed POST
+ * (nginx down, non-2xx) backs the row off (1 s, 2 s, ... 60 s) and counts
+ * notifications_inapp_publish_failures_total; a transport error ends the
+ * pass.  Rows older than nchan_publish_max_age_s (3600) are given up without
+ * a push (the feed has them).  Without nchan_publish_url the job does nothing. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <curl/curl.h>
+#include "sdk/sdk.h"
+#include "notify.h"
+
+#define JOB_NAME "inapp-publish"
+#define BATCH 100
+#define BACKOFF_MAX_S 60
+
+/* Set once in init (main thread), read-only afterwards. */
+static const char *pub_url;
+static long long timeout_ms = 2000;
+static long long max_age_s = 3600;
+
+static size_t discard(char *d, size_t s, size_t n, void *ud)
+{
+	(void)d;
+	(void)ud;
+	return s * n;
+}
+
+/* POSTs body to the channel; 0 on 2xx, 1 on another status, -1 on a
+ * transport error (nginx unreachable, timeout). */
+static int post(CURL *c, const char *channel, const char *body, long *status)
+{
+	CURLcode rc;
+
+	curl_easy_setopt(c, CURLOPT_URL, pc_api->sprintf("%s%s", pub_url, channel));
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	rc = curl_easy_perform(c);
+	*status = 0;
+	if (rc != CURLE_OK)
+		return -1;
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+	return *status >= 200 && *status < 300 ? 0 : 1;
+}
+
+static json_object *message(const PGresult *res, int i)
+{
+	json_object *o = json_object_new_object();
+
+	pc_json_col(o, "id", res, i, 0);
+	pc_json_col(o, "kind", res, i, 2);
+	pc_json_col(o, "title", res, i, 3);
+	pc_json_col(o, "body", res, i, 4);
+	pc_json_col(o, "deepLink", res, i, 5);
+	pc_json_col_time(o, "createdAt", res, i, 6);
+	return o;
+}
+
+/* "{a,b}" text array of the ids in v[0..n) */
+static char *id_array(char **v, int n)
+{
+	size_t len = 3 + (size_t)n * 37;
+	char *s = pc_api->alloc(len), *p = s;
+
+	*p++ = '{';
+	for (int i = 0; i < n; i++)
+		p += sprintf(p, "%s%s", i ? "," : "", v[i]);
+	*p++ = '}';
+	*p = '\0';
+	return s;
+}
+
+static int publish(void *ud)
+{
+	int64_t now = pc_api->now_us();
+	const char *p[4];
+	char lim[16], **done;
+	PGresult *res, *up;
+	CURL *c = NULL;
+	struct curl_slist *hl = NULL;
+	int n, ndone = 0, pushed = 0, rc = 0;
+
+	(void)ud;
+	if (!pub_url)
+		return 0;
+	snprintf(lim, sizeof(lim), "%d", BATCH);
+	p[0] = pc_time_param(now);
+	p[1] = lim;
+	if (pc_api->db_begin() < 0)
+		return PIN_ERR_DB;
+	res = pc_api->db_exec_prepared("ntf_push_take",
+		"SELECT id, recipient_user_id, kind, title, body, deep_link, "
+		"  (extract(epoch FROM created_at) * 1000000)::bigint, publish_attempts, "
+		"  created_at < $1::timestamptz - make_interval(secs => $3::int) "
+		"FROM notifications.notifications "
+		"WHERE channel = 'InApp' AND published_at IS NULL "
+		"  AND (publish_next_at IS NULL OR publish_next_at <= $1::timestamptz) "
+		"ORDER BY created_at, id LIMIT $2::int FOR UPDATE SKIP LOCKED", 3,
+		(const char *[]){ p[0], p[1], pc_api->sprintf("%lld", max_age_s) });
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		rc = PIN_ERR_DB;
+		goto out;
+	}
+	n = PQntuples(res);
+	if (n == 0)
+		goto commit;
+	done = pc_api->alloc(sizeof(char *) * (size_t)n);
+	c = curl_easy_init();
+	hl = curl_slist_append(NULL, "Content-Type: application/json");
+	if (!c || !hl) {
+		rc = PIN_ERR;
+		goto out;
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	for (int i = 0; i < n; i++) {
+		const char *id = PQgetvalue(res, i, 0);
+		json_object *m;
+		long status;
+		int prc;
+
+		if (PQgetvalue(res, i, 8)[0] == 't') {
+			/* too old to be news: the feed has it */
+			done[ndone++] = (char *)id;
+			pc_api->metric_add("notifications_inapp_publish_expired_total", NULL, 1);
+			continue;
+		}
+		m = message(res, i);
+		prc = post(c, pc_api->sprintf("ntf.%s", PQgetvalue(res, i, 1)),
+			json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN |
+				JSON_C_TO_STRING_NOSLASHESCAPE), &status);
+		json_object_put(m);
+		if (prc == 0) {
+			done[ndone++] = (char *)id;
+			pushed++;
+			continue;
+		}
+		/* back off this row: 1, 2, 4 ... 60 s */
+		{
+			int att = atoi(PQgetvalue(res, i, 7)) + 1;
+			long long back = att >= 7 ? BACKOFF_MAX_S : 1LL << (att - 1);
+			const char *q[3] = { id, pc_time_param(now + back * 1000000LL),
+				pc_api->sprintf("%d", att) };
+
+			if (back > BACKOFF_MAX_S)
+				back = BACKOFF_MAX_S;
+			up = pc_api->db_exec_prepared("ntf_push_retry",
+				"UPDATE notifications.notifications SET publish_attempts = $3::int, "
+				"publish_next_at = $2::timestamptz WHERE id = $1::uuid", 3, q);
+			if (!up || PQresultStatus(up) != PGRES_COMMAND_OK) {
+				rc = PIN_ERR_DB;
+				goto out;
+			}
+		}
+		pc_api->metric_add("notifications_inapp_publish_failures_total",
+			prc < 0 ? "reason=\"transport\"" : "reason=\"status\"", 1);
+		pc_api->log(PIN_LOG_WARN, "in-app publish failed", "notificationId", id,
+			"status", pc_api->sprintf("%ld", status), NULL);
+		if (prc < 0)
+			break;          /* nginx unreachable: the rest waits for the next pass */
+	}
+	if (ndone) {
+		const char *q[2] = { id_array(done, ndone), p[0] };
+
+		up = pc_api->db_exec_prepared("ntf_push_done",
+			"UPDATE notifications.notifications SET published_at = $2::timestamptz, "
+			"publish_next_at = NULL WHERE id = ANY($1::uuid[])", 2, q);
+		if (!up || PQresultStatus(up) != PGRES_COMMAND_OK) {
+			rc = PIN_ERR_DB;
+			goto out;
+		}
+	}
+commit:
+	if (pc_api->db_commit() < 0) {
+		rc = PIN_ERR_DB;
+		goto out;
+	}
+	if (pushed)
+		pc_api->metric_add("notifications_inapp_published_total", NULL, pushed);
+	res = pc_api->db_exec_prepared("ntf_push_lag",
+		"SELECT coalesce(extract(epoch FROM $1::timestamptz - min(created_at)), 0) "
+		"FROM notifications.notifications "
+		"WHERE channel = 'InApp' AND published_at IS NULL", 1, p);
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		pc_api->metric_set("notifications_inapp_publish_lag_seconds", NULL,
+			atof(PQgetvalue(res, 0, 0)));
+	rc = ndone;
+out:
+	if (rc < 0)
+		pc_api->db_rollback();
+	curl_slist_free_all(hl);
+	if (c)
+		curl_easy_cleanup(c);
+	return rc;
+}
+
+int ntf_push_register(struct pin_registrar *reg, char *err, size_t errlen)
+{
+	const struct pin_job j = { JOB_NAME, 250, publish, NULL, NULL };
+	const char *u = pc_api->config_get("nchan_publish_url", NULL);
+
+	timeout_ms = pc_api->config_int("nchan_publish_timeout_ms", 2000);
+	max_age_s = pc_api->config_int("nchan_publish_max_age_s", 3600);
+	if (timeout_ms < 100 || max_age_s < 1) {
+		snprintf(err, errlen, "nchan_publish_timeout_ms >= 100 and "
+			"nchan_publish_max_age_s >= 1 required");
+		return -1;
+	}
+	if (u && *u) {
+		if (strncmp(u, "http://", 7) && strncmp(u, "https://", 8)) {
+			snprintf(err, errlen, "nchan_publish_url must be http(s)://...");
+			return -1;
+		}
+		pub_url = u;
+	}
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+		snprintf(err, errlen, "curl_global_init failed");
+		return -1;
+	}
+	if (reg->job(reg, &j) < 0) {
+		snprintf(err, errlen, "notify: cannot register job " JOB_NAME);
+		return -1;
+	}
+	return 0;
+}
