@@ -4,10 +4,13 @@
 #include "config.h"
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "host.h"
 
 struct kv {
@@ -196,4 +199,45 @@ void pin_config_free(void)
 	free(kvs);
 	kvs = NULL;
 	nkvs = 0;
+}
+
+int pin_config_socket_perms(const char *path)
+{
+	const char *ms = pin_config_get("socket_mode", "0660");
+	const char *gs = pin_config_get("socket_group", "");
+	char *end;
+	long mode;
+	int rc = -1;
+
+	errno = 0;
+	mode = strtol(ms, &end, 8);
+	if (errno || end == ms || *end || mode < 0 || mode > 0777) {
+		pin_log(PIN_LOG_ERROR, "socket_mode is not an octal mode like 0660",
+			"value", ms, NULL);
+		goto out;
+	}
+	if (gs && *gs) {
+		struct group gr, *res = NULL;
+		char buf[4096];
+
+		if (getgrnam_r(gs, &gr, buf, sizeof buf, &res) != 0 || !res) {
+			pin_log(PIN_LOG_ERROR, "socket_group: no such group",
+				"group", gs, NULL);
+			goto out;
+		}
+		if (chown(path, (uid_t)-1, res->gr_gid) < 0) {
+			pin_log(PIN_LOG_ERROR, "socket_group: cannot chown the socket "
+				"(the service user must be a member of the group)",
+				"group", gs, "error", strerror(errno), NULL);
+			goto out;
+		}
+	}
+	if (chmod(path, (mode_t)mode) < 0) {
+		pin_log(PIN_LOG_ERROR, "cannot chmod the socket", "path", path,
+			"error", strerror(errno), NULL);
+		goto out;
+	}
+	rc = 0;
+out:
+	return rc;
 }
