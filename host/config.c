@@ -1,5 +1,7 @@
 /* config.c -- key = value file, PIN_<KEY> environment, command-line flags.
  * Precedence: flag (pin_config_set) > environment > file > default.
+ * "include = FILE" reads FILE at that line (instance files include the
+ * common pin-host.conf).
  * Loaded on the main thread before any other thread starts; read-only after. */
 #include "config.h"
 #include <ctype.h>
@@ -51,7 +53,32 @@ static char *trim(char *s)
 	return s;
 }
 
+static int load_file(const char *path, int depth);
+
+/* "include = FILE": loads FILE where the line stands (later lines win);
+ * a relative FILE is relative to the including file's directory. */
+static int load_include(const char *path, const char *inc, int depth)
+{
+	char full[4096];
+	const char *slash = strrchr(path, '/');
+
+	if (depth >= 4) {
+		pin_log(PIN_LOG_ERROR, "config include nested too deep", "path", path, NULL);
+		return -1;
+	}
+	if (inc[0] == '/' || !slash)
+		snprintf(full, sizeof full, "%s", inc);
+	else
+		snprintf(full, sizeof full, "%.*s/%s", (int)(slash - path), path, inc);
+	return load_file(full, depth + 1);
+}
+
 int pin_config_load(const char *path)
+{
+	return load_file(path, 0);
+}
+
+static int load_file(const char *path, int depth)
 {
 	FILE *f = fopen(path, "r");
 	char line[4096], lno[16];
@@ -93,6 +120,13 @@ int pin_config_load(const char *path)
 				(v[0] == '\'' && v[vl - 1] == '\''))) {
 			v[vl - 1] = '\0';
 			v++;
+		}
+		if (!strcmp(k, "include")) {
+			if (load_include(path, v, depth) < 0) {
+				rc = -1;
+				break;
+			}
+			continue;
 		}
 		e = find(k, 1);
 		if (!e) {
