@@ -530,8 +530,12 @@ int pin_api_run(const char *listen, int threads)
 			"error", strerror(errno), NULL);
 		return -1;
 	}
-	if (is_unix)
-		chmod(addr, 0666);   /* nginx workers run as another user */
+	/* socket_mode / socket_group: nginx's workers reach it via the group */
+	if (is_unix && pin_config_socket_perms(addr) < 0) {
+		close(listen_fd);
+		listen_fd = -1;
+		return -1;
+	}
 	if (threads < 1)
 		threads = 1;
 	tids = calloc((size_t)threads, sizeof *tids);

@@ -33,6 +33,9 @@ const char *pin_config_get(const char *key, const char *def);
 long long pin_config_int(const char *key, long long def);
 bool pin_config_bool(const char *key, bool def);
 void pin_config_free(void);
+/* Applies socket_mode (octal, default 0660) and socket_group (name; default:
+ * the process's group) to the unix socket at path.  0, -1 (logged). */
+int pin_config_socket_perms(const char *path);
 
 /* ---- arena.c: per-invocation memory ------------------------------------- */
 struct pin_arena;
