@@ -1,7 +1,8 @@
-/* notify.c -- notify.so: registration (routes, consumers). */
+/* notify.c -- notify.so: registration (routes, consumers, the dispatcher). */
 #include "config.h"
 #include "common.h"
 #include "notify.h"
+#include "dispatch.h"
 
 
 const char *const ntf_kinds[] = {
@@ -31,9 +32,10 @@ static int ntf_init(const struct pin_host_api *api, struct pin_registrar *reg,
 			"notify", err, errlen) < 0)
 		return -1;
 	if (ntf_events_register(reg, err, errlen) < 0 ||
-	    ntf_contacts_register(reg, err, errlen) < 0)
+	    ntf_contacts_register(reg, err, errlen) < 0 ||
+	    ntf_dispatch_register(api, reg, err, errlen) < 0)
 		return -1;
 	return 0;
 }
 
-PIN_PLUGIN_DEFINE("notify", PACKAGE_VERSION, ntf_init, NULL)
+PIN_PLUGIN_DEFINE("notify", PACKAGE_VERSION, ntf_init, ntf_dispatch_fini)
