@@ -241,9 +241,12 @@ static bool relay_lead(struct relay *r)
 	if (r->leader_pid && r->leader_pid == pid)
 		return true;
 	if (r->leader_pid) {
+		/* give up for this pass: another host may take the lock now,
+		 * the next pass tries again */
 		pin_log(PIN_LOG_WARN, "outbox relay: connection changed, leadership lost", NULL);
 		pin_metric_set("pin_outbox_relay_leader", NULL, 0);
 		r->leader_pid = 0;
+		return false;
 	}
 	res = pin_db_exec("SELECT pg_try_advisory_lock(" RELAY_LOCK_KEY ")", 0, NULL);
 	got = res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&

@@ -9,6 +9,8 @@ expects of a provider (README, "SMS provider API").
 Tests steer it with the file LOG.status: when it holds a number (400, 503 ...),
 requests are answered with that status (and still recorded), e.g.
   echo 503 > "$PIN_SMS_LOG.status"; ...; rm "$PIN_SMS_LOG.status"
+and LOG.delay (seconds): the answer is held back that long after the request
+was recorded (a slow provider; the crash test kills a host meanwhile).
 
 usage: pin-smssink.py PORT LOG
 """
@@ -50,6 +52,11 @@ class Handler(BaseHTTPRequestHandler):
                    "status": status, "id": sid, "body": body}
             with open(LOG, "a", encoding="utf-8") as f:
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        try:
+            with open(LOG + ".delay") as f:
+                time.sleep(float(f.read().strip() or 0))
+        except (OSError, ValueError):
+            pass
         out = json.dumps({"id": sid, "status": "accepted"} if status < 300 else
                          {"error": "sink answers %d" % status}).encode()
         self.send_response(status)

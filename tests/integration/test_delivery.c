@@ -10,7 +10,9 @@
 #include "config.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +289,21 @@ static int sms_requests(const char *id, json_object **last)
 		json_object_put(o);
 	}
 	return n;
+}
+
+static void sms_file(const char *suffix, const char *value)
+{
+	const char *f = h_sprintf("%s.%s", h_env("PIN_SMS_LOG"), suffix);
+	FILE *fp;
+
+	if (!value) {
+		unlink(f);
+		return;
+	}
+	fp = fopen(f, "w");
+	ck_assert_ptr_nonnull(fp);
+	fprintf(fp, "%s\n", value);
+	fclose(fp);
 }
 
 static void sms_status(const char *code)
@@ -587,6 +604,74 @@ START_TEST(relay_parks_oversize_row)
 }
 END_TEST
 
+/* A worker host --once with the clock shifted, in the background (the
+ * caller kills it).  Output appended to logs/worker-once.log. */
+static pid_t worker_once_bg(int64_t offset_s)
+{
+	char *log = h_sprintf("%s/logs/worker-once.log", h_env("PIN_DEV_DIR"));
+	const char *argv[] = { h_env("PIN_HOST_BIN"), "--mode", "worker", "--once",
+		"--config", h_env("PIN_CONFIG"), "--plugins", h_env("PIN_WORKER_PLUGINS"),
+		"--plugin-dir", h_env("PIN_PLUGIN_DIR"), "--pg-dsn", h_env("PIN_PG_DSN"),
+		"--kafka-bootstrap", h_sprintf("@%s", h_env("PIN_KAFKA_BOOTSTRAP_FILE")),
+		"--clock-offset-s", h_sprintf("%lld", (long long)offset_s), NULL };
+	const char *asan = h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL);
+	pid_t pid = fork();
+
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (asan && *asan)
+			setenv("ASAN_OPTIONS", asan, 1);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* kill -9 of a worker host in the middle of a send: the provider already has
+ * the message, the outcome was never recorded.  After the lease the row is
+ * sent again: exactly one duplicate (same idempotencyKey), Sent, one
+ * dispatched message.  The row is due only for the shifted clocks of the
+ * --once hosts (not_before in an hour), so the stack's worker stays out. */
+START_TEST(worker_killed_mid_send_one_duplicate)
+{
+	const char *owner = h_uuid();
+	char *id = new_mid(), *phone = unique_phone();
+	pid_t pid;
+	int st;
+	bool seen;
+
+	contact(owner, h_sprintf("k-%s@example.com", owner), phone, "ru");
+	h_sql("INSERT INTO notifications.notifications (id, recipient_user_id, kind, channel,"
+		" urgency, role, title, body, payload, locale, not_before, source_message_id,"
+		" source_event_type, created_at) VALUES ($1::uuid, $2::uuid, 'AppointmentReminder',"
+		" 'Sms', 'Critical', 'Owner', 'Напоминание', 'Напоминание: встреча скоро', '{}',"
+		" 'ru', now() + interval '1 hour', gen_random_uuid(), 'pin.calendar.reminder-due',"
+		" now())", id, owner);
+	sms_file("delay", "20");
+	pid = worker_once_bg(3700);
+	seen = H_WAIT_UNTIL(sms_requests(id, NULL) == 1, WAIT_MS);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	sms_file("delay", NULL);
+	ck_assert_msg(seen, "the --once host did not send");
+	ck_assert_str_eq(row_of(owner, "Sms", "status"), "Pending");
+	ck_assert_ptr_nonnull(row_of(owner, "Sms", "lease_until"));
+	/* after the lease (300 s) another host takes the row */
+	ck_assert_int_eq(h_run_host("worker", NULL, 3700 + 400,
+		(const char *const[]){ "--once", NULL }), 0);
+	ck_assert_str_eq(row_of(owner, "Sms", "status"), "Sent");
+	ck_assert_int_eq(sms_requests(id, NULL), 2);
+	ck_assert_msg(dispatched_of(id), "no dispatched message");
+	ck_assert_int_eq(dispatched_count(id, NULL), 1);
+}
+END_TEST
+
 Suite *make_delivery_suite(void)
 {
 	Suite *s = suite_create("delivery");
@@ -601,6 +686,7 @@ Suite *make_delivery_suite(void)
 	tcase_add_test(tc, not_before_is_honoured);
 	tcase_add_test(tc, smtp_down_then_up);
 	tcase_add_test(tc, relay_parks_oversize_row);
+	tcase_add_test(tc, worker_killed_mid_send_one_duplicate);
 	suite_add_tcase(s, tc);
 	return s;
 }
