@@ -82,6 +82,12 @@ void pin_metrics_free(void);
 int pin_outbox_put(const char *topic, const char *key, const char *event_type,
 		const char *aggregate_type, const char *aggregate_id,
 		json_object *payload);
+/* ABI 1.1: the same into table (NULL = calendar.outbox), which must be
+ * calendar.outbox or registered by a plugin (pin_reg.outboxes). */
+int pin_outbox_put_to(const char *table, const char *topic, const char *key,
+		const char *event_type, const char *aggregate_type,
+		const char *aggregate_id, json_object *payload);
+#define PIN_OUTBOX_DEFAULT "calendar.outbox"
 /* correlation id of the current invocation (thread-local), may be NULL */
 void pin_trace_set(const char *trace_id);
 const char *pin_trace_get(void);
@@ -106,7 +112,12 @@ struct pin_registry {
 	struct pin_route_entry *routes; size_t nroutes;
 	struct pin_job_entry *jobs; size_t njobs;
 	struct pin_consumer_entry *consumers; size_t nconsumers;
+	/* outbox tables the relay serves: [0] is always calendar.outbox,
+	 * then what plugins registered (ABI 1.1), without duplicates */
+	char **outboxes; size_t noutboxes;
 };
+/* true when table is one of pin_reg.outboxes (calendar.outbox included) */
+bool pin_outbox_known(const char *table);
 extern struct pin_registry pin_reg;
 extern const struct pin_host_api pin_api;
 

@@ -42,6 +42,7 @@ static const char *const default_topics[] = {
 	"pin.crm.deal-members-changed.v1",
 	"pin.crm.deal-closed.v1",
 	"pin.identity.users.v1",
+	"pin.notifications.dispatched.v1",
 	"pin.test.events.v1",
 	"calendar-crm-booking-events.dlq",
 	"calendar-crm-deal-events.dlq",
