@@ -141,7 +141,7 @@ static int emit(PGresult *rec, const char *now, const char *error)
 	json_object_object_add(p, "sourceMessageId",
 			json_object_new_string(PQgetvalue(rec, 0, 6)));
 	rc = api->outbox_put_to(NTF_OUTBOX, NTF_TOPIC_DISPATCHED, id,
-			"NotificationDispatched", "Notification", id, p);
+			"pin.notifications.dispatched", "Notification", id, p);
 	json_object_put(p);
 	return rc;
 }

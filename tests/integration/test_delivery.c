@@ -357,7 +357,7 @@ START_TEST(booking_email_arrives)
 	m = dispatched_of(id);
 	ck_assert_msg(m, "no dispatched message for %s", id);
 	p = h_jget(m->json, "payload");
-	ck_assert_str_eq(h_jstr(m->json, "eventType"), "NotificationDispatched");
+	ck_assert_str_eq(h_jstr(m->json, "eventType"), "pin.notifications.dispatched");
 	ck_assert_str_eq(h_jstr(p, "notificationId"), id);
 	ck_assert_str_eq(h_jstr(p, "recipientUserId"), agent);
 	ck_assert_str_eq(h_jstr(p, "channel"), "Email");
