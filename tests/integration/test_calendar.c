@@ -509,6 +509,40 @@ START_TEST(idempotency_key_on_create)
 }
 END_TEST
 
+/* issue 9 item 4: the record is keyed on (sub, tenant): the same sub in
+ * another tenant with the same key and body is a new request (its own
+ * event in its own tenant), never the first tenant's body */
+START_TEST(idempotency_key_per_tenant)
+{
+	struct who a = agent(), b;
+	char *key = h_sprintf("Idempotency-Key: %s", h_uuid());
+	char *body = meeting_body(2 * DAY, NULL);
+	struct h_resp *r1, *r2, *r3;
+
+	b = a;
+	b.tenant = h_uuid();
+	b.tok = h_token("agent", a.sub, b.tenant, "calendar.events.view",
+			"calendar.events.manage");
+	r1 = h_request("POST", EV, a.tok, body, key);
+	ck_assert_msg(r1->status == 201, "%ld %s", r1->status, r1->body);
+	r2 = h_request("POST", EV, b.tok, body, key);
+	ck_assert_msg(r2->status == 201, "%ld %s", r2->status, r2->body);
+	ck_assert_str_ne(h_jstr(r1->json, "id"), h_jstr(r2->json, "id"));
+	ck_assert_str_eq(h_jstr(r2->json, "tenantId"), b.tenant);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+			"WHERE owner_user_id = $1", a.sub), 2);
+	/* each tenant's replay is its own first answer */
+	r3 = h_request("POST", EV, b.tok, body, key);
+	ck_assert_int_eq(r3->status, 201);
+	ck_assert_str_eq(h_jstr(r3->json, "id"), h_jstr(r2->json, "id"));
+	r3 = h_request("POST", EV, a.tok, body, key);
+	ck_assert_int_eq(r3->status, 201);
+	ck_assert_str_eq(h_jstr(r3->json, "id"), h_jstr(r1->json, "id"));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.idempotency_keys "
+			"WHERE caller = $1", a.sub), 2);
+}
+END_TEST
+
 /* ------------------------------------------------------------ isolation */
 
 START_TEST(foreign_ids_are_404)
@@ -772,6 +806,7 @@ Suite *make_calendar_suite(void)
 	tcase_add_test(t, start_then_complete);
 	tcase_add_test(t, patch_fields_offsets_and_if_match);
 	tcase_add_test(t, idempotency_key_on_create);
+	tcase_add_test(t, idempotency_key_per_tenant);
 	tcase_add_test(t, foreign_ids_are_404);
 	tcase_add_test(t, managed_events_refuse_agent_writes);
 	tcase_add_test(t, auth_and_permissions);
