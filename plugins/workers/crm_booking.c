@@ -250,7 +250,10 @@ static enum pin_consume_status deadline_create(struct bctx *c, const char *phase
 	ev.property_object_id = c->property_id;
 	ev.has_offsets = 1;
 	ev.n_offsets = wrk_crm_phase_offsets(phase, ev.offsets);
-	if (pc_event_create(&ev, c->now, &row) < 0)
+	rc = pc_event_create(&ev, c->now, &row);
+	if (rc == PC_E_RANGE)
+		return invalid(c, "the deadline leaves the supported instant range");
+	if (rc < 0)
 		return db_error(c, "event create");
 	pc_api->metric_add("calendar_crm_booking_sync_deadlines_created_total",
 			pc_api->sprintf("phase=\"%s\"", phase), 1);
@@ -336,6 +339,8 @@ static enum pin_consume_status booking_upsert(struct bctx *c, int64_t at)
 	rc = pc_event_reschedule(locked, at, c->now, &row, &changed);
 	if (rc == PC_E_TRANSITION || (rc == 0 && !changed))
 		return PIN_CONSUME_OK;
+	if (rc == PC_E_RANGE)
+		return invalid(c, "the deadline leaves the supported instant range");
 	if (rc < 0)
 		return db_error(c, "event reschedule");
 	/* the title names the moment: follow the move */
