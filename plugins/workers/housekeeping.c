@@ -56,8 +56,8 @@ static const struct purge purges[] = {
 	  " WHERE processed_at < $1::timestamptz"
 	  " ORDER BY processed_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 	{ "idempotency_keys", "housekeeping.idempotency_hours", 3600, 24,
-	  "DELETE FROM calendar.idempotency_keys WHERE (caller, key) IN ("
-	  " SELECT caller, key FROM calendar.idempotency_keys"
+	  "DELETE FROM calendar.idempotency_keys WHERE (caller, tenant_id, key) IN ("
+	  " SELECT caller, tenant_id, key FROM calendar.idempotency_keys"
 	  " WHERE created_at < $1::timestamptz"
 	  " ORDER BY created_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 };
