@@ -46,6 +46,7 @@ Suite *make_slots_suite(void);
 Suite *make_appointments_suite(void);
 Suite *make_notify_suite(void);
 Suite *make_crm_suite(void);
+Suite *make_input_suite(void);
 Suite *make_ops_suite(void);     /* last: stops PostgreSQL for a moment */
 
 /* A test case with the harness teardown and a generous timeout (seconds,
