@@ -668,6 +668,58 @@ static int retry_due(struct cons *c, struct pin_arena *a)
 	return next < 0 ? 0 : next > 200 ? 200 : (int)next;
 }
 
+/* A consumer to poll: created (retried every 2 s while the broker is
+ * away), and re-created when the bootstrap address moved (dev broker
+ * restart).  false: none this round. */
+static bool ensure_consumer(struct cons *c, int64_t *next_boot_check)
+{
+	if (!c->rk && consumer_create(c) != 0) {
+		for (int i = 0; i < 20 && !stopping(); i++) {
+			struct timespec ts = { 0, 100000000L };
+
+			nanosleep(&ts, NULL);
+		}
+		return false;
+	}
+	if (pin_clock_now_us() > *next_boot_check) {
+		char *b = pin_kafka_bootstrap();
+		bool moved = b && c->boot && strcmp(b, c->boot) != 0;
+
+		*next_boot_check = pin_clock_now_us() + 5000000;
+		free(b);
+		if (moved) {
+			pin_log(PIN_LOG_INFO, "consumer: bootstrap changed, reconnecting",
+					"group", c->e->c.group, NULL);
+			consumer_destroy(c);
+			dlq_destroy(c);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* A polled message to handle (NULL: none, an error or a held partition's). */
+static rd_kafka_message_t *next_message(struct cons *c, int wait)
+{
+	rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait);
+
+	if (!m)
+		return NULL;
+	if (m->err) {
+		if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+			pin_log(PIN_LOG_DEBUG, "consumer: poll error", "group", c->e->c.group,
+					"error", rd_kafka_message_errstr(m), NULL);
+		rd_kafka_message_destroy(m);
+		return NULL;
+	}
+	if (held_find(c, rd_kafka_topic_name(m->rkt), m->partition)) {
+		/* fetched before the pause: comes again after the seek */
+		rd_kafka_message_destroy(m);
+		return NULL;
+	}
+	return m;
+}
+
 static void *cons_main(void *arg)
 {
 	struct cons *c = arg;
@@ -677,47 +729,12 @@ static void *cons_main(void *arg)
 	pin_arena_set_current(a);
 	while (!stopping()) {
 		rd_kafka_message_t *m;
-		int wait;
 
-		if (!c->rk && consumer_create(c) != 0) {
-			for (int i = 0; i < 20 && !stopping(); i++) {
-				struct timespec ts = { 0, 100000000L };
-
-				nanosleep(&ts, NULL);
-			}
+		if (!ensure_consumer(c, &next_boot_check))
 			continue;
-		}
-		/* the broker moved (dev broker restart): reconnect */
-		if (pin_clock_now_us() > next_boot_check) {
-			char *b = pin_kafka_bootstrap();
-
-			next_boot_check = pin_clock_now_us() + 5000000;
-			if (b && c->boot && strcmp(b, c->boot) != 0) {
-				pin_log(PIN_LOG_INFO, "consumer: bootstrap changed, reconnecting",
-						"group", c->e->c.group, NULL);
-				consumer_destroy(c);
-				dlq_destroy(c);
-				free(b);
-				continue;
-			}
-			free(b);
-		}
-		wait = retry_due(c, a);
-		m = rd_kafka_consumer_poll(c->rk, wait);
+		m = next_message(c, retry_due(c, a));
 		if (!m)
 			continue;
-		if (m->err) {
-			if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
-				pin_log(PIN_LOG_DEBUG, "consumer: poll error", "group", c->e->c.group,
-						"error", rd_kafka_message_errstr(m), NULL);
-			rd_kafka_message_destroy(m);
-			continue;
-		}
-		if (held_find(c, rd_kafka_topic_name(m->rkt), m->partition)) {
-			/* fetched before the pause: comes again after the seek */
-			rd_kafka_message_destroy(m);
-			continue;
-		}
 		handle(c, m, NULL);
 		pin_arena_reset(a);
 	}
