@@ -176,8 +176,11 @@ json_object *pin_json_parse(const char *buf, size_t len, char *err, size_t errle
 char *pin_problem_body(int status, const char *code, const char *detail,
 		const char *trace_id, json_object *errors);
 const char *pin_status_title(int status);
-/* URL-decodes src into a malloc'd string; NULL on bad escape */
+/* URL-decodes src into a malloc'd string; NULL on bad escape or %00.
+ * pin_url_decode: a query string ('+' is a space);
+ * pin_url_decode_path: a path segment (RFC 3986: '+' is itself) */
 char *pin_url_decode(const char *src, size_t len);
+char *pin_url_decode_path(const char *src, size_t len);
 
 /* ---- auth.c: JWT verification ------------------------------------------- */
 struct pin_auth_principal {

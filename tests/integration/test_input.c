@@ -142,6 +142,7 @@ START_TEST(path_params_decoded_once)
 	ck_assert_str_eq(param("a%20b"), "a b");
 	ck_assert_str_eq(param("a%2Fb"), "a/b");    /* does not split the path */
 	ck_assert_str_eq(param("plain"), "plain");
+	ck_assert_str_eq(param("a+b"), "a+b");      /* '+' is no space in a path */
 }
 END_TEST
 
