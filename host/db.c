@@ -13,11 +13,12 @@
 struct tdb {
 	PGconn *conn;
 	int64_t last_attempt_us;
-	bool up;
-	bool in_tx;
-	bool conflict;      /* a 40P01 / 40001 happened since the last take */
+	bool up : 1;
+	bool in_tx : 1;
+	bool conflict : 1;  /* a 40P01 / 40001 happened since the last take */
 	char err_state[6];  /* SQLSTATE of the last failed statement since the
-	                     * last pin_db_error_reset ("08006" for a lost link) */
+	                     * last pin_db_error_reset ("08006" for a lost link);
+	                     * with the bit-fields it fits the old padding */
 	size_t nprep;
 	char *prep[MAX_PREPARED];
 };

@@ -15,11 +15,6 @@
 void pin_log(int level, const char *msg, ...);      /* k, v, ..., NULL */
 void pin_logv(int level, const char *msg, va_list ap);
 void pin_log_set_level(int level);
-/* correlation id of the current invocation (thread-local), may be NULL;
- * logged as traceId and written as the outbox correlationId */
-void pin_trace_set(const char *trace_id);
-const char *pin_trace_get(void);
-
 /* ---- clock.c ------------------------------------------------------------ */
 int64_t pin_clock_now_us(void);
 void pin_clock_set_offset_s(int64_t s);
@@ -99,6 +94,12 @@ void pin_metrics_free(void);
 int pin_outbox_put(const char *topic, const char *key, const char *event_type,
 		const char *aggregate_type, const char *aggregate_id,
 		json_object *payload);
+
+/* ---- trace.c ------------------------------------------------------------ */
+/* correlation id of the current invocation (thread-local), may be NULL;
+ * logged as traceId (log.c) and written as the outbox correlationId */
+void pin_trace_set(const char *trace_id);
+const char *pin_trace_get(void);
 
 /* ---- registry.c / loader.c --------------------------------------------- */
 struct pin_route_entry {

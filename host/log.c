@@ -1,6 +1,5 @@
-/* log.c -- one JSON object per line on stderr, and the thread's trace id
- * (set per request, job run or consumed message; logged and used as the
- * outbox correlationId). */
+/* log.c -- one JSON object per line on stderr (with the trace id of
+ * trace.c). */
 #include "config.h"
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,23 +7,6 @@
 #include "host.h"
 
 static int min_level = PIN_LOG_INFO;
-static __thread char trace_id[80];
-
-void pin_trace_set(const char *id)
-{
-	if (!id) {
-		trace_id[0] = '\0';
-		return;
-	}
-	strncpy(trace_id, id, sizeof trace_id - 1);
-	trace_id[sizeof trace_id - 1] = '\0';
-}
-
-const char *pin_trace_get(void)
-{
-	return trace_id[0] ? trace_id : NULL;
-}
-
 static const char *level_name[] = { "debug", "info", "warn", "error" };
 
 void pin_log_set_level(int level)

@@ -42,10 +42,10 @@ sources() {
 	json|url) echo "$h/json.c" ;;
 	router)   echo "$h/router.c $h/json.c" ;;
 	clock)    echo "$h/clock.c" ;;
-	auth)     echo "$h/auth.c $h/config.c $h/log.c $h/clock.c $h/uuid.c" ;;
-	config)   echo "$h/config.c $h/log.c $h/clock.c" ;;
+	auth)     echo "$h/auth.c $h/config.c $h/log.c $h/trace.c $h/clock.c $h/uuid.c" ;;
+	config)   echo "$h/config.c $h/log.c $h/trace.c $h/clock.c" ;;
 	utf8)     echo "$h/utf8.c" ;;
-	envelope) echo "$h/envelope.c $h/utf8.c $h/uuid.c $h/clock.c $h/log.c" ;;
+	envelope) echo "$h/envelope.c $h/utf8.c $h/uuid.c $h/clock.c $h/log.c $h/trace.c" ;;
 	*) echo "run.sh: unknown fuzzer $1 (${ALL[*]})" >&2; return 1 ;;
 	esac
 }
