@@ -1,25 +1,8 @@
-/* outbox.c -- the transactional outbox writer and the trace id. */
+/* outbox.c -- the transactional outbox writer. */
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
 #include "host.h"
-
-static __thread char trace[80];
-
-void pin_trace_set(const char *id)
-{
-	if (!id) {
-		trace[0] = '\0';
-		return;
-	}
-	strncpy(trace, id, sizeof trace - 1);
-	trace[sizeof trace - 1] = '\0';
-}
-
-const char *pin_trace_get(void)
-{
-	return trace[0] ? trace : NULL;
-}
 
 int pin_outbox_put(const char *topic, const char *key, const char *event_type,
 		const char *aggregate_type, const char *aggregate_id,

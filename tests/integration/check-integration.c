@@ -38,6 +38,7 @@ int main(void)
 	srunner_add_suite(sr, make_crm_suite());
 	srunner_add_suite(sr, make_stream_suite());
 	srunner_add_suite(sr, make_delivery_suite());
+	srunner_add_suite(sr, make_input_suite());
 	srunner_add_suite(sr, make_ops_suite());    /* last: database outage */
 
 	srunner_run_all(sr, CK_ENV);

@@ -48,6 +48,7 @@ Suite *make_notify_suite(void);
 Suite *make_crm_suite(void);
 Suite *make_stream_suite(void);   /* real-time in-app: nchan + Chromium */
 Suite *make_delivery_suite(void);   /* issue 10: dispatcher, relay parking */
+Suite *make_input_suite(void);      /* issue 9: strict input, SQLSTATE classes */
 Suite *make_ops_suite(void);     /* last: stops PostgreSQL for a moment */
 
 /* A test case with the harness teardown and a generous timeout (seconds,

@@ -61,7 +61,8 @@ extern "C" {
 /* ---- return codes ------------------------------------------------------- */
 #define PIN_OK        0
 #define PIN_ERR      -1   /* generic failure (host answers 500 if nothing sent) */
-#define PIN_ERR_DB   -2   /* database failure; a route answers 503 UNAVAILABLE */
+#define PIN_ERR_DB   -2   /* database failure; the host answers by the SQLSTATE of the
+                             failed statement: 503 outage, 422 class 22, 409 class 23 */
 
 /* ---- log levels --------------------------------------------------------- */
 enum pin_log_level { PIN_LOG_DEBUG = 0, PIN_LOG_INFO, PIN_LOG_WARN, PIN_LOG_ERROR };
