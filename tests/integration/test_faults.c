@@ -125,6 +125,14 @@ static long long unpublished(const char *ids_array)
 			" AND key = ANY($1::text[]) AND published_at IS NULL", ids_array);
 }
 
+static long long consumed(const char *ids_array)
+{
+	return h_sql_int("SELECT count(*) FROM notifications.processed_messages p"
+			" JOIN calendar.outbox o ON o.message_id = p.message_id"
+			" WHERE p.consumer_group = 'notifications-calendar-events'"
+			" AND o.topic = '" T_CREATED "' AND o.key = ANY($1::text[])", ids_array);
+}
+
 /* ---- 1. kill -9 of the worker host while outbox rows flow -------------- */
 
 START_TEST(drill_kill9_worker)
@@ -158,6 +166,11 @@ START_TEST(drill_kill9_worker)
 	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE topic = '"
 			T_CREATED "' AND key = ANY($1::text[])", arr), n);
 	count_on_kafka(ids, n, &lost, &dups);
+	/* the consumers of the killed host resume too: every message reaches
+	 * the notifications group exactly once (its inbox) */
+	ck_assert_msg(H_WAIT_UNTIL(consumed(arr) == n, 120000),
+			"notifications-calendar-events consumed %lld of %d messages",
+			consumed(arr), n);
 	fprintf(stderr, "faults/kill9: rows=%d kills=%d lost=%d duplicates=%d "
 			"seconds=%.1f (drain after the last write %.1f s)\n", n, kills, lost,
 			dups, (double)(h_now_ms() - t0) / 1000,
@@ -169,14 +182,6 @@ START_TEST(drill_kill9_worker)
 END_TEST
 
 /* ---- 2. broker down and up while the relay and the consumers run ------- */
-
-static long long consumed(const char *ids_array)
-{
-	return h_sql_int("SELECT count(*) FROM notifications.processed_messages p"
-			" JOIN calendar.outbox o ON o.message_id = p.message_id"
-			" WHERE p.consumer_group = 'notifications-calendar-events'"
-			" AND o.topic = '" T_CREATED "' AND o.key = ANY($1::text[])", ids_array);
-}
 
 static void identity_user(const char *user, const char *name)
 {
@@ -1137,7 +1142,7 @@ START_TEST(drill_poison_table)
 				ncases++;
 				if (problem) {
 					fails++;
-					report = h_sprintf("%s\n  %s / %s: %s", report, g->name,
+					report = h_sprintf("%s; %s / %s: %s", report, g->name,
 							prows[ri].name, problem);
 				}
 			}
