@@ -71,4 +71,5 @@ const struct pin_host_api pin_api = {
 	.metric_add = pin_metric_add,
 	.metric_set = pin_metric_set,
 	.outbox_put_to = pin_outbox_put_to,
+	.metric_observe = pin_metric_observe,
 };

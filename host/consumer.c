@@ -519,9 +519,13 @@ static enum attempt attempt(struct cons *c, const rd_kafka_message_t *m,
 		what = "consumer: invalid envelope";
 		out = A_DLQ;
 	} else {
+		double t0 = pin_metrics_mono_s();
+
 		snprintf(v->mid, sizeof(v->mid), "%s", msg.message_id);
 		note_envelope(c, &msg);
 		out = run_handler(c, &msg, v);
+		pin_metric_observe("pin_consumer_consume_duration_seconds", c->labels,
+				pin_metrics_mono_s() - t0);
 	}
 	if (out == A_DLQ) {
 		log_failure(c, m, msg.message_id, what, v->code, v->detail);

@@ -541,13 +541,17 @@ static void answer_failure(struct pin_req *r, int rc)
 		pin_respond_problem(r, 500, "INTERNAL", "internal error", NULL);
 }
 
-static void count(const struct pin_req *r, const char *label)
+static void count(const struct pin_req *r, const char *label, double t0)
 {
 	char lbl[512];
+	const char *m = r->match.e || label[0] == '/' ? r->method : "other";
 
 	snprintf(lbl, sizeof lbl, "route=\"%s\",method=\"%s\",status=\"%d\"",
-		label, r->match.e || label[0] == '/' ? r->method : "other", r->status);
+		label, m, r->status);
 	pin_metric_add("pin_http_requests_total", lbl, 1);
+	snprintf(lbl, sizeof lbl, "route=\"%s\",method=\"%s\"", label, m);
+	pin_metric_observe("pin_http_request_duration_seconds", lbl,
+			pin_metrics_mono_s() - t0);
 }
 
 /* route -> auth -> body -> run-with-retry -> answer (+ metrics) */
@@ -556,6 +560,7 @@ static void handle(FCGX_Request *fr)
 	struct pin_req r = { 0 };
 	struct pin_auth_principal ap = { 0 };
 	const char *label = "none";
+	double t0 = pin_metrics_mono_s();
 	int rc;
 
 	begin(&r, fr);
@@ -578,7 +583,7 @@ send:
 	if (!r.responded)
 		pin_respond_problem(&r, 500, "INTERNAL", "internal error", NULL);
 	write_response(&r);
-	count(&r, label);
+	count(&r, label, t0);
 	pin_match_clear(&r.match);
 	pin_auth_principal_clear(&ap);
 	pin_trace_set(NULL);

@@ -89,6 +89,16 @@ PGresult *pin_db_exec_raw(const char *sql, int n, const char *const *vals);
 /* ---- metrics.c ---------------------------------------------------------- */
 void pin_metric_add(const char *name, const char *labels, double v);
 void pin_metric_set(const char *name, const char *labels, double v);
+/* histogram in seconds (buckets 1 ms .. 60 s) */
+void pin_metric_observe(const char *name, const char *labels, double v);
+/* records the process start time (main, first thing) */
+void pin_metrics_init(void);
+/* monotonic seconds, for durations */
+double pin_metrics_mono_s(void);
+/* worker host: plain-HTTP /metrics and /healthz on addr (host:port);
+ * "" = off.  0 ok, -1 cannot listen (logged). */
+int pin_metrics_listen_start(const char *addr);
+void pin_metrics_listen_stop(void);
 /* malloc'd Prometheus text; caller frees */
 char *pin_metrics_render(void);
 void pin_metrics_free(void);

@@ -8,7 +8,7 @@
  * prompt.  Handlers take their own transactions; one left open is rolled
  * back here.
  *
- * Metrics: pin_job_processed_total{job="..."}, pin_job_duration_ms{job=...}
+ * Metrics: pin_job_processed_total{job="..."}, pin_job_duration_seconds{job=...} (histogram)
  * (gauge, last pass), pin_job_errors_total{job=...},
  * pin_job_last_run_timestamp_seconds{job=...}.
  * Log: one line per pass when it processed rows or failed.
@@ -68,7 +68,8 @@ static int job_pass(const struct pin_job_entry *e)
 		pin_db_rollback();
 	}
 	ms = (pin_clock_now_us() - t0) / 1000;
-	pin_metric_set("pin_job_duration_ms", labels, (double)ms);
+	pin_metric_observe("pin_job_duration_seconds", labels,
+			(double)(pin_clock_now_us() - t0) / 1e6);
 	pin_metric_set("pin_job_last_run_timestamp_seconds", labels,
 			(double)(pin_clock_now_us() / 1000000));
 	snprintf(sms, sizeof(sms), "%lld", (long long)ms);

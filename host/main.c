@@ -191,6 +191,7 @@ int main(int argc, char **argv)
 	int c, rc = 1;
 	struct pin_arena *arena = NULL;
 
+	pin_metrics_init();
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm': pin_config_set("mode", optarg); break;
@@ -305,7 +306,8 @@ int main(int argc, char **argv)
 		int b = pin_relay_run_once();
 		rc = (a < 0 || b < 0) ? 1 : 0;
 	} else {
-		if (pin_relay_start() < 0 || pin_jobs_start() < 0 ||
+		if (pin_metrics_listen_start(pin_config_get("metrics_listen", "")) < 0 ||
+		    pin_relay_start() < 0 || pin_jobs_start() < 0 ||
 		    pin_consumers_start() < 0) {
 			pin_log(PIN_LOG_ERROR, "worker host failed to start", NULL);
 			pin_request_stop();
@@ -318,6 +320,7 @@ int main(int argc, char **argv)
 		pin_consumers_stop();
 		pin_jobs_stop();
 		pin_relay_stop();
+		pin_metrics_listen_stop();
 		pin_log(PIN_LOG_INFO, "worker host stopped", NULL);
 	}
 out_plugins:

@@ -84,22 +84,12 @@ static const char RECORD_SQL[] =
 	" RETURNING id::text, recipient_user_id::text, channel, kind, status, attempts,"
 	"   source_message_id::text";
 
-static const double buckets[] = { 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 };
-
 static void observe(const char *channel, double s)
 {
 	char lab[96];
 
-	for (size_t i = 0; i < sizeof buckets / sizeof buckets[0]; i++)
-		if (s <= buckets[i]) {
-			snprintf(lab, sizeof lab, "channel=\"%s\",le=\"%g\"", channel, buckets[i]);
-			api->metric_add("notifications_dispatch_duration_seconds_bucket", lab, 1);
-		}
-	snprintf(lab, sizeof lab, "channel=\"%s\",le=\"+Inf\"", channel);
-	api->metric_add("notifications_dispatch_duration_seconds_bucket", lab, 1);
 	snprintf(lab, sizeof lab, "channel=\"%s\"", channel);
-	api->metric_add("notifications_dispatch_duration_seconds_sum", lab, s);
-	api->metric_add("notifications_dispatch_duration_seconds_count", lab, 1);
+	api->metric_observe("notifications_dispatch_duration_seconds", lab, s);
 }
 
 static void count(const char *channel, const char *status)

@@ -801,9 +801,8 @@ static enum pin_consume_status on_event(const struct pin_msg *msg,
 			"created", pc_api->sprintf("%d", created),
 			"recipients", pc_api->sprintf("%s%s%s", c.r[0].user,
 				c.n > 1 ? "," : "", c.n > 1 ? c.r[1].user : ""), NULL);
-	pc_api->metric_add("notifications_enqueue_duration_ms_sum", NULL,
-			(double)(pc_api->now_us() - t0) / 1000.0);
-	pc_api->metric_add("notifications_enqueue_duration_ms_count", NULL, 1);
+	pc_api->metric_observe("notifications_enqueue_duration_seconds", NULL,
+			(double)(pc_api->now_us() - t0) / 1e6);
 	return PIN_CONSUME_OK;
 }
 

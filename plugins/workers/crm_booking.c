@@ -496,8 +496,8 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
 		return invalid(&c, bad);
 	log_ev(&c, "crm booking sync: consumed", NULL);
 	st = dispatch(&c, msg->payload, msg->topic, at);
-	pc_api->metric_set("calendar_crm_booking_sync_consume_duration_ms", NULL,
-			(double)(pc_api->now_us() - t0) / 1000.0);
+	pc_api->metric_observe("calendar_crm_booking_sync_consume_duration_seconds", NULL,
+			(double)(pc_api->now_us() - t0) / 1e6);
 	if (msg->created_at_us > 0)
 		pc_api->metric_set("calendar_crm_booking_sync_lag_seconds", NULL,
 				(double)(t0 - msg->created_at_us) / 1e6);

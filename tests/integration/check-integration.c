@@ -39,6 +39,7 @@ int main(void)
 	srunner_add_suite(sr, make_stream_suite());
 	srunner_add_suite(sr, make_delivery_suite());
 	srunner_add_suite(sr, make_input_suite());
+	srunner_add_suite(sr, make_obs_suite());
 	srunner_add_suite(sr, make_ops_suite());    /* database outage */
 	srunner_add_suite(sr, make_faults_suite()); /* last: fault drills */
 

@@ -52,7 +52,7 @@ extern "C" {
 #endif
 
 #define PIN_ABI_MAJOR 1
-#define PIN_ABI_MINOR 1
+#define PIN_ABI_MINOR 2
 
 /* True when the (size-prefixed) table t has member m. */
 #define PIN_API_HAS(t, m) \
@@ -298,6 +298,11 @@ struct pin_host_api {
 	int (*outbox_put_to)(const char *table, const char *topic, const char *key,
 			const char *event_type, const char *aggregate_type,
 			const char *aggregate_id, json_object *payload);
+
+	/* -- 1.2: histogram observation in seconds (buckets 1 ms .. 60 s);
+	 *    name without _bucket/_sum/_count, e.g.
+	 *    "notifications_dispatch_duration_seconds".  Thread-safe, copied. */
+	void (*metric_observe)(const char *name, const char *labels, double v);
 };
 
 /* ---- the descriptor ----------------------------------------------------- */

@@ -1,0 +1,160 @@
+/*
+ * test_obs.c -- issue 11: operators can see the worker side.
+ *
+ * The worker host's plain-HTTP metrics_listen (/metrics, /healthz), the
+ * build/process basics on both hosts, real histograms, and the exposition
+ * of both hosts checked by `promtool check metrics` (0 problems).
+ */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <curl/curl.h>
+#include "harness.h"
+
+struct got {
+	long status;
+	char *body;
+	char *ctype;
+};
+
+/* GET of an absolute URL (the worker host is not behind nginx) */
+static struct got fetch(const char *url)
+{
+	struct got g = { 0, NULL, NULL };
+	struct h_buf b = { NULL, 0 };
+	CURL *c = curl_easy_init();
+	char *ct = NULL;
+	CURLcode rc;
+
+	ck_assert(c != NULL);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, h_curl_write);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+	rc = curl_easy_perform(c);
+	ck_assert_msg(rc == CURLE_OK, "GET %s: %s", url, curl_easy_strerror(rc));
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &g.status);
+	curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+	g.ctype = h_strdup(ct ? ct : "");
+	g.body = h_strdup(b.p ? b.p : "");
+	free(b.p);
+	curl_easy_cleanup(c);
+	return g;
+}
+
+/* the worker's URL with another path: ".../metrics" -> ".../<path>" */
+static const char *worker_url(const char *path)
+{
+	const char *m = h_env("PIN_WORKER_METRICS_URL");
+	const char *p = strstr(m, "/metrics");
+
+	ck_assert_ptr_nonnull(p);
+	return h_sprintf("%.*s%s", (int)(p - m), m, path);
+}
+
+/* `promtool check metrics` on text: its output ("" = no problem) */
+static char *promtool_check(const char *text, int *status)
+{
+	char tmpl[] = "/tmp/pin-obs-XXXXXX";
+	int fd = mkstemp(tmpl);
+	FILE *p;
+	char buf[4096], *out;
+	size_t n;
+
+	ck_assert(fd >= 0);
+	ck_assert(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+	close(fd);
+	p = popen(h_sprintf("promtool check metrics < %s 2>&1", tmpl), "r");
+	ck_assert_ptr_nonnull(p);
+	n = fread(buf, 1, sizeof buf - 1, p);
+	buf[n] = '\0';
+	*status = pclose(p);
+	unlink(tmpl);
+	out = h_strdup(buf);
+	return out;
+}
+
+START_TEST(worker_metrics_endpoint)
+{
+	struct got g = fetch(h_env("PIN_WORKER_METRICS_URL"));
+
+	ck_assert_msg(g.status == 200, "status %ld", g.status);
+	ck_assert_msg(!strncmp(g.ctype, "text/plain", 10), "content type %s", g.ctype);
+	ck_assert_msg(strstr(g.body, "pin_build_info{version=\"") &&
+		strstr(g.body, ",abi=\""), "no pin_build_info: %.300s", g.body);
+	ck_assert(strstr(g.body, "\nprocess_start_time_seconds ") != NULL);
+	ck_assert(strstr(g.body, "\nprocess_resident_memory_bytes ") != NULL);
+	ck_assert(strstr(g.body, "\nprocess_open_fds ") != NULL);
+	/* the worker side's own metrics are there: relay, jobs */
+	ck_assert_msg(H_WAIT_UNTIL((g = fetch(h_env("PIN_WORKER_METRICS_URL")),
+			strstr(g.body, "pin_job_duration_seconds_bucket{job=\"") &&
+			strstr(g.body, "pin_outbox_relay_leader")), 20000),
+		"no job histogram / relay gauge: %.2000s", g.body);
+	ck_assert(strstr(g.body, "# TYPE pin_job_duration_seconds histogram") != NULL);
+
+	g = fetch(worker_url("/healthz"));
+	ck_assert_int_eq(g.status, 200);
+	ck_assert(strstr(g.body, "\"ok\"") != NULL);
+	g = fetch(worker_url("/nope"));
+	ck_assert_int_eq(g.status, 404);
+}
+END_TEST
+
+START_TEST(api_metrics_basics_and_latency_histogram)
+{
+	struct h_resp *r;
+
+	h_get("/healthz", NULL);
+	r = h_get("/metrics", NULL);
+	ck_assert_int_eq(r->status, 200);
+	ck_assert(strstr(r->body, "pin_build_info{version=\"") != NULL);
+	ck_assert(strstr(r->body, "\nprocess_start_time_seconds ") != NULL);
+	ck_assert(strstr(r->body, "\nprocess_open_fds ") != NULL);
+	ck_assert(strstr(r->body, "# TYPE pin_http_request_duration_seconds histogram") != NULL);
+	ck_assert_msg(strstr(r->body, "pin_http_request_duration_seconds_bucket{"
+		"route=\"/healthz\",method=\"GET\",le=\"+Inf\"}") != NULL,
+		"no latency histogram for /healthz: %.3000s", r->body);
+	ck_assert(strstr(r->body, "pin_http_request_duration_seconds_count{"
+		"route=\"/healthz\",method=\"GET\"}") != NULL);
+}
+END_TEST
+
+/* both hosts' exposition passes promtool's parser and linter */
+START_TEST(promtool_check_metrics_both_hosts)
+{
+	struct h_resp *r;
+	struct got g;
+	char *out;
+	int st;
+
+	h_get("/healthz", NULL);
+	r = h_get("/metrics", NULL);
+	ck_assert_int_eq(r->status, 200);
+	out = promtool_check(r->body, &st);
+	ck_assert_msg(st == 0 && !*out, "API host: promtool exit %d:\n%s", st, out);
+
+	g = fetch(h_env("PIN_WORKER_METRICS_URL"));
+	ck_assert_int_eq(g.status, 200);
+	out = promtool_check(g.body, &st);
+	ck_assert_msg(st == 0 && !*out, "worker host: promtool exit %d:\n%s", st, out);
+
+	/* the check can fail: a counter without _total and a bad line */
+	out = promtool_check("# TYPE x counter\nx 1\n", &st);
+	ck_assert_msg(st != 0 && *out, "promtool accepted a lint problem");
+}
+END_TEST
+
+Suite *make_obs_suite(void)
+{
+	Suite *s = suite_create("obs");
+	TCase *tc = h_tcase("metrics", 60);
+
+	tcase_add_test(tc, worker_metrics_endpoint);
+	tcase_add_test(tc, api_metrics_basics_and_latency_histogram);
+	tcase_add_test(tc, promtool_check_metrics_both_hosts);
+	suite_add_tcase(s, tc);
+	return s;
+}
