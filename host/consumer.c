@@ -47,7 +47,19 @@
  * pin_consumer_duplicates_total, pin_consumer_retries_total,
  * pin_consumer_contract_version_mismatch_total, pin_dlq_total (the seeds'
  * <prefix>_dlq_total), pin_consumer_lag_seconds (gauge: now - createdAt of
- * the last message handled), pin_consumer_paused_partitions (gauge).
+ * the last message handled), pin_consumer_paused_partitions (gauge),
+ * pin_consumer_consume_duration_seconds (histogram: one message, handler and
+ * inbox transaction).
+ *
+ * Real lag, every consumer_lag_interval_ms (5000) per assigned partition:
+ * pin_consumer_lag_messages{group,topic,partition} = high watermark (asked
+ * from the broker) - committed offset of the group (no commit yet: - low
+ * watermark), and pin_consumer_oldest_unprocessed_age_seconds{group} =
+ * the largest over the partitions of: a held message's age (its Kafka
+ * timestamp), else, while lag > 0, the time since the committed offset last
+ * moved (or since lag appeared).  A consumer that is stuck, paused or
+ * starved shows growing values; a host that is gone shows no series (its
+ * scrape fails: the host-down alert).
  */
 #include "config.h"
 
@@ -86,6 +98,14 @@ struct cons {
 	size_t nheld, capheld;
 	bool started;
 	bool create_failing;        /* log creation failures once */
+	int64_t next_lag_us;        /* next lag sample */
+	struct lagp {               /* per partition: when lag > 0 began to stall */
+		char topic[200];
+		int32_t part;
+		int64_t committed;
+		int64_t since_us;
+	} *lagp;
+	size_t nlagp;
 };
 
 /* outcome of one attempt at a message */
@@ -724,6 +744,76 @@ static rd_kafka_message_t *next_message(struct cons *c, int wait)
 	return m;
 }
 
+static struct lagp *lagp_get(struct cons *c, const char *topic, int32_t part)
+{
+	struct lagp *n;
+
+	for (size_t i = 0; i < c->nlagp; i++)
+		if (c->lagp[i].part == part && !strcmp(c->lagp[i].topic, topic))
+			return &c->lagp[i];
+	n = realloc(c->lagp, (c->nlagp + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	c->lagp = n;
+	n = &c->lagp[c->nlagp++];
+	memset(n, 0, sizeof(*n));
+	snprintf(n->topic, sizeof(n->topic), "%s", topic);
+	n->part = part;
+	n->committed = -2;
+	return n;
+}
+
+/* Samples the real lag of the assigned partitions (see the head comment). */
+static void lag_sample(struct cons *c)
+{
+	rd_kafka_topic_partition_list_t *l = NULL;
+	int64_t now = pin_clock_now_us();
+	double oldest = 0;
+	char lab[400];
+
+	if (now < c->next_lag_us)
+		return;
+	c->next_lag_us = now + pin_config_int("consumer_lag_interval_ms", 5000) * 1000;
+	if (rd_kafka_assignment(c->rk, &l) != RD_KAFKA_RESP_ERR_NO_ERROR || !l)
+		return;
+	if (l->cnt == 0 || rd_kafka_committed(c->rk, l, 2000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		goto out;
+	for (int i = 0; i < l->cnt; i++) {
+		rd_kafka_topic_partition_t *p = &l->elems[i];
+		int64_t lo = 0, hi = 0, lag, com = p->offset;
+		struct lagp *s;
+		struct held *h;
+
+		if (rd_kafka_query_watermark_offsets(c->rk, p->topic, p->partition,
+				&lo, &hi, 1000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+			break;  /* broker away: keep the last values, try next time */
+		if (com < 0)
+			com = lo;
+		lag = hi > com ? hi - com : 0;
+		snprintf(lab, sizeof(lab), "%s,topic=\"%s\",partition=\"%d\"", c->labels,
+				p->topic, (int)p->partition);
+		pin_metric_set("pin_consumer_lag_messages", lab, (double)lag);
+		if (!(s = lagp_get(c, p->topic, p->partition)))
+			continue;
+		if (lag == 0 || s->committed != com || !s->since_us)
+			s->since_us = now;
+		s->committed = com;
+		h = held_find(c, p->topic, p->partition);
+		if (h) {
+			rd_kafka_timestamp_type_t tt;
+			int64_t ts = rd_kafka_message_timestamp(h->m, &tt);
+
+			if (ts > 0 && (double)(now / 1000 - ts) / 1e3 > oldest)
+				oldest = (double)(now / 1000 - ts) / 1e3;
+		}
+		if (lag > 0 && (double)(now - s->since_us) / 1e6 > oldest)
+			oldest = (double)(now - s->since_us) / 1e6;
+	}
+	pin_metric_set("pin_consumer_oldest_unprocessed_age_seconds", c->labels, oldest);
+out:
+	rd_kafka_topic_partition_list_destroy(l);
+}
+
 static void *cons_main(void *arg)
 {
 	struct cons *c = arg;
@@ -736,6 +826,7 @@ static void *cons_main(void *arg)
 
 		if (!ensure_consumer(c, &next_boot_check))
 			continue;
+		lag_sample(c);
 		m = next_message(c, retry_due(c, a));
 		if (!m)
 			continue;
@@ -746,6 +837,9 @@ static void *cons_main(void *arg)
 	dlq_destroy(c);
 	free(c->held);
 	c->held = NULL;
+	free(c->lagp);
+	c->lagp = NULL;
+	c->nlagp = 0;
 	c->nheld = c->capheld = 0;
 	pin_arena_reset(a);
 	pin_arena_set_current(NULL);

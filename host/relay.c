@@ -35,7 +35,9 @@
  * format, rewritten at most once a second, for node_exporter's textfile
  * collector; a worker host serves no HTTP).
  *
- * Metrics: pin_outbox_pending (gauge; also per {outbox}), pin_outbox_published_total,
+ * Metrics: pin_outbox_pending (gauge; also per {outbox}),
+ * pin_outbox_oldest_unpublished_age_seconds{outbox} (host clock - created_at
+ * of the oldest unpublished, unparked row; 0 when none), pin_outbox_published_total,
  * pin_outbox_failed_total{outbox,reason},
  * pin_outbox_publish_errors_total, pin_kafka_up (0/1),
  * pin_outbox_relay_leader (0/1).
@@ -275,8 +277,10 @@ static void update_pending(void)
 		char *sql = pin_arena_alloc(200), *lab = pin_arena_alloc(160);
 		PGresult *res;
 
-		snprintf(sql, 200, "SELECT count(*) FROM %s WHERE published_at IS NULL"
-				" AND parked_at IS NULL", t);
+		double oldest = 0;
+
+		snprintf(sql, 200, "SELECT count(*), extract(epoch FROM min(created_at))"
+				" FROM %s WHERE published_at IS NULL AND parked_at IS NULL", t);
 		res = pin_db_exec(sql, 0, NULL);
 		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 			continue;
@@ -284,6 +288,10 @@ static void update_pending(void)
 			pin_metric_set("pin_outbox_pending", NULL, atof(PQgetvalue(res, 0, 0)));
 		snprintf(lab, 160, "outbox=\"%s\"", t);
 		pin_metric_set("pin_outbox_pending", lab, atof(PQgetvalue(res, 0, 0)));
+		if (!PQgetisnull(res, 0, 1))
+			oldest = (double)pin_clock_now_us() / 1e6 - atof(PQgetvalue(res, 0, 1));
+		pin_metric_set("pin_outbox_oldest_unpublished_age_seconds", lab,
+				oldest > 0 ? oldest : 0);
 	}
 }
 

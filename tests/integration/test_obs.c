@@ -147,6 +147,94 @@ START_TEST(promtool_check_metrics_both_hosts)
 }
 END_TEST
 
+/* ------------------------------------------------------------ real lag */
+
+#define LAG_PREFIX "pin_consumer_lag_messages{group=\"test-consumer\"," \
+	"topic=\"pin.test.events.v1\",partition=\""
+#define AGE_PREFIX "pin_consumer_oldest_unprocessed_age_seconds{group=\"test-consumer\"} "
+
+static char *envelope(const char *key, const char *kind)
+{
+	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"pin.test.event\","
+		"\"contractVersion\":1,\"createdAt\":\"2026-11-30T00:00:00.000Z\","
+		"\"aggregateType\":\"Test\",\"aggregateId\":\"%s\",\"correlationId\":null,"
+		"\"payload\":{\"kind\":\"%s\"}}", h_uuid(), key, kind);
+}
+
+/* sum over the partitions of the test group's lag; -1 when no series yet */
+static double lag_sum(const char *metrics)
+{
+	double sum = -1;
+
+	for (const char *p = metrics; (p = strstr(p, LAG_PREFIX)); p++) {
+		const char *v = strstr(p, "} ");
+		if (!v)
+			break;
+		sum = (sum < 0 ? 0 : sum) + atof(v + 2);
+	}
+	return sum;
+}
+
+static double age_of(const char *metrics)
+{
+	const char *p = strstr(metrics, AGE_PREFIX);
+
+	return p ? atof(p + strlen(AGE_PREFIX)) : -1;
+}
+
+static double worker_lag(void)
+{
+	return lag_sum(fetch(h_env("PIN_WORKER_METRICS_URL")).body);
+}
+
+static double worker_age(void)
+{
+	return age_of(fetch(h_env("PIN_WORKER_METRICS_URL")).body);
+}
+
+/* A stalled consumer (its handler keeps failing: the partition is held)
+ * shows lag in messages that grows with every message behind it, and a
+ * growing oldest-unprocessed age; both fall back to 0 once it moves. */
+START_TEST(stalled_consumer_lag_grows)
+{
+	const char *topic = "pin.test.events.v1";
+	char *key = h_uuid();
+	double l1, l2, a1, a2;
+
+	h_sql("CREATE TABLE IF NOT EXISTS calendar.test_seen"
+		" (message_id uuid, payload_kind text, attempts int)");
+	ck_assert_msg(H_WAIT_UNTIL(worker_lag() == 0, 30000),
+		"test group lag not 0 at the start: %g", worker_lag());
+	ck_assert(h_kafka_produce(topic, key, envelope(key, "stall")) == 0);
+	ck_assert(h_kafka_produce(topic, key, envelope(key, "noop")) == 0);
+	ck_assert_msg(H_WAIT_UNTIL((l1 = worker_lag()) >= 2, 10000),
+		"lag did not show the held message: %g", l1);
+	ck_assert_msg(H_WAIT_UNTIL((a1 = worker_age()) >= 1, 10000), "age %g", a1);
+	for (int i = 0; i < 3; i++)
+		ck_assert(h_kafka_produce(topic, key, envelope(key, "noop")) == 0);
+	ck_assert_msg(H_WAIT_UNTIL((l2 = worker_lag()) >= l1 + 3, 10000),
+		"lag did not grow: %g then %g", l1, l2);
+	h_sleep_ms(1500);
+	ck_assert_msg(H_WAIT_UNTIL((a2 = worker_age()) > a1 + 1, 10000),
+		"age did not grow: %g then %g", a1, a2);
+	/* the stall ends (20 s deadline -> DLQ): lag and age back to 0 */
+	ck_assert_msg(H_WAIT_UNTIL(worker_lag() == 0 && worker_age() == 0, 45000),
+		"lag stayed %g, age %g", worker_lag(), worker_age());
+}
+END_TEST
+
+/* the relay's backlog per outbox: pending rows and the oldest one's age */
+START_TEST(outbox_backlog_gauges)
+{
+	const char *m;
+
+	ck_assert_msg(H_WAIT_UNTIL((m = fetch(h_env("PIN_WORKER_METRICS_URL")).body,
+		strstr(m, "pin_outbox_oldest_unpublished_age_seconds{outbox=\"calendar.outbox\"} ") &&
+		strstr(m, "pin_outbox_pending{outbox=\"calendar.outbox\"} ")), 15000),
+		"no outbox backlog gauges: %.3000s", m);
+}
+END_TEST
+
 Suite *make_obs_suite(void)
 {
 	Suite *s = suite_create("obs");
@@ -155,6 +243,10 @@ Suite *make_obs_suite(void)
 	tcase_add_test(tc, worker_metrics_endpoint);
 	tcase_add_test(tc, api_metrics_basics_and_latency_histogram);
 	tcase_add_test(tc, promtool_check_metrics_both_hosts);
+	tcase_add_test(tc, outbox_backlog_gauges);
+	suite_add_tcase(s, tc);
+	tc = h_tcase("lag", 120);
+	tcase_add_test(tc, stalled_consumer_lag_grows);
 	suite_add_tcase(s, tc);
 	return s;
 }
