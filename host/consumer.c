@@ -883,6 +883,8 @@ int pin_consumers_start(void)
 		}
 		snprintf(c->dlq_topic, sizeof(c->dlq_topic), "%s.dlq", c->e->c.group);
 		snprintf(c->labels, sizeof(c->labels), "group=\"%s\"", c->e->c.group);
+		/* 0 from the start: increase() sees the first dead letter */
+		pin_metric_add("pin_dlq_total", c->labels, 0);
 		snprintf(c->inbox_sql, sizeof(c->inbox_sql),
 				"INSERT INTO %s (consumer_group, message_id, processed_at)"
 				" VALUES ($1, $2::uuid, $3::timestamptz) ON CONFLICT DO NOTHING",

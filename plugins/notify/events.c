@@ -768,6 +768,7 @@ static enum pin_consume_status enqueue(struct ctx *c, struct pin_consume_result 
 			pc_api->log(PIN_LOG_ERROR, "notifications: no active template",
 					"messageId", c->msg->message_id, "kind", c->kind,
 					"role", c->r[i].role, NULL);
+			pc_api->metric_add("notifications_template_not_resolved_total", NULL, 1);
 			return fail(res, NTF_CODE_TEMPLATE, pc_api->sprintf(
 				"no Active template for %s / %s", c->kind, c->r[i].role));
 		}
@@ -810,5 +811,7 @@ int ntf_events_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
 	struct pin_consumer c = { GROUP, topics, NTF_INBOX, on_event, NULL, NULL };
 
+	/* 0 from the start: the alert's increase() sees the first one */
+	pc_api->metric_add("notifications_template_not_resolved_total", NULL, 0);
 	return pc_register_consumer(reg, &c, "notify", err, errlen);
 }

@@ -511,5 +511,7 @@ int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen
 {
 	struct pin_consumer c = { GROUP, topics, PC_INBOX_TABLE, on_booking, NULL, NULL };
 
+	/* 0 from the start: the alert's increase() sees the first one */
+	pc_api->metric_add("calendar_crm_booking_sync_replica_not_found_total", NULL, 0);
 	return pc_register_consumer(reg, &c, "workers", err, errlen);
 }
