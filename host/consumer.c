@@ -885,6 +885,8 @@ int pin_consumers_start(void)
 		snprintf(c->labels, sizeof(c->labels), "group=\"%s\"", c->e->c.group);
 		/* 0 from the start: increase() sees the first dead letter */
 		pin_metric_add("pin_dlq_total", c->labels, 0);
+		pin_metric_add("pin_consumer_processed_total", c->labels, 0);
+		pin_metric_add("pin_consumer_retries_total", c->labels, 0);
 		snprintf(c->inbox_sql, sizeof(c->inbox_sql),
 				"INSERT INTO %s (consumer_group, message_id, processed_at)"
 				" VALUES ($1, $2::uuid, $3::timestamptz) ON CONFLICT DO NOTHING",

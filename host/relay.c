@@ -664,6 +664,7 @@ static void *relay_main(void *arg)
 	(void)arg;
 	pin_arena_set_current(a);
 	pin_metric_set("pin_outbox_relay_leader", NULL, 0);
+	pin_metric_add("pin_outbox_published_total", NULL, 0);
 	while (!should_stop()) {
 		int nrows = 0, rc, sleep_ms;
 
