@@ -418,8 +418,29 @@ static void msg_init(struct pin_msg *msg, const rd_kafka_message_t *m)
 	msg->value_len = m->len;
 }
 
-/* a valid envelope: the version warning and the trace id */
-static void note_envelope(struct cons *c, const struct pin_msg *msg)
+/* the message's valid traceparent header (in the arena), or NULL */
+static const char *header_traceparent(const rd_kafka_message_t *m)
+{
+	rd_kafka_headers_t *hdrs = NULL;
+	const void *v = NULL;
+	size_t n = 0;
+	char *s;
+
+	if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+	    rd_kafka_header_get_last(hdrs, "traceparent", &v, &n) !=
+			RD_KAFKA_RESP_ERR_NO_ERROR || !v || n != 55)
+		return NULL;
+	s = pin_arena_alloc(56);
+	memcpy(s, v, 55);
+	s[55] = '\0';
+	return pin_traceparent_valid(s) ? s : NULL;
+}
+
+/* a valid envelope: the version warning and the trace id (the W3C
+ * traceparent header when the message has one, else correlationId, else
+ * messageId) */
+static void note_envelope(struct cons *c, const struct pin_msg *msg,
+		const char *tp)
 {
 	const char *corr = NULL;
 	json_object *v;
@@ -436,6 +457,11 @@ static void note_envelope(struct cons *c, const struct pin_msg *msg)
 	if (json_object_object_get_ex(msg->envelope, "correlationId", &v) &&
 			json_object_is_type(v, json_type_string))
 		corr = json_object_get_string(v);
+	if (tp) {      /* continue the producer's trace (W3C traceparent header) */
+		pin_trace_start(tp);
+		return;
+	}
+	pin_trace_start(NULL);     /* outbox rows written here get a trace */
 	pin_trace_set(corr && *corr ? corr : msg->message_id);
 }
 
@@ -542,7 +568,7 @@ static enum attempt attempt(struct cons *c, const rd_kafka_message_t *m,
 		double t0 = pin_metrics_mono_s();
 
 		snprintf(v->mid, sizeof(v->mid), "%s", msg.message_id);
-		note_envelope(c, &msg);
+		note_envelope(c, &msg, header_traceparent(m));
 		out = run_handler(c, &msg, v);
 		pin_metric_observe("pin_consumer_consume_duration_seconds", c->labels,
 				pin_metrics_mono_s() - t0);
@@ -553,9 +579,8 @@ static enum attempt attempt(struct cons *c, const rd_kafka_message_t *m,
 	}
 	if (pin_db_in_tx())
 		pin_db_rollback();
-	pin_trace_set(NULL);
 	json_object_put(env);
-	return out;
+	return out;         /* the trace stays for handle()'s log lines */
 }
 
 static void commit_offset(struct cons *c, const rd_kafka_message_t *m)
@@ -665,6 +690,7 @@ static void handle(struct cons *c, rd_kafka_message_t *m, struct held *h)
 		finish(c, m, h);
 	else
 		hold(c, m, h, a, &v, now);
+	pin_trace_set(NULL);
 }
 
 /* Retries the held messages that are due; returns ms until the next one. */

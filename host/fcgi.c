@@ -213,9 +213,12 @@ static void write_response(struct pin_req *r)
 
 	/* libfcgi's FCGX_FPrintF has its own formatter (no %zu): use snprintf */
 	n = snprintf(head, sizeof head, "Status: %d %s\r\nContent-Type: %s\r\n"
-		"Content-Length: %zu\r\nX-Request-Id: %s\r\n%s",
+		"Content-Length: %zu\r\nX-Request-Id: %s\r\n%s%s%s%s",
 		r->status, pin_status_title(r->status), r->content_type,
-		r->resp_len, r->trace, r->status == 503 ? "Retry-After: 1\r\n" : "");
+		r->resp_len, r->trace, r->status == 503 ? "Retry-After: 1\r\n" : "",
+		pin_traceparent_get() ? "traceparent: " : "",
+		pin_traceparent_get() ? pin_traceparent_get() : "",
+		pin_traceparent_get() ? "\r\n" : "");
 	for (int i = 0; i < r->nheaders && n > 0 && (size_t)n < sizeof head; i++)
 		n += snprintf(head + n, sizeof head - (size_t)n, "%s: %s\r\n",
 			r->headers[i].k, r->headers[i].v);
@@ -420,25 +423,26 @@ static void builtin(struct pin_req *r, const char *what)
 	}
 }
 
-/* method, trace id (a sane X-Request-Id, else a new UUIDv7) and path */
+/* method, trace (a valid W3C traceparent is continued, else a sane
+ * X-Request-Id is the trace id, else a new W3C trace id; a new span id for
+ * this request either way) and path */
 static void begin(struct pin_req *r, FCGX_Request *fr)
 {
-	const char *uri, *xid;
-	char trace[37], *path;
+	const char *uri, *xid, *tp;
+	char *path;
 
 	r->fr = fr;
 	r->method = FCGX_GetParam("REQUEST_METHOD", fr->envp);
 	if (!r->method)
 		r->method = "GET";
 	xid = FCGX_GetParam("HTTP_X_REQUEST_ID", fr->envp);
-	if (xid && strlen(xid) <= 64 && strspn(xid,
+	tp = FCGX_GetParam("HTTP_TRACEPARENT", fr->envp);
+	r->trace = pin_arena_strdup(pin_trace_start(tp));
+	if (!pin_traceparent_valid(tp) && xid && strlen(xid) <= 64 && strspn(xid,
 	    "0123456789abcdefABCDEF-_.:") == strlen(xid) && *xid) {
 		r->trace = pin_arena_strdup(xid);
-	} else {
-		pin_uuid_v7(trace);
-		r->trace = pin_arena_strdup(trace);
+		pin_trace_set(r->trace);
 	}
-	pin_trace_set(r->trace);
 	/* route on the path as the client sent it (REQUEST_URI, still
 	 * percent-encoded): the router decodes each parameter exactly once.
 	 * DOCUMENT_URI is already decoded by nginx; decoding it again turned

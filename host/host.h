@@ -119,6 +119,13 @@ int pin_outbox_put_to(const char *table, const char *topic, const char *key,
  * logged as traceId (log.c) and written as the outbox correlationId */
 void pin_trace_set(const char *trace_id);
 const char *pin_trace_get(void);
+/* W3C trace context.  pin_trace_start: continue the trace of incoming (a
+ * valid version-00 traceparent) or start a new one; a new span id either
+ * way.  Sets the thread's trace id (the 32-hex trace-id) and traceparent;
+ * returns the trace id.  pin_trace_set(NULL) clears both. */
+bool pin_traceparent_valid(const char *tp);
+const char *pin_trace_start(const char *incoming);
+const char *pin_traceparent_get(void);
 
 /* ---- registry.c / loader.c --------------------------------------------- */
 struct pin_route_entry {

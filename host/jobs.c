@@ -54,13 +54,12 @@ static int job_interval(const struct pin_job_entry *e)
  * Returns the handler's result. */
 static int job_pass(const struct pin_job_entry *e)
 {
-	char labels[300], trace[37], sn[24], sms[24];
+	char labels[300], sn[24], sms[24];
 	int64_t t0 = pin_clock_now_us(), ms;
 	int rc;
 
 	snprintf(labels, sizeof(labels), "job=\"%s\"", e->j.name);
-	pin_uuid_v7(trace);
-	pin_trace_set(trace);
+	pin_trace_start(NULL);     /* a new trace per pass */
 	rc = e->j.fn(e->j.ud);
 	if (pin_db_in_tx()) {
 		pin_log(PIN_LOG_WARN, "job left a transaction open; rolled back",

@@ -1,4 +1,6 @@
-/* outbox.c -- the transactional outbox writer. */
+/* outbox.c -- the transactional outbox writer.  The row keeps the W3C
+ * traceparent of the request / job / message that wrote it (the relay
+ * sends it as a Kafka header); one INFO line per row with its traceId. */
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
@@ -19,7 +21,7 @@ int pin_outbox_put_to(const char *table, const char *topic, const char *key,
 	char sql[256], stmt[160];
 	char mid[37], ts[40];
 	json_object *env;
-	const char *vals[5];
+	const char *vals[6];
 	PGresult *res;
 	int rc = 0;
 	int64_t now = pin_clock_now_us();
@@ -34,7 +36,7 @@ int pin_outbox_put_to(const char *table, const char *topic, const char *key,
 	}
 	/* the name is checked at registration ([a-z0-9_.]) */
 	snprintf(sql, sizeof sql, "INSERT INTO %s (message_id, topic, key, envelope,"
-			" created_at) VALUES ($1, $2, $3, $4::jsonb, $5)", table);
+			" created_at, traceparent) VALUES ($1, $2, $3, $4::jsonb, $5, $6)", table);
 	snprintf(stmt, sizeof stmt, "pin_outbox_put:%s", table);
 	pin_uuid_v7(mid);
 	/* createdAt with millisecond precision, as events.md shows */
@@ -60,11 +62,15 @@ int pin_outbox_put_to(const char *table, const char *topic, const char *key,
 	vals[3] = json_object_to_json_string_ext(env, JSON_C_TO_STRING_PLAIN |
 			JSON_C_TO_STRING_NOSLASHESCAPE);
 	vals[4] = ts;
-	res = pin_db_exec_prepared(stmt, sql, 5, vals);
-	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+	vals[5] = pin_traceparent_get();
+	res = pin_db_exec_prepared(stmt, sql, 6, vals);
+	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
 		rc = PIN_ERR_DB;
-	else
+	} else {
 		pin_metric_add("pin_outbox_written_total", NULL, 1);
+		pin_log(PIN_LOG_INFO, "outbox: event recorded", "messageId", mid,
+				"topic", topic, "eventType", event_type, NULL);
+	}
 	json_object_put(env);
 	return rc;
 }

@@ -69,6 +69,8 @@ struct relay_row {
 	enum dr_state st;
 	rd_kafka_resp_err_t err;
 	const char *reason;         /* DR_PARKED: metric label */
+	const char *traceparent;    /* NULL when the writer had none */
+	const char *message_id;
 };
 
 struct relay {
@@ -353,7 +355,8 @@ static PGresult *batch_read(struct relay *r, const char *table)
 	PGresult *res;
 
 	snprintf(lim, sizeof(lim), "%lld", pin_config_int("relay_batch", 500));
-	snprintf(sql, 300, "SELECT id, topic, key, envelope::text, attempts FROM %s"
+	snprintf(sql, 300, "SELECT id, topic, key, envelope::text, attempts,"
+			" traceparent, message_id FROM %s"
 			" WHERE published_at IS NULL AND parked_at IS NULL"
 			" ORDER BY id LIMIT $1::int", table);
 	snprintf(stmt, 160, "pin_relay_batch:%s", table);
@@ -386,7 +389,20 @@ static int batch_produce(struct relay *r, PGresult *res, struct relay_row *rows,
 		rows[i].topic = topic;
 		rows[i].size = strlen(val);
 		rows[i].attempts = atoi(PQgetvalue(res, i, 4));
-		e = rd_kafka_producev(r->rk,
+		rows[i].traceparent = PQgetisnull(res, i, 5) ? NULL : PQgetvalue(res, i, 5);
+		rows[i].message_id = PQgetvalue(res, i, 6);
+		if (rows[i].traceparent && pin_traceparent_valid(rows[i].traceparent))
+			e = rd_kafka_producev(r->rk,
+				RD_KAFKA_V_TOPIC(topic),
+				RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
+				RD_KAFKA_V_VALUE((void *)val, rows[i].size),
+				RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+				RD_KAFKA_V_OPAQUE(&rows[i]),
+				RD_KAFKA_V_HEADER("traceparent", rows[i].traceparent,
+						(ssize_t)strlen(rows[i].traceparent)),
+				RD_KAFKA_V_END);
+		else
+			e = rd_kafka_producev(r->rk,
 				RD_KAFKA_V_TOPIC(topic),
 				RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
 				RD_KAFKA_V_VALUE((void *)val, rows[i].size),
@@ -493,6 +509,24 @@ static int batch_mark(const char *table, struct relay_row *rows, int produced,
 			return -1;
 		}
 		pin_metric_add("pin_outbox_published_total", NULL, *ok);
+		if (pin_config_bool("relay_log_published", true))
+			for (int i = 0; i < produced; i++) {
+				if (rows[i].st != DR_OK)
+					continue;
+				/* the row's trace: one trace id from request to consumer */
+				if (rows[i].traceparent &&
+				    pin_traceparent_valid(rows[i].traceparent)) {
+					char tid[33];
+
+					memcpy(tid, rows[i].traceparent + 3, 32);
+					tid[32] = '\0';
+					pin_trace_set(tid);
+				}
+				pin_log(PIN_LOG_INFO, "outbox relay: published", "outbox", table,
+						"messageId", rows[i].message_id,
+						"topic", rows[i].topic, NULL);
+				pin_trace_set(NULL);
+			}
 	}
 	for (int i = 0; i < produced; i++) {
 		char id_s[24], size_s[24], att_s[16];

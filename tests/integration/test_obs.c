@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <curl/curl.h>
@@ -288,6 +289,144 @@ START_TEST(dlq_alert_through_prometheus)
 }
 END_TEST
 
+/* ------------------------------------------------ W3C trace context */
+
+struct posted {
+	long status;
+	char *traceparent;         /* response header, "" when absent */
+};
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
+{
+	struct posted *p = ud;
+	size_t n = size * nmemb;
+
+	if (n > 13 && !strncasecmp(data, "traceparent:", 12)) {
+		char *v = h_sprintf("%.*s", (int)(n - 12), data + 12);
+		v += strspn(v, " ");
+		v[strcspn(v, "\r\n")] = '\0';
+		p->traceparent = v;
+	}
+	return n;
+}
+
+static struct posted request_tp(const char *method, const char *path, const char *tok,
+		const char *body, const char *traceparent)
+{
+	struct posted p = { 0, "" };
+	struct h_buf b = { NULL, 0 };
+	struct curl_slist *hl = NULL;
+	CURL *c = curl_easy_init();
+
+	ck_assert(c != NULL);
+	if (tok)
+		hl = curl_slist_append(hl, h_sprintf("Authorization: Bearer %s", tok));
+	if (body)
+		hl = curl_slist_append(hl, "Content-Type: application/json");
+	if (traceparent)
+		hl = curl_slist_append(hl, h_sprintf("traceparent: %s", traceparent));
+	curl_easy_setopt(c, CURLOPT_URL, h_sprintf("%s%s", h_env("PIN_BASE_URL"), path));
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	if (body)
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, h_curl_write);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, &p);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+	ck_assert(curl_easy_perform(c) == CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &p.status);
+	curl_slist_free_all(hl);
+	curl_easy_cleanup(c);
+	free(b.p);
+	return p;
+}
+
+/* a line of the stack's log file name that holds both a and b */
+static bool log_has(const char *name, const char *a, const char *b)
+{
+	FILE *f = fopen(h_sprintf("%s/logs/%s", h_env("PIN_DEV_DIR"), name), "r");
+	char line[8192];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof line, f))
+		found = strstr(line, a) && strstr(line, b);
+	fclose(f);
+	return found;
+}
+
+static char *hex32(void)
+{
+	char *u = h_sprintf("%s%s", h_uuid(), h_uuid()), *o = h_strdup(u);
+	size_t n = 0;
+
+	for (char *p = u; *p && n < 32; p++)
+		if (*p != '-')
+			o[n++] = *p;
+	o[n] = '\0';
+	return o;
+}
+
+static bool tp_ok(const char *tp)
+{
+	return strlen(tp) == 55 && !strncmp(tp, "00-", 3) && tp[35] == '-' && tp[52] == '-';
+}
+
+/* A request without traceparent gets a new trace; one with it continues
+ * it.  The trace id of one request is in the API host's log (outbox row
+ * recorded), in the outbox row, in the Kafka header, in the relay's
+ * "published" line and in the consuming worker's log. */
+START_TEST(trace_context_request_to_consumer)
+{
+	char *tid = hex32(), *key = h_uuid();
+	char *tp_in = h_sprintf("00-%s-00f067aa0ba902b7-01", tid);
+	char *tok = h_token("agent", h_uuid(), h_uuid());
+	char *qtid = h_sprintf("\"traceId\":\"%s\"", tid);
+	struct posted a, b;
+	const struct h_kmsg *m;
+	const char *hdr;
+	char *row;
+
+	/* new trace ids when none comes in */
+	a = request_tp("GET", "/healthz", NULL, NULL, NULL);
+	b = request_tp("GET", "/healthz", NULL, NULL, NULL);
+	ck_assert_msg(tp_ok(a.traceparent) && tp_ok(b.traceparent), "traceparent '%s' '%s'",
+		a.traceparent, b.traceparent);
+	ck_assert_msg(strncmp(a.traceparent, b.traceparent, 35) != 0, "the same trace twice");
+	/* an invalid one is not continued */
+	a = request_tp("GET", "/healthz", NULL, NULL,
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01");
+	ck_assert(tp_ok(a.traceparent) && strncmp(a.traceparent, "00-000000", 9) != 0);
+
+	h_sql("CREATE TABLE IF NOT EXISTS calendar.test_seen"
+		" (message_id uuid, payload_kind text, attempts int)");
+	a = request_tp("POST", "/api/v1/test/outbox", tok,
+		h_sprintf("{\"key\":\"%s\",\"kind\":\"retry-once\"}", key), tp_in);
+	ck_assert_msg(a.status == 201, "status %ld", a.status);
+	ck_assert_msg(tp_ok(a.traceparent) && !strncmp(a.traceparent + 3, tid, 32) &&
+		strcmp(a.traceparent, tp_in) != 0,
+		"response traceparent %s does not continue %s with a new span", a.traceparent, tp_in);
+	row = h_sql_scalar("SELECT traceparent FROM calendar.outbox WHERE key = $1", key);
+	ck_assert_msg(row && !strncmp(row + 3, tid, 32), "outbox row traceparent %s",
+		row ? row : "(null)");
+	m = h_kafka_wait_key("pin.test.events.v1", key, 20000);
+	ck_assert_ptr_nonnull(m);
+	hdr = h_kmsg_header(m, "traceparent");
+	ck_assert_msg(hdr && !strncmp(hdr + 3, tid, 32), "Kafka header traceparent %s",
+		hdr ? hdr : "(none)");
+	ck_assert_msg(log_has("api.log", qtid, "outbox: event recorded"),
+		"API host log has no line with %s", qtid);
+	ck_assert_msg(H_WAIT_UNTIL(log_has("worker.log", qtid, "outbox relay: published"), 15000),
+		"relay log has no line with %s", qtid);
+	/* retry-once: the consumer logs its first failure with the trace */
+	ck_assert_msg(H_WAIT_UNTIL(log_has("worker.log", qtid, "consumer: retriable failure"),
+		20000), "consumer log has no line with %s", qtid);
+}
+END_TEST
+
 Suite *make_obs_suite(void)
 {
 	Suite *s = suite_create("obs");
@@ -300,6 +439,9 @@ Suite *make_obs_suite(void)
 	suite_add_tcase(s, tc);
 	tc = h_tcase("lag", 120);
 	tcase_add_test(tc, stalled_consumer_lag_grows);
+	suite_add_tcase(s, tc);
+	tc = h_tcase("trace", 60);
+	tcase_add_test(tc, trace_context_request_to_consumer);
 	suite_add_tcase(s, tc);
 	tc = h_tcase("prometheus", 120);
 	tcase_add_test(tc, dlq_alert_through_prometheus);
