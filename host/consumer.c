@@ -802,8 +802,12 @@ static void lag_sample(struct cons *c)
 	c->next_lag_us = now + pin_config_int("consumer_lag_interval_ms", 5000) * 1000;
 	if (rd_kafka_assignment(c->rk, &l) != RD_KAFKA_RESP_ERR_NO_ERROR || !l)
 		return;
-	if (l->cnt == 0 || rd_kafka_committed(c->rk, l, 2000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+	if (l->cnt == 0)
 		goto out;
+	if (rd_kafka_committed(c->rk, l, 1000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+		c->next_lag_us = now + 10000000;   /* broker away: do not block the loop */
+		goto out;
+	}
 	for (int i = 0; i < l->cnt; i++) {
 		rd_kafka_topic_partition_t *p = &l->elems[i];
 		int64_t lo = 0, hi = 0, lag, com = p->offset;
@@ -811,8 +815,11 @@ static void lag_sample(struct cons *c)
 		struct held *h;
 
 		if (rd_kafka_query_watermark_offsets(c->rk, p->topic, p->partition,
-				&lo, &hi, 1000) != RD_KAFKA_RESP_ERR_NO_ERROR)
-			break;  /* broker away: keep the last values, try next time */
+				&lo, &hi, 1000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+			/* broker away: keep the last values, try in 10 s */
+			c->next_lag_us = now + 10000000;
+			goto out;
+		}
 		if (com < 0)
 			com = lo;
 		lag = hi > com ? hi - com : 0;
