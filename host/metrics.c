@@ -396,9 +396,12 @@ static void *listen_main(void *arg)
 			break;
 		if (!(p[0].revents & POLLIN))
 			continue;
-		fd = accept(lfd, NULL, NULL);
-		if (fd < 0)
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
+				poll(NULL, 0, 100);   /* do not spin while out of fds */
 			continue;
+		}
 		serve(fd);
 		close(fd);
 	}
