@@ -814,8 +814,12 @@ static void lag_sample(struct cons *c)
 		struct lagp *s;
 		struct held *h;
 
-		if (rd_kafka_query_watermark_offsets(c->rk, p->topic, p->partition,
-				&lo, &hi, 1000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+		/* the cached watermarks (fetch responses): never blocks.
+		 * rd_kafka_query_watermark_offsets ignored its timeout in
+		 * 2.0.2 when the broker went away for good (dev broker moved)
+		 * and hung the consumer thread */
+		if (rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition,
+				&lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR || hi < 0) {
 			/* broker away: keep the last values, try in 10 s */
 			c->next_lag_us = now + 10000000;
 			goto out;
