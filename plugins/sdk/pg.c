@@ -1,14 +1,43 @@
 /* pg.c -- libpq result helpers and JSON output of columns. */
 #include "config.h"
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "sdk/pg.h"
 
 
+/* SQLSTATE of the first failed result pc_res_ok saw on this thread since
+ * pc_sqlstate_clear ("" when none) */
+static __thread char first_sqlstate[6];
+
 int pc_res_ok(const PGresult *res, ExecStatusType want)
 {
-	return res && PQresultStatus(res) == want;
+	int ok = res && PQresultStatus(res) == want;
+
+	if (!ok && res && !first_sqlstate[0]) {
+		const char *st = pc_api->db_sqlstate(res);
+
+		snprintf(first_sqlstate, sizeof(first_sqlstate), "%s", st ? st : "");
+	}
+	return ok;
+}
+
+void pc_sqlstate_clear(void)
+{
+	first_sqlstate[0] = '\0';
+}
+
+const char *pc_sqlstate_first(void)
+{
+	return first_sqlstate;
+}
+
+int pc_sqlstate_is_concurrency(const char *sqlstate)
+{
+	/* serialization_failure, deadlock_detected, lock_not_available */
+	return sqlstate && (!strcmp(sqlstate, "40001") || !strcmp(sqlstate, "40P01") ||
+			!strcmp(sqlstate, "55P03"));
 }
 
 const char *pc_col(const PGresult *res, int row, int col)
