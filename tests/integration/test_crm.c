@@ -713,7 +713,7 @@ START_TEST(contract_version_mismatch_applied)
 		"{\"dealId\":\"%s\",\"agencyCompanyId\":\"%s\",\"executorAgentUserId\":\"%s\","
 		"\"stage\":\"New\"}", d.id, d.agency, d.executor));
 	send_v(v, DGROUP, T_DEAL_MEMBERS, d.id, "Deal", "2026-11-01T11:00:00Z", h_sprintf(
-		"{\"dealId\":\"%s\",\"changeType\":\"ObserverAdded\",\"agencyCompanyId\":\"%s\","
+		"{\"dealId\":\"%s\",\"changeType\":\"ExecutorChanged\",\"agencyCompanyId\":\"%s\","
 		"\"executorAgentUserId\":\"%s\",\"previousExecutorAgentUserId\":\"%s\","
 		"\"extra\":[1,2]}", d.id, d.agency, exec2, d.executor));
 	ck_assert_str_eq(h_sql_scalar("SELECT executor_agent_user_id::text FROM "
