@@ -32,6 +32,8 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 	PGresult *r;
 
 	(void)ud;
+	pc_contract_check(msg, "identity replica: contract version mismatch",
+			"calendar_identity_contract_mismatch_total");
 	if ((why = pc_identity_user(msg->payload, &user_id, &name)))
 		return fatal(res, why);
 	avatar = pc_jstr_opt(msg->payload, "avatarUrl", &bad);
