@@ -35,6 +35,8 @@ static const struct apt_problem {
 		"too close to the start to cancel or reschedule" },
 	{ APT_E_NOT_STARTED, 409, "APPOINTMENT_NOT_STARTED",
 		"the appointment has not started yet" },
+	{ APT_E_AGENT_UNAVAILABLE, 409, "AGENT_UNAVAILABLE",
+		"the agent no longer takes appointments" },
 };
 
 int apt_fail(struct pin_req *r, int rc, struct pc_errs *e)
