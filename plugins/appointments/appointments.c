@@ -160,6 +160,8 @@ static const struct pin_route routes[] = {
 
 	{ "GET", "/api/v1/agency/calendar/appointments", PIN_ACTOR_ANY, "calendar.team.view", 1,
 		apt_h_agency_list, NULL, NULL },
+	{ "GET", "/api/v1/pin-manager/calendar/appointments", PIN_ACTOR_PIN_MANAGER,
+		"calendar.team.view", 0, apt_h_pinmgr_list, NULL, NULL },
 };
 
 static int apt_init(const struct pin_host_api *api, struct pin_registrar *reg,
