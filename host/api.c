@@ -70,4 +70,5 @@ const struct pin_host_api pin_api = {
 	.respond_problem = pin_respond_problem,
 	.metric_add = pin_metric_add,
 	.metric_set = pin_metric_set,
+	.outbox_put_to = pin_outbox_put_to,
 };

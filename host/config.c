@@ -1,13 +1,18 @@
 /* config.c -- key = value file, PIN_<KEY> environment, command-line flags.
  * Precedence: flag (pin_config_set) > environment > file > default.
+ * "include = FILE" reads FILE at that line (instance files include the
+ * common pin-host.conf).
  * Loaded on the main thread before any other thread starts; read-only after. */
 #include "config.h"
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "host.h"
 
 struct kv {
@@ -48,7 +53,32 @@ static char *trim(char *s)
 	return s;
 }
 
+static int load_file(const char *path, int depth);
+
+/* "include = FILE": loads FILE where the line stands (later lines win);
+ * a relative FILE is relative to the including file's directory. */
+static int load_include(const char *path, const char *inc, int depth)
+{
+	char full[4096];
+	const char *slash = strrchr(path, '/');
+
+	if (depth >= 4) {
+		pin_log(PIN_LOG_ERROR, "config include nested too deep", "path", path, NULL);
+		return -1;
+	}
+	if (inc[0] == '/' || !slash)
+		snprintf(full, sizeof full, "%s", inc);
+	else
+		snprintf(full, sizeof full, "%.*s/%s", (int)(slash - path), path, inc);
+	return load_file(full, depth + 1);
+}
+
 int pin_config_load(const char *path)
+{
+	return load_file(path, 0);
+}
+
+static int load_file(const char *path, int depth)
 {
 	FILE *f = fopen(path, "r");
 	char line[4096], lno[16];
@@ -90,6 +120,13 @@ int pin_config_load(const char *path)
 				(v[0] == '\'' && v[vl - 1] == '\''))) {
 			v[vl - 1] = '\0';
 			v++;
+		}
+		if (!strcmp(k, "include")) {
+			if (load_include(path, v, depth) < 0) {
+				rc = -1;
+				break;
+			}
+			continue;
 		}
 		e = find(k, 1);
 		if (!e) {
@@ -196,4 +233,45 @@ void pin_config_free(void)
 	free(kvs);
 	kvs = NULL;
 	nkvs = 0;
+}
+
+int pin_config_socket_perms(const char *path)
+{
+	const char *ms = pin_config_get("socket_mode", "0660");
+	const char *gs = pin_config_get("socket_group", "");
+	char *end;
+	long mode;
+	int rc = -1;
+
+	errno = 0;
+	mode = strtol(ms, &end, 8);
+	if (errno || end == ms || *end || mode < 0 || mode > 0777) {
+		pin_log(PIN_LOG_ERROR, "socket_mode is not an octal mode like 0660",
+			"value", ms, NULL);
+		goto out;
+	}
+	if (gs && *gs) {
+		struct group gr, *res = NULL;
+		char buf[4096];
+
+		if (getgrnam_r(gs, &gr, buf, sizeof buf, &res) != 0 || !res) {
+			pin_log(PIN_LOG_ERROR, "socket_group: no such group",
+				"group", gs, NULL);
+			goto out;
+		}
+		if (chown(path, (uid_t)-1, res->gr_gid) < 0) {
+			pin_log(PIN_LOG_ERROR, "socket_group: cannot chown the socket "
+				"(the service user must be a member of the group)",
+				"group", gs, "error", strerror(errno), NULL);
+			goto out;
+		}
+	}
+	if (chmod(path, (mode_t)mode) < 0) {
+		pin_log(PIN_LOG_ERROR, "cannot chmod the socket", "path", path,
+			"error", strerror(errno), NULL);
+		goto out;
+	}
+	rc = 0;
+out:
+	return rc;
 }

@@ -7,8 +7,10 @@
  * connection, its own arena (reset after every message) and a DLQ producer.
  *
  * Per message:
- *   - envelope parsed; invalid JSON or UTF-8, no messageId (uuid) or no
- *     payload object -> DLQ at once (INVALID_ENVELOPE);
+ *   - envelope parsed (envelope.c); bytes that are not strict UTF-8
+ *     (utf8.c), invalid JSON, no messageId (uuid) or no payload object ->
+ *     DLQ at once (INVALID_ENVELOPE); U+0000 in any string -> DLQ at once
+ *     (INVALID_PAYLOAD);
  *   - contractVersion != 1 -> warning + pin_consumer_contract_version_mismatch_total,
  *     processing goes on;
  *   - BEGIN; inbox insert (group, messageId) ON CONFLICT DO NOTHING; no row
@@ -20,6 +22,11 @@
  *     (res.retry_deadline_s, else consumer_retry_deadline_s, default 86400),
  *     then DLQ; other partitions keep flowing meanwhile;
  *     FATAL -> ROLLBACK, DLQ at once;
+ *     RETRY after a statement failed with a data exception (SQLSTATE class
+ *     22) or an integrity violation (class 23 except 23505/23P01, which
+ *     handlers expect) -> ROLLBACK, DLQ at once with code
+ *     DATA_EXCEPTION_<state> / INTEGRITY_VIOLATION_<state> (db.c classes);
+ *     a lost connection (class 08) -> retried like an outage;
  *   - database unreachable / inbox or COMMIT failing -> retried like RETRY
  *     but without a deadline (infrastructure, never DLQ); so is a handler
  *     failure (RETRY or FATAL) while the database link is down.
@@ -82,7 +89,7 @@ struct cons {
 };
 
 /* outcome of one attempt at a message */
-enum attempt { A_DONE, A_RETRY, A_RETRY_INFRA };
+enum attempt { A_DONE, A_RETRY, A_RETRY_INFRA, A_DLQ };
 
 static struct cons *cs;
 static size_t ncs;
@@ -361,174 +368,169 @@ static void log_failure(struct cons *c, const rd_kafka_message_t *m,
 			"code", code, "detail", detail ? detail : "", NULL);
 }
 
-static const char *jstr(json_object *o, const char *k)
-{
-	json_object *v;
+/* what one attempt at a message decided, for handle() and the DLQ headers */
+struct verdict {
+	char code[64];
+	char detail[256];
+	char mid[37];
+	int deadline_s;             /* handler RETRY: its own deadline, or 0 */
+};
 
-	if (!json_object_object_get_ex(o, k, &v) || !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
-/*
- * One attempt at m.  Fills code/detail (and *deadline_s for handler RETRY).
- * A_DONE: the offset may be committed (handled, duplicate or DLQ'd).
- */
-static enum attempt attempt(struct cons *c, const rd_kafka_message_t *m,
-		char *code, size_t codelen, char *detail, size_t detlen, int *deadline_s,
-		char mid[37])
+/* decode: key and value copied into the arena, NUL-terminated */
+static void msg_init(struct pin_msg *msg, const rd_kafka_message_t *m)
 {
-	struct pin_msg msg = { 0 };
-	struct pin_consume_result res;
-	json_tokener *tok = NULL;
-	json_object *env = NULL, *v;
-	enum pin_consume_status st;
-	enum attempt out = A_RETRY_INFRA;
-	PGresult *r;
-	char now[40];
 	char *val;
 
-	*deadline_s = 0;
-	code[0] = detail[0] = mid[0] = '\0';
-	msg.topic = rd_kafka_topic_name(m->rkt);
-	msg.partition = m->partition;
-	msg.offset = m->offset;
+	memset(msg, 0, sizeof(*msg));
+	msg->topic = rd_kafka_topic_name(m->rkt);
+	msg->partition = m->partition;
+	msg->offset = m->offset;
 	if (m->key) {
 		char *k = pin_arena_alloc(m->key_len + 1);
 
 		memcpy(k, m->key, m->key_len);
-		msg.key = k;
+		msg->key = k;
 	}
 	val = pin_arena_alloc(m->len + 1);
 	if (m->len)
 		memcpy(val, m->payload, m->len);
-	msg.value = val;
-	msg.value_len = m->len;
+	msg->value = val;
+	msg->value_len = m->len;
+}
 
-	/* the envelope */
-	tok = json_tokener_new();
-	/* the envelope is UTF-8 JSON (events.md): other bytes would only fail
-	 * later, in PostgreSQL, and hold the partition as a retriable error */
-	if (tok)
-		json_tokener_set_flags(tok, JSON_TOKENER_VALIDATE_UTF8);
-	env = tok && m->len && m->len <= INT32_MAX ?
-		json_tokener_parse_ex(tok, val, (int)m->len) : NULL;
-	if (!env || json_tokener_get_error(tok) != json_tokener_success ||
-			!json_object_is_type(env, json_type_object)) {
-		snprintf(detail, detlen, "value is not a UTF-8 JSON object");
-		goto invalid;
-	}
-	msg.envelope = env;
-	msg.message_id = jstr(env, "messageId");
-	if (!msg.message_id || !pin_uuid_valid(msg.message_id)) {
-		msg.message_id = NULL;
-		snprintf(detail, detlen, "messageId missing or not a uuid");
-		goto invalid;
-	}
-	if (!json_object_object_get_ex(env, "payload", &v) ||
-			!json_object_is_type(v, json_type_object)) {
-		snprintf(detail, detlen, "payload missing or not an object");
-		goto invalid;
-	}
-	msg.payload = v;
-	snprintf(mid, 37, "%s", msg.message_id);
-	msg.event_type = jstr(env, "eventType");
-	if (json_object_object_get_ex(env, "contractVersion", &v) &&
-			json_object_is_type(v, json_type_int))
-		msg.contract_version = json_object_get_int(v);
-	if (msg.contract_version != 1) {
+/* a valid envelope: the version warning and the trace id */
+static void note_envelope(struct cons *c, const struct pin_msg *msg)
+{
+	const char *corr = NULL;
+	json_object *v;
+
+	if (msg->contract_version != 1) {
 		char cv[16];
 
-		snprintf(cv, sizeof(cv), "%d", msg.contract_version);
+		snprintf(cv, sizeof(cv), "%d", msg->contract_version);
 		pin_log(PIN_LOG_WARN, "consumer: unexpected contractVersion, processing anyway",
-				"group", c->e->c.group, "topic", msg.topic,
-				"messageId", msg.message_id, "contractVersion", cv, NULL);
+				"group", c->e->c.group, "topic", msg->topic,
+				"messageId", msg->message_id, "contractVersion", cv, NULL);
 		pin_metric_add("pin_consumer_contract_version_mismatch_total", c->labels, 1);
 	}
-	{
-		const char *ca = jstr(env, "createdAt");
+	if (json_object_object_get_ex(msg->envelope, "correlationId", &v) &&
+			json_object_is_type(v, json_type_string))
+		corr = json_object_get_string(v);
+	pin_trace_set(corr && *corr ? corr : msg->message_id);
+}
 
-		if (ca && pin_clock_parse(ca, &msg.created_at_us) != 0)
-			msg.created_at_us = 0;
-	}
-	{
-		const char *corr = jstr(env, "correlationId");
+/*
+ * classify a handler failure (the transaction is rolled back):
+ *   the database link is gone           -> A_RETRY_INFRA (whatever it said);
+ *   the statement that failed has a
+ *   data (22) or integrity (23, not
+ *   unique/exclusion) SQLSTATE          -> A_DLQ, code <CLASS>_<SQLSTATE>:
+ *                                          the same bytes fail every time;
+ *   handler RETRY                       -> A_RETRY (with its deadline);
+ *   handler FATAL                       -> A_DLQ with its code.
+ */
+static enum attempt classify(enum pin_consume_status st,
+		const struct pin_consume_result *res, struct verdict *v)
+{
+	const char *state = pin_db_last_error();
+	enum pin_db_class k = pin_db_classify(state);
 
-		pin_trace_set(corr && *corr ? corr : msg.message_id);
+	snprintf(v->code, sizeof(v->code), "%s", res->code[0] ? res->code :
+			st == PIN_CONSUME_RETRY ? "RETRIABLE" : "NON_RETRIABLE");
+	snprintf(v->detail, sizeof(v->detail), "%s", res->detail);
+	if (!pin_db_conn() || !strncmp(state, "08", 2))
+		return A_RETRY_INFRA;
+	if (st == PIN_CONSUME_RETRY && (k == PIN_DBC_DATA || k == PIN_DBC_INTEGRITY)) {
+		snprintf(v->code, sizeof(v->code), "%s_%s", k == PIN_DBC_DATA ?
+				"DATA_EXCEPTION" : "INTEGRITY_VIOLATION", state);
+		snprintf(v->detail, sizeof(v->detail), "SQLSTATE %.5s is not retriable%s%.200s",
+				state, res->detail[0] ? ": " : "", res->detail);
+		return A_DLQ;
 	}
+	if (st == PIN_CONSUME_RETRY) {
+		v->deadline_s = res->retry_deadline_s;
+		return A_RETRY;
+	}
+	return A_DLQ;       /* FATAL (or an unknown status) */
+}
 
-	/* one transaction: inbox row + the handler's effects */
-	if (pin_db_begin() != 0) {
-		snprintf(code, codelen, "DB_UNAVAILABLE");
-		goto out;
-	}
+/* handle: one transaction with the inbox row and the handler's effects */
+static enum attempt run_handler(struct cons *c, const struct pin_msg *msg,
+		struct verdict *v)
+{
+	struct pin_consume_result res;
+	enum pin_consume_status st;
+	PGresult *r;
+	char now[40];
+	const char *p[3] = { c->e->c.group, msg->message_id, now };
+
+	snprintf(v->code, sizeof(v->code), "DB_UNAVAILABLE");
+	if (pin_db_begin() != 0)
+		return A_RETRY_INFRA;
 	pin_clock_fmt(pin_clock_now_us(), now, sizeof(now));
-	{
-		const char *p[3] = { c->e->c.group, msg.message_id, now };
-
-		r = pin_db_exec_prepared("pin_consumer_inbox", c->inbox_sql, 3, p);
-	}
+	r = pin_db_exec_prepared("pin_consumer_inbox", c->inbox_sql, 3, p);
 	if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
 		pin_db_rollback();
-		snprintf(code, codelen, "DB_UNAVAILABLE");
-		snprintf(detail, detlen, "inbox insert failed");
-		goto out;
+		snprintf(v->detail, sizeof(v->detail), "inbox insert failed");
+		return A_RETRY_INFRA;
 	}
 	if (!strcmp(PQcmdTuples(r), "0")) {
 		pin_db_commit();
 		pin_metric_add("pin_consumer_duplicates_total", c->labels, 1);
-		out = A_DONE;
-		goto out;
+		return A_DONE;
 	}
 	memset(&res, 0, sizeof(res));
-	st = c->e->c.fn(&msg, &res, c->e->c.ud);
+	pin_db_error_reset();
+	st = c->e->c.fn(msg, &res, c->e->c.ud);
 	res.code[sizeof(res.code) - 1] = '\0';
 	res.detail[sizeof(res.detail) - 1] = '\0';
-	if (st == PIN_CONSUME_OK) {
-		if (pin_db_commit() != 0) {
-			snprintf(code, codelen, "DB_UNAVAILABLE");
-			snprintf(detail, detlen, "commit failed");
-			goto out;
-		}
-		pin_metric_add("pin_consumer_processed_total", c->labels, 1);
-		if (msg.created_at_us)
-			pin_metric_set("pin_consumer_lag_seconds", c->labels,
-					(double)(pin_clock_now_us() - msg.created_at_us) / 1e6);
-		out = A_DONE;
-		goto out;
+	if (st != PIN_CONSUME_OK) {
+		pin_db_rollback();
+		return classify(st, &res, v);
 	}
-	pin_db_rollback();
-	snprintf(code, codelen, "%s", res.code[0] ? res.code :
-			st == PIN_CONSUME_RETRY ? "RETRIABLE" : "NON_RETRIABLE");
-	snprintf(detail, detlen, "%s", res.detail);
-	if (!pin_db_conn()) {
-		/* the database went away under the handler: whatever it said,
-		 * that is an outage -- retried without a deadline, never DLQ'd */
-		out = A_RETRY_INFRA;
-		goto out;
+	if (pin_db_commit() != 0) {
+		snprintf(v->detail, sizeof(v->detail), "commit failed");
+		return A_RETRY_INFRA;
 	}
-	if (st == PIN_CONSUME_RETRY) {
-		*deadline_s = res.retry_deadline_s;
-		out = A_RETRY;
-		goto out;
-	}
-	/* FATAL (or an unknown status): DLQ at once */
-	log_failure(c, m, msg.message_id, "consumer: message rejected", code, detail);
-	out = dlq_send(c, m, code, detail) == 0 ? A_DONE : A_RETRY_INFRA;
-	goto out;
+	pin_metric_add("pin_consumer_processed_total", c->labels, 1);
+	if (msg->created_at_us)
+		pin_metric_set("pin_consumer_lag_seconds", c->labels,
+				(double)(pin_clock_now_us() - msg->created_at_us) / 1e6);
+	return A_DONE;
+}
 
-invalid:
-	snprintf(code, codelen, "INVALID_ENVELOPE");
-	log_failure(c, m, msg.message_id, "consumer: invalid envelope", code, detail);
-	out = dlq_send(c, m, code, detail) == 0 ? A_DONE : A_RETRY_INFRA;
-out:
+/*
+ * One attempt at m: decode -> validate (envelope.c) -> handle -> classify;
+ * a rejected message is written to the DLQ here.  A_DONE: the offset may be
+ * committed (handled, duplicate or DLQ'd).
+ */
+static enum attempt attempt(struct cons *c, const rd_kafka_message_t *m,
+		struct verdict *v)
+{
+	struct pin_msg msg;
+	json_object *env = NULL;
+	enum attempt out;
+	const char *what = "consumer: message rejected";
+
+	memset(v, 0, sizeof(*v));
+	msg_init(&msg, m);
+	if (pin_envelope_parse(msg.value, msg.value_len, &msg, &env, v->code,
+			sizeof(v->code), v->detail, sizeof(v->detail)) != 0) {
+		what = "consumer: invalid envelope";
+		out = A_DLQ;
+	} else {
+		snprintf(v->mid, sizeof(v->mid), "%s", msg.message_id);
+		note_envelope(c, &msg);
+		out = run_handler(c, &msg, v);
+	}
+	if (out == A_DLQ) {
+		log_failure(c, m, msg.message_id, what, v->code, v->detail);
+		out = dlq_send(c, m, v->code, v->detail) == 0 ? A_DONE : A_RETRY_INFRA;
+	}
 	if (pin_db_in_tx())
 		pin_db_rollback();
 	pin_trace_set(NULL);
-	if (env)
-		json_object_put(env);
-	if (tok)
-		json_tokener_free(tok);
+	json_object_put(env);
 	return out;
 }
 
@@ -551,45 +553,30 @@ static int backoff_next(int cur)
 	return n > max ? max : n;
 }
 
-/*
- * Handles m (fresh from poll, or held).  h is the held slot when m is held.
- * Takes ownership of m.
- */
-static void handle(struct cons *c, rd_kafka_message_t *m, struct held *h)
+/* m is done (handled, duplicate or DLQ'd): commit, and resume a held
+ * partition at the next offset.  Takes ownership of m. */
+static void finish(struct cons *c, rd_kafka_message_t *m, struct held *h)
 {
-	char code[64], detail[256], mid[37];
-	int deadline_s;
-	enum attempt a;
-	int64_t now;
+	char topic[256];
+	int32_t part = m->partition;
+	int64_t next = m->offset + 1;
 
-	a = attempt(c, m, code, sizeof(code), detail, sizeof(detail), &deadline_s, mid);
-	now = pin_clock_now_us();
-	if (a == A_RETRY && h && h->deadline_us && now >= h->deadline_us) {
-		/* out of time: DLQ with the last code */
-		log_failure(c, m, mid, "consumer: retry deadline passed, to DLQ", code, detail);
-		if (dlq_send(c, m, code, detail) == 0)
-			a = A_DONE;
-		else
-			a = A_RETRY_INFRA;
-	}
-	if (a == A_DONE) {
-		commit_offset(c, m);
-		if (h) {
-			char topic[256];
-			int32_t part = m->partition;
-			int64_t next = m->offset + 1;
-
-			snprintf(topic, sizeof(topic), "%s", rd_kafka_topic_name(m->rkt));
-			held_remove(c, h);      /* destroys m */
-			part_list_op(c, topic, part, next, 2);
-			part_list_op(c, topic, part, RD_KAFKA_OFFSET_INVALID, 1);
-		} else {
-			rd_kafka_message_destroy(m);
-		}
+	commit_offset(c, m);
+	if (!h) {
+		rd_kafka_message_destroy(m);
 		return;
 	}
+	snprintf(topic, sizeof(topic), "%s", rd_kafka_topic_name(m->rkt));
+	held_remove(c, h);      /* destroys m */
+	part_list_op(c, topic, part, next, 2);
+	part_list_op(c, topic, part, RD_KAFKA_OFFSET_INVALID, 1);
+}
 
-	/* retry later, partition paused */
+/* m failed retriably: pause its partition (first time) and schedule the next
+ * attempt with backoff.  Takes ownership of m. */
+static void hold(struct cons *c, rd_kafka_message_t *m, struct held *h,
+		enum attempt a, const struct verdict *v, int64_t now)
+{
 	pin_metric_add("pin_consumer_retries_total", c->labels, 1);
 	if (!h) {
 		if (c->nheld == c->capheld) {
@@ -614,7 +601,7 @@ static void handle(struct cons *c, rd_kafka_message_t *m, struct held *h)
 	}
 	h->attempts++;
 	if (a == A_RETRY && !h->deadline_us) {
-		long long s = deadline_s > 0 ? deadline_s :
+		long long s = v->deadline_s > 0 ? v->deadline_s :
 			pin_config_int("consumer_retry_deadline_s", 86400);
 
 		h->deadline_us = now + s * 1000000LL;
@@ -623,12 +610,37 @@ static void handle(struct cons *c, rd_kafka_message_t *m, struct held *h)
 	h->next_us = now + (int64_t)h->backoff_ms * 1000;
 	if (h->deadline_us && a == A_RETRY && h->next_us > h->deadline_us)
 		h->next_us = h->deadline_us;
-	snprintf(h->code, sizeof(h->code), "%s", code);
-	snprintf(h->detail, sizeof(h->detail), "%s", detail);
+	snprintf(h->code, sizeof(h->code), "%s", v->code);
+	snprintf(h->detail, sizeof(h->detail), "%s", v->detail);
 	if (h->attempts == 1 || a == A_RETRY)
-		log_failure(c, m, mid, a == A_RETRY ? "consumer: retriable failure, partition paused" :
+		log_failure(c, m, v->mid, a == A_RETRY ?
+				"consumer: retriable failure, partition paused" :
 				"consumer: infrastructure failure, partition paused",
-				code, detail);
+				v->code, v->detail);
+}
+
+/*
+ * Handles m (fresh from poll, or held).  h is the held slot when m is held.
+ * Takes ownership of m.
+ */
+static void handle(struct cons *c, rd_kafka_message_t *m, struct held *h)
+{
+	struct verdict v;
+	enum attempt a;
+	int64_t now;
+
+	a = attempt(c, m, &v);
+	now = pin_clock_now_us();
+	if (a == A_RETRY && h && h->deadline_us && now >= h->deadline_us) {
+		/* out of time: DLQ with the last code */
+		log_failure(c, m, v.mid, "consumer: retry deadline passed, to DLQ",
+				v.code, v.detail);
+		a = dlq_send(c, m, v.code, v.detail) == 0 ? A_DONE : A_RETRY_INFRA;
+	}
+	if (a == A_DONE)
+		finish(c, m, h);
+	else
+		hold(c, m, h, a, &v, now);
 }
 
 /* Retries the held messages that are due; returns ms until the next one. */
@@ -656,6 +668,58 @@ static int retry_due(struct cons *c, struct pin_arena *a)
 	return next < 0 ? 0 : next > 200 ? 200 : (int)next;
 }
 
+/* A consumer to poll: created (retried every 2 s while the broker is
+ * away), and re-created when the bootstrap address moved (dev broker
+ * restart).  false: none this round. */
+static bool ensure_consumer(struct cons *c, int64_t *next_boot_check)
+{
+	if (!c->rk && consumer_create(c) != 0) {
+		for (int i = 0; i < 20 && !stopping(); i++) {
+			struct timespec ts = { 0, 100000000L };
+
+			nanosleep(&ts, NULL);
+		}
+		return false;
+	}
+	if (pin_clock_now_us() > *next_boot_check) {
+		char *b = pin_kafka_bootstrap();
+		bool moved = b && c->boot && strcmp(b, c->boot) != 0;
+
+		*next_boot_check = pin_clock_now_us() + 5000000;
+		free(b);
+		if (moved) {
+			pin_log(PIN_LOG_INFO, "consumer: bootstrap changed, reconnecting",
+					"group", c->e->c.group, NULL);
+			consumer_destroy(c);
+			dlq_destroy(c);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* A polled message to handle (NULL: none, an error or a held partition's). */
+static rd_kafka_message_t *next_message(struct cons *c, int wait)
+{
+	rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait);
+
+	if (!m)
+		return NULL;
+	if (m->err) {
+		if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+			pin_log(PIN_LOG_DEBUG, "consumer: poll error", "group", c->e->c.group,
+					"error", rd_kafka_message_errstr(m), NULL);
+		rd_kafka_message_destroy(m);
+		return NULL;
+	}
+	if (held_find(c, rd_kafka_topic_name(m->rkt), m->partition)) {
+		/* fetched before the pause: comes again after the seek */
+		rd_kafka_message_destroy(m);
+		return NULL;
+	}
+	return m;
+}
+
 static void *cons_main(void *arg)
 {
 	struct cons *c = arg;
@@ -665,47 +729,12 @@ static void *cons_main(void *arg)
 	pin_arena_set_current(a);
 	while (!stopping()) {
 		rd_kafka_message_t *m;
-		int wait;
 
-		if (!c->rk && consumer_create(c) != 0) {
-			for (int i = 0; i < 20 && !stopping(); i++) {
-				struct timespec ts = { 0, 100000000L };
-
-				nanosleep(&ts, NULL);
-			}
+		if (!ensure_consumer(c, &next_boot_check))
 			continue;
-		}
-		/* the broker moved (dev broker restart): reconnect */
-		if (pin_clock_now_us() > next_boot_check) {
-			char *b = pin_kafka_bootstrap();
-
-			next_boot_check = pin_clock_now_us() + 5000000;
-			if (b && c->boot && strcmp(b, c->boot) != 0) {
-				pin_log(PIN_LOG_INFO, "consumer: bootstrap changed, reconnecting",
-						"group", c->e->c.group, NULL);
-				consumer_destroy(c);
-				dlq_destroy(c);
-				free(b);
-				continue;
-			}
-			free(b);
-		}
-		wait = retry_due(c, a);
-		m = rd_kafka_consumer_poll(c->rk, wait);
+		m = next_message(c, retry_due(c, a));
 		if (!m)
 			continue;
-		if (m->err) {
-			if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
-				pin_log(PIN_LOG_DEBUG, "consumer: poll error", "group", c->e->c.group,
-						"error", rd_kafka_message_errstr(m), NULL);
-			rd_kafka_message_destroy(m);
-			continue;
-		}
-		if (held_find(c, rd_kafka_topic_name(m->rkt), m->partition)) {
-			/* fetched before the pause: comes again after the seek */
-			rd_kafka_message_destroy(m);
-			continue;
-		}
 		handle(c, m, NULL);
 		pin_arena_reset(a);
 	}

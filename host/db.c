@@ -13,9 +13,12 @@
 struct tdb {
 	PGconn *conn;
 	int64_t last_attempt_us;
-	bool up;
-	bool in_tx;
-	bool conflict;      /* a 40P01 / 40001 happened since the last take */
+	bool up : 1;
+	bool in_tx : 1;
+	bool conflict : 1;  /* a 40P01 / 40001 happened since the last take */
+	char err_state[6];  /* SQLSTATE of the last failed statement since the
+	                     * last pin_db_error_reset ("08006" for a lost link);
+	                     * with the bit-fields it fits the old padding */
 	size_t nprep;
 	char *prep[MAX_PREPARED];
 };
@@ -77,6 +80,7 @@ PGconn *pin_db_conn(void)
 		PQfinish(t.conn);
 		t.conn = NULL;
 		mark(false);
+		memcpy(t.err_state, "08001", 6);
 		pin_metric_add("pin_db_connect_errors_total", NULL, 1);
 		return NULL;
 	}
@@ -110,6 +114,7 @@ static void check_result(PGresult *res, const char *what)
 		return;
 	if (t.conn && PQstatus(t.conn) != CONNECTION_OK) {
 		pin_log(PIN_LOG_ERROR, "database connection lost", NULL);
+		memcpy(t.err_state, "08006", 6);
 		mark(false);
 		t.last_attempt_us = 0;   /* reconnect on next use */
 		return;
@@ -118,6 +123,11 @@ static void check_result(PGresult *res, const char *what)
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 	if (state && (!strcmp(state, "40P01") || !strcmp(state, "40001")))
 		t.conflict = true;
+	/* 25P02 (statement in an aborted transaction) only echoes the cause */
+	if (state && strlen(state) == 5 && strcmp(state, "25P02") != 0)
+		memcpy(t.err_state, state, 6);
+	else if (!state && !t.err_state[0])
+		memcpy(t.err_state, "XX000", 6);
 	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
 	/* so may the primary message of a data exception (class 22):
 	 * 'invalid input syntax for type uuid: "<the value>"' */
@@ -279,4 +289,45 @@ const char *pin_db_constraint(const PGresult *res)
 {
 	const char *s = res ? PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME) : NULL;
 	return s ? s : "";
+}
+
+void pin_db_error_reset(void)
+{
+	t.err_state[0] = '\0';
+}
+
+const char *pin_db_last_error(void)
+{
+	return t.err_state;
+}
+
+/* The policy of README "Error classes".  Transient: the same statement can
+ * succeed later without the input changing. */
+enum pin_db_class pin_db_classify(const char *state)
+{
+	static const char *const transient[] = {
+		"40001",    /* serialization_failure */
+		"40P01",    /* deadlock_detected */
+		"55P03",    /* lock_not_available (lock_timeout, NOWAIT) */
+		"57014",    /* query_canceled: statement_timeout under load */
+		"57P01", "57P02", "57P03",  /* admin/crash shutdown, starting up */
+		"XX000",    /* no SQLSTATE at all (out of memory in libpq) */
+		NULL
+	};
+
+	if (!state || !*state)
+		return PIN_DBC_NONE;
+	if (!strncmp(state, "08", 2) || !strncmp(state, "53", 2) ||
+	    !strncmp(state, "58", 2))
+		return PIN_DBC_TRANSIENT;   /* connection, resources, system I/O */
+	for (int i = 0; transient[i]; i++)
+		if (!strcmp(state, transient[i]))
+			return PIN_DBC_TRANSIENT;
+	if (!strncmp(state, "22", 2))
+		return PIN_DBC_DATA;
+	if (!strcmp(state, "23505") || !strcmp(state, "23P01"))
+		return PIN_DBC_EXPECTED;    /* unique / exclusion: handlers answer */
+	if (!strncmp(state, "23", 2))
+		return PIN_DBC_INTEGRITY;
+	return PIN_DBC_PERMANENT;
 }

@@ -258,13 +258,13 @@ static bool json_content_type(const char *ct)
 		(ct[l] == '\0' || ct[l] == ';' || ct[l] == ' ');
 }
 
-/* 0: body parsed (or none); -1: an error response was set */
-static int read_body(struct pin_req *r)
+/* Reads the body into an arena buffer: 1 read (*out, *len), 0 no body,
+ * -1 an error response was set. */
+static int read_raw(struct pin_req *r, char **out, size_t *len)
 {
 	const char *cl = FCGX_GetParam("CONTENT_LENGTH", r->fr->envp);
-	char *end, err[160];
+	char *end, *buf;
 	long long n;
-	char *buf;
 	int got = 0;
 
 	if (!cl || !*cl)
@@ -302,21 +302,58 @@ static int read_body(struct pin_req *r)
 		pin_respond_problem(r, 400, "MALFORMED_REQUEST", "truncated body", NULL);
 		return -1;
 	}
-	/* an all-whitespace body is "no body" */
-	bool blank = true;
-	for (int i = 0; i < got; i++)
-		if (!isspace((unsigned char)buf[i])) {
-			blank = false;
-			break;
-		}
-	if (blank)
-		return 0;
-	r->body = pin_json_parse(buf, (size_t)got, err, sizeof err);
+	buf[got] = '\0';
+	*out = buf;
+	*len = (size_t)got;
+	return 1;
+}
+
+/* 0: body parsed (or none); -1: an error response was set.
+ *   bytes that are not strict UTF-8 (utf8.c)   -> 400 MALFORMED_REQUEST
+ *   invalid JSON                               -> 400 MALFORMED_REQUEST
+ *   U+0000 ("\u0000") in any string            -> 422 VALIDATION_FAILED,
+ *                                                 errors[].field = its path */
+static int read_body(struct pin_req *r)
+{
+	char err[160], where[128];
+	char *buf = NULL;
+	size_t len = 0, i;
+	int rc = read_raw(r, &buf, &len);
+
+	if (rc <= 0)
+		return rc;
+	for (i = 0; i < len && isspace((unsigned char)buf[i]); i++)
+		;
+	if (i == len)
+		return 0;           /* an all-whitespace body is "no body" */
+	if (!pin_utf8_valid(buf, len)) {
+		pin_respond_problem(r, 400, "MALFORMED_REQUEST",
+			"request body is not valid UTF-8", NULL);
+		return -1;
+	}
+	r->body = pin_json_parse(buf, len, err, sizeof err);
 	if (!r->body) {
 		pin_respond_problem(r, 400, "MALFORMED_REQUEST", err, NULL);
 		return -1;
 	}
 	pin_arena_track_json(r->body);
+	rc = pin_utf8_check_json(r->body, where, sizeof where);
+	if (rc == PIN_UTF8_INVALID) {
+		pin_respond_problem(r, 400, "MALFORMED_REQUEST",
+			"request body is not valid UTF-8", NULL);
+		return -1;
+	}
+	if (rc == PIN_UTF8_NUL) {
+		json_object *errs = json_object_new_array(), *e = json_object_new_object();
+
+		json_object_object_add(e, "field", json_object_new_string(where));
+		json_object_object_add(e, "message",
+			json_object_new_string("must not contain U+0000"));
+		json_object_array_add(errs, e);
+		pin_respond_problem(r, 422, "VALIDATION_FAILED",
+			"a string holds U+0000", errs);
+		return -1;
+	}
 	return 0;
 }
 
@@ -383,56 +420,147 @@ static void builtin(struct pin_req *r, const char *what)
 	}
 }
 
-static void handle(FCGX_Request *fr)
+/* method, trace id (a sane X-Request-Id, else a new UUIDv7) and path */
+static void begin(struct pin_req *r, FCGX_Request *fr)
 {
-	struct pin_req r = { .fr = fr };
-	struct pin_auth_principal ap = { 0 };
 	const char *uri, *xid;
 	char trace[37], *path;
-	const char *route_label = "none";
-	int rc;
 
-	r.method = FCGX_GetParam("REQUEST_METHOD", fr->envp);
-	if (!r.method)
-		r.method = "GET";
+	r->fr = fr;
+	r->method = FCGX_GetParam("REQUEST_METHOD", fr->envp);
+	if (!r->method)
+		r->method = "GET";
 	xid = FCGX_GetParam("HTTP_X_REQUEST_ID", fr->envp);
 	if (xid && strlen(xid) <= 64 && strspn(xid,
 	    "0123456789abcdefABCDEF-_.:") == strlen(xid) && *xid) {
-		r.trace = pin_arena_strdup(xid);
+		r->trace = pin_arena_strdup(xid);
 	} else {
 		pin_uuid_v7(trace);
-		r.trace = pin_arena_strdup(trace);
+		r->trace = pin_arena_strdup(trace);
 	}
-	pin_trace_set(r.trace);
-	uri = FCGX_GetParam("DOCUMENT_URI", fr->envp);
-	if (!uri)
-		uri = FCGX_GetParam("REQUEST_URI", fr->envp);
+	pin_trace_set(r->trace);
+	/* route on the path as the client sent it (REQUEST_URI, still
+	 * percent-encoded): the router decodes each parameter exactly once.
+	 * DOCUMENT_URI is already decoded by nginx; decoding it again turned
+	 * "%2525" into "%" (and made "%2F" split a segment). */
+	uri = FCGX_GetParam("REQUEST_URI", fr->envp);
+	if (uri && *uri != '/' && strstr(uri, "://"))
+		uri = strchr(strstr(uri, "://") + 3, '/');   /* absolute form */
+	if (!uri || *uri != '/')
+		uri = FCGX_GetParam("DOCUMENT_URI", fr->envp);
 	if (!uri)
 		uri = "/";
 	path = pin_arena_strdup(uri);
 	if (strchr(path, '?'))
 		*strchr(path, '?') = '\0';
-	r.path = path;
+	r->path = path;
+}
 
-	if (!strcmp(r.method, "GET") || !strcmp(r.method, "HEAD")) {
-		if (!strcmp(path, "/healthz") || !strcmp(path, "/readyz") ||
-		    !strcmp(path, "/metrics")) {
-			route_label = path;
-			builtin(&r, path + 1);
-			goto send;
-		}
+/* builtins, then the route table.  0: r->match set; -1: answered. */
+static int route(struct pin_req *r, const char **label)
+{
+	if ((!strcmp(r->method, "GET") || !strcmp(r->method, "HEAD")) &&
+	    (!strcmp(r->path, "/healthz") || !strcmp(r->path, "/readyz") ||
+	     !strcmp(r->path, "/metrics"))) {
+		*label = r->path;
+		builtin(r, r->path + 1);
+		return -1;
 	}
-	if (pin_router_match(pin_reg.routes, pin_reg.nroutes, r.method, path,
-			&r.match) < 0) {
-		drain(fr);
-		if (r.match.method_mismatch)
-			pin_respond_problem(&r, 405, "METHOD_NOT_ALLOWED",
+	if (pin_router_match(pin_reg.routes, pin_reg.nroutes, r->method, r->path,
+			&r->match) < 0) {
+		drain(r->fr);
+		if (r->match.method_mismatch)
+			pin_respond_problem(r, 405, "METHOD_NOT_ALLOWED",
 				"method not allowed on this path", NULL);
 		else
-			pin_respond_problem(&r, 404, "ROUTE_NOT_FOUND", "no such route", NULL);
-		goto send;
+			pin_respond_problem(r, 404, "ROUTE_NOT_FOUND", "no such route", NULL);
+		return -1;
 	}
-	route_label = r.match.e->r.pattern;
+	*label = r->match.e->r.pattern;
+	return 0;
+}
+
+/* Runs the handler.  A deadlock or serialization failure aborted the
+ * handler's transaction before it answered: everything it wrote is rolled
+ * back, so the request runs again on a fresh transaction (at most
+ * TX_ATTEMPTS runs).  Returns the handler's last rc. */
+static int run_with_retry(struct pin_req *r)
+{
+	int rc;
+
+	pin_db_take_conflict();
+	for (int attempt = 1;; attempt++) {
+		pin_db_error_reset();
+		rc = r->match.e->r.fn(r, r->match.e->r.ud);
+		if (pin_db_in_tx())
+			pin_db_rollback();
+		if (r->responded || rc != PIN_ERR_DB || !pin_db_take_conflict())
+			break;
+		pin_metric_add("pin_http_tx_conflicts_total", NULL, 1);
+		if (attempt == TX_ATTEMPTS) {
+			pin_respond_problem(r, 409, "VERSION_CONFLICT",
+				"concurrent update of the same data; retry", NULL);
+			break;
+		}
+		r->nheaders = 0;
+	}
+	return rc;
+}
+
+/* The handler failed without answering: the SQLSTATE of the statement that
+ * failed decides (README "Error classes").  503 only for an outage. */
+static void answer_failure(struct pin_req *r, int rc)
+{
+	const char *state = pin_db_last_error();
+	char detail[80];
+
+	switch (pin_db_classify(state)) {
+	case PIN_DBC_DATA:
+		snprintf(detail, sizeof detail,
+			"a value cannot be stored (SQLSTATE %s)", state);
+		pin_respond_problem(r, 422, "DATA_EXCEPTION", detail, NULL);
+		return;
+	case PIN_DBC_INTEGRITY:
+	case PIN_DBC_EXPECTED:
+		snprintf(detail, sizeof detail,
+			"the change conflicts with stored data (SQLSTATE %s)", state);
+		pin_respond_problem(r, 409, "INTEGRITY_VIOLATION", detail, NULL);
+		return;
+	case PIN_DBC_PERMANENT:
+		pin_log(PIN_LOG_ERROR, "handler failed on a non-transient SQLSTATE",
+			"sqlstate", state, "path", r->path, NULL);
+		pin_respond_problem(r, 500, "INTERNAL", "internal error", NULL);
+		return;
+	default:
+		break;
+	}
+	if (rc == PIN_ERR_DB || !pin_db_conn())
+		pin_respond_problem(r, 503, "UNAVAILABLE",
+			"database unavailable, retry later", NULL);
+	else
+		pin_respond_problem(r, 500, "INTERNAL", "internal error", NULL);
+}
+
+static void count(const struct pin_req *r, const char *label)
+{
+	char lbl[512];
+
+	snprintf(lbl, sizeof lbl, "route=\"%s\",method=\"%s\",status=\"%d\"",
+		label, r->match.e || label[0] == '/' ? r->method : "other", r->status);
+	pin_metric_add("pin_http_requests_total", lbl, 1);
+}
+
+/* route -> auth -> body -> run-with-retry -> answer (+ metrics) */
+static void handle(FCGX_Request *fr)
+{
+	struct pin_req r = { 0 };
+	struct pin_auth_principal ap = { 0 };
+	const char *label = "none";
+	int rc;
+
+	begin(&r, fr);
+	if (route(&r, &label) < 0)
+		goto send;
 	if (authorize(&r, &r.match.e->r, &ap) < 0) {
 		drain(fr);
 		goto send;
@@ -443,42 +571,14 @@ static void handle(FCGX_Request *fr)
 		pin_respond_problem(&r, 503, "UNAVAILABLE", "database unreachable", NULL);
 		goto send;
 	}
-	/* A deadlock or serialization failure aborted the handler's transaction
-	 * before it answered: everything it wrote is rolled back, so the request
-	 * runs again on a fresh transaction (at most TX_ATTEMPTS runs). */
-	pin_db_take_conflict();
-	for (int attempt = 1;; attempt++) {
-		rc = r.match.e->r.fn(&r, r.match.e->r.ud);
-		if (pin_db_in_tx())
-			pin_db_rollback();
-		if (r.responded || rc != PIN_ERR_DB || !pin_db_take_conflict())
-			break;
-		pin_metric_add("pin_http_tx_conflicts_total", NULL, 1);
-		if (attempt == TX_ATTEMPTS) {
-			pin_respond_problem(&r, 409, "VERSION_CONFLICT",
-				"concurrent update of the same data; retry", NULL);
-			break;
-		}
-		r.nheaders = 0;
-	}
-	if (!r.responded) {
-		if (rc == PIN_ERR_DB || !pin_db_conn())
-			pin_respond_problem(&r, 503, "UNAVAILABLE",
-				"database unavailable, retry later", NULL);
-		else
-			pin_respond_problem(&r, 500, "INTERNAL", "internal error", NULL);
-	}
+	rc = run_with_retry(&r);
+	if (!r.responded)
+		answer_failure(&r, rc);
 send:
 	if (!r.responded)
 		pin_respond_problem(&r, 500, "INTERNAL", "internal error", NULL);
 	write_response(&r);
-	{
-		char lbl[512];
-		snprintf(lbl, sizeof lbl, "route=\"%s\",method=\"%s\",status=\"%d\"",
-			route_label, r.match.e || route_label[0] == '/' ? r.method : "other",
-			r.status);
-		pin_metric_add("pin_http_requests_total", lbl, 1);
-	}
+	count(&r, label);
 	pin_match_clear(&r.match);
 	pin_auth_principal_clear(&ap);
 	pin_trace_set(NULL);
@@ -530,8 +630,12 @@ int pin_api_run(const char *listen, int threads)
 			"error", strerror(errno), NULL);
 		return -1;
 	}
-	if (is_unix)
-		chmod(addr, 0666);   /* nginx workers run as another user */
+	/* socket_mode / socket_group: nginx's workers reach it via the group */
+	if (is_unix && pin_config_socket_perms(addr) < 0) {
+		close(listen_fd);
+		listen_fd = -1;
+		return -1;
+	}
 	if (threads < 1)
 		threads = 1;
 	tids = calloc((size_t)threads, sizeof *tids);

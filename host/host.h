@@ -15,7 +15,6 @@
 void pin_log(int level, const char *msg, ...);      /* k, v, ..., NULL */
 void pin_logv(int level, const char *msg, va_list ap);
 void pin_log_set_level(int level);
-
 /* ---- clock.c ------------------------------------------------------------ */
 int64_t pin_clock_now_us(void);
 void pin_clock_set_offset_s(int64_t s);
@@ -33,6 +32,9 @@ const char *pin_config_get(const char *key, const char *def);
 long long pin_config_int(const char *key, long long def);
 bool pin_config_bool(const char *key, bool def);
 void pin_config_free(void);
+/* Applies socket_mode (octal, default 0660) and socket_group (name; default:
+ * the process's group) to the unix socket at path.  0, -1 (logged). */
+int pin_config_socket_perms(const char *path);
 
 /* ---- arena.c: per-invocation memory ------------------------------------- */
 struct pin_arena;
@@ -64,6 +66,22 @@ bool pin_db_in_tx(void);
  * this thread; clears the flag */
 bool pin_db_take_conflict(void);
 const char *pin_db_sqlstate(const PGresult *res);
+/* The SQLSTATE of this thread's last failed statement since the last reset
+ * ("" none; "08001"/"08006" no or a lost connection; 25P02 never: it only
+ * echoes the statement that aborted the transaction).  The host resets it
+ * before a request or a consumed message and reads it when the handler
+ * failed, so plugins need not report classes through the ABI. */
+void pin_db_error_reset(void);
+const char *pin_db_last_error(void);
+enum pin_db_class {
+	PIN_DBC_NONE = 0,       /* no SQLSTATE recorded */
+	PIN_DBC_TRANSIENT,      /* 08, 53, 58, 40001, 40P01, 55P03, 57014, 57P0x */
+	PIN_DBC_DATA,           /* class 22: the input cannot be stored */
+	PIN_DBC_INTEGRITY,      /* class 23 except the two below */
+	PIN_DBC_EXPECTED,       /* 23505 unique, 23P01 exclusion: handlers answer */
+	PIN_DBC_PERMANENT       /* anything else (42xxx: our SQL or schema) */
+};
+enum pin_db_class pin_db_classify(const char *sqlstate);
 const char *pin_db_constraint(const PGresult *res);
 /* exec outside the arena: caller PQclears */
 PGresult *pin_db_exec_raw(const char *sql, int n, const char *const *vals);
@@ -79,7 +97,16 @@ void pin_metrics_free(void);
 int pin_outbox_put(const char *topic, const char *key, const char *event_type,
 		const char *aggregate_type, const char *aggregate_id,
 		json_object *payload);
-/* correlation id of the current invocation (thread-local), may be NULL */
+/* ABI 1.1: the same into table (NULL = calendar.outbox), which must be
+ * calendar.outbox or registered by a plugin (pin_reg.outboxes). */
+int pin_outbox_put_to(const char *table, const char *topic, const char *key,
+		const char *event_type, const char *aggregate_type,
+		const char *aggregate_id, json_object *payload);
+#define PIN_OUTBOX_DEFAULT "calendar.outbox"
+
+/* ---- trace.c ------------------------------------------------------------ */
+/* correlation id of the current invocation (thread-local), may be NULL;
+ * logged as traceId (log.c) and written as the outbox correlationId */
 void pin_trace_set(const char *trace_id);
 const char *pin_trace_get(void);
 
@@ -103,7 +130,12 @@ struct pin_registry {
 	struct pin_route_entry *routes; size_t nroutes;
 	struct pin_job_entry *jobs; size_t njobs;
 	struct pin_consumer_entry *consumers; size_t nconsumers;
+	/* outbox tables the relay serves: [0] is always calendar.outbox,
+	 * then what plugins registered (ABI 1.1), without duplicates */
+	char **outboxes; size_t noutboxes;
 };
+/* true when table is one of pin_reg.outboxes (calendar.outbox included) */
+bool pin_outbox_known(const char *table);
 extern struct pin_registry pin_reg;
 extern const struct pin_host_api pin_api;
 
@@ -133,6 +165,25 @@ int pin_router_match(const struct pin_route_entry *routes, size_t n,
 		const char *method, const char *path, struct pin_match *m);
 void pin_match_clear(struct pin_match *m);
 
+/* ---- utf8.c: strict text checks ------------------------------------------ */
+/* true: RFC 3629 well-formed (no overlongs, no surrogates, nothing above
+ * U+10FFFF) and no NUL byte -- exactly what a PostgreSQL text value takes */
+bool pin_utf8_valid(const char *s, size_t len);
+#define PIN_UTF8_INVALID -1     /* a string or key is not valid UTF-8 */
+#define PIN_UTF8_NUL     -2     /* a string holds U+0000 (json-c truncates) */
+/* Walks every string and key of o.  0, or PIN_UTF8_* with the field path
+ * ("a.b[2].c", "" for the root) of the first offender in where. */
+int pin_utf8_check_json(json_object *o, char *where, size_t wlen);
+
+/* ---- envelope.c: the events.md envelope of a consumed message ------------ */
+/* Parses value (len bytes) into msg->envelope/payload/message_id/event_type/
+ * contract_version/created_at_us (borrowed from *env, which the caller puts).
+ * 0; or -1 with code ("INVALID_ENVELOPE" / "INVALID_PAYLOAD") and a detail
+ * free of values; *env may then be set too (the caller puts it). */
+int pin_envelope_parse(const char *value, size_t len, struct pin_msg *msg,
+		json_object **env, char *code, size_t codelen, char *detail,
+		size_t detlen);
+
 /* ---- json.c: helpers ---------------------------------------------------- */
 /* Parses at most len bytes; NULL on invalid JSON (err filled). */
 json_object *pin_json_parse(const char *buf, size_t len, char *err, size_t errlen);
@@ -140,8 +191,11 @@ json_object *pin_json_parse(const char *buf, size_t len, char *err, size_t errle
 char *pin_problem_body(int status, const char *code, const char *detail,
 		const char *trace_id, json_object *errors);
 const char *pin_status_title(int status);
-/* URL-decodes src into a malloc'd string; NULL on bad escape */
+/* URL-decodes src into a malloc'd string; NULL on bad escape or %00.
+ * pin_url_decode: a query string ('+' is a space);
+ * pin_url_decode_path: a path segment (RFC 3986: '+' is itself) */
 char *pin_url_decode(const char *src, size_t len);
+char *pin_url_decode_path(const char *src, size_t len);
 
 /* ---- auth.c: JWT verification ------------------------------------------- */
 struct pin_auth_principal {

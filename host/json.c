@@ -163,7 +163,7 @@ static int hexval(int c)
 	return -1;
 }
 
-char *pin_url_decode(const char *src, size_t len)
+static char *url_decode(const char *src, size_t len, bool plus_is_space)
 {
 	char *out = malloc(len + 1), *o = out;
 
@@ -180,7 +180,7 @@ char *pin_url_decode(const char *src, size_t len)
 				goto bad;
 			*o++ = (char)(h * 16 + l);
 			i += 2;
-		} else if (src[i] == '+') {
+		} else if (src[i] == '+' && plus_is_space) {
 			*o++ = ' ';
 		} else {
 			*o++ = src[i];
@@ -191,4 +191,14 @@ char *pin_url_decode(const char *src, size_t len)
 bad:
 	free(out);
 	return NULL;
+}
+
+char *pin_url_decode(const char *src, size_t len)
+{
+	return url_decode(src, len, true);
+}
+
+char *pin_url_decode_path(const char *src, size_t len)
+{
+	return url_decode(src, len, false);
 }

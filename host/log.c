@@ -1,4 +1,5 @@
-/* log.c -- one JSON object per line on stderr. */
+/* log.c -- one JSON object per line on stderr (with the trace id of
+ * trace.c). */
 #include "config.h"
 #include <stdarg.h>
 #include <stdio.h>
@@ -6,7 +7,6 @@
 #include "host.h"
 
 static int min_level = PIN_LOG_INFO;
-
 static const char *level_name[] = { "debug", "info", "warn", "error" };
 
 void pin_log_set_level(int level)

@@ -1,6 +1,7 @@
 /* main.c -- pin-host: flags, config, signals, mode dispatch. */
 #include "config.h"
 #include <errno.h>
+#include <dlfcn.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -80,7 +81,73 @@ static void usage(FILE *f)
 	      "  --sql-dir DIR          migrations (default " PIN_SQL_DIR ")\n"
 	      "  --pid-file FILE        write the pid\n"
 	      "  --log-level L          debug|info|warn|error\n"
-	      "  --list-routes          load --plugins, print METHOD PATH per route, exit\n", f);
+	      "  --list-routes          load --plugins, print METHOD PATH per route, exit\n"
+	      "  --check-plugin FILE.so load one plugin, print what it registers, exit\n"
+	      "  --version              version, plugin ABI and build flags\n", f);
+}
+
+static void version(void)
+{
+	printf("pin-host %s\n"
+	       "plugin ABI %d.%d\n"
+	       "plugin dir %s\n"
+	       "compiler %s\n"
+	       "build flags %s\n",
+	       PACKAGE_VERSION, PIN_ABI_MAJOR, PIN_ABI_MINOR, PIN_PLUGIN_DIR,
+	       __VERSION__, PIN_BUILD_CFLAGS);
+}
+
+/* --check-plugin FILE: loads FILE like the host would (ABI check, init with
+ * the host API, no database, no socket, no thread) and prints what it
+ * registers.  0 accepted; 1 refused (reason on stderr). */
+static int check_plugin(const char *path)
+{
+	char err[512] = "";
+	const struct pin_plugin *(*fn)(void) = NULL;
+	const struct pin_plugin *d = NULL;
+	char rel[4096];
+	void *h;
+	int rc = 1;
+
+	if (!strchr(path, '/')) {   /* dlopen would search the library path */
+		snprintf(rel, sizeof rel, "./%s", path);
+		path = rel;
+	}
+	if (pin_plugin_load_file(path, err, sizeof err) < 0) {
+		fprintf(stderr, "refused: %s\n", err);
+		goto out;
+	}
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);   /* same handle, one more ref */
+	if (h) {
+		*(void **)&fn = dlsym(h, "pin_plugin_desc");
+		d = fn ? fn() : NULL;
+	}
+	printf("file      %s\n", path);
+	if (d) {
+		printf("name      %s\n", d->name);
+		printf("version   %s\n", d->version ? d->version : "");
+		printf("abi       %d.%d (host %d.%d)\n", d->abi_major, d->abi_minor,
+		       PIN_ABI_MAJOR, PIN_ABI_MINOR);
+	}
+	for (size_t i = 0; i < pin_reg.nroutes; i++)
+		printf("route     %s %s\n", pin_reg.routes[i].r.method,
+		       pin_reg.routes[i].r.pattern);
+	for (size_t i = 0; i < pin_reg.njobs; i++)
+		printf("job       %s every %d ms\n", pin_reg.jobs[i].j.name,
+		       pin_reg.jobs[i].j.interval_ms);
+	for (size_t i = 0; i < pin_reg.nconsumers; i++) {
+		printf("consumer  %s:", pin_reg.consumers[i].c.group);
+		for (char **t = pin_reg.consumers[i].topics; t && *t; t++)
+			printf(" %s", *t);
+		printf("\n");
+	}
+	printf("result    accepted\n");
+	if (h)
+		dlclose(h);
+	rc = 0;
+out:
+	pin_plugins_unload();
+	return rc;
 }
 
 static int level_of(const char *s)
@@ -115,9 +182,11 @@ int main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "list-routes", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "check-plugin", required_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *config = NULL, *offset = NULL;
+	const char *config = NULL, *offset = NULL, *check = NULL;
 	bool once = false, migrate = false, list_routes = false;
 	int c, rc = 1;
 	struct pin_arena *arena = NULL;
@@ -140,6 +209,8 @@ int main(int argc, char **argv)
 		case 'L': pin_config_set("log_level", optarg); break;
 		case 'r': list_routes = true; break;
 		case 'h': usage(stdout); pin_config_free(); return 0;
+		case 'V': version(); pin_config_free(); return 0;
+		case 'K': check = optarg; break;
 		default: usage(stderr); pin_config_free(); return 2;
 		}
 	}
@@ -176,6 +247,10 @@ int main(int argc, char **argv)
 	arena = pin_arena_new();
 	pin_arena_set_current(arena);
 
+	if (check) {
+		rc = check_plugin(check);
+		goto out_db;
+	}
 	if (migrate) {
 		rc = pin_migrate(pin_config_get("sql_dir", PIN_SQL_DIR)) == 0 ? 0 : 1;
 		goto out_db;

@@ -1,32 +1,22 @@
-/* outbox.c -- the transactional outbox writer and the trace id. */
+/* outbox.c -- the transactional outbox writer. */
 #include "config.h"
+#include <stdio.h>
 #include <string.h>
 #include "host.h"
-
-static __thread char trace[80];
-
-void pin_trace_set(const char *id)
-{
-	if (!id) {
-		trace[0] = '\0';
-		return;
-	}
-	strncpy(trace, id, sizeof trace - 1);
-	trace[sizeof trace - 1] = '\0';
-}
-
-const char *pin_trace_get(void)
-{
-	return trace[0] ? trace : NULL;
-}
 
 int pin_outbox_put(const char *topic, const char *key, const char *event_type,
 		const char *aggregate_type, const char *aggregate_id,
 		json_object *payload)
 {
-	static const char sql[] =
-		"INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)"
-		" VALUES ($1, $2, $3, $4::jsonb, $5)";
+	return pin_outbox_put_to(NULL, topic, key, event_type, aggregate_type,
+			aggregate_id, payload);
+}
+
+int pin_outbox_put_to(const char *table, const char *topic, const char *key,
+		const char *event_type, const char *aggregate_type,
+		const char *aggregate_id, json_object *payload)
+{
+	char sql[256], stmt[160];
 	char mid[37], ts[40];
 	json_object *env;
 	const char *vals[5];
@@ -36,6 +26,16 @@ int pin_outbox_put(const char *topic, const char *key, const char *event_type,
 
 	if (!topic || !key || !event_type || !payload)
 		return PIN_ERR;
+	if (!table)
+		table = PIN_OUTBOX_DEFAULT;
+	if (!pin_outbox_known(table)) {
+		pin_log(PIN_LOG_ERROR, "outbox: table not registered", "table", table, NULL);
+		return PIN_ERR;
+	}
+	/* the name is checked at registration ([a-z0-9_.]) */
+	snprintf(sql, sizeof sql, "INSERT INTO %s (message_id, topic, key, envelope,"
+			" created_at) VALUES ($1, $2, $3, $4::jsonb, $5)", table);
+	snprintf(stmt, sizeof stmt, "pin_outbox_put:%s", table);
 	pin_uuid_v7(mid);
 	/* createdAt with millisecond precision, as events.md shows */
 	now -= now % 1000;
@@ -60,7 +60,7 @@ int pin_outbox_put(const char *topic, const char *key, const char *event_type,
 	vals[3] = json_object_to_json_string_ext(env, JSON_C_TO_STRING_PLAIN |
 			JSON_C_TO_STRING_NOSLASHESCAPE);
 	vals[4] = ts;
-	res = pin_db_exec_prepared("pin_outbox_put", sql, 5, vals);
+	res = pin_db_exec_prepared(stmt, sql, 5, vals);
 	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
 		rc = PIN_ERR_DB;
 	else

@@ -103,6 +103,59 @@ static int reg_consumer(struct pin_registrar *reg, const struct pin_consumer *c)
 	return 0;
 }
 
+/* "<schema>.<table>" of [a-z0-9_] */
+static bool outbox_name_ok(const char *t)
+{
+	const char *dot;
+
+	if (!t || !(dot = strchr(t, '.')) || dot == t || !dot[1] || strlen(t) > 120)
+		return false;
+	for (const char *p = t; *p; p++)
+		if (p != dot && !((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+				*p == '_'))
+			return false;
+	return true;
+}
+
+static int outbox_add(const char *table)
+{
+	char **n;
+
+	for (size_t i = 0; i < pin_reg.noutboxes; i++)
+		if (!strcmp(pin_reg.outboxes[i], table))
+			return 0;
+	n = realloc(pin_reg.outboxes, (pin_reg.noutboxes + 1) * sizeof *n);
+	if (!n)
+		return -1;
+	pin_reg.outboxes = n;
+	if (!(n[pin_reg.noutboxes] = strdup(table)))
+		return -1;
+	pin_reg.noutboxes++;
+	return 0;
+}
+
+static int reg_outbox(struct pin_registrar *reg, const char *table)
+{
+	if (!outbox_name_ok(table)) {
+		pin_log(PIN_LOG_ERROR, "bad outbox table name", "plugin", PLUGIN_OF(reg),
+			"table", table ? table : "(null)", NULL);
+		return -1;
+	}
+	if (!pin_reg.noutboxes && outbox_add(PIN_OUTBOX_DEFAULT) < 0)
+		return -1;
+	return outbox_add(table);
+}
+
+bool pin_outbox_known(const char *table)
+{
+	if (!strcmp(table, PIN_OUTBOX_DEFAULT))
+		return true;
+	for (size_t i = 0; i < pin_reg.noutboxes; i++)
+		if (!strcmp(pin_reg.outboxes[i], table))
+			return true;
+	return false;
+}
+
 struct pin_registrar *pin_registrar_new(const char *plugin)
 {
 	struct pin_registrar *r = calloc(1, sizeof *r);
@@ -119,6 +172,7 @@ struct pin_registrar *pin_registrar_new(const char *plugin)
 	r->job = reg_job;
 	r->consumer = reg_consumer;
 	r->host_private = p;
+	r->outbox = reg_outbox;
 	return r;
 }
 
@@ -151,5 +205,8 @@ void pin_registry_free(void)
 	free(pin_reg.routes);
 	free(pin_reg.jobs);
 	free(pin_reg.consumers);
+	for (size_t i = 0; i < pin_reg.noutboxes; i++)
+		free(pin_reg.outboxes[i]);
+	free(pin_reg.outboxes);
 	memset(&pin_reg, 0, sizeof pin_reg);
 }

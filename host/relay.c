@@ -6,21 +6,37 @@
  * connection; if that connection is lost (new backend pid) the lock is gone
  * and is tried again.  Only the leader publishes.
  *
- * Loop: take up to 500 unpublished rows of calendar.outbox in id order,
- * produce them (key, value = envelope) with an idempotent producer
- * (acks=all, murmur2_random), wait for the delivery reports, then mark
- * published_at = host clock for the acknowledged rows only.  Failed rows get
- * attempts + 1 and last_error; the loop then backs off (1 s doubling to 30 s)
+ * Outboxes: calendar.outbox and every table a plugin registered
+ * (pin_registrar.outbox, ABI 1.1, e.g. notifications.outbox).  Each pass
+ * runs one batch of each, so per-key order holds within an outbox.
+ *
+ * One batch (relay_batch): read up to 500 unpublished rows in id order under
+ * the advisory lock (batch_read) -> produce them (key, value = envelope) with
+ * an idempotent producer, acks=all, murmur2_random (batch_produce) -> wait for
+ * the delivery reports (batch_wait) -> record the outcome (batch_mark):
+ * published_at = host clock for the acknowledged rows; failed rows get
+ * attempts + 1 and last_error, and the loop backs off (1 s doubling to 30 s)
  * and starts again from the oldest unpublished row, so per-key order holds.
  * When delivery keeps failing, the producer is recreated (the bootstrap
  * file is re-read: the dev broker comes back on a new port).
  *
+ * Rows that can never be produced (larger than message.max.bytes, invalid,
+ * a topic still unknown after relay_park_unknown_topic_attempts tries) do not
+ * block the rows behind them: they are parked (parked_at, last_error,
+ * pin_outbox_failed_total{outbox,reason} with reason too_large | invalid |
+ * unknown_topic, one ERROR log line with id, topic, size, never the payload)
+ * and the batch goes on.  A parked row is never retried by itself.
+ *
  * Config: relay_batch (500), relay_busy_interval_ms (200),
  * relay_idle_interval_ms (1000), relay_backoff_max_ms (30000),
  * kafka_message_timeout_ms (10000), relay_once_timeout_ms (10000),
- * kafka_linger_ms (5).
+ * kafka_linger_ms (5), relay_park_unknown_topic_attempts (5),
+ * metrics_textfile ("" = none: the worker host's metrics in Prometheus text
+ * format, rewritten at most once a second, for node_exporter's textfile
+ * collector; a worker host serves no HTTP).
  *
- * Metrics: pin_outbox_pending (gauge), pin_outbox_published_total,
+ * Metrics: pin_outbox_pending (gauge; also per {outbox}), pin_outbox_published_total,
+ * pin_outbox_failed_total{outbox,reason},
  * pin_outbox_publish_errors_total, pin_kafka_up (0/1),
  * pin_outbox_relay_leader (0/1).
  */
@@ -41,12 +57,16 @@
 #define RELAY_LOCK_KEY "7301520415"   /* any constant shared by every host */
 
 /* delivery state of one row in the current batch */
-enum dr_state { DR_PENDING = 0, DR_OK, DR_FAILED };
+enum dr_state { DR_PENDING = 0, DR_OK, DR_FAILED, DR_PARKED };
 
 struct relay_row {
 	const char *id;
+	const char *topic;
+	size_t size;
+	int attempts;               /* before this batch */
 	enum dr_state st;
 	rd_kafka_resp_err_t err;
+	const char *reason;         /* DR_PARKED: metric label */
 };
 
 struct relay {
@@ -59,6 +79,17 @@ struct relay {
 	bool create_failing;        /* same, for producer creation */
 	int kafka_up;               /* -1 unknown */
 };
+
+/* the outboxes served: calendar.outbox, then those plugins registered */
+static size_t relay_noutboxes(void)
+{
+	return pin_reg.noutboxes ? pin_reg.noutboxes : 1;
+}
+
+static const char *relay_outbox(size_t i)
+{
+	return pin_reg.noutboxes ? pin_reg.outboxes[i] : PIN_OUTBOX_DEFAULT;
+}
 
 static pthread_t relay_thr;
 static bool relay_running;
@@ -210,9 +241,12 @@ static bool relay_lead(struct relay *r)
 	if (r->leader_pid && r->leader_pid == pid)
 		return true;
 	if (r->leader_pid) {
+		/* give up for this pass: another host may take the lock now,
+		 * the next pass tries again */
 		pin_log(PIN_LOG_WARN, "outbox relay: connection changed, leadership lost", NULL);
 		pin_metric_set("pin_outbox_relay_leader", NULL, 0);
 		r->leader_pid = 0;
+		return false;
 	}
 	res = pin_db_exec("SELECT pg_try_advisory_lock(" RELAY_LOCK_KEY ")", 0, NULL);
 	got = res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
@@ -236,11 +270,21 @@ static void relay_unlock(struct relay *r)
 
 static void update_pending(void)
 {
-	PGresult *res = pin_db_exec("SELECT count(*) FROM calendar.outbox"
-			" WHERE published_at IS NULL", 0, NULL);
+	for (size_t i = 0; i < relay_noutboxes(); i++) {
+		const char *t = relay_outbox(i);
+		char *sql = pin_arena_alloc(200), *lab = pin_arena_alloc(160);
+		PGresult *res;
 
-	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
-		pin_metric_set("pin_outbox_pending", NULL, atof(PQgetvalue(res, 0, 0)));
+		snprintf(sql, 200, "SELECT count(*) FROM %s WHERE published_at IS NULL"
+				" AND parked_at IS NULL", t);
+		res = pin_db_exec(sql, 0, NULL);
+		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+			continue;
+		if (!strcmp(t, PIN_OUTBOX_DEFAULT))   /* the 1.0 series, unlabelled */
+			pin_metric_set("pin_outbox_pending", NULL, atof(PQgetvalue(res, 0, 0)));
+		snprintf(lab, 160, "outbox=\"%s\"", t);
+		pin_metric_set("pin_outbox_pending", lab, atof(PQgetvalue(res, 0, 0)));
+	}
 }
 
 /* "{1,2,3}": the ids of the rows in state want, as a bigint[] literal. */
@@ -262,50 +306,68 @@ static char *id_list(struct relay_row *rows, int n, enum dr_state want)
 }
 
 /*
- * One batch.  Returns the number of rows published (>= 0), or -1 when
- * something failed (the caller backs off).  *nrows gets the batch size.
+ * Errors that no retry can cure for this row: the row is parked (see the
+ * head comment) and the rows behind it go on.  Returns the metric's reason
+ * label, or NULL for an error worth retrying.  An unknown topic is parked
+ * only after relay_park_unknown_topic_attempts tries: a restarted broker
+ * may not know a topic for a moment.
  */
-static int relay_batch(struct relay *r, int *nrows, int wait_ms)
+static const char *park_reason(rd_kafka_resp_err_t e, int attempts)
 {
-	PGresult *res;
-	struct relay_row *rows;
-	int n, produced = 0, ok = 0, failed = 0, rc = -1;
-	rd_kafka_resp_err_t first_err = RD_KAFKA_RESP_ERR_NO_ERROR;
-	char lim[16], now[40];
-	int64_t deadline, next_check;
-	int lead_pid = r->leader_pid;
-
-	*nrows = 0;
-	snprintf(lim, sizeof(lim), "%lld", pin_config_int("relay_batch", 500));
-	{
-		const char *p[1] = { lim };
-
-		res = pin_db_exec_prepared("pin_relay_batch",
-				"SELECT id, topic, key, envelope::text FROM calendar.outbox"
-				" WHERE published_at IS NULL ORDER BY id LIMIT $1::int", 1, p);
+	switch (e) {
+	case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+	case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+		return "too_large";
+	case RD_KAFKA_RESP_ERR__INVALID_ARG:
+	case RD_KAFKA_RESP_ERR_INVALID_MSG:
+	case RD_KAFKA_RESP_ERR_INVALID_RECORD:
+	case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+	case RD_KAFKA_RESP_ERR__BAD_MSG:
+		return "invalid";
+	case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+	case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+		if (attempts + 1 >= pin_config_int("relay_park_unknown_topic_attempts", 5))
+			return "unknown_topic";
+		return NULL;
+	default:
+		return NULL;
 	}
+}
+
+/* 1. Reads up to relay_batch unpublished rows of table in id order, and
+ *    checks that the lock was held while reading.  NULL: failed or no
+ *    longer leader (the caller backs off). */
+static PGresult *batch_read(struct relay *r, const char *table)
+{
+	char lim[16], *sql = pin_arena_alloc(300), *stmt = pin_arena_alloc(160);
+	const char *p[1] = { lim };
+	int lead_pid = r->leader_pid;
+	PGresult *res;
+
+	snprintf(lim, sizeof(lim), "%lld", pin_config_int("relay_batch", 500));
+	snprintf(sql, 300, "SELECT id, topic, key, envelope::text, attempts FROM %s"
+			" WHERE published_at IS NULL AND parked_at IS NULL"
+			" ORDER BY id LIMIT $1::int", table);
+	snprintf(stmt, 160, "pin_relay_batch:%s", table);
+	res = pin_db_exec_prepared(stmt, sql, 1, p);
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
-		return -1;
+		return NULL;
 	/* a dead link is only noticed by a statement, and db.c runs it again
 	 * on a new connection: that session does not hold the lock, and
 	 * another host may lead by now.  Publish only what was read under
 	 * the lock; else start over (as leader again, or not). */
 	if (!relay_lead(r) || r->leader_pid != lead_pid)
-		return -1;
-	n = PQntuples(res);
-	*nrows = n;
-	if (n == 0)
-		return 0;
-	if (r->rk && bootstrap_changed(r)) {
-		/* the broker moved while we were idle */
-		pin_log(PIN_LOG_INFO, "outbox relay: recreating the kafka producer",
-				"reason", "bootstrap changed", NULL);
-		producer_destroy(r);
-	}
-	if (!r->rk && producer_create(r) != 0)
-		return -1;
+		return NULL;
+	return res;
+}
 
-	rows = pin_arena_alloc(sizeof(*rows) * (size_t)n);
+/* 2a. Hands the rows to the producer.  A row refused for good is parked
+ *     and skipped; a row refused for now stops the batch (later rows must
+ *     not overtake it).  Returns how many rows were looked at. */
+static int batch_produce(struct relay *r, PGresult *res, struct relay_row *rows, int n)
+{
+	int produced = 0;
+
 	for (int i = 0; i < n; i++) {
 		const char *topic = PQgetvalue(res, i, 1);
 		const char *key = PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2);
@@ -313,10 +375,13 @@ static int relay_batch(struct relay *r, int *nrows, int wait_ms)
 		rd_kafka_resp_err_t e;
 
 		rows[i].id = PQgetvalue(res, i, 0);
+		rows[i].topic = topic;
+		rows[i].size = strlen(val);
+		rows[i].attempts = atoi(PQgetvalue(res, i, 4));
 		e = rd_kafka_producev(r->rk,
 				RD_KAFKA_V_TOPIC(topic),
 				RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
-				RD_KAFKA_V_VALUE((void *)val, strlen(val)),
+				RD_KAFKA_V_VALUE((void *)val, rows[i].size),
 				RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
 				RD_KAFKA_V_OPAQUE(&rows[i]),
 				RD_KAFKA_V_END);
@@ -325,19 +390,27 @@ static int relay_batch(struct relay *r, int *nrows, int wait_ms)
 			i--;
 			continue;
 		}
-		if (e) {
-			/* stop here: later rows must not overtake this one */
-			rows[i].st = DR_FAILED;
-			rows[i].err = e;
-			produced = i + 1;
-			break;
-		}
 		produced = i + 1;
+		if (!e)
+			continue;
+		rows[i].err = e;
+		if ((rows[i].reason = park_reason(e, rows[i].attempts))) {
+			rows[i].st = DR_PARKED;
+			continue;
+		}
+		rows[i].st = DR_FAILED;
+		break;
 	}
+	return produced;
+}
 
-	/* wait for every delivery report (bounded by message.timeout.ms) */
-	deadline = pin_clock_now_us() + (int64_t)wait_ms * 1000;
-	next_check = pin_clock_now_us() + 1000000;
+/* 2b. Waits for every delivery report (bounded by wait_ms); undelivered
+ *     rows become DR_FAILED, permanent delivery errors DR_PARKED. */
+static void batch_wait(struct relay *r, struct relay_row *rows, int produced, int wait_ms)
+{
+	int64_t deadline = pin_clock_now_us() + (int64_t)wait_ms * 1000;
+	int64_t next_check = pin_clock_now_us() + 1000000;
+
 	for (;;) {
 		bool pending = false, give_up = false;
 		int64_t t;
@@ -367,42 +440,129 @@ static int relay_batch(struct relay *r, int *nrows, int wait_ms)
 			break;
 		}
 	}
+	for (int i = 0; i < produced; i++)
+		if (rows[i].st == DR_FAILED && rows[i].err != RD_KAFKA_RESP_ERR__TIMED_OUT &&
+				(rows[i].reason = park_reason(rows[i].err, rows[i].attempts)))
+			rows[i].st = DR_PARKED;
+}
+
+/* 3. Records the outcome: published_at for delivered rows, parked_at +
+ *    last_error for parked ones (one log line each, without the payload),
+ *    attempts + 1 for the ones kept for retry.  -1 when the marking
+ *    itself failed. */
+static int batch_mark(const char *table, struct relay_row *rows, int produced,
+		int *ok, int *failed, int *parked, rd_kafka_resp_err_t *first_err)
+{
+	char now[40], *sql = pin_arena_alloc(300), *stmt = pin_arena_alloc(160);
+	char *lab = pin_arena_alloc(200);
+	PGresult *res;
+
+	*ok = *failed = *parked = 0;
 	for (int i = 0; i < produced; i++) {
 		if (rows[i].st == DR_OK) {
-			ok++;
+			(*ok)++;
 		} else if (rows[i].st == DR_FAILED) {
-			if (!failed)
-				first_err = rows[i].err;
-			failed++;
+			if (!*failed)
+				*first_err = rows[i].err;
+			(*failed)++;
+		} else if (rows[i].st == DR_PARKED) {
+			(*parked)++;
 		}
 	}
-
 	pin_clock_fmt(pin_clock_now_us(), now, sizeof(now));
-	if (ok) {
+	if (*ok) {
 		const char *p[2] = { now, id_list(rows, produced, DR_OK) };
 
-		res = pin_db_exec_prepared("pin_relay_mark",
-				"UPDATE calendar.outbox SET published_at = $1::timestamptz"
-				" WHERE id = ANY($2::bigint[])", 2, p);
+		snprintf(sql, 300, "UPDATE %s SET published_at = $1::timestamptz"
+				" WHERE id = ANY($2::bigint[])", table);
+		snprintf(stmt, 160, "pin_relay_mark:%s", table);
+		res = pin_db_exec_prepared(stmt, sql, 2, p);
 		if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
 			/* delivered but not marked: they will go out again
 			 * (at-least-once; consumers dedupe on messageId) */
-			pin_log(PIN_LOG_ERROR, "outbox relay: cannot mark rows published", NULL);
+			pin_log(PIN_LOG_ERROR, "outbox relay: cannot mark rows published",
+					"outbox", table, NULL);
 			return -1;
 		}
-		pin_metric_add("pin_outbox_published_total", NULL, ok);
+		pin_metric_add("pin_outbox_published_total", NULL, *ok);
 	}
-	if (failed) {
-		const char *p[2] = { id_list(rows, produced, DR_FAILED),
-			rd_kafka_err2str(first_err) };
+	for (int i = 0; i < produced; i++) {
+		char id_s[24], size_s[24], att_s[16];
+		const char *p[3];
 
-		pin_db_exec_prepared("pin_relay_fail",
-				"UPDATE calendar.outbox SET attempts = attempts + 1,"
-				" last_error = $2 WHERE id = ANY($1::bigint[])", 2, p);
-		pin_metric_add("pin_outbox_publish_errors_total", NULL, failed);
+		if (rows[i].st != DR_PARKED)
+			continue;
+		p[0] = rows[i].id;
+		p[1] = now;
+		p[2] = rd_kafka_err2str(rows[i].err);
+		snprintf(sql, 300, "UPDATE %s SET parked_at = $2::timestamptz,"
+				" attempts = attempts + 1, last_error = $3"
+				" WHERE id = $1::bigint", table);
+		snprintf(stmt, 160, "pin_relay_park:%s", table);
+		res = pin_db_exec_prepared(stmt, sql, 3, p);
+		if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+			return -1;      /* tried again with the next batch */
+		snprintf(lab, 200, "outbox=\"%s\",reason=\"%s\"", table, rows[i].reason);
+		pin_metric_add("pin_outbox_failed_total", lab, 1);
+		snprintf(id_s, sizeof id_s, "%s", rows[i].id);
+		snprintf(size_s, sizeof size_s, "%zu", rows[i].size);
+		snprintf(att_s, sizeof att_s, "%d", rows[i].attempts + 1);
+		pin_log(PIN_LOG_ERROR, "outbox relay: row cannot be published, parked",
+				"outbox", table, "id", id_s, "topic", rows[i].topic,
+				"reason", rows[i].reason, "bytes", size_s, "attempts", att_s,
+				"error", rd_kafka_err2str(rows[i].err), NULL);
+	}
+	if (*failed) {
+		const char *p[2] = { id_list(rows, produced, DR_FAILED),
+			rd_kafka_err2str(*first_err) };
+
+		snprintf(sql, 300, "UPDATE %s SET attempts = attempts + 1,"
+				" last_error = $2 WHERE id = ANY($1::bigint[])", table);
+		snprintf(stmt, 160, "pin_relay_fail:%s", table);
+		pin_db_exec_prepared(stmt, sql, 2, p);
+		pin_metric_add("pin_outbox_publish_errors_total", NULL, *failed);
+	}
+	return 0;
+}
+
+/*
+ * One batch of one outbox: read (under the lock) -> produce -> wait for
+ * the delivery reports -> mark.  Returns the number of rows published or
+ * parked (>= 0), or -1 when something failed (the caller backs off).
+ * *nrows gets the batch size.
+ */
+static int relay_batch(struct relay *r, const char *table, int *nrows, int wait_ms)
+{
+	PGresult *res;
+	struct relay_row *rows;
+	int n, produced, ok = 0, failed = 0, parked = 0, rc = -1;
+	rd_kafka_resp_err_t first_err = RD_KAFKA_RESP_ERR_NO_ERROR;
+
+	*nrows = 0;
+	if (!(res = batch_read(r, table)))
+		return -1;
+	n = PQntuples(res);
+	*nrows = n;
+	if (n == 0)
+		return 0;
+	if (r->rk && bootstrap_changed(r)) {
+		/* the broker moved while we were idle */
+		pin_log(PIN_LOG_INFO, "outbox relay: recreating the kafka producer",
+				"reason", "bootstrap changed", NULL);
+		producer_destroy(r);
+	}
+	if (!r->rk && producer_create(r) != 0)
+		return -1;
+
+	rows = pin_arena_alloc(sizeof(*rows) * (size_t)n);
+	produced = batch_produce(r, res, rows, n);
+	batch_wait(r, rows, produced, wait_ms);
+	if (batch_mark(table, rows, produced, &ok, &failed, &parked, &first_err) < 0)
+		return -1;
+	if (failed) {
 		if (!r->failing)
 			pin_log(PIN_LOG_WARN, "outbox relay: publishing fails, rows kept for retry",
-					"code", rd_kafka_err2name(first_err),
+					"outbox", table, "code", rd_kafka_err2name(first_err),
 					"error", rd_kafka_err2str(first_err), NULL);
 		r->failing = true;
 		set_kafka_up(r, 0);
@@ -414,17 +574,62 @@ static int relay_batch(struct relay *r, int *nrows, int wait_ms)
 		pin_log(PIN_LOG_INFO, "outbox relay: publishing again", NULL);
 	r->failing = false;
 	set_kafka_up(r, 1);
-	rc = ok;
+	rc = ok + parked;
 out:
 	if (ok) {
 		char sok[16], sfail[16];
 
 		snprintf(sok, sizeof(sok), "%d", ok);
 		snprintf(sfail, sizeof(sfail), "%d", failed);
-		pin_log(PIN_LOG_DEBUG, "outbox relay: batch", "published", sok,
-				"failed", sfail, NULL);
+		pin_log(PIN_LOG_DEBUG, "outbox relay: batch", "outbox", table,
+				"published", sok, "failed", sfail, NULL);
 	}
 	return rc;
+}
+
+/* One batch of every outbox.  -1 when one failed (the others still ran);
+ * *nrows gets the largest batch (a full one means: go again at once). */
+static int relay_batches(struct relay *r, int *nrows, int wait_ms)
+{
+	int total = 0, rc = 0;
+
+	*nrows = 0;
+	for (size_t i = 0; i < relay_noutboxes() && !should_stop(); i++) {
+		int nr = 0, n = relay_batch(r, relay_outbox(i), &nr, wait_ms);
+
+		if (nr > *nrows)
+			*nrows = nr;
+		if (n < 0)
+			rc = -1;
+		else
+			total += n;
+	}
+	return rc < 0 ? -1 : total;
+}
+
+/* Writes the metrics (node_exporter textfile format) to metrics_textfile,
+ * at most once a second: a worker host serves no HTTP. */
+static void write_metrics_file(void)
+{
+	static int64_t last;
+	const char *path = pin_config_get("metrics_textfile", "");
+	char *tmp, *m;
+	FILE *f;
+	int64_t t = pin_clock_now_us();
+
+	if (!*path || t - last < 1000000)
+		return;
+	last = t;
+	if (!(m = pin_metrics_render()))
+		return;
+	tmp = pin_arena_alloc(strlen(path) + 8);
+	sprintf(tmp, "%s.tmp", path);
+	if ((f = fopen(tmp, "w"))) {
+		fputs(m, f);
+		if (fclose(f) == 0)
+			rename(tmp, path);
+	}
+	free(m);
 }
 
 static void on_failure(struct relay *r)
@@ -456,11 +661,12 @@ static void *relay_main(void *arg)
 
 		pin_trace_set(NULL);
 		if (!relay_lead(&r)) {
+			write_metrics_file();
 			pin_arena_reset(a);
 			relay_sleep_ms(idle);
 			continue;
 		}
-		rc = relay_batch(&r, &nrows, wait_ms);
+		rc = relay_batches(&r, &nrows, wait_ms);
 		if (rc < 0) {
 			on_failure(&r);
 			sleep_ms = r.backoff_ms;
@@ -471,6 +677,7 @@ static void *relay_main(void *arg)
 				nrows > 0 ? busy : idle;
 		}
 		update_pending();
+		write_metrics_file();
 		pin_arena_reset(a);
 		if (rc < 0) {
 			/* back off, but go at once when the broker has a new address */
@@ -540,7 +747,7 @@ int pin_relay_run_once(void)
 			rc = -1;
 			break;
 		}
-		n = relay_batch(&r, &nrows, left);
+		n = relay_batches(&r, &nrows, left);
 		pin_arena_reset(a);
 		if (n < 0) {
 			on_failure(&r);
@@ -552,6 +759,7 @@ int pin_relay_run_once(void)
 			break;
 	}
 	update_pending();
+	write_metrics_file();
 	{
 		char s[16];
 

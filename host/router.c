@@ -133,7 +133,7 @@ int pin_router_match(const struct pin_route_entry *routes, size_t n,
 		for (int j = 0; j < ns; j++) {
 			if (!is_param(best->segs[j]))
 				continue;
-			char *v = pin_url_decode(segs[j], strlen(segs[j]));
+			char *v = pin_url_decode_path(segs[j], strlen(segs[j]));
 			if (!v) {
 				pin_match_clear(m);
 				best = NULL;

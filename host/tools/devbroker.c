@@ -11,6 +11,11 @@
  * until SIGTERM/SIGINT.  The mock cluster listens on random ports (no way to
  * fix them in librdkafka 2.0), so every client reads the bootstrap file.
  * In memory only: a restart forgets every topic and message.
+ *
+ * Outage drills (tests/integration/test_faults.c): SIGUSR1 takes every broker
+ * of the cluster down (connections closed, new ones refused), SIGUSR2 brings
+ * them back -- same port, same topics, messages and committed offsets, like
+ * a real broker restarted over its log.
  */
 #include "config.h"
 
@@ -42,6 +47,7 @@ static const char *const default_topics[] = {
 	"pin.crm.deal-members-changed.v1",
 	"pin.crm.deal-closed.v1",
 	"pin.identity.users.v1",
+	"pin.notifications.dispatched.v1",
 	"pin.test.events.v1",
 	"calendar-crm-booking-events.dlq",
 	"calendar-crm-deal-events.dlq",
@@ -163,6 +169,8 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -196,8 +204,20 @@ int main(int argc, char **argv)
 	printf("bootstrap=%s\n", bootstraps);
 	fflush(stdout);
 
-	if (sigwait(&set, &sig) != 0)
-		goto out;
+	for (;;) {
+		rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
+
+		if (sigwait(&set, &sig) != 0)
+			goto out;
+		if (sig != SIGUSR1 && sig != SIGUSR2)
+			break;
+		for (int id = 1; id <= brokers && !e; id++)
+			e = sig == SIGUSR1 ? rd_kafka_mock_broker_set_down(mc, id) :
+				rd_kafka_mock_broker_set_up(mc, id);
+		fprintf(stderr, "pin-devbroker: brokers %s%s%s\n",
+				sig == SIGUSR1 ? "down" : "up", e ? ": " : "",
+				e ? rd_kafka_err2str(e) : "");
+	}
 	fprintf(stderr, "pin-devbroker: signal %d, stopping\n", sig);
 	rc = 0;
 out:

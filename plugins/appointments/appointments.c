@@ -50,6 +50,12 @@ int apt_fail(struct pin_req *r, int rc, struct pc_errs *e)
 	if (rc == PC_E_VALIDATION)
 		return pc_errs_respond(r, 422, "VALIDATION_FAILED",
 				"the request has invalid fields", e);
+	if (rc == PC_E_RANGE) {        /* a derived instant (issue 9 item 3) */
+		pc_errs_init(&oe);
+		pc_errs_add(&oe, "slotId", PC_INSTANT_RANGE_MSG);
+		return pc_errs_respond(r, 422, "VALIDATION_FAILED",
+				"the request has invalid fields", &oe);
+	}
 	if (rc == APT_E_OTHER_SLOT) {
 		pc_errs_init(&oe);
 		pc_errs_add(&oe, "newSlotId", "must be a slot of the same agent and kind");

@@ -385,6 +385,10 @@ static int insert_appointment(const struct apt_book_req *b, const PGresult *slot
 
 	if (start_us - APT_DEADLINE_BEFORE_US < deadline_us)
 		deadline_us = start_us - APT_DEADLINE_BEFORE_US;
+	/* every instant the row stores stays in the supported range */
+	if (!pc_instant_ok(start_us) || !pc_instant_ok(pc_col_us(slot, 0, 4)) ||
+			!pc_instant_ok(deadline_us))
+		return PC_E_RANGE;
 	p[0] = apt_id;
 	p[1] = PQgetvalue(slot, 0, 0);
 	p[2] = b->slot_id;

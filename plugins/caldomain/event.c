@@ -28,6 +28,9 @@ static int insert_reminders(const char *event_id, int64_t start_us, const int *o
 		enum pc_rem_status st = pc_rule_reminder(start_us, offsets[i], now_us, &due);
 		const char *sep = i ? "," : "";
 
+		if (!pc_instant_ok(due))
+			return PC_E_RANGE;
+
 		pc_api->uuid_v7(id);
 		ids = pc_api->sprintf("%s%s%s", ids, sep, id);
 		offs = pc_api->sprintf("%s%s%d", offs, sep, offsets[i]);
@@ -110,6 +113,8 @@ int pc_event_create(const struct pc_event_new *ev, int64_t now_us, PGresult **ro
 	PGresult *res;
 	int rc;
 
+	if (pc_rule_event_instants(ev->start_us, ev->has_end, ev->end_us, offsets, n) != 0)
+		return PC_E_RANGE;
 	if (ev->id)
 		snprintf(id, sizeof(id), "%s", ev->id);
 	else
@@ -242,6 +247,14 @@ int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t no
 		return 0;
 	}
 	new_end = pc_rule_reschedule_end(old_start, has_end, old_end, new_start_us);
+	{
+		int offsets[PC_MAX_OFFSETS];
+		size_t n = pc_pg_int_parse(PQgetvalue(locked, 0, PC_EC_OFFSETS), offsets,
+				PC_MAX_OFFSETS);
+
+		if (pc_rule_event_instants(new_start_us, has_end, new_end, offsets, n) != 0)
+			return PC_E_RANGE;
+	}
 	params[0] = id;
 	params[1] = pc_time_param(new_start_us);
 	params[2] = has_end ? pc_time_param(new_end) : NULL;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include "caldomain/event_rules.h"
+#include "sdk/instant.h"
 
 const char *const pc_event_kinds[] = { "Showing", "Consultation", "Meeting", "Task",
 	"BookingDeadline", NULL };
@@ -118,6 +119,19 @@ int64_t pc_rule_reschedule_end(int64_t old_start, int has_end, int64_t old_end,
 	if (!has_end)
 		return 0;
 	return new_start + (old_end - old_start);
+}
+
+int pc_rule_event_instants(int64_t start_us, int has_end, int64_t end_us,
+		const int *offsets, size_t n)
+{
+	size_t i;
+
+	if (!pc_instant_ok(start_us) || (has_end && !pc_instant_ok(end_us)))
+		return -1;
+	for (i = 0; i < n; i++)
+		if (!pc_instant_ok(start_us - (int64_t)offsets[i] * 60 * 1000000))
+			return -1;
+	return 0;
 }
 
 const char *pc_rule_offsets(const int *offsets, size_t n)

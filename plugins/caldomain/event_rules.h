@@ -42,6 +42,12 @@ int pc_rule_can_reschedule(const char *status);
 int64_t pc_rule_reschedule_end(int64_t old_start, int has_end, int64_t old_end,
 		int64_t new_start);
 
+/* Issue 9 item 3: start, end (when has_end) and every reminder's DueAt
+ * (start - offset) inside the supported range of sdk/instant.h.  0 when
+ * they are, -1 otherwise. */
+int pc_rule_event_instants(int64_t start_us, int has_end, int64_t end_us,
+		const int *offsets, size_t n);
+
 /* Reminder offsets: 0..5 distinct values in [1, 40320].  NULL or message. */
 const char *pc_rule_offsets(const int *offsets, size_t n);
 

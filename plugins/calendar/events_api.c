@@ -34,6 +34,10 @@ static int fail(struct pin_req *r, int rc, struct pc_errs *e)
 	case PC_E_MANAGED:
 		return pc_problem(r, 409, "EVENT_MANAGED_BY_SOURCE",
 				"this event is managed by its source (appointment or CRM booking)");
+	case PC_E_RANGE:       /* end, a reminder's DueAt out of range (issue 9) */
+		if (e->n == 0)
+			pc_errs_add(e, "startAt", PC_INSTANT_RANGE_MSG);
+		/* fall through */
 	case PC_E_VALIDATION:
 		return pc_errs_respond(r, 422, "VALIDATION_FAILED",
 				"the request has invalid fields", e);
@@ -379,8 +383,11 @@ int cal_events_patch(struct pin_req *r, void *ud)
 		add_set(&s, "reminder_offsets_minutes", "::int[]", new_offsets);
 	if (s.sql[0] == '\0')          /* {}: nothing to change, version stays */
 		return write_epilogue(r, &idem, row);
-	if ((rc = patch_apply(id, &s, new_offsets, &res)) < 0)
+	if ((rc = patch_apply(id, &s, new_offsets, &res)) < 0) {
+		if (rc == PC_E_RANGE)
+			pc_errs_add(&e, "reminderOffsetsMinutes", PC_INSTANT_RANGE_MSG);
 		return fail(r, rc, &e);
+	}
 	return write_epilogue(r, &idem, res);
 }
 

@@ -1,7 +1,8 @@
-/* notify.c -- notify.so: registration (routes, consumers). */
+/* notify.c -- notify.so: registration (routes, consumers, the dispatcher). */
 #include "config.h"
 #include "sdk/sdk.h"
 #include "notify.h"
+#include "dispatch.h"
 
 
 const char *const ntf_kinds[] = {
@@ -31,7 +32,8 @@ static int ntf_init(const struct pin_host_api *api, struct pin_registrar *reg,
 			"notify", err, errlen) < 0)
 		return -1;
 	if (ntf_events_register(reg, err, errlen) < 0 ||
-	    ntf_contacts_register(reg, err, errlen) < 0)
+	    ntf_contacts_register(reg, err, errlen) < 0 ||
+	    ntf_dispatch_register(api, reg, err, errlen) < 0)
 		return -1;
 	/* real-time in-app (stream.c, push.c) */
 	if (ntf_stream_register(reg, err, errlen) < 0 ||
@@ -40,4 +42,4 @@ static int ntf_init(const struct pin_host_api *api, struct pin_registrar *reg,
 	return 0;
 }
 
-PIN_PLUGIN_DEFINE("notify", PACKAGE_VERSION, ntf_init, NULL)
+PIN_PLUGIN_DEFINE("notify", PACKAGE_VERSION, ntf_init, ntf_dispatch_fini)

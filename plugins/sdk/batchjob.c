@@ -11,12 +11,13 @@ int pc_batch_size(const char *key, int def)
 	return batch < 1 || batch > 10000 ? def : (int)batch;
 }
 
-int pc_batch_loop(pc_batch_fn fn, int64_t now_us, int batch, int max_batches)
+int pc_batch_loop_ud(pc_batch_ud_fn fn, void *ud, int64_t now_us, int batch,
+		int max_batches)
 {
 	int total = 0, n, k;
 
 	for (k = 0; k < max_batches; k++) {
-		n = fn(now_us, batch);
+		n = fn(ud, now_us, batch);
 		if (n < 0)
 			return n;
 		total += n;
@@ -24,6 +25,20 @@ int pc_batch_loop(pc_batch_fn fn, int64_t now_us, int batch, int max_batches)
 			break;
 	}
 	return total;
+}
+
+struct plain { pc_batch_fn fn; };
+
+static int call_plain(void *ud, int64_t now_us, int batch)
+{
+	return ((const struct plain *)ud)->fn(now_us, batch);
+}
+
+int pc_batch_loop(pc_batch_fn fn, int64_t now_us, int batch, int max_batches)
+{
+	struct plain p = { fn };
+
+	return pc_batch_loop_ud(call_plain, &p, now_us, batch, max_batches);
 }
 
 void pc_set_lag(const char *stmt, const char *sql, int64_t now_us,

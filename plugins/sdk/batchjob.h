@@ -14,6 +14,11 @@ int pc_batch_size(const char *key, int def);
  * max_batches (the next pass continues).  The total (>= 0), or the first
  * negative result of fn. */
 int pc_batch_loop(pc_batch_fn fn, int64_t now_us, int batch, int max_batches);
+/* The same with user data for fn (no thread-local state needed in the
+ * plugin: a plugin is unloaded, its TLS must not outlive it). */
+typedef int (*pc_batch_ud_fn)(void *ud, int64_t now_us, int batch);
+int pc_batch_loop_ud(pc_batch_ud_fn fn, void *ud, int64_t now_us, int batch,
+		int max_batches);
 /* Gauge metric{labels} = age in seconds of the oldest due row at now_us, 0
  * when none.  sql (prepared as stmt) takes $1 = now (timestamptz) and
  * selects the epoch microseconds of min(<due column>) of the due rows. */

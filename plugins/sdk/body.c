@@ -288,5 +288,11 @@ int pc_opt_uuid(json_object *o, const char *key, const char **out)
 	if (!json_object_object_get_ex(o, key, &v) || !v)
 		return 0;
 	*out = pc_jstr(o, key);
-	return *out && pc_api->is_uuid(*out) ? 0 : PIN_ERR;
+	return pc_id_ok(*out) ? 0 : PIN_ERR;
+}
+
+int pc_id_ok(const char *s)
+{
+	return s && pc_api->is_uuid(s) &&
+		strcmp(s, "00000000-0000-0000-0000-000000000000") != 0;
 }

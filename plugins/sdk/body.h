@@ -59,7 +59,12 @@ const char *pc_jstr(json_object *o, const char *key);
  * anything else -> NULL with *bad = 1 (*bad is only ever set). */
 const char *pc_jstr_opt(json_object *o, const char *key, int *bad);
 /* Optional uuid member: absent or null -> 0 with *out = NULL; a uuid string
- * -> 0 with *out (borrowed from o); anything else -> PIN_ERR. */
+ * other than the nil uuid -> 0 with *out (borrowed from o); anything else
+ * (the nil uuid too) -> PIN_ERR. */
 int pc_opt_uuid(json_object *o, const char *key, const char **out);
+/* 1 when s is a canonical uuid text and not the nil uuid
+ * (00000000-0000-0000-0000-000000000000), else 0: the id check of consumed
+ * messages (no entity has the nil id).  Pure predicate. */
+int pc_id_ok(const char *s);
 
 #endif

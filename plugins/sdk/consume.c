@@ -34,8 +34,8 @@ const char *pc_identity_user(json_object *payload, const char **user_id,
 	if (!payload || !json_object_is_type(payload, json_type_object))
 		return "payload is not an object";
 	*user_id = pc_jstr(payload, "userId");
-	if (!*user_id || !pc_api->is_uuid(*user_id))
-		return "userId is missing or not a uuid";
+	if (!pc_id_ok(*user_id))
+		return "userId is missing, not a uuid or the nil uuid";
 	*display_name = pc_jstr(payload, "displayName");
 	if (!*display_name || !**display_name || strlen(*display_name) > 1000)
 		return "displayName is missing, empty or too long";

@@ -18,7 +18,7 @@ void pc_contract_check(const struct pin_msg *msg, const char *log_msg,
 
 /*
  * The head every reader of the identity contract (pin.identity.users.v1)
- * checks: an object payload with userId (uuid) and displayName (1..1000
+ * checks: an object payload with userId (uuid, not the nil uuid) and displayName (1..1000
  * bytes), borrowed from payload.  NULL when valid, else what is wrong.
  */
 const char *pc_identity_user(json_object *payload, const char **user_id,

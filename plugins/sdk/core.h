@@ -60,6 +60,8 @@ void pc_init(const struct pin_host_api *api);
 #define PC_E_TZ               -15  /* 422 UNKNOWN_TIME_ZONE */
 #define PC_E_REPLAYED         -16  /* idempotent replay already answered */
 #define PC_E_RESPONDED        -17  /* a response was already sent */
+#define PC_E_RANGE            -18  /* 422 VALIDATION_FAILED: a derived instant
+                                      leaves the range of sdk/instant.h */
 /* Domain libraries number their own codes from here down to -99. */
 #define PC_E_DOMAIN_FIRST     -40
 

@@ -37,6 +37,7 @@ int pc_idem_begin(struct pin_req *r, struct pc_idem *st)
 
 	st->key = NULL;
 	st->caller = p && p->sub ? p->sub : "";
+	st->tenant = p && p->tenant_id ? p->tenant_id : "";
 	st->fingerprint = NULL;
 	if (!key || !*key)
 		return 0;
@@ -56,25 +57,28 @@ int pc_idem_begin(struct pin_req *r, struct pc_idem *st)
 	params[1] = key;
 	params[2] = st->fingerprint;
 	params[3] = now;
+	params[4] = st->tenant;
 	/* Claim the key.  A row older than 24 h is expired and taken over; a
 	 * concurrent claim waits on the unique index until we commit. */
 	res = pc_api->db_exec_prepared("pc_idem_claim",
 		"INSERT INTO calendar.idempotency_keys AS k "
-		"  (caller, key, request_hash, status, created_at) "
-		"VALUES ($1, $2, md5($3), 0, $4::timestamptz) "
-		"ON CONFLICT (caller, key) DO UPDATE "
+		"  (caller, tenant_id, key, request_hash, status, created_at) "
+		"VALUES ($1, $5, $2, md5($3), 0, $4::timestamptz) "
+		"ON CONFLICT (caller, tenant_id, key) DO UPDATE "
 		"  SET request_hash = EXCLUDED.request_hash, status = 0, "
 		"      response_body = NULL, location = NULL, created_at = EXCLUDED.created_at "
 		"  WHERE k.created_at <= $4::timestamptz - interval '24 hours' "
-		"RETURNING 1", 4, params);
+		"RETURNING 1", 5, params);
 	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(res) == 1)
 		return 0;
+	params[3] = st->tenant;
 	res = pc_api->db_exec_prepared("pc_idem_get",
 		"SELECT status, response_body, location, request_hash = md5($3) "
-		"FROM calendar.idempotency_keys WHERE caller = $1 AND key = $2",
-		3, params);
+		"FROM calendar.idempotency_keys "
+		"WHERE caller = $1 AND key = $2 AND tenant_id = $4",
+		4, params);
 	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(res) != 1)
@@ -95,7 +99,7 @@ int pc_idem_begin(struct pin_req *r, struct pc_idem *st)
 int pc_idem_store(const struct pc_idem *st, int status, json_object *body,
 		const char *location)
 {
-	const char *params[5];
+	const char *params[6];
 	char code[16];
 	PGresult *res;
 
@@ -107,10 +111,11 @@ int pc_idem_store(const struct pc_idem *st, int status, json_object *body,
 	params[2] = code;
 	params[3] = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL;
 	params[4] = location;
+	params[5] = st->tenant;
 	res = pc_api->db_exec_prepared("pc_idem_store",
 		"UPDATE calendar.idempotency_keys SET status = $3::int, "
 		"  response_body = $4::jsonb, location = $5 "
-		"WHERE caller = $1 AND key = $2", 5, params);
+		"WHERE caller = $1 AND key = $2 AND tenant_id = $6", 6, params);
 	if (!pc_res_ok(res, PGRES_COMMAND_OK))
 		return PIN_ERR_DB;
 	return 0;

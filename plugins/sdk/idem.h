@@ -6,8 +6,10 @@
 
 /*
  * Idempotency of writes (api.md): the service's key store,
- * calendar.idempotency_keys(caller, key), holds the first successful
- * response for 24 h.  Use inside the write's transaction:
+ * calendar.idempotency_keys(caller, tenant_id, key), holds the first
+ * successful response for 24 h.  A record belongs to the principal's sub
+ * AND tenant_id claim (no claim = ''): the same sub in another tenant never
+ * replays it.  Use inside the write's transaction:
  *
  *     api->db_begin();
  *     rc = pc_idem_begin(r, &idem);      // after db_begin
@@ -26,6 +28,7 @@
  */
 struct pc_idem {
 	const char *caller;     /* principal sub */
+	const char *tenant;     /* principal tenant_id, "" without one */
 	const char *key;        /* NULL when no header */
 	const char *fingerprint;/* method + path + body text */
 };

@@ -4,6 +4,26 @@
 
 #include "sdk/core.h"
 
+/*
+ * The supported range of instants (issue 9 item 3): from
+ * 1900-01-01T00:00:00Z up to, not including, 10000-01-01T00:00:00Z, i.e.
+ * exactly what the host's parse_time accepts, so every instant the service
+ * stores or publishes parses back.  A write whose DERIVED instant (end =
+ * start + duration, a reminder's DueAt, a deadline, a slot's end) leaves the
+ * range answers 422 VALIDATION_FAILED (PC_E_RANGE from the domain library);
+ * a consumer refuses such a message as an invalid payload (DLQ).
+ */
+#define PC_INSTANT_MIN_US (-2208988800LL * 1000000)     /* 1900-01-01T00:00:00Z */
+#define PC_INSTANT_END_US (253402300800LL * 1000000)    /* 10000-01-01T00:00:00Z */
+#define PC_INSTANT_RANGE_MSG "a derived instant leaves the supported range " \
+	"1900-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999Z"
+/* 1 when us is in the supported range, else 0.  Pure (inline: usable by the
+ * pure rule files without the host). */
+static inline int pc_instant_ok(int64_t us)
+{
+	return us >= PC_INSTANT_MIN_US && us < PC_INSTANT_END_US;
+}
+
 /* Instant -> "2026-12-01T09:00:00Z" (fraction only when non-zero, 6 digits).
  * Arena. */
 char *pc_time_str(int64_t us);

@@ -373,6 +373,26 @@ static int too_large(struct pin_req *r, int n)
 			"(shorten the date range or the windows)", n, SLOT_BATCH_MAX));
 }
 
+/* Issue 9 item 3: every slot of plan pl (start, end) stays in the supported
+ * range of sdk/instant.h.  The date rules (today .. today + 183 days) keep
+ * it there today; this guard keeps it so whatever the rules become.  0, or
+ * PC_E_RESPONDED after 422 VALIDATION_FAILED (field toDate). */
+static int plan_range(struct pin_req *r, const PGresult *pl)
+{
+	struct pc_errs e;
+	int i, n = PQntuples(pl);
+
+	for (i = 0; i < n; i++) {
+		if (pc_instant_ok(pc_col_us(pl, i, 2)) && pc_instant_ok(pc_col_us(pl, i, 3)))
+			continue;
+		pc_errs_init(&e);
+		pc_errs_add(&e, "toDate", PC_INSTANT_RANGE_MSG);
+		pc_errs_respond(r, 422, "VALIDATION_FAILED", "the request has invalid fields", &e);
+		return PC_E_RESPONDED;
+	}
+	return 0;
+}
+
 int slot_h_preview(struct pin_req *r, void *ud)
 {
 	const struct pin_principal *pr = pc_api->req_principal(r);
@@ -391,6 +411,8 @@ int slot_h_preview(struct pin_req *r, void *ud)
 		return PIN_ERR_DB;
 	if (keep > SLOT_BATCH_MAX)
 		return too_large(r, keep);
+	if (plan_range(r, res) < 0)
+		return PIN_OK;
 	slots = json_object_new_array();
 	n = PQntuples(res);
 	for (i = 0; i < n; i++) {
@@ -615,6 +637,10 @@ int slot_h_publish(struct pin_req *r, void *ud)
 	}
 	if (keep > SLOT_BATCH_MAX) {
 		rc = too_large(r, keep);
+		goto out;
+	}
+	if (plan_range(r, pl) < 0) {
+		rc = PIN_OK;
 		goto out;
 	}
 	pc_api->uuid_v7(batch_id);

@@ -8,7 +8,9 @@
  * idempotency: one link per (booking, phase); completion / cancellation are
  * idempotent by the terminal state of link and event; a move by comparing
  * StartAt.  Cross-topic order: terminal messages write tombstone links of
- * both phases, so late booking-created / booking-confirmed are no-ops.
+ * both phases, so late booking-created / booking-confirmed are no-ops;
+ * booking-paid / booking-confirmed with no Reserve link write its tombstone,
+ * so a late booking-created opens no Reserve deadline.
  *
  * Lock order (shared with crm_deal.c): deal replica -> links -> events. */
 #include "config.h"
@@ -248,7 +250,10 @@ static enum pin_consume_status deadline_create(struct bctx *c, const char *phase
 	ev.property_object_id = c->property_id;
 	ev.has_offsets = 1;
 	ev.n_offsets = wrk_crm_phase_offsets(phase, ev.offsets);
-	if (pc_event_create(&ev, c->now, &row) < 0)
+	rc = pc_event_create(&ev, c->now, &row);
+	if (rc == PC_E_RANGE)
+		return invalid(c, "the deadline leaves the supported instant range");
+	if (rc < 0)
 		return db_error(c, "event create");
 	pc_api->metric_add("calendar_crm_booking_sync_deadlines_created_total",
 			pc_api->sprintf("phase=\"%s\"", phase), 1);
@@ -263,8 +268,18 @@ static enum pin_consume_status reserve_complete(struct bctx *c)
 
 	if (link_lock(c->booking_id, "Reserve", &l) < 0)
 		return db_error(c, "link lock");
-	if (!l.found || strcmp(l.status, "Open") != 0)
-		return PIN_CONSUME_OK;  /* out-of-order fail-safe / already done */
+	if (!l.found) {
+		/* paid / confirmed before created: the reserve phase is over, so
+		 * a late booking-created must not open its deadline.  A terminal
+		 * tombstone (no event) makes that created a no-op. */
+		if (link_insert(c->booking_id, "Reserve", c->deal_id, NULL, NULL, c->now,
+				c->msg->created_at_us, NULL) < 0)
+			return db_error(c, "tombstone insert");
+		skipped(c, "reserve-closed-before-created", "Reserve");
+		return PIN_CONSUME_OK;
+	}
+	if (strcmp(l.status, "Open") != 0)
+		return PIN_CONSUME_OK;  /* already done */
 	if (wrk_crm_event_close(l.event_id, "complete", NULL, c->now) < 0)
 		return db_error(c, "event complete");
 	if (link_set_status(c->booking_id, "Reserve", "Completed", c->now) < 0)
@@ -324,6 +339,8 @@ static enum pin_consume_status booking_upsert(struct bctx *c, int64_t at)
 	rc = pc_event_reschedule(locked, at, c->now, &row, &changed);
 	if (rc == PC_E_TRANSITION || (rc == 0 && !changed))
 		return PIN_CONSUME_OK;
+	if (rc == PC_E_RANGE)
+		return invalid(c, "the deadline leaves the supported instant range");
 	if (rc < 0)
 		return db_error(c, "event reschedule");
 	/* the title names the moment: follow the move */
@@ -397,12 +414,12 @@ static const char *validate(struct bctx *c, json_object *pl, const char *t, int6
 	if (!pl || !json_object_is_type(pl, json_type_object))
 		return "payload is not an object";
 	c->booking_id = pc_jstr(pl, "bookingId");
-	if (!c->booking_id || !pc_api->is_uuid(c->booking_id))
-		return "bookingId is missing or not a uuid";
+	if (!pc_id_ok(c->booking_id))
+		return "bookingId is missing, not a uuid or the nil uuid";
 	if (pc_opt_uuid(pl, "dealId", &c->deal_id) < 0)
-		return "dealId is not a uuid";
+		return "dealId is not a uuid (or the nil uuid)";
 	if (pc_opt_uuid(pl, "propertyObjectId", &c->property_id) < 0)
-		return "propertyObjectId is not a uuid";
+		return "propertyObjectId is not a uuid (or the nil uuid)";
 	if (!strcmp(t, T_CREATED)) {
 		if (!c->deal_id || !c->property_id)
 			return "dealId and propertyObjectId are required";
@@ -433,7 +450,7 @@ static enum pin_consume_status on_created(struct bctx *c, int64_t at)
 		return db_error(c, "link lock");
 	if (wrk_crm_upsert_action(l.found ? l.status : NULL, 0, at, 0) == WRK_CRM_CREATE)
 		return deadline_create(c, "Reserve", at);
-	skipped(c, "business-duplicate", "Reserve");
+	skipped(c, l.event_id ? "business-duplicate" : "late-after-terminal", "Reserve");
 	return PIN_CONSUME_OK;
 }
 

@@ -207,8 +207,8 @@ static enum pin_consume_status on_deal(const struct pin_msg *msg,
 	if (!pl || !json_object_is_type(pl, json_type_object))
 		return invalid(&c, "payload is not an object");
 	c.deal_id = pc_jstr(pl, "dealId");
-	if (!c.deal_id || !pc_api->is_uuid(c.deal_id))
-		return invalid(&c, "dealId is missing or not a uuid");
+	if (!pc_id_ok(c.deal_id))
+		return invalid(&c, "dealId is missing, not a uuid or the nil uuid");
 
 	if (!strcmp(t, T_CLOSED)) {
 		n = close_deal(&c);

@@ -56,15 +56,11 @@ static const struct purge purges[] = {
 	  " WHERE processed_at < $1::timestamptz"
 	  " ORDER BY processed_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 	{ "idempotency_keys", "housekeeping.idempotency_hours", 3600, 24,
-	  "DELETE FROM calendar.idempotency_keys WHERE (caller, key) IN ("
-	  " SELECT caller, key FROM calendar.idempotency_keys"
+	  "DELETE FROM calendar.idempotency_keys WHERE (caller, tenant_id, key) IN ("
+	  " SELECT caller, tenant_id, key FROM calendar.idempotency_keys"
 	  " WHERE created_at < $1::timestamptz"
 	  " ORDER BY created_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 };
-
-/* the purge of the current pc_batch_loop call (job threads run one pass
- * at a time; the batch callback has no user data) */
-static __thread const struct purge *cur;
 
 /* the age in seconds: config value in units, the default when not > 0 */
 static long long age_of(const struct purge *p)
@@ -74,8 +70,9 @@ static long long age_of(const struct purge *p)
 	return (v > 0 ? v : p->def_units) * p->unit_s;
 }
 
-static int purge_batch(int64_t now_us, int batch)
+static int purge_batch(void *ud, int64_t now_us, int batch)
 {
+	const struct purge *cur = ud;
 	const char *params[2];
 	PGresult *res;
 	int n;
@@ -104,8 +101,9 @@ static int housekeeping(void *ud)
 
 	(void)ud;
 	for (size_t i = 0; i < sizeof(purges) / sizeof(purges[0]); i++) {
-		cur = &purges[i];
-		n = pc_batch_loop(purge_batch, now_us, batch, MAX_BATCHES);
+		const struct purge *cur = &purges[i];
+
+		n = pc_batch_loop_ud(purge_batch, (void *)cur, now_us, batch, MAX_BATCHES);
 		if (n < 0)
 			return n;
 		if (n > 0) {

@@ -6,6 +6,8 @@
 #   json     pin_json_parse          url     pin_url_decode
 #   router   pin_router_match        clock   pin_clock_parse / pin_clock_fmt
 #   auth     pin_auth_verify (HS256) config  pin_config_load
+#   utf8     pin_utf8_valid vs a reference decoder
+#   envelope pin_envelope_parse (consumer decode + validate)
 #
 # Seeds: tests/fuzz/corpus/<name>/ (read only).  Work corpus, binaries and
 # crash files: $PIN_FUZZ_DIR (default .dev/fuzz).  A crash or a failed
@@ -17,7 +19,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SECS=${1:-45}
 shift || true
-ALL=(json url router clock auth config)
+ALL=(json url router clock auth config utf8 envelope)
 WANT=("$@")
 [[ ${#WANT[@]} -gt 0 ]] || WANT=("${ALL[@]}")
 OUT=${PIN_FUZZ_DIR:-$ROOT/.dev/fuzz}
@@ -40,8 +42,10 @@ sources() {
 	json|url) echo "$h/json.c" ;;
 	router)   echo "$h/router.c $h/json.c" ;;
 	clock)    echo "$h/clock.c" ;;
-	auth)     echo "$h/auth.c $h/config.c $h/log.c $h/clock.c $h/uuid.c $ROOT/tests/fuzz/stubs.c" ;;
-	config)   echo "$h/config.c $h/log.c $h/clock.c $ROOT/tests/fuzz/stubs.c" ;;
+	auth)     echo "$h/auth.c $h/config.c $h/log.c $h/trace.c $h/clock.c $h/uuid.c" ;;
+	config)   echo "$h/config.c $h/log.c $h/trace.c $h/clock.c" ;;
+	utf8)     echo "$h/utf8.c" ;;
+	envelope) echo "$h/envelope.c $h/utf8.c $h/uuid.c $h/clock.c $h/log.c $h/trace.c" ;;
 	*) echo "run.sh: unknown fuzzer $1 (${ALL[*]})" >&2; return 1 ;;
 	esac
 }

@@ -38,7 +38,10 @@ int main(void)
 	srunner_add_suite(sr, make_crm_suite());
 	srunner_add_suite(sr, make_team_suite());
 	srunner_add_suite(sr, make_stream_suite());
-	srunner_add_suite(sr, make_ops_suite());    /* last: database outage */
+	srunner_add_suite(sr, make_delivery_suite());
+	srunner_add_suite(sr, make_input_suite());
+	srunner_add_suite(sr, make_ops_suite());    /* database outage */
+	srunner_add_suite(sr, make_faults_suite()); /* last: fault drills */
 
 	srunner_run_all(sr, CK_ENV);
 	failed = srunner_ntests_failed(sr);

@@ -931,6 +931,12 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
 
 int h_kafka_produce(const char *topic, const char *key, const char *value)
 {
+	return h_kafka_produce_raw(topic, key, value, value ? strlen(value) : 0);
+}
+
+int h_kafka_produce_raw(const char *topic, const char *key, const void *value,
+		size_t len)
+{
 	rd_kafka_conf_t *c = kconf();
 	rd_kafka_t *rk;
 	char err[256];
@@ -948,7 +954,7 @@ int h_kafka_produce(const char *topic, const char *key, const char *value)
 	}
 	e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
 			RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
-			RD_KAFKA_V_VALUE((void *)value, strlen(value)),
+			RD_KAFKA_V_VALUE((void *)value, value ? len : 0),
 			RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
 	if (e) {
 		fprintf(stderr, "h_kafka_produce %s: %s\n", topic, rd_kafka_err2str(e));
@@ -1049,7 +1055,97 @@ void h_broker_start(void)
 			"dev broker did not publish its address");
 }
 
+static long read_pid(const char *rel)
+{
+	FILE *f = fopen(dev_path(rel), "r");
+	long pid = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &pid) != 1 || pid <= 1)
+		pid = -1;
+	fclose(f);
+	return pid;
+}
+
+static void broker_signal(int sig)
+{
+	long pid = read_pid("pids/broker.pid");
+
+	ck_assert_msg(pid > 1 && pid_alive((pid_t)pid), "the dev broker does not run");
+	ck_assert_msg(kill((pid_t)pid, sig) == 0, "kill broker: %s", strerror(errno));
+	h_sleep_ms(200);        /* sigwait + the mock cluster's own thread */
+}
+
+void h_broker_down(void)
+{
+	broker_signal(SIGUSR1);
+}
+
+void h_broker_up(void)
+{
+	broker_signal(SIGUSR2);
+}
+
 /* ------------------------------------------------------------ hosts */
+
+long h_host_pid(const char *name)
+{
+	long pid = read_pid(h_sprintf("pids/%s.pid", name));
+
+	return pid > 1 && pid_alive((pid_t)pid) ? pid : -1;
+}
+
+void h_worker_kill9(void)
+{
+	long pid = h_host_pid("worker");
+
+	ck_assert_msg(pid > 1, "the worker host does not run");
+	ck_assert(kill((pid_t)pid, SIGKILL) == 0);
+	ck_assert_msg(H_WAIT_UNTIL((waitpid((pid_t)pid, NULL, WNOHANG),
+			!pid_alive((pid_t)pid)), 10000), "worker %ld survived SIGKILL", pid);
+}
+
+void h_worker_start(void)
+{
+	char *pidfile = dev_path("pids/worker.pid");
+	char *tmp = h_sprintf("%s.tmp", pidfile);
+	char *log = dev_path("logs/worker.log");
+	char *kb = h_sprintf("@%s", h_env("PIN_KAFKA_BOOTSTRAP_FILE"));
+	const char *asan = h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL);
+	const char *argv[] = { h_env("PIN_HOST_BIN"), "--mode", "worker", "--config",
+		h_env("PIN_CONFIG"), "--plugins", h_env_opt("PIN_WORKER_PLUGINS", ""),
+		"--plugin-dir", h_env("PIN_PLUGIN_DIR"), "--pg-dsn", h_env("PIN_PG_DSN"),
+		"--kafka-bootstrap", kb, NULL };
+	FILE *f;
+	pid_t pid;
+
+	pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		int nul = open("/dev/null", O_RDONLY);
+
+		setsid();
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (nul >= 0)
+			dup2(nul, 0);
+		if (asan)
+			setenv("ASAN_OPTIONS", asan, 1);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	f = fopen(tmp, "w");
+	ck_assert(f != NULL);
+	fprintf(f, "%ld\n", (long)pid);
+	fclose(f);
+	ck_assert(rename(tmp, pidfile) == 0);
+	h_sleep_ms(300);
+	ck_assert_msg(pid_alive(pid), "the worker host exited at start (logs/worker.log)");
+}
 
 int h_run_host(const char *mode, const char *plugins, int64_t clock_offset_s,
 		const char *const *extra_args)

@@ -48,7 +48,10 @@ Suite *make_notify_suite(void);
 Suite *make_crm_suite(void);
 Suite *make_team_suite(void);    /* issue 12: departed agents, manager views */
 Suite *make_stream_suite(void);   /* real-time in-app: nchan + Chromium */
-Suite *make_ops_suite(void);     /* last: stops PostgreSQL for a moment */
+Suite *make_delivery_suite(void);   /* issue 10: dispatcher, relay parking */
+Suite *make_input_suite(void);      /* issue 9: strict input, SQLSTATE classes */
+Suite *make_ops_suite(void);     /* stops PostgreSQL for a moment */
+Suite *make_faults_suite(void);  /* last: fault drills (kill -9, outages, poison) */
 
 /* A test case with the harness teardown and a generous timeout (seconds,
  * scaled by CK_TIMEOUT_MULTIPLIER as usual).  Use it instead of tcase_create. */
@@ -212,12 +215,21 @@ const char *h_kafka_error_code(const char *topic, int timeout_ms,
 /* Produces one message (murmur2_random partitioner, like Java clients) and
  * waits for delivery.  0 ok, -1 error (logged to stderr). */
 int h_kafka_produce(const char *topic, const char *key, const char *value);
+/* Same with an explicit length (value may hold NUL bytes); value NULL
+ * produces a message with a null value (a tombstone). */
+int h_kafka_produce_raw(const char *topic, const char *key, const void *value,
+		size_t len);
 
 /* Stops the dev broker of the stack (SIGTERM, waits for exit). */
 void h_broker_stop(void);
 /* Starts a new dev broker (new random port; the bootstrap file is rewritten,
  * hosts re-read it); returns when the address is published. */
 void h_broker_start(void);
+/* Takes the dev broker down (SIGUSR1: connections closed and refused) and
+ * brings it back (SIGUSR2) in the same process: same port, topics, messages
+ * and committed offsets -- a broker restart over its log. */
+void h_broker_down(void);
+void h_broker_up(void);
 
 /* ---- hosts ---------------------------------------------------------------- */
 /* Runs PIN_HOST_BIN --mode worker --once with the stack's config and the
@@ -229,6 +241,15 @@ int h_run_worker_once(int64_t clock_offset_s);
  * NULL-terminated argv entries (may be NULL). */
 int h_run_host(const char *mode, const char *plugins, int64_t clock_offset_s,
 		const char *const *extra_args);
+
+/* The pid of the long-lived host of the stack ("worker" or "api"), read
+ * from $PIN_DEV_DIR/pids/<name>.pid; -1 when it does not run. */
+long h_host_pid(const char *name);
+/* kill -9 of the long-lived worker host; returns when it is gone. */
+void h_worker_kill9(void);
+/* Starts the long-lived worker host again the way ./dev does (same config,
+ * plugins, log and pid file; ./dev's stack stop stops it). */
+void h_worker_start(void);
 
 /* ---- waiting ---------------------------------------------------------------- */
 void h_sleep_ms(int ms);

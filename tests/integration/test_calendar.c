@@ -509,6 +509,90 @@ START_TEST(idempotency_key_on_create)
 }
 END_TEST
 
+/* issue 9 item 4: the record is keyed on (sub, tenant): the same sub in
+ * another tenant with the same key and body is a new request (its own
+ * event in its own tenant), never the first tenant's body */
+START_TEST(idempotency_key_per_tenant)
+{
+	struct who a = agent(), b;
+	char *key = h_sprintf("Idempotency-Key: %s", h_uuid());
+	char *body = meeting_body(2 * DAY, NULL);
+	struct h_resp *r1, *r2, *r3;
+
+	b = a;
+	b.tenant = h_uuid();
+	b.tok = h_token("agent", a.sub, b.tenant, "calendar.events.view",
+			"calendar.events.manage");
+	r1 = h_request("POST", EV, a.tok, body, key);
+	ck_assert_msg(r1->status == 201, "%ld %s", r1->status, r1->body);
+	r2 = h_request("POST", EV, b.tok, body, key);
+	ck_assert_msg(r2->status == 201, "%ld %s", r2->status, r2->body);
+	ck_assert_str_ne(h_jstr(r1->json, "id"), h_jstr(r2->json, "id"));
+	ck_assert_str_eq(h_jstr(r2->json, "tenantId"), b.tenant);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+			"WHERE owner_user_id = $1", a.sub), 2);
+	/* each tenant's replay is its own first answer */
+	r3 = h_request("POST", EV, b.tok, body, key);
+	ck_assert_int_eq(r3->status, 201);
+	ck_assert_str_eq(h_jstr(r3->json, "id"), h_jstr(r2->json, "id"));
+	r3 = h_request("POST", EV, a.tok, body, key);
+	ck_assert_int_eq(r3->status, 201);
+	ck_assert_str_eq(h_jstr(r3->json, "id"), h_jstr(r1->json, "id"));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.idempotency_keys "
+			"WHERE caller = $1", a.sub), 2);
+}
+END_TEST
+
+/* issue 9 item 3: a derived instant out of 1900..9999 (end = start +
+ * duration, a reminder's DueAt) answers 422 on create, PATCH and reschedule;
+ * nothing is stored or published */
+START_TEST(derived_instants_out_of_range)
+{
+	struct who w = agent();
+	const char *id = create_meeting(&w, 2 * DAY, "[60]"), *task;
+	struct h_resp *r;
+
+	/* the reported case: a 1-hour meeting to 9999-12-31T23:30Z */
+	r = post_id(&w, id, "reschedule", "{\"startAt\":\"9999-12-31T23:30:00Z\"}");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	ck_assert_msg(strstr(r->body, "startAt") && strstr(r->body, "1900-01-01"), "%s", r->body);
+	ck_assert_int_eq(h_sql_int("SELECT version FROM calendar.calendar_events WHERE id = $1",
+			id), 1);
+	ck_assert_int_eq(outbox_count(T_RESCHEDULED, id), 0);
+	/* the last hour that fits moves */
+	r = post_id(&w, id, "reschedule", "{\"startAt\":\"9999-12-31T22:59:59Z\"}");
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	ck_assert_str_eq(h_jstr(r->json, "endAt"), "9999-12-31T23:59:59Z");
+	ck_assert_int_eq(outbox_count(T_RESCHEDULED, id), 1);
+
+	/* create: the default reminders (1440, 60) of a task at 1900-01-01T10:00Z
+	 * would be due in 1899 */
+	r = h_post(EV, w.tok, "{\"kind\":\"Task\",\"title\":\"x\",\"startAt\":"
+			"\"1900-01-01T10:00:00Z\",\"timeZone\":\"UTC\"}");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+			"WHERE owner_user_id = $1 AND start_at < '1901-01-01'", w.sub), 0);
+	/* without reminders it is fine; PATCH offsets that reach 1899: 422 */
+	r = h_post(EV, w.tok, "{\"kind\":\"Task\",\"title\":\"x\",\"startAt\":"
+			"\"1900-01-01T10:00:00Z\",\"timeZone\":\"UTC\",\"reminderOffsetsMinutes\":[]}");
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	task = h_jstr(r->json, "id");
+	r = h_request("PATCH", h_sprintf(EV "/%s", task), w.tok,
+			"{\"reminderOffsetsMinutes\":[720]}");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	ck_assert_msg(strstr(r->body, "reminderOffsetsMinutes"), "%s", r->body);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.event_reminders "
+			"WHERE calendar_event_id = $1", task), 0);
+	r = h_request("PATCH", h_sprintf(EV "/%s", task), w.tok,
+			"{\"reminderOffsetsMinutes\":[60]}");
+	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
+	/* reschedule the task 30 min earlier: its 60-min reminder would be 1899 */
+	r = post_id(&w, task, "reschedule", "{\"startAt\":\"1900-01-01T00:30:00Z\"}");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	ck_assert_int_eq(outbox_count(T_RESCHEDULED, task), 0);
+}
+END_TEST
+
 /* ------------------------------------------------------------ isolation */
 
 START_TEST(foreign_ids_are_404)
@@ -772,6 +856,8 @@ Suite *make_calendar_suite(void)
 	tcase_add_test(t, start_then_complete);
 	tcase_add_test(t, patch_fields_offsets_and_if_match);
 	tcase_add_test(t, idempotency_key_on_create);
+	tcase_add_test(t, idempotency_key_per_tenant);
+	tcase_add_test(t, derived_instants_out_of_range);
 	tcase_add_test(t, foreign_ids_are_404);
 	tcase_add_test(t, managed_events_refuse_agent_writes);
 	tcase_add_test(t, auth_and_permissions);

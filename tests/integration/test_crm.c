@@ -414,6 +414,45 @@ START_TEST(created_deadline_in_past)
 }
 END_TEST
 
+/* paid before created (the known out-of-order bug): paid leaves a terminal
+ * Reserve tombstone, so the late created opens no Reserve deadline */
+START_TEST(paid_then_created_no_reserve_deadline)
+{
+	struct deal d = new_deal();
+	char *booking = h_uuid();
+
+	booking_send(T_PAID, booking, only_booking(booking));
+	ck_assert_ptr_nonnull(link_status(booking, "Reserve"));
+	ck_assert_ptr_null(link_event(booking, "Reserve"));
+	booking_send(T_CREATED, booking, created_payload(booking, d.id, h_iso_in(3600)));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+		"WHERE booking_id = $1", booking), 0);
+	ck_assert_ptr_null(link_event(booking, "Reserve"));
+	ck_assert_str_ne(link_status(booking, "Reserve"), "Open");
+}
+END_TEST
+
+/* confirmed before created: only the Booking deadline exists afterwards */
+START_TEST(confirmed_then_created_only_booking_deadline)
+{
+	struct deal d = new_deal();
+	char *booking = h_uuid(), *bev;
+
+	booking_send(T_CONFIRMED, booking, confirmed_payload(booking, d.id,
+		h_iso_in(5 * 86400)));
+	ck_assert_str_eq(link_status(booking, "Booking"), "Open");
+	bev = link_event(booking, "Booking");
+	ck_assert_ptr_null(link_event(booking, "Reserve"));
+	booking_send(T_CREATED, booking, created_payload(booking, d.id, h_iso_in(3600)));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+		"WHERE booking_id = $1", booking), 1);
+	ck_assert_str_eq(h_sql_scalar("SELECT id::text FROM calendar.calendar_events "
+		"WHERE booking_id = $1", booking), bev);
+	ck_assert_ptr_null(link_event(booking, "Reserve"));
+	ck_assert_str_eq(link_status(booking, "Booking"), "Open");
+}
+END_TEST
+
 /* ------------------------------------------------------------------ AC-7 */
 
 /* the worker logged a refused attempt of message mid with code */
@@ -657,6 +696,50 @@ START_TEST(invalid_payloads_to_dlq)
 }
 END_TEST
 
+/* nil uuids (booking, deal ids) and instants outside the supported range
+ * are invalid payloads: DLQ, nothing applied */
+START_TEST(nil_ids_and_out_of_range_to_dlq)
+{
+	static const char *nil = "00000000-0000-0000-0000-000000000000";
+	char *deal = h_uuid(), *booking = h_uuid(), *m[5];
+	const char *code;
+	int i;
+
+	for (i = 0; i < 5; i++)
+		m[i] = new_mid();
+	ck_assert_int_eq(h_kafka_produce(T_PAID, nil, envelope(m[0],
+		"pin.crm.booking-paid", "Booking", nil, h_iso_in(0),
+		h_sprintf("{\"bookingId\":\"%s\"}", nil))), 0);
+	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, envelope(m[1],
+		"pin.crm.booking-created", "Booking", booking, h_iso_in(0),
+		created_payload(booking, nil, h_iso_in(3600)))), 0);
+	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, nil, envelope(m[2],
+		"pin.crm.deal-created", "Deal", nil, h_iso_in(0), h_sprintf(
+		"{\"dealId\":\"%s\",\"agencyCompanyId\":\"%s\",\"executorAgentUserId\":\"%s\"}",
+		nil, h_uuid(), h_uuid()))), 0);
+	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, deal, envelope(m[3],
+		"pin.crm.deal-created", "Deal", deal, h_iso_in(0), h_sprintf(
+		"{\"dealId\":\"%s\",\"agencyCompanyId\":\"%s\",\"executorAgentUserId\":\"%s\"}",
+		deal, h_uuid(), nil))), 0);
+	ck_assert_int_eq(h_kafka_produce(T_CONFIRMED, booking, envelope(m[4],
+		"pin.crm.booking-confirmed", "Booking", booking, h_iso_in(0),
+		confirmed_payload(booking, h_uuid(), "10000-01-01T00:30:00Z"))), 0);
+	for (i = 0; i < 5; i++) {
+		const char *g = i == 2 || i == 3 ? DGROUP ".dlq" : BGROUP ".dlq";
+
+		ck_assert_msg((code = h_kafka_error_code(g, WAIT_MS, value_has, m[i])) != NULL,
+			"message %d not in the DLQ", i);
+		ck_assert_str_eq(code, i == 2 || i == 3 ? "CAL_DEAL_SYNC_INVALID_PAYLOAD" :
+			"CAL_BOOKING_SYNC_INVALID_PAYLOAD");
+	}
+	ck_assert_ptr_null(link_status(booking, "Reserve"));
+	ck_assert_ptr_null(link_status(booking, "Booking"));
+	ck_assert_ptr_null(link_status(nil, "Reserve"));
+	ck_assert_ptr_null(h_sql_scalar("SELECT deal_id::text FROM calendar.crm_deal_replicas "
+		"WHERE deal_id = $1 OR deal_id = $2", deal, nil));
+}
+END_TEST
+
 Suite *make_crm_suite(void)
 {
 	Suite *s = suite_create("crm");
@@ -671,6 +754,8 @@ Suite *make_crm_suite(void)
 	tcase_add_test(tc, ac5_cancelled_and_expired_booking_phase);
 	tcase_add_test(tc, ac6_cancelled_before_created);
 	tcase_add_test(tc, created_deadline_in_past);
+	tcase_add_test(tc, paid_then_created_no_reserve_deadline);
+	tcase_add_test(tc, confirmed_then_created_only_booking_deadline);
 	tcase_add_test(tc, ac7_booking_before_deal_created);
 	tcase_add_test(tc, ac8_terminal_deal);
 	suite_add_tcase(s, tc);
@@ -682,6 +767,7 @@ Suite *make_crm_suite(void)
 
 	tc = h_tcase("dlq", 300);
 	tcase_add_test(tc, invalid_payloads_to_dlq);
+	tcase_add_test(tc, nil_ids_and_out_of_range_to_dlq);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -287,6 +287,9 @@ START_TEST(consumer_dlq)
 	k_setup();
 	expect_dlq("fatal", "TEST_FATAL", 30);
 	expect_dlq("retry-always", "TEST_RETRY_ALWAYS", 30);
+	/* a handler RETRY after a data exception (SQLSTATE 22P02) is not
+	 * retriable: DLQ at once (the default deadline is 24 h) */
+	expect_dlq("db-data", "DATA_EXCEPTION_22P02", 15);
 	{
 		char *key = h_uuid(), *bad = h_uuid(), val[128];
 		struct h_kmsgs *l;

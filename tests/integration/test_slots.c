@@ -1775,6 +1775,33 @@ START_TEST(identity_invalid_payload_dlq)
 }
 END_TEST
 
+/* issue 9 item 7: the nil uuid is no user id, for both identity groups
+ * (calendar replica, notification contacts): DLQ, no replica row */
+START_TEST(identity_nil_uuid_dlq)
+{
+	static const char *nil = "00000000-0000-0000-0000-000000000000";
+	const char *key = h_uuid();
+	char *mid = h_sql_scalar("SELECT gen_random_uuid()::text");
+	const char *code;
+
+	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", key, h_sprintf(
+		"{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-updated\","
+		"\"contractVersion\":1,\"createdAt\":\"2026-11-30T10:00:00Z\","
+		"\"aggregateType\":\"User\",\"aggregateId\":\"%s\",\"correlationId\":null,"
+		"\"payload\":{\"userId\":\"%s\",\"displayName\":\"Nil\",\"avatarUrl\":null,"
+		"\"email\":null,\"phone\":null,\"status\":\"Active\"}}", mid, key, nil)), 0);
+	ck_assert_msg((code = h_kafka_error_code("calendar-identity-users.dlq", 60000, dlq_for,
+			(void *)key)) != NULL, "no calendar DLQ message");
+	ck_assert_str_eq(code, "CAL_IDENTITY_INVALID_PAYLOAD");
+	ck_assert_msg(h_kafka_wait("notifications-identity-users.dlq", 60000, dlq_for,
+			(void *)key) != NULL, "no notifications DLQ message");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.user_replicas "
+		"WHERE user_id = $1::uuid", nil), 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM notifications.recipient_contacts "
+		"WHERE user_id = $1::uuid", nil), 0);
+}
+END_TEST
+
 Suite *make_slots_suite(void)
 {
 	Suite *s = suite_create("slots");
@@ -1825,6 +1852,7 @@ Suite *make_slots_suite(void)
 	tcase_add_test(tc, identity_replica_consumer);
 	tcase_add_test(tc, identity_replay_converges);
 	tcase_add_test(tc, identity_invalid_payload_dlq);
+	tcase_add_test(tc, identity_nil_uuid_dlq);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -13,5 +13,6 @@ Suite *make_problem_suite(void);
 Suite *make_calendar_rules_suite(void);
 Suite *make_slots_rules_suite(void);
 Suite *make_crm_rules_suite(void);
+Suite *make_text_suite(void);
 
 #endif

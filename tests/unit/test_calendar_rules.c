@@ -208,6 +208,36 @@ START_TEST(time_format)
 }
 END_TEST
 
+/* issue 9 item 3: the supported range is exactly the parser's, and every
+ * derived instant of an event (end, reminder DueAt) must stay in it */
+START_TEST(instant_range)
+{
+	int64_t us;
+	const int offs[] = { 60, 40320 };
+
+	ck_assert_int_eq(pin_clock_parse("1900-01-01T00:00:00Z", &us), 0);
+	ck_assert(us == PC_INSTANT_MIN_US);
+	ck_assert_int_eq(pin_clock_parse("9999-12-31T23:59:59.999999Z", &us), 0);
+	ck_assert(us == PC_INSTANT_END_US - 1);
+	ck_assert_int_eq(pin_clock_parse("1899-12-31T23:59:59Z", &us), -1);
+	ck_assert_int_eq(pin_clock_parse("9999-12-31T23:59:59-00:01", &us), -1);
+	ck_assert(pc_instant_ok(PC_INSTANT_MIN_US));
+	ck_assert(!pc_instant_ok(PC_INSTANT_MIN_US - 1));
+	ck_assert(pc_instant_ok(PC_INSTANT_END_US - 1));
+	ck_assert(!pc_instant_ok(PC_INSTANT_END_US));
+	/* the reported bug: 9999-12-31T23:30Z + 1 h */
+	ck_assert_int_eq(pin_clock_parse("9999-12-31T23:30:00Z", &us), 0);
+	ck_assert_int_eq(pc_rule_event_instants(us, 1, us + 3600LL * 1000000, NULL, 0), -1);
+	ck_assert_int_eq(pc_rule_event_instants(us, 1, us + 1800LL * 1000000 - 1, NULL, 0), 0);
+	ck_assert_int_eq(pc_rule_event_instants(us, 0, 0, offs, 2), 0);
+	/* a reminder before 1900 */
+	ck_assert_int_eq(pc_rule_event_instants(PC_INSTANT_MIN_US + 3600LL * 1000000, 0, 0,
+			offs, 1), 0);
+	ck_assert_int_eq(pc_rule_event_instants(PC_INSTANT_MIN_US + 3600LL * 1000000, 0, 0,
+			offs, 2), -1);
+}
+END_TEST
+
 START_TEST(utf8_length)
 {
 	ck_assert_uint_eq(pc_utf8_len(""), 0);
@@ -235,6 +265,7 @@ Suite *make_calendar_rules_suite(void)
 	tcase_add_test(t, cursor_roundtrip);
 	tcase_add_test(t, time_format);
 	tcase_add_test(t, utf8_length);
+	tcase_add_test(t, instant_range);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -81,6 +84,69 @@ START_TEST(test_load_file)
 	/* comments are not keys */
 	ck_assert_ptr_null(pin_config_get("# pin-host test config", NULL));
 	ck_assert_ptr_null(pin_config_get("#", NULL));
+}
+END_TEST
+
+/* an instance file includes the common file (relative to its own dir);
+ * lines after the include win, a missing include fails the load */
+START_TEST(test_include)
+{
+	char dir[] = "/tmp/pin-inc-XXXXXX", common[128], inst[128], bad[128];
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(common, sizeof common, "%s/pin-host.conf", dir);
+	snprintf(inst, sizeof inst, "%s/api.conf", dir);
+	snprintf(bad, sizeof bad, "%s/bad.conf", dir);
+	f = fopen(common, "w");
+	fputs("pg_dsn = dbname=pin\nplugins = all\nthreads = 2\n", f);
+	fclose(f);
+	f = fopen(inst, "w");
+	fputs("threads = 9\ninclude = pin-host.conf\nplugins = calendar,slots\n", f);
+	fclose(f);
+	f = fopen(bad, "w");
+	fputs("include = missing.conf\n", f);
+	fclose(f);
+	ck_assert_int_eq(pin_config_load(inst), 0);
+	ck_assert_str_eq(pin_config_get("pg_dsn", "x"), "dbname=pin");
+	ck_assert_str_eq(pin_config_get("plugins", "x"), "calendar,slots");
+	ck_assert_str_eq(pin_config_get("threads", "x"), "2");
+	pin_config_free();
+	ck_assert_int_eq(pin_config_load(bad), -1);
+	unlink(common);
+	unlink(inst);
+	unlink(bad);
+	rmdir(dir);
+}
+END_TEST
+
+/* socket_mode (octal, default 0660) is applied; a bad mode or an unknown
+ * socket_group refuses */
+START_TEST(test_socket_perms)
+{
+	char sp[] = "/tmp/pin-sock-XXXXXX";
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	ck_assert_ptr_nonnull(mkdtemp(sp));
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s/s", sp);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	ck_assert_int_eq(pin_config_socket_perms(sa.sun_path), 0);
+	ck_assert_int_eq(stat(sa.sun_path, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0660);
+	pin_config_set("socket_mode", "0600");
+	ck_assert_int_eq(pin_config_socket_perms(sa.sun_path), 0);
+	ck_assert_int_eq(stat(sa.sun_path, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	pin_config_set("socket_mode", "0968");
+	ck_assert_int_eq(pin_config_socket_perms(sa.sun_path), -1);
+	pin_config_set("socket_mode", "0660");
+	pin_config_set("socket_group", "no-such-group-pin");
+	ck_assert_int_eq(pin_config_socket_perms(sa.sun_path), -1);
+	close(fd);
+	unlink(sa.sun_path);
+	rmdir(sp);
 }
 END_TEST
 
@@ -219,6 +285,8 @@ Suite *make_config_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_load_file);
 	tcase_add_test(tc, test_load_bad_line);
+	tcase_add_test(tc, test_include);
+	tcase_add_test(tc, test_socket_perms);
 	tcase_add_test(tc, test_load_missing);
 	tcase_add_test(tc, test_env_overrides_file);
 	tcase_add_test(tc, test_flag_overrides_all);

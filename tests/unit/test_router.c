@@ -253,6 +253,12 @@ START_TEST(test_url_encoded)
 	/* an encoded slash stays inside its segment */
 	ck_assert_int_eq(match("GET", "/api/v1/things/a%2Fb"), 0);
 	ck_assert_str_eq(m.values[0], "a/b");
+	/* '+' is itself in a path (a space only in a query string) */
+	ck_assert_int_eq(match("GET", "/api/v1/things/a+b"), 0);
+	ck_assert_str_eq(m.values[0], "a+b");
+	/* decoded exactly once */
+	ck_assert_int_eq(match("GET", "/api/v1/things/a%2525b"), 0);
+	ck_assert_str_eq(m.values[0], "a%25b");
 	ck_assert_int_eq(match("GET", "/api/v1/things/%C3%A9t%C3%A9"), 0);
 	ck_assert_str_eq(m.values[0], "\xc3\xa9t\xc3\xa9");
 	/* an invalid escape never yields a garbage value */

@@ -30,6 +30,14 @@
  * ABI changelog (newest last; append only)
  *   2026-11-30  1.0  first version: routes, jobs, consumers, db, outbox,
  *                    clock, config, log, metrics, arena, uuid.
+ *   2026-12-01  1.1  per-context outboxes: pin_registrar.outbox (a plugin
+ *                    names the outbox table of its schema, e.g.
+ *                    "notifications.outbox"; the relay serves every
+ *                    registered outbox plus calendar.outbox) and
+ *                    pin_host_api.outbox_put_to (write into one of them).
+ *                    outbox_put keeps writing calendar.outbox, so 1.0
+ *                    plugins work unchanged.  The consumer inbox already is
+ *                    per registration (pin_consumer.inbox_table).
  */
 #ifndef PIN_PLUGIN_H
 #define PIN_PLUGIN_H
@@ -44,7 +52,7 @@ extern "C" {
 #endif
 
 #define PIN_ABI_MAJOR 1
-#define PIN_ABI_MINOR 0
+#define PIN_ABI_MINOR 1
 
 /* True when the (size-prefixed) table t has member m. */
 #define PIN_API_HAS(t, m) \
@@ -53,7 +61,8 @@ extern "C" {
 /* ---- return codes ------------------------------------------------------- */
 #define PIN_OK        0
 #define PIN_ERR      -1   /* generic failure (host answers 500 if nothing sent) */
-#define PIN_ERR_DB   -2   /* database failure; a route answers 503 UNAVAILABLE */
+#define PIN_ERR_DB   -2   /* database failure; the host answers by the SQLSTATE of the
+                             failed statement: 503 outage, 422 class 22, 409 class 23 */
 
 /* ---- log levels --------------------------------------------------------- */
 enum pin_log_level { PIN_LOG_DEBUG = 0, PIN_LOG_INFO, PIN_LOG_WARN, PIN_LOG_ERROR };
@@ -178,6 +187,13 @@ struct pin_registrar {
 	int (*job)(struct pin_registrar *reg, const struct pin_job *j);
 	int (*consumer)(struct pin_registrar *reg, const struct pin_consumer *c);
 	void *host_private;         /* do not touch */
+	/* -- 1.1: declares an outbox table of the plugin's schema
+	 *    ("<schema>.outbox", same columns as calendar.outbox, created by the
+	 *    plugin's migration).  The relay of a worker host publishes every
+	 *    registered outbox (each in id order); api->outbox_put_to accepts
+	 *    only registered tables.  Registering one twice (two plugins of one
+	 *    schema) is allowed.  0, or -1 for an invalid name ([a-z0-9_.]). */
+	int (*outbox)(struct pin_registrar *reg, const char *table);
 };
 
 /*
@@ -274,6 +290,14 @@ struct pin_host_api {
 	 *    labels NULL or 'k="v",k2="v2"'.  Thread-safe, copied. */
 	void (*metric_add)(const char *name, const char *labels, double v);  /* counter */
 	void (*metric_set)(const char *name, const char *labels, double v);  /* gauge */
+
+	/* -- 1.1: outbox_put into a registered outbox table (reg->outbox),
+	 *    e.g. "notifications.outbox"; NULL = calendar.outbox.  Same
+	 *    envelope and returns as outbox_put; PIN_ERR also for a table that
+	 *    no plugin registered. */
+	int (*outbox_put_to)(const char *table, const char *topic, const char *key,
+			const char *event_type, const char *aggregate_type,
+			const char *aggregate_id, json_object *payload);
 };
 
 /* ---- the descriptor ----------------------------------------------------- */

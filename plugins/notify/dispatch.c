@@ -1,0 +1,329 @@
+/*
+ * dispatch.c -- the dispatcher job "notification-dispatch" (issue 10, seed
+ * 001 persist-then-send), worker hosts.
+ *
+ * One pass:
+ *   1. claim: one statement (its own transaction) takes up to
+ *      notify.dispatch_batch due rows -- Pending, Email/Sms (a channel
+ *      whose sender is not configured is left alone), not_before and
+ *      next_attempt_at null or past, no live lease -- with FOR UPDATE SKIP
+ *      LOCKED, and sets lease_until = now + dispatch_lease_s and lease_owner
+ *      = this pass.  Two worker hosts never claim one row; a host killed
+ *      mid-send releases its rows when the lease ends.
+ *   2. send each row OUTSIDE any transaction (smtp.c, sms.c).  The address
+ *      is read from the contact replica at claim time: a row whose contact
+ *      is still unknown is retried later (seed 001: the address catches up)
+ *      without counting an attempt, and Failed (NTF_CONTACT_UNKNOWN) only
+ *      after dispatch_contact_wait_max_s.
+ *   3. record, one transaction per row, only while the lease is ours:
+ *      Sent (+ sent_at, provider_message_id), or a retry (attempts + 1,
+ *      next_attempt_at = now + base * 2^(attempts-1) capped, last_error
+ *      without PII), or Failed (permanent error, or attempts reached
+ *      dispatch_max_attempts).  A final outcome (Sent / Failed) writes
+ *      pin.notifications.dispatched.v1 into notifications.outbox in the
+ *      same transaction.
+ *
+ * Duplicates: a row is sent again only if the host dies (or the lease ends)
+ * after the server accepted the message and before step 3 committed: at most
+ * one duplicate per such crash, with the same Message-ID / idempotencyKey.
+ *
+ * Metrics: notifications_dispatch_total{channel,status} (status sent, retry,
+ * failed, contact_unknown), notifications_dispatch_duration_seconds{channel}
+ * (histogram: _bucket{le}, _sum, _count), notifications_dispatch_lag_seconds
+ * (age of the oldest due row, 0 when none).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <curl/curl.h>
+
+#include "dispatch.h"
+
+const struct pin_host_api *ntf_dapi;
+static const struct pin_host_api *api;
+
+#define DUE_AT "greatest(coalesce(n.not_before, '-infinity'::timestamptz)," \
+	" coalesce(n.next_attempt_at, '-infinity'::timestamptz)," \
+	" coalesce(n.lease_until, '-infinity'::timestamptz))"
+
+static const char CLAIM_SQL[] =
+	"UPDATE notifications.notifications AS n"
+	"   SET lease_until = $2::timestamptz, lease_owner = $3::uuid"
+	"  FROM (SELECT n.id FROM notifications.notifications AS n"
+	"         WHERE n.status = 'Pending' AND n.channel = ANY ($4::text[])"
+	"           AND " DUE_AT " <= $1::timestamptz"
+	"         ORDER BY " DUE_AT ", n.id LIMIT $5::int"
+	"         FOR UPDATE SKIP LOCKED) AS d"
+	" WHERE n.id = d.id"
+	" RETURNING n.id::text, n.channel, n.kind, n.title, n.body, n.attempts,"
+	"   (SELECT CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END"
+	"      FROM notifications.recipient_contacts c WHERE c.user_id = n.recipient_user_id),"
+	"   extract(epoch FROM $1::timestamptz - n.created_at)::bigint,"
+	"   n.recipient_user_id::text";
+
+enum { C_ID, C_CHANNEL, C_KIND, C_TITLE, C_BODY, C_ATTEMPTS, C_TO, C_AGE, C_USER };
+
+static const char LAG_SQL[] =
+	"SELECT coalesce(extract(epoch FROM $1::timestamptz - min(" DUE_AT ")), 0)"
+	"  FROM notifications.notifications AS n"
+	" WHERE n.status = 'Pending' AND n.channel = ANY ($2::text[])"
+	"   AND " DUE_AT " <= $1::timestamptz";
+
+/* the outcome, written only while our lease holds */
+static const char RECORD_SQL[] =
+	"UPDATE notifications.notifications"
+	"   SET status = $3, attempts = attempts + $4::int,"
+	"       sent_at = CASE WHEN $3 = 'Sent' THEN $5::timestamptz END,"
+	"       failed_at = CASE WHEN $3 = 'Failed' THEN $5::timestamptz END,"
+	"       provider_message_id = coalesce($6, provider_message_id),"
+	"       last_error = $7, next_attempt_at = $8::timestamptz,"
+	"       lease_until = NULL, lease_owner = NULL"
+	" WHERE id = $1::uuid AND lease_owner = $2::uuid AND status = 'Pending'"
+	" RETURNING id::text, recipient_user_id::text, channel, kind, status, attempts,"
+	"   source_message_id::text";
+
+static const double buckets[] = { 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 };
+
+static void observe(const char *channel, double s)
+{
+	char lab[96];
+
+	for (size_t i = 0; i < sizeof buckets / sizeof buckets[0]; i++)
+		if (s <= buckets[i]) {
+			snprintf(lab, sizeof lab, "channel=\"%s\",le=\"%g\"", channel, buckets[i]);
+			api->metric_add("notifications_dispatch_duration_seconds_bucket", lab, 1);
+		}
+	snprintf(lab, sizeof lab, "channel=\"%s\",le=\"+Inf\"", channel);
+	api->metric_add("notifications_dispatch_duration_seconds_bucket", lab, 1);
+	snprintf(lab, sizeof lab, "channel=\"%s\"", channel);
+	api->metric_add("notifications_dispatch_duration_seconds_sum", lab, s);
+	api->metric_add("notifications_dispatch_duration_seconds_count", lab, 1);
+}
+
+static void count(const char *channel, const char *status)
+{
+	char lab[96];
+
+	snprintf(lab, sizeof lab, "channel=\"%s\",status=\"%s\"", channel, status);
+	api->metric_add("notifications_dispatch_total", lab, 1);
+}
+
+/* "{Email,Sms}" of the configured channels, or NULL when none */
+static const char *channels(void)
+{
+	int e = ntf_smtp_configured(), s = ntf_sms_configured();
+
+	return e && s ? "{Email,Sms}" : e ? "{Email}" : s ? "{Sms}" : NULL;
+}
+
+/* pin.notifications.dispatched.v1 of the row rec returned (no PII) */
+static int emit(PGresult *rec, const char *now, const char *error)
+{
+	json_object *p = json_object_new_object();
+	const char *id = PQgetvalue(rec, 0, 0), *st = PQgetvalue(rec, 0, 4);
+	int rc;
+
+	json_object_object_add(p, "notificationId", json_object_new_string(id));
+	json_object_object_add(p, "recipientUserId",
+			json_object_new_string(PQgetvalue(rec, 0, 1)));
+	json_object_object_add(p, "channel", json_object_new_string(PQgetvalue(rec, 0, 2)));
+	json_object_object_add(p, "kind", json_object_new_string(PQgetvalue(rec, 0, 3)));
+	json_object_object_add(p, "status", json_object_new_string(st));
+	json_object_object_add(p, "attempts", json_object_new_int(atoi(PQgetvalue(rec, 0, 5))));
+	json_object_object_add(p, "sentAt", !strcmp(st, "Sent") ?
+			json_object_new_string(now) : NULL);
+	json_object_object_add(p, "failedAt", !strcmp(st, "Failed") ?
+			json_object_new_string(now) : NULL);
+	json_object_object_add(p, "failureCode", error ? json_object_new_string_len(error,
+			(int)strcspn(error, ":")) : NULL);
+	json_object_object_add(p, "sourceMessageId",
+			json_object_new_string(PQgetvalue(rec, 0, 6)));
+	rc = api->outbox_put_to(NTF_OUTBOX, NTF_TOPIC_DISPATCHED, id,
+			"pin.notifications.dispatched", "Notification", id, p);
+	json_object_put(p);
+	return rc;
+}
+
+/* Step 3 for one row: 0, or PIN_ERR_DB (the lease runs out, the row is
+ * taken again: a possible duplicate). */
+static int record(const char *id, const char *owner, const char *channel,
+		const char *status, int attempt, const char *provider_id,
+		const char *error, int64_t next_us)
+{
+	char now[40], next[40];
+	const char *p[8];
+	PGresult *res;
+	int final = strcmp(status, "Pending") != 0;
+
+	api->fmt_time(api->now_us(), now, sizeof now);
+	if (next_us)
+		api->fmt_time(next_us, next, sizeof next);
+	p[0] = id;
+	p[1] = owner;
+	p[2] = status;
+	p[3] = attempt ? "1" : "0";
+	p[4] = now;
+	p[5] = provider_id && *provider_id ? provider_id : NULL;
+	p[6] = error;
+	p[7] = next_us ? next : NULL;
+	if (api->db_begin() != 0)
+		return PIN_ERR_DB;
+	res = api->db_exec_prepared("ntf_dispatch_record", RECORD_SQL, 8, p);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+		goto fail;
+	if (PQntuples(res) == 0) {
+		/* the lease ended and another pass owns the row now */
+		api->db_rollback();
+		api->log(PIN_LOG_WARN, "notification dispatch: lease lost before recording",
+				"notificationId", id, "channel", channel, NULL);
+		return 0;
+	}
+	if (final && emit(res, now, error) != 0)
+		goto fail;
+	return api->db_commit() == 0 ? 0 : PIN_ERR_DB;
+fail:
+	api->db_rollback();
+	api->log(PIN_LOG_ERROR, "notification dispatch: cannot record the outcome",
+			"notificationId", id, "channel", channel, NULL);
+	return PIN_ERR_DB;
+}
+
+static int64_t backoff_us(int attempts)
+{
+	long long base = api->config_int("notify.dispatch_backoff_base_s", 30);
+	long long max = api->config_int("notify.dispatch_backoff_max_s", 3600);
+	long long d = base;
+
+	for (int i = 1; i < attempts && d < max; i++)
+		d *= 2;
+	if (d > max)
+		d = max;
+	return (int64_t)d * 1000000;
+}
+
+/* One claimed row: send, then record. */
+static void dispatch_row(PGresult *res, int i, const char *owner)
+{
+	const char *id = PQgetvalue(res, i, C_ID), *ch = PQgetvalue(res, i, C_CHANNEL);
+	int attempts = atoi(PQgetvalue(res, i, C_ATTEMPTS));
+	long long age = atoll(PQgetvalue(res, i, C_AGE));
+	struct ntf_message m = { id, PQgetvalue(res, i, C_TO), PQgetvalue(res, i, C_TITLE),
+		PQgetvalue(res, i, C_BODY) };
+	struct ntf_send_result r;
+	int64_t t0, now;
+	char att[16];
+
+	if (PQgetisnull(res, i, C_TO) || !*m.to) {
+		/* seed 001: the address catches up with the contact replica */
+		if (age > api->config_int("notify.dispatch_contact_wait_max_s", 86400)) {
+			count(ch, "failed");
+			record(id, owner, ch, "Failed", 0, NULL, "NTF_CONTACT_UNKNOWN", 0);
+		} else {
+			count(ch, "contact_unknown");
+			record(id, owner, ch, "Pending", 0, NULL, "NTF_CONTACT_UNKNOWN",
+				api->now_us() + api->config_int(
+					"notify.dispatch_contact_retry_s", 300) * 1000000);
+		}
+		return;
+	}
+	t0 = api->now_us();
+	if (!strcmp(ch, "Email"))
+		ntf_smtp_send(&m, &r);
+	else
+		ntf_sms_send(&m, &r);
+	now = api->now_us();
+	observe(ch, (double)(now - t0) / 1e6);
+	attempts++;
+	snprintf(att, sizeof att, "%d", attempts);
+	if (r.outcome == NTF_SENT) {
+		count(ch, "sent");
+		record(id, owner, ch, "Sent", 1, r.provider_id, NULL, 0);
+	} else if (r.outcome == NTF_PERMANENT ||
+			attempts >= api->config_int("notify.dispatch_max_attempts", 8)) {
+		count(ch, "failed");
+		api->log(PIN_LOG_WARN, "notification dispatch: failed", "notificationId", id,
+				"channel", ch, "attempts", att, "error", r.error, NULL);
+		record(id, owner, ch, "Failed", 1, NULL, r.error, 0);
+	} else {
+		count(ch, "retry");
+		api->log(PIN_LOG_INFO, "notification dispatch: will retry", "notificationId", id,
+				"channel", ch, "attempts", att, "error", r.error, NULL);
+		record(id, owner, ch, "Pending", 1, NULL, r.error, now + backoff_us(attempts));
+	}
+}
+
+static void update_lag(const char *chans, const char *now)
+{
+	const char *p[2] = { now, chans };
+	PGresult *res = api->db_exec_prepared("ntf_dispatch_lag", LAG_SQL, 2, p);
+
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		api->metric_set("notifications_dispatch_lag_seconds", NULL,
+				atof(PQgetvalue(res, 0, 0)));
+}
+
+static int dispatch_job(void *ud)
+{
+	const char *chans = channels();
+	char now[40], until[40], owner[37], lim[16];
+	const char *p[5];
+	PGresult *res;
+	int n, total = 0, full;
+
+	(void)ud;
+	if (!chans)
+		return 0;
+	do {
+		int64_t t = api->now_us();
+
+		api->fmt_time(t, now, sizeof now);
+		api->fmt_time(t + api->config_int("notify.dispatch_lease_s", 300) * 1000000,
+				until, sizeof until);
+		api->uuid_v7(owner);
+		snprintf(lim, sizeof lim, "%lld", api->config_int("notify.dispatch_batch", 50));
+		p[0] = now;
+		p[1] = until;
+		p[2] = owner;
+		p[3] = chans;
+		p[4] = lim;
+		update_lag(chans, now);
+		res = api->db_exec_prepared("ntf_dispatch_claim", CLAIM_SQL, 5, p);
+		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+			return total ? total : PIN_ERR_DB;
+		n = PQntuples(res);
+		for (int i = 0; i < n; i++)
+			dispatch_row(res, i, owner);
+		total += n;
+		full = n >= atoi(lim);
+	} while (full && total < 10 * atoi(lim));
+	return total;
+}
+
+int ntf_dispatch_register(const struct pin_host_api *a, struct pin_registrar *reg,
+		char *err, size_t errlen)
+{
+	static const struct pin_job job = { "notification-dispatch", 1000, dispatch_job,
+		NULL, NULL };
+
+	api = ntf_dapi = a;
+	if (!PIN_API_HAS(a, outbox_put_to) || !PIN_API_HAS(reg, outbox)) {
+		snprintf(err, errlen, "notify: the host lacks ABI 1.1 (per-context outbox)");
+		return -1;
+	}
+	if (reg->outbox(reg, NTF_OUTBOX) < 0 || reg->job(reg, &job) < 0) {
+		snprintf(err, errlen, "notify: dispatcher registration refused");
+		return -1;
+	}
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+		snprintf(err, errlen, "notify: curl_global_init failed");
+		return -1;
+	}
+	return 0;
+}
+
+void ntf_dispatch_fini(void)
+{
+	curl_global_cleanup();
+}

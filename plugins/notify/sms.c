@@ -1,0 +1,133 @@
+/* sms.c -- SMS through a provider HTTP API (issue 10).
+ *
+ * One POST per message to sms_url:
+ *   Authorization: Bearer <first line of sms_token_file>
+ *   Content-Type: application/json
+ *   {"to": "+79990000000", "text": "...", "idempotencyKey": "<notification id>"}
+ * Answer 2xx -> sent; the provider's id is taken from the JSON body's "id"
+ * (or "messageId") when there is one.  4xx (but 408 and 429) -> permanent;
+ * 408, 429, 5xx, timeouts and connection errors -> retry (the same
+ * idempotencyKey lets the provider drop a duplicate). */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <curl/curl.h>
+#include <json-c/json.h>
+
+#include "dispatch.h"
+
+int ntf_sms_configured(void)
+{
+	return *ntf_dapi->config_get("sms_url", "") != '\0';
+}
+
+struct sink {
+	char buf[4096];
+	size_t n;
+};
+
+static size_t write_cb(char *data, size_t size, size_t nmemb, void *ud)
+{
+	struct sink *s = ud;
+	size_t n = size * nmemb, room = sizeof s->buf - 1 - s->n;
+
+	memcpy(s->buf + s->n, data, n < room ? n : room);
+	s->n += n < room ? n : room;
+	s->buf[s->n] = '\0';
+	return n;
+}
+
+static int phone_ok(const char *p)
+{
+	size_t digits = 0;
+
+	if (*p == '+')
+		p++;
+	for (; *p; p++) {
+		if (*p >= '0' && *p <= '9')
+			digits++;
+		else if (*p != ' ' && *p != '-' && *p != '(' && *p != ')')
+			return 0;
+	}
+	return digits >= 5 && digits <= 20;
+}
+
+void ntf_sms_send(const struct ntf_message *m, struct ntf_send_result *res)
+{
+	char auth[1100] = "", tok[1024];
+	const char *tf = ntf_dapi->config_get("sms_token_file", "");
+	struct curl_slist *hdr = NULL;
+	json_object *o = NULL, *reply = NULL, *v;
+	struct sink body = { .n = 0 };
+	CURL *c = NULL;
+	CURLcode rc;
+	long code = 0;
+	FILE *f;
+
+	memset(res, 0, sizeof *res);
+	if (!phone_ok(m->to)) {
+		res->outcome = NTF_PERMANENT;
+		snprintf(res->error, sizeof res->error, "NTF_BAD_ADDRESS");
+		goto out;
+	}
+	if (*tf && (f = fopen(tf, "r"))) {
+		size_t n = fread(tok, 1, sizeof tok - 1, f);
+
+		fclose(f);
+		tok[n] = '\0';
+		tok[strcspn(tok, "\r\n")] = '\0';
+		snprintf(auth, sizeof auth, "Authorization: Bearer %s", tok);
+		memset(tok, 0, sizeof tok);
+	}
+	o = json_object_new_object();
+	json_object_object_add(o, "to", json_object_new_string(m->to));
+	json_object_object_add(o, "text", json_object_new_string(m->body));
+	json_object_object_add(o, "idempotencyKey", json_object_new_string(m->id));
+	c = curl_easy_init();
+	if (!c) {
+		res->outcome = NTF_RETRY;
+		snprintf(res->error, sizeof res->error, "NTF_SMS_LOCAL: curl init");
+		goto out;
+	}
+	hdr = curl_slist_append(hdr, "Content-Type: application/json");
+	if (*auth)
+		hdr = curl_slist_append(hdr, auth);
+	curl_easy_setopt(c, CURLOPT_URL, ntf_dapi->config_get("sms_url", ""));
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, json_object_to_json_string_ext(o,
+			JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+			(long)ntf_dapi->config_int("sms_connect_timeout_ms", 5000));
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
+			(long)ntf_dapi->config_int("sms_timeout_ms", 15000));
+	rc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	if (rc == CURLE_OK && code >= 200 && code < 300) {
+		res->outcome = NTF_SENT;
+		reply = json_tokener_parse(body.buf);
+		if ((json_object_object_get_ex(reply, "id", &v) ||
+				json_object_object_get_ex(reply, "messageId", &v)) &&
+				json_object_is_type(v, json_type_string))
+			snprintf(res->provider_id, sizeof res->provider_id, "%s",
+					json_object_get_string(v));
+	} else if (rc == CURLE_OK && code >= 400 && code < 500 && code != 408 && code != 429) {
+		res->outcome = NTF_PERMANENT;
+		snprintf(res->error, sizeof res->error, "NTF_SMS_REJECTED: http %ld", code);
+	} else {
+		res->outcome = NTF_RETRY;
+		snprintf(res->error, sizeof res->error, "NTF_SMS_UNAVAILABLE: curl %d %s, http %ld",
+				(int)rc, curl_easy_strerror(rc), code);
+	}
+out:
+	if (c)
+		curl_easy_cleanup(c);
+	curl_slist_free_all(hdr);
+	memset(auth, 0, sizeof auth);
+	json_object_put(o);
+	json_object_put(reply);
+}

@@ -1,0 +1,692 @@
+/*
+ * test_delivery.c -- issue 10: the notify.so dispatcher against the real
+ * parts of the test stack (aiosmtpd in PIN_MAIL_DIR, the SMS sink writing
+ * PIN_SMS_LOG, the dev broker), and the relay's per-row error path.
+ *
+ * Notifications are created the way production creates them: calendar and
+ * identity envelopes produced to the dev broker, consumed by notify.so.
+ * Each test uses fresh users, addresses and phones.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <openssl/evp.h>
+
+#include "harness.h"
+
+#define WAIT_MS 60000
+#define GROUP "notifications-calendar-events"
+#define START "2030-06-01T09:00:00Z"
+#define END "2030-06-01T10:00:00Z"
+#define DISPATCHED "pin.notifications.dispatched.v1"
+
+static char *new_mid(void)
+{
+	return h_sql_scalar("SELECT gen_random_uuid()::text");
+}
+
+static char *envelope(const char *mid, const char *event_type, const char *agg_type,
+		const char *agg_id, const char *payload)
+{
+	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"%s\",\"contractVersion\":1,"
+		"\"createdAt\":\"2026-12-01T09:00:00.123Z\",\"aggregateType\":\"%s\","
+		"\"aggregateId\":\"%s\",\"correlationId\":null,\"payload\":%s}",
+		mid, event_type, agg_type, agg_id, payload);
+}
+
+static void send_cal(const char *name, const char *key, const char *agg, const char *payload)
+{
+	char *mid = new_mid();
+
+	ck_assert_int_eq(h_kafka_produce(h_sprintf("pin.calendar.%s.v1", name), key,
+		envelope(mid, h_sprintf("pin.calendar.%s", name), agg, key, payload)), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
+		"notifications.processed_messages WHERE consumer_group = '" GROUP "' "
+		"AND message_id = $1::uuid", mid) == 1, WAIT_MS), "%s not consumed", name);
+}
+
+/* pin.identity.users.v1 with e-mail and phone; waits for the replica */
+static void contact(const char *user, const char *email, const char *phone,
+		const char *locale)
+{
+	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", user, h_sprintf(
+		"{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-updated\","
+		"\"contractVersion\":1,\"createdAt\":\"2026-11-30T10:00:00Z\","
+		"\"aggregateType\":\"User\",\"aggregateId\":\"%s\",\"correlationId\":null,"
+		"\"payload\":{\"userId\":\"%s\",\"displayName\":\"Тест Тестов\",\"avatarUrl\":null,"
+		"\"email\":\"%s\",\"phone\":\"%s\",\"locale\":\"%s\","
+		"\"timeZone\":\"Europe/Moscow\",\"status\":\"Active\"}}", new_mid(), user, user,
+		email, phone, locale)), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
+		"notifications.recipient_contacts WHERE user_id = $1::uuid", user) == 1,
+		WAIT_MS), "contact not replicated");
+}
+
+static char *apt_created(const char *apt, const char *tenant, const char *agent,
+		const char *investor)
+{
+	return h_sprintf("{\"appointmentId\":\"%s\",\"tenantId\":\"%s\",\"slotId\":\"%s\","
+		"\"eventId\":\"%s\",\"agentUserId\":\"%s\",\"investorUserId\":\"%s\","
+		"\"kind\":\"Showing\",\"status\":\"Pending\",\"autoConfirmed\":false,"
+		"\"startAt\":\"" START "\",\"endAt\":\"" END "\",\"timeZone\":\"Europe/Moscow\","
+		"\"confirmDeadlineAt\":\"2030-05-31T09:00:00Z\",\"projectId\":null,"
+		"\"propertyObjectId\":null,\"consultationRequestId\":null,"
+		"\"rescheduledFromAppointmentId\":null,\"comment\":null}",
+		apt, tenant, h_uuid(), h_uuid(), agent, investor);
+}
+
+static char *reminder_due(const char *tenant, const char *owner, const char *client)
+{
+	return h_sprintf("{\"reminderId\":\"%s\",\"eventId\":\"%s\",\"tenantId\":\"%s\","
+		"\"ownerUserId\":\"%s\",\"clientUserId\":\"%s\",\"kind\":\"Showing\","
+		"\"startAt\":\"" START "\",\"timeZone\":\"Europe/Moscow\",\"offsetMinutes\":60,"
+		"\"appointmentId\":\"%s\"}", h_uuid(), h_uuid(), tenant, owner, client, h_uuid());
+}
+
+static char *row_of(const char *user, const char *channel, const char *column)
+{
+	return h_sql_scalar(h_sprintf("SELECT %s::text FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid AND channel = $2", column), user, channel);
+}
+
+static bool status_is(const char *user, const char *channel, const char *st)
+{
+	char *s = row_of(user, channel, "status");
+
+	return s && !strcmp(s, st);
+}
+
+static char *unique_phone(void)
+{
+	return h_sql_scalar("SELECT '+7999' || lpad((random() * 1e7)::int::text, 7, '0')");
+}
+
+/* ---- mail: the Maildir aiosmtpd writes ------------------------------------ */
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = calloc(1, (size_t)n + 1);
+	if (fread(buf, 1, (size_t)n, f) != (size_t)n)
+		buf[0] = '\0';
+	fclose(f);
+	{
+		char *h = h_strdup(buf);
+
+		free(buf);
+		return h;
+	}
+}
+
+/* Messages in PIN_MAIL_DIR containing needle: count, and the last one. */
+static int mails_with(const char *needle, char **last)
+{
+	const char *dir = h_env("PIN_MAIL_DIR");
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char *m;
+
+		if (e->d_name[0] == '.')
+			continue;
+		m = slurp(h_sprintf("%s/%s", dir, e->d_name));
+		if (m && strstr(m, needle)) {
+			n++;
+			if (last)
+				*last = m;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+static char *b64_decode(const char *s, size_t len)
+{
+	char *clean = calloc(1, len + 1), *out;
+	size_t n = 0, pad = 0;
+	int r;
+
+	for (size_t i = 0; i < len; i++)
+		if (s[i] != '\r' && s[i] != '\n' && s[i] != ' ' && s[i] != '\t')
+			clean[n++] = s[i];
+	if (n && clean[n - 1] == '=')
+		pad++;
+	if (n > 1 && clean[n - 2] == '=')
+		pad++;
+	out = calloc(1, n + 4);
+	r = EVP_DecodeBlock((unsigned char *)out, (unsigned char *)clean, (int)n);
+	ck_assert_msg(r >= 0, "bad base64");
+	out[r - (int)pad] = '\0';
+	free(clean);
+	{
+		char *h = h_strdup(out);
+
+		free(out);
+		return h;
+	}
+}
+
+/* Value of header name (unfolded, RFC 2047 B words decoded). */
+static char *mail_header(const char *mail, const char *name)
+{
+	const char *all = h_sprintf("\n%s", mail);     /* the first header too */
+	const char *p = strstr(all, h_sprintf("\n%s:", name)), *end;
+	char *raw, *out;
+	size_t o = 0;
+
+	ck_assert_msg(p, "no %s header in %s", name, mail);
+	p += strlen(name) + 2;
+	end = p;
+	while (*end && !(end[0] == '\n' && end[1] != ' ' && end[1] != '\t'))
+		end++;
+	raw = h_strdup(p);
+	raw[end - p] = '\0';
+	out = calloc(1, strlen(raw) * 2 + 1);
+	for (const char *q = raw; *q;) {
+		const char *w = strstr(q, "=?UTF-8?B?"), *we;
+
+		if (w == q || (w && strspn(q, " \t\r\n") == (size_t)(w - q))) {
+			w += 10;
+			we = strstr(w, "?=");
+			ck_assert_ptr_nonnull(we);
+			strcpy(out + o, b64_decode(w, (size_t)(we - w)));
+			o = strlen(out);
+			q = we + 2;
+		} else if (!w) {
+			while (*q == ' ')
+				q++;
+			strcpy(out + o, q);
+			o = strlen(out);
+			break;
+		} else {
+			out[o++] = *q++;
+		}
+	}
+	while (o && (out[o - 1] == '\r' || out[o - 1] == '\n' || out[o - 1] == ' '))
+		out[--o] = '\0';
+	{
+		char *h = h_strdup(out);
+
+		free(out);
+		return h;
+	}
+}
+
+static char *mail_body(const char *mail)
+{
+	const char *p = strstr(mail, "\r\n\r\n");
+	size_t skip = 4;
+
+	if (!p || (strstr(mail, "\n\n") && strstr(mail, "\n\n") < p)) {
+		p = strstr(mail, "\n\n");
+		skip = 2;
+	}
+	ck_assert_ptr_nonnull(p);
+	return b64_decode(p + skip, strlen(p + skip));
+}
+
+/* ---- Kafka: dispatched messages of one notification ---------------------- */
+
+static int dispatched_count(const char *id, const char **status)
+{
+	struct h_kmsgs *l = h_kafka_read_all(DISPATCHED, 5000);
+	int n = 0;
+
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].key && !strcmp(l->v[i].key, id)) {
+			n++;
+			if (status)
+				*status = h_jstr(h_jget(l->v[i].json, "payload"), "status");
+		}
+	return n;
+}
+
+static const struct h_kmsg *dispatched_of(const char *id)
+{
+	return h_kafka_wait_key(DISPATCHED, id, 30000);
+}
+
+/* ---- SMS sink log ----------------------------------------------------------- */
+
+/* Lines of PIN_SMS_LOG whose body.idempotencyKey is id; the last as JSON. */
+static int sms_requests(const char *id, json_object **last)
+{
+	char *log = slurp(h_env("PIN_SMS_LOG")), *save = NULL;
+	int n = 0;
+
+	if (!log)
+		return 0;
+	for (char *line = strtok_r(log, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		json_object *o = json_tokener_parse(line);
+		const char *k = h_jstr(h_jget(o, "body"), "idempotencyKey");
+
+		if (k && !strcmp(k, id)) {
+			n++;
+			if (last) {
+				json_object_put(*last);
+				*last = json_object_get(o);
+			}
+		}
+		json_object_put(o);
+	}
+	return n;
+}
+
+static void sms_file(const char *suffix, const char *value)
+{
+	const char *f = h_sprintf("%s.%s", h_env("PIN_SMS_LOG"), suffix);
+	FILE *fp;
+
+	if (!value) {
+		unlink(f);
+		return;
+	}
+	fp = fopen(f, "w");
+	ck_assert_ptr_nonnull(fp);
+	fprintf(fp, "%s\n", value);
+	fclose(fp);
+}
+
+static void sms_status(const char *code)
+{
+	const char *f = h_sprintf("%s.status", h_env("PIN_SMS_LOG"));
+
+	if (!code) {
+		unlink(f);
+		return;
+	}
+	FILE *fp = fopen(f, "w");
+	ck_assert_ptr_nonnull(fp);
+	fprintf(fp, "%s\n", code);
+	fclose(fp);
+}
+
+/* ------------------------------------------------------------------ tests */
+
+/* A booking -> the agent's e-mail arrives at the SMTP server: Subject
+ * (RFC 2047) and body (base64 UTF-8) decode to the rendered Russian texts,
+ * Message-ID carries the notification id; the row is Sent with sent_at and
+ * the provider id; one pin.notifications.dispatched.v1 without PII. */
+START_TEST(booking_email_arrives)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
+	char *email = h_sprintf("agent-%s@example.com", agent), *mail = NULL, *id;
+	const struct h_kmsg *m;
+	json_object *p;
+
+	contact(agent, email, unique_phone(), "ru");
+	send_cal("appointment-created", apt, "Appointment", apt_created(apt, tenant, agent, inv));
+	ck_assert_msg(H_WAIT_UNTIL(status_is(agent, "Email", "Sent"), WAIT_MS),
+		"agent e-mail not Sent: %s / %s", row_of(agent, "Email", "status"),
+		row_of(agent, "Email", "last_error"));
+	id = row_of(agent, "Email", "id");
+	ck_assert_ptr_nonnull(row_of(agent, "Email", "sent_at"));
+	ck_assert_str_eq(row_of(agent, "Email", "provider_message_id"),
+		h_sprintf("<%s@dev.pin.example>", id));
+	ck_assert_str_eq(row_of(agent, "Email", "attempts"), "1");
+
+	ck_assert_int_eq(mails_with(h_sprintf("<%s@dev.pin.example>", id), &mail), 1);
+	ck_assert_str_eq(mail_header(mail, "Subject"), row_of(agent, "Email", "title"));
+	ck_assert_msg(strstr(mail_header(mail, "Subject"), "Новая запись"), "%s",
+		mail_header(mail, "Subject"));
+	ck_assert_str_eq(mail_body(mail), row_of(agent, "Email", "body"));
+	ck_assert_str_eq(mail_header(mail, "To"), email);
+	ck_assert_msg(strstr(mail, "Content-Type: text/plain; charset=utf-8"), "%s", mail);
+	ck_assert_msg(strstr(mail_header(mail, "Date"), " +0000"), "Date: %s",
+		mail_header(mail, "Date"));
+
+	m = dispatched_of(id);
+	ck_assert_msg(m, "no dispatched message for %s", id);
+	p = h_jget(m->json, "payload");
+	ck_assert_str_eq(h_jstr(m->json, "eventType"), "pin.notifications.dispatched");
+	ck_assert_str_eq(h_jstr(p, "notificationId"), id);
+	ck_assert_str_eq(h_jstr(p, "recipientUserId"), agent);
+	ck_assert_str_eq(h_jstr(p, "channel"), "Email");
+	ck_assert_str_eq(h_jstr(p, "kind"), "AppointmentCreated");
+	ck_assert_str_eq(h_jstr(p, "status"), "Sent");
+	ck_assert_ptr_nonnull(h_jstr(p, "sentAt"));
+	ck_assert_int_eq(json_object_get_int(h_jget(p, "attempts")), 1);
+	ck_assert_ptr_null(strstr(m->value, email));
+	ck_assert_ptr_null(strstr(m->value, "Тест"));
+	ck_assert_int_eq(dispatched_count(id, NULL), 1);
+}
+END_TEST
+
+/* An English template arrives readable too (en contact locale). */
+START_TEST(english_email_arrives)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
+	char *mail = NULL, *id;
+
+	contact(agent, h_sprintf("en-%s@example.com", agent), unique_phone(), "en");
+	send_cal("appointment-created", apt, "Appointment", apt_created(apt, tenant, agent, inv));
+	ck_assert_msg(H_WAIT_UNTIL(status_is(agent, "Email", "Sent"), WAIT_MS), "not Sent");
+	id = row_of(agent, "Email", "id");
+	ck_assert_int_eq(mails_with(id, &mail), 1);
+	ck_assert_str_eq(mail_header(mail, "Subject"), row_of(agent, "Email", "title"));
+	ck_assert_str_eq(mail_body(mail), row_of(agent, "Email", "body"));
+}
+END_TEST
+
+/* An appointment reminder (Critical, Sms by default) reaches the SMS sink:
+ * one POST {to, text, idempotencyKey = id} with the bearer token; the
+ * provider's id is kept. */
+START_TEST(sms_reminder_arrives)
+{
+	const char *tenant = h_uuid(), *owner = h_uuid(), *client = h_uuid();
+	char *phone = unique_phone(), *id;
+	json_object *req = NULL;
+
+	contact(owner, h_sprintf("o-%s@example.com", owner), phone, "ru");
+	send_cal("reminder-due", h_uuid(), "CalendarEvent", reminder_due(tenant, owner, client));
+	ck_assert_msg(H_WAIT_UNTIL(status_is(owner, "Sms", "Sent"), WAIT_MS),
+		"sms not Sent: %s / %s", row_of(owner, "Sms", "status"),
+		row_of(owner, "Sms", "last_error"));
+	id = row_of(owner, "Sms", "id");
+	ck_assert_int_eq(sms_requests(id, &req), 1);
+	ck_assert_str_eq(h_jstr(h_jget(req, "body"), "to"), phone);
+	ck_assert_str_eq(h_jstr(h_jget(req, "body"), "text"), row_of(owner, "Sms", "body"));
+	ck_assert_str_eq(h_jstr(req, "authorization"), "Bearer dev-sms-token");
+	ck_assert_str_eq(row_of(owner, "Sms", "provider_message_id"), h_jstr(req, "id"));
+	json_object_put(req);
+	ck_assert_msg(dispatched_of(id), "no dispatched message");
+}
+END_TEST
+
+/* Provider 4xx -> Failed at once with the status in last_error (no PII), and
+ * exactly one dispatched message (status Failed). */
+START_TEST(sms_provider_4xx_fails_once)
+{
+	const char *tenant = h_uuid(), *owner = h_uuid(), *client = h_uuid();
+	char *phone = unique_phone(), *id;
+	const char *st = NULL;
+	bool failed;
+
+	contact(owner, h_sprintf("o-%s@example.com", owner), phone, "ru");
+	sms_status("400");
+	send_cal("reminder-due", h_uuid(), "CalendarEvent", reminder_due(tenant, owner, client));
+	failed = H_WAIT_UNTIL(status_is(owner, "Sms", "Failed"), WAIT_MS);
+	sms_status(NULL);
+	ck_assert_msg(failed, "sms not Failed: %s", row_of(owner, "Sms", "status"));
+	id = row_of(owner, "Sms", "id");
+	ck_assert_str_eq(row_of(owner, "Sms", "last_error"), "NTF_SMS_REJECTED: http 400");
+	ck_assert_str_eq(row_of(owner, "Sms", "attempts"), "1");
+	ck_assert_ptr_nonnull(row_of(owner, "Sms", "failed_at"));
+	ck_assert_int_eq(sms_requests(id, NULL), 1);
+	ck_assert_msg(dispatched_of(id), "no dispatched message");
+	h_sleep_ms(2000);
+	ck_assert_int_eq(dispatched_count(id, &st), 1);
+	ck_assert_str_eq(st, "Failed");
+}
+END_TEST
+
+/* Provider 5xx -> retried with backoff, then Sent once the provider is back;
+ * every try carried the same idempotencyKey. */
+START_TEST(sms_provider_5xx_retries)
+{
+	const char *tenant = h_uuid(), *owner = h_uuid(), *client = h_uuid();
+	char *id;
+	bool retried;
+
+	contact(owner, h_sprintf("o-%s@example.com", owner), unique_phone(), "ru");
+	sms_status("503");
+	send_cal("reminder-due", h_uuid(), "CalendarEvent", reminder_due(tenant, owner, client));
+	retried = H_WAIT_UNTIL(h_sql_int("SELECT attempts FROM notifications.notifications"
+		" WHERE recipient_user_id = $1::uuid AND channel = 'Sms'", owner) >= 2, WAIT_MS);
+	sms_status(NULL);
+	ck_assert_msg(retried, "no retries");
+	ck_assert_str_eq(row_of(owner, "Sms", "status"), "Pending");
+	ck_assert_msg(strstr(row_of(owner, "Sms", "last_error"), "http 503"), "%s",
+		row_of(owner, "Sms", "last_error"));
+	ck_assert_msg(H_WAIT_UNTIL(status_is(owner, "Sms", "Sent"), WAIT_MS), "not Sent");
+	id = row_of(owner, "Sms", "id");
+	ck_assert_int_ge(sms_requests(id, NULL), 3);
+	ck_assert_msg(dispatched_of(id), "no dispatched message");
+	ck_assert_int_eq(dispatched_count(id, NULL), 1);
+}
+END_TEST
+
+static void smtp_kill(void)
+{
+	char *pf = h_sprintf("%s/pids/smtp.pid", h_env("PIN_DEV_DIR"));
+	char *pid = slurp(pf);
+
+	ck_assert_ptr_nonnull(pid);
+	ck_assert_int_eq(kill(atoi(pid), SIGKILL), 0);
+	h_sleep_ms(300);
+}
+
+static void smtp_start(void)
+{
+	char *cmd = h_sprintf("setsid /usr/bin/aiosmtpd -n -l 127.0.0.1:%s "
+		"-c aiosmtpd.handlers.Mailbox '%s/..' >>'%s' 2>&1 </dev/null & echo $! >'%s/pids/smtp.pid'",
+		h_env("PIN_SMTP_PORT"), h_env("PIN_MAIL_DIR"), h_env("PIN_SMTP_LOG"),
+		h_env("PIN_DEV_DIR"));
+
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* SMTP server down: the row stays Pending, attempts grow, last_error names
+ * the failure (no address); server up again: Sent, exactly one e-mail. */
+START_TEST(smtp_down_then_up)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
+	char *id;
+	bool retried;
+
+	contact(agent, h_sprintf("down-%s@example.com", agent), unique_phone(), "ru");
+	smtp_kill();
+	send_cal("appointment-created", apt, "Appointment", apt_created(apt, tenant, agent, inv));
+	retried = H_WAIT_UNTIL(h_sql_int("SELECT attempts FROM notifications.notifications"
+		" WHERE recipient_user_id = $1::uuid AND channel = 'Email'", agent) >= 2, WAIT_MS);
+	smtp_start();
+	ck_assert_msg(retried, "no retries while the SMTP server is down");
+	ck_assert_msg(strstr(row_of(agent, "Email", "last_error"), "NTF_SMTP_UNAVAILABLE"),
+		"%s", row_of(agent, "Email", "last_error"));
+	ck_assert_ptr_null(strstr(row_of(agent, "Email", "last_error"), "example.com"));
+	ck_assert_msg(H_WAIT_UNTIL(status_is(agent, "Email", "Sent"), WAIT_MS), "not Sent: %s",
+		row_of(agent, "Email", "last_error"));
+	id = row_of(agent, "Email", "id");
+	ck_assert_msg(dispatched_of(id), "no dispatched message");
+	h_sleep_ms(1500);
+	ck_assert_int_eq(mails_with(h_sprintf("<%s@", id), NULL), 1);
+	ck_assert_int_eq(dispatched_count(id, NULL), 1);
+}
+END_TEST
+
+/* Seed 001: a contact that is not known yet is no failure: the e-mail stays
+ * Pending (no attempt counted) and goes out once the address arrives. */
+START_TEST(unknown_contact_catches_up)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
+	char *id;
+
+	send_cal("appointment-created", apt, "Appointment", apt_created(apt, tenant, agent, inv));
+	ck_assert_msg(H_WAIT_UNTIL(row_of(agent, "Email", "last_error") != NULL, WAIT_MS),
+		"dispatcher did not look at the row");
+	ck_assert_str_eq(row_of(agent, "Email", "status"), "Pending");
+	ck_assert_str_eq(row_of(agent, "Email", "last_error"), "NTF_CONTACT_UNKNOWN");
+	ck_assert_str_eq(row_of(agent, "Email", "attempts"), "0");
+	id = row_of(agent, "Email", "id");
+	contact(agent, h_sprintf("late-%s@example.com", agent), unique_phone(), "ru");
+	ck_assert_msg(H_WAIT_UNTIL(status_is(agent, "Email", "Sent"), WAIT_MS), "not Sent");
+	ck_assert_int_eq(mails_with(h_sprintf("<%s@", id), NULL), 1);
+}
+END_TEST
+
+/* Quiet hours: a row with not_before in the future is not dispatched. */
+START_TEST(not_before_is_honoured)
+{
+	const char *tenant = h_uuid(), *owner = h_uuid(), *client = h_uuid();
+	char *id;
+
+	contact(owner, h_sprintf("q-%s@example.com", owner), unique_phone(), "ru");
+	sms_status("503");      /* keep the Sms row Pending while we defer it */
+	send_cal("reminder-due", h_uuid(), "CalendarEvent", reminder_due(tenant, owner, client));
+	ck_assert(H_WAIT_UNTIL(h_sql_int("SELECT attempts FROM notifications.notifications"
+		" WHERE recipient_user_id = $1::uuid AND channel = 'Sms'", owner) >= 1, WAIT_MS));
+	h_sql("UPDATE notifications.notifications SET not_before = now() + interval '1 hour'"
+		" WHERE recipient_user_id = $1::uuid AND channel = 'Sms'", owner);
+	h_sleep_ms(1000);
+	sms_status(NULL);
+	id = row_of(owner, "Sms", "id");
+	h_sleep_ms(3000);
+	ck_assert_str_eq(row_of(owner, "Sms", "status"), "Pending");
+	h_sql("UPDATE notifications.notifications SET not_before = now() - interval '1 second',"
+		" next_attempt_at = NULL WHERE id = $1::uuid", id);
+	ck_assert_msg(H_WAIT_UNTIL(status_is(owner, "Sms", "Sent"), WAIT_MS), "not Sent");
+}
+END_TEST
+
+/* Relay: a row too large for the broker is parked with its error and
+ * counted; the rows behind it (same key) are published. */
+START_TEST(relay_parks_oversize_row)
+{
+	const char *key = h_uuid(), *big = new_mid();
+	char *bad_id, *ids[3], *metrics = NULL;
+
+	bad_id = h_sql_scalar("INSERT INTO calendar.outbox (message_id, topic, key, envelope,"
+		" created_at) VALUES ($1::uuid, 'pin.test.events.v1', $2,"
+		" jsonb_build_object('messageId', $1::text, 'payload',"
+		"   jsonb_build_object('blob', repeat('x', 1500000))), now()) RETURNING id::text",
+		big, key);
+	for (int i = 0; i < 3; i++) {
+		char *mid = new_mid();
+
+		ids[i] = h_sql_scalar("INSERT INTO calendar.outbox (message_id, topic, key,"
+			" envelope, created_at) VALUES ($1::uuid, 'pin.test.events.v1', $2,"
+			" $3::jsonb, now()) RETURNING id::text", mid, key,
+			envelope(mid, "pin.test.noop", "Test", key, "{}"));
+	}
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE"
+		" id = ANY (string_to_array($1, ',')::bigint[]) AND published_at IS NOT NULL",
+		h_sprintf("%s,%s,%s", ids[0], ids[1], ids[2])) == 3, WAIT_MS),
+		"rows behind the oversize row not published");
+	ck_assert_ptr_nonnull(h_sql_scalar("SELECT parked_at FROM calendar.outbox WHERE id = $1::bigint",
+		bad_id));
+	ck_assert_ptr_null(h_sql_scalar("SELECT published_at FROM calendar.outbox WHERE id = $1::bigint",
+		bad_id));
+	ck_assert_msg(strstr(h_sql_scalar("SELECT last_error FROM calendar.outbox WHERE"
+		" id = $1::bigint", bad_id), "too large"), "last_error: %s",
+		h_sql_scalar("SELECT last_error FROM calendar.outbox WHERE id = $1::bigint", bad_id));
+	ck_assert_ptr_nonnull(h_kafka_wait_key("pin.test.events.v1", key, 20000));
+	ck_assert_msg(H_WAIT_UNTIL((metrics = slurp(h_env("PIN_WORKER_METRICS_FILE"))) &&
+		strstr(metrics, "pin_outbox_failed_total{outbox=\"calendar.outbox\","
+			"reason=\"too_large\"}"), 10000), "metric missing: %s",
+		metrics ? metrics : "(no file)");
+	/* logged without the payload */
+	{
+		char *log = slurp(h_sprintf("%s/logs/worker.log", h_env("PIN_DEV_DIR")));
+
+		ck_assert_ptr_nonnull(log);
+		ck_assert_msg(strstr(log, "row cannot be published, parked"), "no log line");
+		ck_assert_ptr_null(strstr(log, "xxxxxxxxxxxxxxxx"));
+	}
+}
+END_TEST
+
+/* A worker host --once with the clock shifted, in the background (the
+ * caller kills it).  Output appended to logs/worker-once.log. */
+static pid_t worker_once_bg(int64_t offset_s)
+{
+	char *log = h_sprintf("%s/logs/worker-once.log", h_env("PIN_DEV_DIR"));
+	const char *argv[] = { h_env("PIN_HOST_BIN"), "--mode", "worker", "--once",
+		"--config", h_env("PIN_CONFIG"), "--plugins", h_env("PIN_WORKER_PLUGINS"),
+		"--plugin-dir", h_env("PIN_PLUGIN_DIR"), "--pg-dsn", h_env("PIN_PG_DSN"),
+		"--kafka-bootstrap", h_sprintf("@%s", h_env("PIN_KAFKA_BOOTSTRAP_FILE")),
+		"--clock-offset-s", h_sprintf("%lld", (long long)offset_s), NULL };
+	const char *asan = h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL);
+	pid_t pid = fork();
+
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (asan && *asan)
+			setenv("ASAN_OPTIONS", asan, 1);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* kill -9 of a worker host in the middle of a send: the provider already has
+ * the message, the outcome was never recorded.  After the lease the row is
+ * sent again: exactly one duplicate (same idempotencyKey), Sent, one
+ * dispatched message.  The row is due only for the shifted clocks of the
+ * --once hosts (not_before in an hour), so the stack's worker stays out. */
+START_TEST(worker_killed_mid_send_one_duplicate)
+{
+	const char *owner = h_uuid();
+	char *id = new_mid(), *phone = unique_phone();
+	pid_t pid;
+	int st;
+	bool seen;
+
+	contact(owner, h_sprintf("k-%s@example.com", owner), phone, "ru");
+	h_sql("INSERT INTO notifications.notifications (id, recipient_user_id, kind, channel,"
+		" urgency, role, title, body, payload, locale, not_before, source_message_id,"
+		" source_event_type, created_at) VALUES ($1::uuid, $2::uuid, 'AppointmentReminder',"
+		" 'Sms', 'Critical', 'Owner', 'Напоминание', 'Напоминание: встреча скоро', '{}',"
+		" 'ru', now() + interval '1 hour', gen_random_uuid(), 'pin.calendar.reminder-due',"
+		" now())", id, owner);
+	sms_file("delay", "20");
+	pid = worker_once_bg(3700);
+	seen = H_WAIT_UNTIL(sms_requests(id, NULL) == 1, WAIT_MS);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	sms_file("delay", NULL);
+	ck_assert_msg(seen, "the --once host did not send");
+	ck_assert_str_eq(row_of(owner, "Sms", "status"), "Pending");
+	ck_assert_ptr_nonnull(row_of(owner, "Sms", "lease_until"));
+	/* after the lease (300 s) another host takes the row */
+	ck_assert_int_eq(h_run_host("worker", NULL, 3700 + 400,
+		(const char *const[]){ "--once", NULL }), 0);
+	ck_assert_str_eq(row_of(owner, "Sms", "status"), "Sent");
+	ck_assert_int_eq(sms_requests(id, NULL), 2);
+	ck_assert_msg(dispatched_of(id), "no dispatched message");
+	ck_assert_int_eq(dispatched_count(id, NULL), 1);
+}
+END_TEST
+
+Suite *make_delivery_suite(void)
+{
+	Suite *s = suite_create("delivery");
+	TCase *tc = h_tcase("delivery", 180);
+
+	tcase_add_test(tc, booking_email_arrives);
+	tcase_add_test(tc, english_email_arrives);
+	tcase_add_test(tc, sms_reminder_arrives);
+	tcase_add_test(tc, sms_provider_4xx_fails_once);
+	tcase_add_test(tc, sms_provider_5xx_retries);
+	tcase_add_test(tc, unknown_contact_catches_up);
+	tcase_add_test(tc, not_before_is_honoured);
+	tcase_add_test(tc, smtp_down_then_up);
+	tcase_add_test(tc, relay_parks_oversize_row);
+	tcase_add_test(tc, worker_killed_mid_send_one_duplicate);
+	suite_add_tcase(s, tc);
+	return s;
+}
