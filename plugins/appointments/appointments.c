@@ -35,6 +35,8 @@ static const struct apt_problem {
 		"too close to the start to cancel or reschedule" },
 	{ APT_E_NOT_STARTED, 409, "APPOINTMENT_NOT_STARTED",
 		"the appointment has not started yet" },
+	{ APT_E_AGENT_UNAVAILABLE, 409, "AGENT_UNAVAILABLE",
+		"the agent no longer takes appointments" },
 };
 
 int apt_fail(struct pin_req *r, int rc, struct pc_errs *e)
@@ -164,6 +166,8 @@ static const struct pin_route routes[] = {
 
 	{ "GET", "/api/v1/agency/calendar/appointments", PIN_ACTOR_ANY, "calendar.team.view", 1,
 		apt_h_agency_list, NULL, NULL },
+	{ "GET", "/api/v1/pin-manager/calendar/appointments", PIN_ACTOR_PIN_MANAGER,
+		"calendar.team.view", 0, apt_h_pinmgr_list, NULL, NULL },
 };
 
 static int apt_init(const struct pin_host_api *api, struct pin_registrar *reg,

@@ -52,6 +52,7 @@ int apt_h_agent_get(struct pin_req *r, void *ud);
 int apt_h_investor_list(struct pin_req *r, void *ud);
 int apt_h_investor_get(struct pin_req *r, void *ud);
 int apt_h_agency_list(struct pin_req *r, void *ud);
+int apt_h_pinmgr_list(struct pin_req *r, void *ud);   /* list.c, issue 12 */
 
 /* Booking and reschedule (book.c). */
 int apt_h_book(struct pin_req *r, void *ud);

@@ -307,6 +307,9 @@ static void map_apt_cancelled(struct ctx *c)
 	} else if (!strcmp(c->reason, "Expired")) {
 		add(c, c->investor, NULL, "Investor.Expired");
 		add(c, c->agent, c->tenant_id, "Agent.Expired");
+	} else if (!strcmp(c->reason, "AgentUnavailable")) {
+		/* issue 12: the agent left; the investor is told (additive value) */
+		add(c, c->investor, NULL, "Investor.AgentUnavailable");
 	} else {
 		unknown_enum(c, "notifications: unknown cancel reason, nothing built",
 				"field=\"reason\"", "unknown-reason");

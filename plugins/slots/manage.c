@@ -86,6 +86,57 @@ out:
 	return rc;
 }
 
+/* GET /api/v1/pin-manager/calendar/slots?tenantId=&agentUserId=&status=&from=&to=
+ * (issue 12): the PIN manager's read view of any tenant's slots; tenantId
+ * required (400 MALFORMED_REQUEST, like the PIN manager's events view); the
+ * agent list's range defaults (from = now, to = from + 92 days) and paging. */
+int slot_h_pinmgr_list(struct pin_req *r, void *ud)
+{
+	struct pc_errs e;
+	const char *status = NULL, *tenant = NULL, *agent = NULL, *p[8];
+	int64_t from, to, cur_us = 0;
+	long long limit;
+	char cur_id[37], lim[24];
+	PGresult *res;
+	int rc;
+
+	(void)ud;
+	pc_errs_init(&e);
+	pc_q_uuid(r, "tenantId", 1, &tenant, &e);
+	pc_q_uuid(r, "agentUserId", 0, &agent, &e);
+	pc_q_enum(r, "status", 0, slot_statuses, &status, &e);
+	rc = slot_list_params(r, pc_api->now_us(), &from, &to, &limit, &cur_us, cur_id, &e);
+	if (rc == PC_E_RESPONDED) {
+		rc = PIN_OK;
+		goto out;
+	}
+	snprintf(lim, sizeof(lim), "%lld", limit + 1);
+	p[0] = tenant;
+	p[1] = agent;
+	p[2] = pc_time_param(from);
+	p[3] = pc_time_param(to);
+	p[4] = status;
+	p[5] = cur_id[0] ? pc_time_param(cur_us) : NULL;
+	p[6] = cur_id[0] ? cur_id : NULL;
+	p[7] = lim;
+	res = pc_api->db_exec_prepared("slots_pinmgr_list",
+		"SELECT " SLOT_COLS " FROM calendar.availability_slots s "
+		"WHERE s.tenant_id = $1::uuid "
+		"  AND ($2::uuid IS NULL OR s.owner_user_id = $2::uuid) "
+		"  AND s.start_at >= $3::timestamptz AND s.start_at < $4::timestamptz "
+		"  AND ($5::text IS NULL OR s.status = $5) "
+		"  AND ($6::timestamptz IS NULL OR (s.start_at, s.id) > ($6::timestamptz, $7::uuid)) "
+		"ORDER BY s.start_at, s.id LIMIT $8::int", 8, p);
+	if (!pc_res_ok(res, PGRES_TUPLES_OK)) {
+		rc = PIN_ERR_DB;
+		goto out;
+	}
+	rc = pc_api->respond_json(r, 200, pc_page_json(res, limit, 6, 0, slot_json));
+out:
+	pc_errs_free(&e);
+	return rc;
+}
+
 /* Locks the caller's row: sql takes $1 id, $2 owner, $3 tenant (p[0..2]).
  * 0 with *res (one row); PC_E_RESPONDED after answering 404 not_found;
  * PIN_ERR_DB. */
