@@ -13,6 +13,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -1205,4 +1208,33 @@ int h_run_worker_once(int64_t clock_offset_s)
 	static const char *const once[] = { "--once", NULL };
 
 	return h_run_host("worker", NULL, clock_offset_s, once);
+}
+
+/* ------------------------------------------------ messages and addresses */
+char *h_new_mid(void)
+{
+	return h_sql_scalar("SELECT gen_random_uuid()::text");
+}
+
+char *h_envelope(const char *mid, const char *event_type, const char *agg_type,
+		const char *agg_id, const char *created_at, const char *payload)
+{
+	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"%s\",\"contractVersion\":1,"
+		"\"createdAt\":\"%s\",\"aggregateType\":\"%s\",\"aggregateId\":\"%s\","
+		"\"correlationId\":null,\"payload\":%s}", mid, event_type, created_at,
+		agg_type, agg_id, payload);
+}
+
+const char *h_src_ip(const char *ip)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	bool ok;
+
+	if (fd < 0)
+		return NULL;
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok ? ip : NULL;
 }

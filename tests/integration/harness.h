@@ -39,6 +39,15 @@
 #include <libpq-fe.h>
 
 /* ---- the suites (one per file, listed in check-integration.c) ---------- */
+/* A fresh message id (uuid text). */
+char *h_new_mid(void);
+/* The events.md envelope (contractVersion 1) around payload (JSON text). */
+char *h_envelope(const char *mid, const char *event_type, const char *agg_type,
+		const char *agg_id, const char *created_at, const char *payload);
+/* ip when this machine can bind a socket to it (a loopback alias such as
+ * 127.0.0.42, so nginx's per-address limits see another client), else NULL. */
+const char *h_src_ip(const char *ip);
+
 Suite *make_http_suite(void);
 Suite *make_kafka_suite(void);
 Suite *make_calendar_suite(void);

@@ -32,23 +32,9 @@
  * limit of the public area (burst 100) is not shared with other suites
  * (test_http.c exhausts 127.0.0.2 on purpose).  Falls back to the default
  * address where a second loopback address cannot be bound. */
-#define BOOK_IP src_ip("127.0.0.41")
-#define RACE_IP src_ip("127.0.0.42")
+#define BOOK_IP h_src_ip("127.0.0.41")
+#define RACE_IP h_src_ip("127.0.0.42")
 #define RACE_N 60
-
-static const char *src_ip(const char *ip)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	bool ok;
-
-	if (fd < 0)
-		return NULL;
-	inet_pton(AF_INET, ip, &a.sin_addr);
-	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-	close(fd);
-	return ok ? ip : NULL;
-}
 
 struct agent {
 	char *id, *tenant, *token;

@@ -34,21 +34,6 @@ struct deal {
 	char *id, *agency, *executor;
 };
 
-static char *new_mid(void)
-{
-	return h_sql_scalar("SELECT gen_random_uuid()::text");
-}
-
-/* The events.md envelope around payload (JSON text). */
-static char *envelope(const char *mid, const char *event_type, const char *agg_type,
-		const char *agg_id, const char *created_at, const char *payload)
-{
-	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"%s\",\"contractVersion\":1,"
-		"\"createdAt\":\"%s\",\"aggregateType\":\"%s\",\"aggregateId\":\"%s\","
-		"\"correlationId\":null,\"payload\":%s}", mid, event_type, created_at,
-		agg_type, agg_id, payload);
-}
-
 /* "pin.crm.booking-created.v1" -> "pin.crm.booking-created" */
 static char *event_type_of(const char *topic)
 {
@@ -70,7 +55,7 @@ static void send_mid(const char *group, const char *topic, const char *key,
 		const char *agg_type, const char *mid, const char *created_at,
 		const char *payload)
 {
-	ck_assert_int_eq(h_kafka_produce(topic, key, envelope(mid, event_type_of(topic),
+	ck_assert_int_eq(h_kafka_produce(topic, key, h_envelope(mid, event_type_of(topic),
 		agg_type, key, created_at, payload)), 0);
 	ck_assert_msg(H_WAIT_UNTIL(inbox_count(group, mid) == 1, WAIT_MS),
 			"%s %s not handled", topic, mid);
@@ -79,7 +64,7 @@ static void send_mid(const char *group, const char *topic, const char *key,
 /* A booking message with a fresh id, waited for; returns the id. */
 static char *booking_send(const char *topic, const char *booking, const char *payload)
 {
-	char *mid = new_mid();
+	char *mid = h_new_mid();
 
 	send_mid(BGROUP, topic, booking, "Booking", mid, h_iso_in(0), payload);
 	return mid;
@@ -88,7 +73,7 @@ static char *booking_send(const char *topic, const char *booking, const char *pa
 static char *deal_send(const char *topic, const char *deal, const char *created_at,
 		const char *payload)
 {
-	char *mid = new_mid();
+	char *mid = h_new_mid();
 
 	send_mid(DGROUP, topic, deal, "Deal", mid, created_at, payload);
 	return mid;
@@ -214,7 +199,7 @@ END_TEST
 START_TEST(ac9_redelivery_and_replay)
 {
 	struct deal d = new_deal();
-	char *booking = h_uuid(), *mid = new_mid(), *created = h_iso_in(0);
+	char *booking = h_uuid(), *mid = h_new_mid(), *created = h_iso_in(0);
 	char *payload = created_payload(booking, d.id, h_iso_in(7200));
 	const char *q = "SELECT count(*) FROM calendar.calendar_events WHERE booking_id = $1";
 
@@ -284,7 +269,7 @@ START_TEST(ac2_ac4_confirmed_then_extended)
 	ck_assert_int_eq(outbox_count("pin.calendar.event-rescheduled.v1", bev), 1);
 	/* a replay of the first booking-confirmed (a fresh inbox, envelope
 	 * createdAt older than the extension's): the extension stays */
-	send_mid(BGROUP, T_CONFIRMED, booking, "Booking", new_mid(), h_iso_in(-3600),
+	send_mid(BGROUP, T_CONFIRMED, booking, "Booking", h_new_mid(), h_iso_in(-3600),
 		confirmed_payload(booking, d.id, t1));
 	ck_assert_str_eq(event_col(bev, h_sprintf("start_at = '%s'::timestamptz", t2)), "true");
 	ck_assert_int_eq(atoll(event_col(bev, "version")), version);
@@ -473,9 +458,9 @@ static bool worker_logged(const char *mid, const char *code)
 START_TEST(ac7_booking_before_deal_created)
 {
 	struct deal d = { h_uuid(), h_uuid(), h_uuid() };
-	char *booking = h_uuid(), *mid = new_mid();
+	char *booking = h_uuid(), *mid = h_new_mid();
 
-	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, envelope(mid,
+	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, h_envelope(mid,
 		"pin.crm.booking-created", "Booking", booking, h_iso_in(0),
 		created_payload(booking, d.id, h_iso_in(7200)))), 0);
 	ck_assert_msg(H_WAIT_UNTIL(worker_logged(mid, "CAL_BOOKING_SYNC_DEAL_REPLICA_NOT_FOUND"),
@@ -662,21 +647,21 @@ static bool value_has(const struct h_kmsg *m, void *needle)
 
 START_TEST(invalid_payloads_to_dlq)
 {
-	char *booking = h_uuid(), *deal = h_uuid(), *m1 = new_mid(), *m2 = new_mid(),
-		*m3 = new_mid();
+	char *booking = h_uuid(), *deal = h_uuid(), *m1 = h_new_mid(), *m2 = h_new_mid(),
+		*m3 = h_new_mid();
 	const char *code;
 
 	/* booking-created without reserveExpiresAt */
-	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, envelope(m1,
+	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, h_envelope(m1,
 		"pin.crm.booking-created", "Booking", booking, h_iso_in(0), h_sprintf(
 		"{\"bookingId\":\"%s\",\"dealId\":\"%s\",\"propertyObjectId\":\"%s\"}",
 		booking, deal, h_uuid()))), 0);
 	/* booking-paid with a bookingId that is no uuid */
-	ck_assert_int_eq(h_kafka_produce(T_PAID, booking, envelope(m2,
+	ck_assert_int_eq(h_kafka_produce(T_PAID, booking, h_envelope(m2,
 		"pin.crm.booking-paid", "Booking", booking, h_iso_in(0),
 		"{\"bookingId\":\"nope\"}")), 0);
 	/* deal-created with an executor that is no uuid */
-	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, deal, envelope(m3,
+	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, deal, h_envelope(m3,
 		"pin.crm.deal-created", "Deal", deal, h_iso_in(0), h_sprintf(
 		"{\"dealId\":\"%s\",\"agencyCompanyId\":\"%s\",\"executorAgentUserId\":42}",
 		deal, h_uuid()))), 0);
@@ -706,22 +691,22 @@ START_TEST(nil_ids_and_out_of_range_to_dlq)
 	int i;
 
 	for (i = 0; i < 5; i++)
-		m[i] = new_mid();
-	ck_assert_int_eq(h_kafka_produce(T_PAID, nil, envelope(m[0],
+		m[i] = h_new_mid();
+	ck_assert_int_eq(h_kafka_produce(T_PAID, nil, h_envelope(m[0],
 		"pin.crm.booking-paid", "Booking", nil, h_iso_in(0),
 		h_sprintf("{\"bookingId\":\"%s\"}", nil))), 0);
-	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, envelope(m[1],
+	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, h_envelope(m[1],
 		"pin.crm.booking-created", "Booking", booking, h_iso_in(0),
 		created_payload(booking, nil, h_iso_in(3600)))), 0);
-	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, nil, envelope(m[2],
+	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, nil, h_envelope(m[2],
 		"pin.crm.deal-created", "Deal", nil, h_iso_in(0), h_sprintf(
 		"{\"dealId\":\"%s\",\"agencyCompanyId\":\"%s\",\"executorAgentUserId\":\"%s\"}",
 		nil, h_uuid(), h_uuid()))), 0);
-	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, deal, envelope(m[3],
+	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, deal, h_envelope(m[3],
 		"pin.crm.deal-created", "Deal", deal, h_iso_in(0), h_sprintf(
 		"{\"dealId\":\"%s\",\"agencyCompanyId\":\"%s\",\"executorAgentUserId\":\"%s\"}",
 		deal, h_uuid(), nil))), 0);
-	ck_assert_int_eq(h_kafka_produce(T_CONFIRMED, booking, envelope(m[4],
+	ck_assert_int_eq(h_kafka_produce(T_CONFIRMED, booking, h_envelope(m[4],
 		"pin.crm.booking-confirmed", "Booking", booking, h_iso_in(0),
 		confirmed_payload(booking, h_uuid(), "10000-01-01T00:30:00Z"))), 0);
 	for (i = 0; i < 5; i++) {
@@ -772,7 +757,7 @@ static char *envelope_v(int v, const char *mid, const char *event_type,
 static void send_v(int v, const char *group, const char *topic, const char *key,
 		const char *agg_type, const char *created_at, const char *payload)
 {
-	char *mid = new_mid();
+	char *mid = h_new_mid();
 
 	ck_assert_int_eq(h_kafka_produce(topic, key, envelope_v(v, mid, event_type_of(topic),
 		agg_type, key, created_at, payload)), 0);
@@ -881,8 +866,8 @@ START_TEST(concurrent_modification_retried_then_dlq)
 	conflict_trigger_drop(tag);
 
 	tag = conflict_trigger(b2, "40001", 1000);
-	mid = new_mid();
-	ck_assert_int_eq(h_kafka_produce(T_CREATED, b2, envelope(mid, "pin.crm.booking-created",
+	mid = h_new_mid();
+	ck_assert_int_eq(h_kafka_produce(T_CREATED, b2, h_envelope(mid, "pin.crm.booking-created",
 		"Booking", b2, h_iso_in(0), created_payload(b2, d.id, h_iso_in(7200)))), 0);
 	ck_assert_msg((code = h_kafka_error_code(BGROUP ".dlq", WAIT_MS, value_has, mid)) != NULL,
 		"not in the DLQ");
@@ -900,11 +885,11 @@ END_TEST
  * own counted route (its log line), not only the host's safety net. */
 START_TEST(replica_deadline_to_dlq_counted)
 {
-	char *booking = h_uuid(), *deal = h_uuid(), *mid = new_mid();
+	char *booking = h_uuid(), *deal = h_uuid(), *mid = h_new_mid();
 	const char *code;
 	int64_t t0 = h_now_ms();
 
-	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, envelope(mid,
+	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, h_envelope(mid,
 		"pin.crm.booking-created", "Booking", booking, h_iso_in(0),
 		created_payload(booking, deal, h_iso_in(7200)))), 0);
 	ck_assert_msg((code = h_kafka_error_code(BGROUP ".dlq", 150000, value_has, mid)) != NULL,

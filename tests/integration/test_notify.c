@@ -17,6 +17,9 @@
 
 #include "harness.h"
 
+/* the envelope of a fixed createdAt */
+#define ENV_FIXED(mid, et, at, aid, pl) h_envelope(mid, et, at, aid, "2026-12-01T09:00:00.123Z", pl)
+
 #define GROUP "notifications-calendar-events"
 #define WAIT_MS 60000
 /* a fixed future instant: 12:00 in Moscow (UTC+3), rendered by PostgreSQL */
@@ -24,21 +27,6 @@
 #define END "2030-06-01T10:00:00Z"
 #define START_RU "01.06.2030 12:00"
 #define START_EN "Jun 1, 2030 12:00 PM"
-
-static char *new_mid(void)
-{
-	return h_sql_scalar("SELECT gen_random_uuid()::text");
-}
-
-/* The events.md envelope around payload (JSON text). */
-static char *envelope(const char *mid, const char *event_type, const char *agg_type,
-		const char *agg_id, const char *payload)
-{
-	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"%s\",\"contractVersion\":1,"
-		"\"createdAt\":\"2026-12-01T09:00:00.123Z\",\"aggregateType\":\"%s\","
-		"\"aggregateId\":\"%s\",\"correlationId\":null,\"payload\":%s}",
-		mid, event_type, agg_type, agg_id, payload);
-}
 
 static bool processed(const char *mid)
 {
@@ -52,7 +40,7 @@ static char *send_as(const char *mid, const char *name, const char *key,
 {
 	char *topic = h_sprintf("pin.calendar.%s.v1", name);
 
-	ck_assert_int_eq(h_kafka_produce(topic, key, envelope(mid, h_sprintf(
+	ck_assert_int_eq(h_kafka_produce(topic, key, ENV_FIXED(mid, h_sprintf(
 		"pin.calendar.%s", name), agg_type, key, payload)), 0);
 	ck_assert_msg(H_WAIT_UNTIL(processed(mid), WAIT_MS), "%s %s not consumed", name, mid);
 	return (char *)mid;
@@ -61,7 +49,7 @@ static char *send_as(const char *mid, const char *name, const char *key,
 static char *ntf_send(const char *name, const char *key, const char *agg_type,
 		const char *payload)
 {
-	return send_as(new_mid(), name, key, agg_type, payload);
+	return send_as(h_new_mid(), name, key, agg_type, payload);
 }
 
 static long long count_for(const char *user)
@@ -181,7 +169,7 @@ static void contact(const char *user, const char *name, const char *locale)
 		"\"aggregateType\":\"User\",\"aggregateId\":\"%s\",\"correlationId\":null,"
 		"\"payload\":{\"userId\":\"%s\",\"displayName\":\"%s\",\"avatarUrl\":null,"
 		"\"email\":\"u@example.com\",\"phone\":\"+70000000000\",\"locale\":%s,"
-		"\"timeZone\":\"Europe/Moscow\",\"status\":\"Active\"}}", new_mid(), user, user,
+		"\"timeZone\":\"Europe/Moscow\",\"status\":\"Active\"}}", h_new_mid(), user, user,
 		name, locale ? h_sprintf("\"%s\"", locale) : "null")), 0);
 	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
 		"notifications.recipient_contacts WHERE user_id = $1::uuid", user) == 1,
@@ -218,7 +206,7 @@ START_TEST(appointment_created_fanout_and_redelivery)
 {
 	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
 	char *payload = apt_created(apt, tenant, agent, inv, "Pending", NULL);
-	char *mid = new_mid(), *value;
+	char *mid = h_new_mid(), *value;
 
 	contact(agent, "Анна Агентова", NULL);
 	contact(inv, "Иван Инвесторов", NULL);
@@ -249,7 +237,7 @@ START_TEST(appointment_created_fanout_and_redelivery)
 	/* redelivery of the same message, then a later message of the same
 	 * aggregate (same key, same partition): once it is in, the duplicate was
 	 * handled before it */
-	value = envelope(mid, "pin.calendar.appointment-created", "Appointment", apt, payload);
+	value = ENV_FIXED(mid, "pin.calendar.appointment-created", "Appointment", apt, payload);
 	ck_assert_int_eq(h_kafka_produce("pin.calendar.appointment-created.v1", apt, value), 0);
 	ntf_send("appointment-completed", apt, "Appointment",
 			apt_completed(apt, tenant, agent, inv));
@@ -386,8 +374,8 @@ START_TEST(event_family_mapping)
 		ev_status(e1, tenant, owner, "Manual", NULL, "Cancelled"));
 	ck_assert_int_eq(count_for(owner), 2);
 
-	ck_assert_int_eq(h_kafka_produce("pin.calendar.event-owner-changed.v1", e6, envelope(
-		new_mid(), "pin.calendar.event-owner-changed", "CalendarEvent", e6, h_sprintf(
+	ck_assert_int_eq(h_kafka_produce("pin.calendar.event-owner-changed.v1", e6, ENV_FIXED(
+		h_new_mid(), "pin.calendar.event-owner-changed", "CalendarEvent", e6, h_sprintf(
 		"{\"eventId\":\"%s\",\"tenantId\":\"%s\",\"previousTenantId\":\"%s\","
 		"\"ownerUserId\":\"%s\",\"previousOwnerUserId\":\"%s\",\"kind\":\"BookingDeadline\","
 		"\"origin\":\"CrmBooking\",\"startAt\":\"" START "\",\"endAt\":null,"
@@ -507,7 +495,7 @@ START_TEST(invalid_payload_to_dlq)
 
 	/* investorUserId missing */
 	ck_assert_int_eq(h_kafka_produce("pin.calendar.appointment-confirmed.v1", apt,
-		envelope(new_mid(), "pin.calendar.appointment-confirmed", "Appointment", apt,
+		ENV_FIXED(h_new_mid(), "pin.calendar.appointment-confirmed", "Appointment", apt,
 		h_sprintf("{\"appointmentId\":\"%s\",\"tenantId\":\"%s\",\"eventId\":\"%s\","
 		"\"agentUserId\":\"%s\",\"kind\":\"Showing\",\"startAt\":\"" START "\","
 		"\"endAt\":\"" END "\",\"timeZone\":\"Europe/Moscow\",\"autoConfirmed\":false}",
@@ -531,7 +519,7 @@ START_TEST(template_not_resolved_to_dlq)
 	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
 	const char *dlq = GROUP ".dlq";
 	const char *code;
-	char *mid = new_mid(), *value = envelope(mid,
+	char *mid = h_new_mid(), *value = ENV_FIXED(mid,
 		"pin.calendar.appointment-confirmed", "Appointment", apt,
 		apt_confirmed(apt, tenant, agent, inv));
 
@@ -565,9 +553,9 @@ START_TEST(contact_replica_newest_wins)
 	const char *user = h_uuid(), *t = "pin.identity.users.v1";
 	const char *q = "SELECT display_name FROM notifications.recipient_contacts "
 		"WHERE user_id = $1::uuid";
-	char *mid = new_mid();
+	char *mid = h_new_mid();
 
-	ck_assert_int_eq(h_kafka_produce(t, user, h_sprintf(CONTACT_FMT, new_mid(),
+	ck_assert_int_eq(h_kafka_produce(t, user, h_sprintf(CONTACT_FMT, h_new_mid(),
 		"2026-11-30T10:00:00Z", user, user, "Newer")), 0);
 	ck_assert_msg(H_WAIT_UNTIL(h_sql_scalar(q, user) != NULL, WAIT_MS), "not replicated");
 	ck_assert_int_eq(h_kafka_produce(t, user, h_sprintf(CONTACT_FMT, mid,
@@ -824,7 +812,7 @@ START_TEST(seed002_rescheduled_acceptance)
 	ck_assert_str_eq(col(owner, "InApp", "role"), "Owner.BookingDeadline");
 
 	/* a second reschedule of e1: a second, self-contained notification */
-	mid = new_mid();
+	mid = h_new_mid();
 	value = ev_rescheduled(e1, tenant, owner, "Manual", client, "2030-06-02T09:00:00Z");
 	send_as(mid, "event-rescheduled", e1, "CalendarEvent", value);
 	ck_assert_int_eq(kind_count(client, "CalendarEventRescheduled"), 4);
@@ -834,7 +822,7 @@ START_TEST(seed002_rescheduled_acceptance)
 		"the last notification carries the last time");
 
 	/* the same message again, then a later one of the same key: nothing new */
-	ck_assert_int_eq(h_kafka_produce("pin.calendar.event-rescheduled.v1", e1, envelope(
+	ck_assert_int_eq(h_kafka_produce("pin.calendar.event-rescheduled.v1", e1, ENV_FIXED(
 		mid, "pin.calendar.event-rescheduled", "CalendarEvent", e1, value)), 0);
 	ntf_send("event-status-changed", e1, "CalendarEvent",
 		ev_status(e1, tenant, owner, "Manual", NULL, "InProgress"));
@@ -952,7 +940,7 @@ START_TEST(contract_version_mismatch_applied)
 	int i;
 
 	for (i = 0; i < 2; i++) {
-		const char *apt = i ? a2 : a1, *mid = new_mid();
+		const char *apt = i ? a2 : a1, *mid = h_new_mid();
 		char *pl = apt_created(apt, tenant, agent, inv, "Pending", NULL);
 
 		pl[strlen(pl) - 1] = '\0';
@@ -975,7 +963,7 @@ START_TEST(contract_version_mismatch_applied)
 
 	/* the contact replica (group notifications-identity-users) */
 	for (i = 0; i < 2; i++) {
-		const char *mid = new_mid();
+		const char *mid = h_new_mid();
 
 		ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", user, h_sprintf(
 			"{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-updated\","
@@ -1074,7 +1062,7 @@ START_TEST(erasure_of_deleted_user)
 	const char *name = h_sprintf("Стираемый %s", h_uuid());
 	const char *mid;
 
-	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", inv, h_sprintf(ERASE_FMT, new_mid(),
+	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", inv, h_sprintf(ERASE_FMT, h_new_mid(),
 		"2026-11-30T10:00:00Z", inv, inv, name, email, phone, "Active")), 0);
 	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
 		"notifications.recipient_contacts WHERE user_id = $1::uuid", inv) == 1,
@@ -1087,7 +1075,7 @@ START_TEST(erasure_of_deleted_user)
 	ck_assert_int_gt(schema_rows_with(email), 0);
 	ck_assert_int_gt(schema_rows_with(phone), 0);
 
-	mid = new_mid();
+	mid = h_new_mid();
 	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", inv, h_sprintf(
 		"{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-deleted\","
 		"\"contractVersion\":1,\"createdAt\":\"2026-11-30T12:00:00Z\","
@@ -1112,7 +1100,7 @@ START_TEST(erasure_of_deleted_user)
 
 	/* an older Active message does not bring the data back; a later
 	 * message builds nothing for the erased user */
-	mid = new_mid();
+	mid = h_new_mid();
 	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", inv, h_sprintf(ERASE_FMT, mid,
 		"2026-11-30T11:00:00Z", inv, inv, name, email, phone, "Active")), 0);
 	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
