@@ -41,47 +41,56 @@ int slot_list_params(struct pin_req *r, int64_t def_from, int64_t *from, int64_t
 	return 0;
 }
 
-int slot_h_list(struct pin_req *r, void *ud)
+/* The keyset page of one of the two slot lists: sql takes $1, $2 (the
+ * caller's scope), $3..$4 the range, $5 status, $6..$7 the cursor, $8 the
+ * limit + 1.  Answers the range errors (422) or the page. */
+static int list_page(struct pin_req *r, const char *stmt, const char *sql,
+		const char *a, const char *b, const char *status, struct pc_errs *e)
 {
-	const struct pin_principal *pr = pc_api->req_principal(r);
-	struct pc_errs e;
-	const char *status = NULL, *p[8];
+	const char *p[8];
 	int64_t from, to, cur_us = 0;
 	long long limit;
 	char cur_id[37], lim[24];
 	PGresult *res;
-	int rc;
 
-	(void)ud;
-	pc_errs_init(&e);
-	pc_q_enum(r, "status", 0, slot_statuses, &status, &e);
-	rc = slot_list_params(r, pc_api->now_us(), &from, &to, &limit, &cur_us, cur_id, &e);
-	if (rc == PC_E_RESPONDED) {
-		rc = PIN_OK;
-		goto out;
-	}
+	if (slot_list_params(r, pc_api->now_us(), &from, &to, &limit, &cur_us, cur_id,
+			e) == PC_E_RESPONDED)
+		return PIN_OK;
 	snprintf(lim, sizeof(lim), "%lld", limit + 1);
-	p[0] = pr->sub;
-	p[1] = pr->tenant_id;
+	p[0] = a;
+	p[1] = b;
 	p[2] = pc_time_param(from);
 	p[3] = pc_time_param(to);
 	p[4] = status;
 	p[5] = cur_id[0] ? pc_time_param(cur_us) : NULL;
 	p[6] = cur_id[0] ? cur_id : NULL;
 	p[7] = lim;
-	res = pc_api->db_exec_prepared("slots_agent_list",
+	res = pc_api->db_exec_prepared(stmt, sql, 8, p);
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	return pc_api->respond_json(r, 200, pc_page_json(res, limit, 6, 0, slot_json));
+}
+
+#define LIST_TAIL \
+	"  AND s.start_at >= $3::timestamptz AND s.start_at < $4::timestamptz " \
+	"  AND ($5::text IS NULL OR s.status = $5) " \
+	"  AND ($6::timestamptz IS NULL OR (s.start_at, s.id) > ($6::timestamptz, $7::uuid)) " \
+	"ORDER BY s.start_at, s.id LIMIT $8::int"
+
+int slot_h_list(struct pin_req *r, void *ud)
+{
+	const struct pin_principal *pr = pc_api->req_principal(r);
+	struct pc_errs e;
+	const char *status = NULL;
+	int rc;
+
+	(void)ud;
+	pc_errs_init(&e);
+	pc_q_enum(r, "status", 0, slot_statuses, &status, &e);
+	rc = list_page(r, "slots_agent_list",
 		"SELECT " SLOT_COLS " FROM calendar.availability_slots s "
-		"WHERE s.owner_user_id = $1::uuid AND s.tenant_id = $2::uuid "
-		"  AND s.start_at >= $3::timestamptz AND s.start_at < $4::timestamptz "
-		"  AND ($5::text IS NULL OR s.status = $5) "
-		"  AND ($6::timestamptz IS NULL OR (s.start_at, s.id) > ($6::timestamptz, $7::uuid)) "
-		"ORDER BY s.start_at, s.id LIMIT $8::int", 8, p);
-	if (!pc_res_ok(res, PGRES_TUPLES_OK)) {
-		rc = PIN_ERR_DB;
-		goto out;
-	}
-	rc = pc_api->respond_json(r, 200, pc_page_json(res, limit, 6, 0, slot_json));
-out:
+		"WHERE s.owner_user_id = $1::uuid AND s.tenant_id = $2::uuid " LIST_TAIL,
+		pr->sub, pr->tenant_id, status, &e);
 	pc_errs_free(&e);
 	return rc;
 }
@@ -93,11 +102,7 @@ out:
 int slot_h_pinmgr_list(struct pin_req *r, void *ud)
 {
 	struct pc_errs e;
-	const char *status = NULL, *tenant = NULL, *agent = NULL, *p[8];
-	int64_t from, to, cur_us = 0;
-	long long limit;
-	char cur_id[37], lim[24];
-	PGresult *res;
+	const char *status = NULL, *tenant = NULL, *agent = NULL;
 	int rc;
 
 	(void)ud;
@@ -105,34 +110,11 @@ int slot_h_pinmgr_list(struct pin_req *r, void *ud)
 	pc_q_uuid(r, "tenantId", 1, &tenant, &e);
 	pc_q_uuid(r, "agentUserId", 0, &agent, &e);
 	pc_q_enum(r, "status", 0, slot_statuses, &status, &e);
-	rc = slot_list_params(r, pc_api->now_us(), &from, &to, &limit, &cur_us, cur_id, &e);
-	if (rc == PC_E_RESPONDED) {
-		rc = PIN_OK;
-		goto out;
-	}
-	snprintf(lim, sizeof(lim), "%lld", limit + 1);
-	p[0] = tenant;
-	p[1] = agent;
-	p[2] = pc_time_param(from);
-	p[3] = pc_time_param(to);
-	p[4] = status;
-	p[5] = cur_id[0] ? pc_time_param(cur_us) : NULL;
-	p[6] = cur_id[0] ? cur_id : NULL;
-	p[7] = lim;
-	res = pc_api->db_exec_prepared("slots_pinmgr_list",
+	rc = list_page(r, "slots_pinmgr_list",
 		"SELECT " SLOT_COLS " FROM calendar.availability_slots s "
 		"WHERE s.tenant_id = $1::uuid "
-		"  AND ($2::uuid IS NULL OR s.owner_user_id = $2::uuid) "
-		"  AND s.start_at >= $3::timestamptz AND s.start_at < $4::timestamptz "
-		"  AND ($5::text IS NULL OR s.status = $5) "
-		"  AND ($6::timestamptz IS NULL OR (s.start_at, s.id) > ($6::timestamptz, $7::uuid)) "
-		"ORDER BY s.start_at, s.id LIMIT $8::int", 8, p);
-	if (!pc_res_ok(res, PGRES_TUPLES_OK)) {
-		rc = PIN_ERR_DB;
-		goto out;
-	}
-	rc = pc_api->respond_json(r, 200, pc_page_json(res, limit, 6, 0, slot_json));
-out:
+		"  AND ($2::uuid IS NULL OR s.owner_user_id = $2::uuid) " LIST_TAIL,
+		tenant, agent, status, &e);
 	pc_errs_free(&e);
 	return rc;
 }
