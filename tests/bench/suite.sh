@@ -114,7 +114,7 @@ bench_showcase() {
 	upper=$(b_iso $((now + 92 * 86400)))
 	for l in 1 20 100; do
 		b_pgbench "$BENCH_DIR/showcase.sql" -D agent="$B_SHOW" -D lower="$lower" \
-			-D upper="$upper" -D lim=$((l + 1))
+			-D upper="$upper" -D lim=$((l + 1)) -D curid=00000000-0000-0000-0000-000000000000
 		b_wrk "$BASE_URL/api/public/calendar/slots?agentUserId=$B_SHOW&limit=$l"
 		b_limit_row showcase "limit $l" "$P_TPS"
 	done
@@ -142,7 +142,8 @@ bench_list() {
 	tok=$(python3 "$BENCH_DIR/mint.py" "$(secret_file)" agent 1 --sub "$B_LIST" \
 		--tenant "$B_T" --perm calendar.events.view | cut -d' ' -f2)
 	b_pgbench "$BENCH_DIR/list.sql" -D owner="$B_LIST" -D tenant="$B_T" -D lower="$from" \
-		-D upper="$to" -D cursor="$(b_iso $((now - 86400)))" -D lim=101
+		-D upper="$to" -D cursor="$(b_iso $((now - 86400)))" -D lim=101 -D withowner=false \
+		-D curid=00000000-0000-0000-0000-000000000000
 	b_wrk "$BASE_URL/api/v1/agent/calendar/events?from=$from&to=$to&limit=100" \
 		-H "Authorization: Bearer $tok"
 	b_limit_row list "100 per page" "$P_TPS"
