@@ -4,7 +4,7 @@
 #
 # Each statement of a script follows a line "-- stmt: NAME FILE": the
 # statement the C file FILE prepares as NAME (db_exec_prepared("NAME", SQL, ..),
-# SQL as the preprocessor expands it, or a `static const char x[]` it names).
+# or a helper's ("NAME", SQL, ..); SQL as the preprocessor expands it, or a `static const char x[]` it names).
 # Both sides are compared after: whitespace collapsed, $n (C) and :var
 # (pgbench) and NULL turned into ?, a final ; dropped.  "-- stmt: - why"
 # marks a statement that is not checked (and says why).
@@ -51,9 +51,10 @@ def literals(text):
 
 def c_sql(path, name):
     src = expand(path)
-    m = re.search(r'db_exec_prepared\s*\(\s*"' + re.escape(name) + r'"\s*,', src)
+    # db_exec_prepared("NAME", SQL, ...) or a helper's ("NAME", SQL, ...)
+    m = re.search(r'\(\s*"' + re.escape(name) + r'"\s*,', src)
     if not m:
-        sys.exit("%s: no db_exec_prepared(\"%s\", ...)" % (path, name))
+        sys.exit("%s: no (\"%s\", SQL, ...) call" % (path, name))
     rest = src[m.end():]
     sql = literals(rest)
     if not sql:
@@ -66,7 +67,9 @@ def c_sql(path, name):
 
 
 def norm(sql, pgbench):
-    sql = re.sub(r"--[^\n]*", " ", sql) if pgbench else sql
+    if pgbench:
+        sql = re.sub(r"--[^\n]*", " ", sql)
+        sql = re.sub(r"\\gset\b.*", "", sql)
     sql = re.sub(r"\$\d+", "?", sql)
     if pgbench:
         sql = re.sub(r"(?<![:\w]):[A-Za-z_]\w*", "?", sql)

@@ -150,32 +150,49 @@ bench_list() {
 }
 
 # ---------------------------------------------------------------- booking
+# Two sets of slots, none auto-confirmed (one outbox message per side):
+# 8001- for the API (10 agents), 8002- for the pgbench anchor (booking.sql:
+# client c, transaction n; owners 8004-).  Every booking is a fresh investor.
 bench_booking() {
-	local f=$STATE/bench/book.lines n=20000 out c201 c409 other ratio ok=true
-	say "booking: $n Available slots over 10 agents, one fresh investor each (SQL)"
+	local f=$STATE/bench/book.lines n=20000 per=5000 pgc=${PIN_BENCH_PG_CLIENTS:-8}
+	local c201 c409 other ratio ok=true base
+	say "booking: $n + $((pgc * per)) Available slots (SQL)"
 	b_psql <<-EOF
 		DELETE FROM calendar.appointments WHERE tenant_id = '$B_T';
 		DELETE FROM calendar.calendar_events WHERE tenant_id = '$B_T' AND origin = 'Appointment';
-		DELETE FROM calendar.availability_slots WHERE tenant_id = '$B_T'
-		  AND owner_user_id::text LIKE 'b0000000-0000-4000-8001-%';
+		DELETE FROM calendar.availability_slots WHERE tenant_id = '$B_T' AND (
+		  owner_user_id::text LIKE 'b0000000-0000-4000-8001-%' OR
+		  owner_user_id::text LIKE 'b0000000-0000-4000-8004-%');
 		INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, kind, start_at,
-		    end_at, time_zone, auto_confirm, created_at, updated_at)
+		    end_at, time_zone, created_at, updated_at)
 		  SELECT gen_random_uuid(), '$B_T',
 		    ('b0000000-0000-4000-8001-' || lpad(a::text, 12, '0'))::uuid, 'Showing',
 		    date_trunc('hour', now()) + interval '3 hours' + i * interval '30 minutes',
 		    date_trunc('hour', now()) + interval '3 hours' + (i + 1) * interval '30 minutes',
-		    'Europe/Moscow', a % 2 = 0, now(), now()
+		    'Europe/Moscow', now(), now()
 		  FROM generate_series(1, 10) AS a, generate_series(0, $((n / 10 - 1))) AS i;
+		INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, kind, start_at,
+		    end_at, time_zone, created_at, updated_at)
+		  SELECT ('b0000000-0000-4000-8002-' || lpad((c * 1000000 + i)::text, 12, '0'))::uuid,
+		    '$B_T', ('b0000000-0000-4000-8004-' || lpad((c * 100 + i % 100)::text, 12, '0'))::uuid,
+		    'Showing',
+		    date_trunc('hour', now()) + interval '3 hours' + (i / 100) * interval '30 minutes',
+		    date_trunc('hour', now()) + interval '3 hours' + (i / 100 + 1) * interval '30 minutes',
+		    'Europe/Moscow', now(), now()
+		  FROM generate_series(0, $((pgc - 1))) AS c, generate_series(1, $per) AS i;
 		ANALYZE calendar.availability_slots;
+		ANALYZE calendar.appointments;
 	EOF
+	base=$(b_psql -tA -c "SELECT date_trunc('hour', now()) + interval '3 hours'")
 	mkdir -p "$STATE/bench"
 	paste -d' ' <(b_psql -tA -c "SELECT id FROM calendar.availability_slots
 			WHERE tenant_id = '$B_T' AND owner_user_id::text LIKE 'b0000000-0000-4000-8001-%'
 			ORDER BY random()") \
 		<(python3 "$BENCH_DIR/mint.py" "$(secret_file)" investor "$n" | cut -d' ' -f2) >"$f"
-	# the anchor: the transaction's own statements (booking.sql), on slots
-	# of their own so both sides book free slots
-	b_pgbench "$BENCH_DIR/booking.sql" -D tenant="$B_T"
+	b_pgbench "$BENCH_DIR/booking.sql" -D n=0 -D base="$base" -D tenant="$B_T" \
+		-D origin=Appointment -D prio=Normal -D title="Showing (booked by an investor)" \
+		-D tz=Europe/Moscow -D offs="{1440,60}" -D remsts="{Pending,Pending}" \
+		-D pending=Pending -D autoc=false
 	PIN_BENCH_BOOK_FILE=$f b_wrk "$BASE_URL/api/public/calendar/appointments" \
 		-s "$BENCH_DIR/book.lua"
 	read -r c201 c409 other < <(sed -n 's/^book: 201=\([0-9]*\) 409=\([0-9]*\) other=\([0-9]*\)$/\1 \2 \3/p' <<<"$W_OUT")
@@ -184,7 +201,10 @@ bench_booking() {
 	b_ge "$ratio" 0.7 || ok=false
 	b_row booking "POST appointments (201=$c201, 409=$c409, other=$other)" "$W_RPS" "req/s" \
 		"pgbench booking.sql $P_TPS tps" "$P_TPS" "$ratio" ">=0.70, 0 other" "$ok" "$W_P50" "$W_P99"
-	b_psql -c "DELETE FROM calendar.appointments WHERE tenant_id = '$B_T'" >/dev/null
+	b_psql <<-EOF >/dev/null
+		DELETE FROM calendar.appointments WHERE tenant_id = '$B_T';
+		DELETE FROM calendar.calendar_events WHERE tenant_id = '$B_T' AND origin = 'Appointment';
+	EOF
 }
 
 # ---------------------------------------------------------------- publish
