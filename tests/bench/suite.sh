@@ -9,7 +9,8 @@
 #   ./dev bench dispatch [N]     the notify dispatcher (separate, see ./dev)
 #
 # Knobs: PIN_BENCH_DURATION (8s per wrk / pgbench run), PIN_BENCH_CONNECTIONS
-# (32), PIN_BENCH_PG_CLIENTS (8, pgbench -c), PIN_BENCH_PUBLISH_N (40).
+# (32), PIN_BENCH_PG_CLIENTS (2 x cores = the host's default db_concurrency, so both
+# sides put the same number of statements into PostgreSQL at once; pgbench -c), PIN_BENCH_PUBLISH_N (40).
 # Writes .dev/bench/results.json (one object per measured figure) and prints
 # the table.  The data it creates lives under fixed bench uuids (prefix
 # b0000000-) and is deleted first, so reruns start from the same state.
@@ -47,7 +48,7 @@ b_wrk() {
 b_pgbench() {
 	local script=$1 out
 	shift
-	out=$("$PGBIN/pgbench" -n -M prepared -c "${PIN_BENCH_PG_CLIENTS:-8}" -j 2 -T "$(b_secs)" \
+	out=$("$PGBIN/pgbench" -n -M prepared -c "${PIN_BENCH_PG_CLIENTS:-$((2 * $(nproc)))}" -j 2 -T "$(b_secs)" \
 		-f "$script" "$@" "$PG_DSN" 2>&1) || die "pgbench failed: $out"
 	P_TPS=$(awk '/^tps = / {printf "%.0f", $3}' <<<"$out")
 }
@@ -189,7 +190,7 @@ bench_list() {
 # 8001- for the API (10 agents), 8002- for the pgbench anchor (booking.sql:
 # client c, transaction n; owners 8004-).  Every booking is a fresh investor.
 bench_booking() {
-	local f=$STATE/bench/book.lines n=20000 per=5000 pgc=${PIN_BENCH_PG_CLIENTS:-8}
+	local f=$STATE/bench/book.lines n=20000 per=5000 pgc=${PIN_BENCH_PG_CLIENTS:-$((2 * $(nproc)))}
 	local c201 c409 other ratio ok=true base
 	b_background
 	say "booking: $n + $((pgc * per)) Available slots (SQL)"
