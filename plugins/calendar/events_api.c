@@ -441,26 +441,8 @@ static int event_action(struct pin_req *r, const char *action)
 	return write_epilogue(r, &idem, res);
 }
 
-int cal_events_reschedule(struct pin_req *r, void *ud)
+/* POST /events/{id}/<action>: ud is the action's name (calendar.c). */
+int cal_events_action(struct pin_req *r, void *ud)
 {
-	(void)ud;
-	return event_action(r, "reschedule");
-}
-
-int cal_events_start(struct pin_req *r, void *ud)
-{
-	(void)ud;
-	return event_action(r, "start");
-}
-
-int cal_events_complete(struct pin_req *r, void *ud)
-{
-	(void)ud;
-	return event_action(r, "complete");
-}
-
-int cal_events_cancel(struct pin_req *r, void *ud)
-{
-	(void)ud;
-	return event_action(r, "cancel");
+	return event_action(r, ud);
 }
