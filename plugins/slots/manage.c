@@ -141,6 +141,17 @@ static int lock_own(struct pin_req *r, const char *stmt, const char *sql,
 	return 0;
 }
 
+/* The single exit of a write: rolls back an open transaction, drops an
+ * unsent body; PC_E_RESPONDED (answered) is PIN_OK. */
+static int finish(int rc, int in_tx, json_object *body)
+{
+	if (in_tx)
+		pc_api->db_rollback();
+	if (body)
+		json_object_put(body);
+	return rc == PC_E_RESPONDED ? PIN_OK : rc;
+}
+
 int slot_h_archive(struct pin_req *r, void *ud)
 {
 	const char *id, *p[4], *status;
@@ -194,11 +205,7 @@ int slot_h_archive(struct pin_req *r, void *ud)
 	body = slot_json(res, 0);
 	rc = slot_tx_commit_respond(r, &idem, &in_tx, 200, &body, PQgetvalue(res, 0, 14));
 out:
-	if (in_tx)
-		pc_api->db_rollback();
-	if (body)
-		json_object_put(body);
-	return rc == PC_E_RESPONDED ? PIN_OK : rc;
+	return finish(rc, in_tx, body);
 }
 
 int slot_h_archive_batch(struct pin_req *r, void *ud)
@@ -236,9 +243,5 @@ int slot_h_archive_batch(struct pin_req *r, void *ud)
 	json_object_object_add(body, "archived", json_object_new_int(atoi(PQcmdTuples(res))));
 	rc = slot_tx_commit_respond(r, &idem, &in_tx, 200, &body, NULL);
 out:
-	if (in_tx)
-		pc_api->db_rollback();
-	if (body)
-		json_object_put(body);
-	return rc == PC_E_RESPONDED ? PIN_OK : rc;
+	return finish(rc, in_tx, body);
 }
