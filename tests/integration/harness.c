@@ -334,7 +334,7 @@ static void contract_record_kafka(const char *source, const char *topic,
 	json_object_object_add(o, "partition", json_object_new_int(partition));
 	json_object_object_add(o, "offset", json_object_new_int64(offset));
 	json_object_object_add(o, "key", key ? json_object_new_string(key) : NULL);
-	json_object_object_add(o, "value", json_object_new_string(value));
+	json_object_object_add(o, "value", value ? json_object_new_string(value) : NULL);
 	contract_record("kafka.jsonl", o);
 }
 
