@@ -652,17 +652,26 @@ PGresult *h_sql_(const char *sql, ...)
 	return res;
 }
 
+/* The first column of the first row, NULL when there is none or it is NULL. */
+static const char *first_value(const PGresult *res)
+{
+	if (PQntuples(res) < 1 || PQnfields(res) < 1 || PQgetisnull(res, 0, 0))
+		return NULL;
+	return PQgetvalue(res, 0, 0);
+}
+
 char *h_sql_scalar_(const char *sql, ...)
 {
 	va_list ap;
 	PGresult *res;
 
+	const char *v;
+
 	va_start(ap, sql);
 	res = sql_v(sql, ap);
 	va_end(ap);
-	if (PQntuples(res) < 1 || PQnfields(res) < 1 || PQgetisnull(res, 0, 0))
-		return NULL;
-	return h_strdup(PQgetvalue(res, 0, 0));
+	v = first_value(res);
+	return v ? h_strdup(v) : NULL;
 }
 
 long long h_sql_int_(const char *sql, ...)
@@ -670,12 +679,13 @@ long long h_sql_int_(const char *sql, ...)
 	va_list ap;
 	PGresult *res;
 
+	const char *v;
+
 	va_start(ap, sql);
 	res = sql_v(sql, ap);
 	va_end(ap);
-	if (PQntuples(res) < 1 || PQnfields(res) < 1 || PQgetisnull(res, 0, 0))
-		return -1;
-	return strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	v = first_value(res);
+	return v ? strtoll(v, NULL, 10) : -1;
 }
 
 /* ------------------------------------------------------------ time zones */
