@@ -90,6 +90,21 @@ json_object *apt_body(struct pin_req *r, const char *const *allowed, struct pc_e
 	return b;
 }
 
+int apt_body_run(struct pin_req *r, const char *const *allowed,
+		void (*read)(json_object *body, void *ctx, struct pc_errs *e),
+		struct apt_write *w)
+{
+	struct pc_errs e;
+	json_object *body;
+
+	if (!(body = apt_body(r, allowed, &e)))
+		return PIN_OK;
+	read(body, w->ctx, &e);
+	if (e.n > 0)
+		return apt_fail(r, PC_E_VALIDATION, &e);
+	return apt_write_run(r, w);
+}
+
 int apt_write_run(struct pin_req *r, struct apt_write *w)
 {
 	const char *id = pc_path_uuid(r, "appointmentId");

@@ -119,13 +119,18 @@ int slot_h_pinmgr_list(struct pin_req *r, void *ud)
 	return rc;
 }
 
-/* Locks the caller's row: sql takes $1 id, $2 owner, $3 tenant (p[0..2]).
- * 0 with *res (one row); PC_E_RESPONDED after answering 404 not_found;
- * PIN_ERR_DB. */
+/* Locks the caller's row: sql takes $1 id, $2 owner, $3 tenant, which it
+ * sets in p[0..2] (the caller's own statements use them too).  0 with *res
+ * (one row); PC_E_RESPONDED after answering 404 not_found; PIN_ERR_DB. */
 static int lock_own(struct pin_req *r, const char *stmt, const char *sql,
-		const char *const *p, const char *not_found, const char *detail,
+		const char *id, const char **p, const char *not_found, const char *detail,
 		PGresult **res)
 {
+	const struct pin_principal *pr = pc_api->req_principal(r);
+
+	p[0] = id;
+	p[1] = pr->sub;
+	p[2] = pr->tenant_id;
 	*res = pc_api->db_exec_prepared(stmt, sql, 3, p);
 	if (!pc_res_ok(*res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
@@ -136,9 +141,19 @@ static int lock_own(struct pin_req *r, const char *stmt, const char *sql,
 	return 0;
 }
 
+/* The single exit of a write: rolls back an open transaction, drops an
+ * unsent body; PC_E_RESPONDED (answered) is PIN_OK. */
+static int finish(int rc, int in_tx, json_object *body)
+{
+	if (in_tx)
+		pc_api->db_rollback();
+	if (body)
+		json_object_put(body);
+	return rc == PC_E_RESPONDED ? PIN_OK : rc;
+}
+
 int slot_h_archive(struct pin_req *r, void *ud)
 {
-	const struct pin_principal *pr = pc_api->req_principal(r);
 	const char *id, *p[4], *status;
 	struct pc_idem idem;
 	json_object *body = NULL;
@@ -152,13 +167,10 @@ int slot_h_archive(struct pin_req *r, void *ud)
 		return PIN_OK;
 	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
 		return rc == PC_E_RESPONDED ? PIN_OK : rc;
-	p[0] = id;
-	p[1] = pr->sub;
-	p[2] = pr->tenant_id;
 	if ((rc = lock_own(r, "slots_lock_own",
 		"SELECT " SLOT_COLS " FROM calendar.availability_slots s "
 		"WHERE s.id = $1::uuid AND s.owner_user_id = $2::uuid AND s.tenant_id = $3::uuid "
-		"FOR UPDATE", p, "SLOT_NOT_FOUND", "no such slot", &res)) < 0)
+		"FOR UPDATE", id, p, "SLOT_NOT_FOUND", "no such slot", &res)) < 0)
 		goto out;
 	if (has_ver && atoi(PQgetvalue(res, 0, 14)) != want_ver) {
 		rc = pc_problem(r, 409, "VERSION_CONFLICT",
@@ -193,16 +205,11 @@ int slot_h_archive(struct pin_req *r, void *ud)
 	body = slot_json(res, 0);
 	rc = slot_tx_commit_respond(r, &idem, &in_tx, 200, &body, PQgetvalue(res, 0, 14));
 out:
-	if (in_tx)
-		pc_api->db_rollback();
-	if (body)
-		json_object_put(body);
-	return rc == PC_E_RESPONDED ? PIN_OK : rc;
+	return finish(rc, in_tx, body);
 }
 
 int slot_h_archive_batch(struct pin_req *r, void *ud)
 {
-	const struct pin_principal *pr = pc_api->req_principal(r);
 	const char *id, *p[4];
 	struct pc_idem idem;
 	json_object *body = NULL;
@@ -214,16 +221,13 @@ int slot_h_archive_batch(struct pin_req *r, void *ud)
 		return PIN_OK;
 	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
 		return rc == PC_E_RESPONDED ? PIN_OK : rc;
-	p[0] = id;
-	p[1] = pr->sub;
-	p[2] = pr->tenant_id;
 	p[3] = pc_time_param(pc_api->now_us());
 	/* Locks the batch row so two archives of one batch serialise; a slot
 	 * being booked meanwhile is re-checked by the UPDATE (status filter). */
 	if ((rc = lock_own(r, "slots_batch_lock",
 		"SELECT 1 FROM calendar.slot_batches b "
 		"WHERE b.id = $1::uuid AND b.owner_user_id = $2::uuid AND b.tenant_id = $3::uuid "
-		"FOR UPDATE", p, "BATCH_NOT_FOUND", "no such batch", &res)) < 0)
+		"FOR UPDATE", id, p, "BATCH_NOT_FOUND", "no such batch", &res)) < 0)
 		goto out;
 	res = pc_api->db_exec_prepared("slots_archive_batch",
 		"UPDATE calendar.availability_slots s SET status = 'Archived', "
@@ -239,9 +243,5 @@ int slot_h_archive_batch(struct pin_req *r, void *ud)
 	json_object_object_add(body, "archived", json_object_new_int(atoi(PQcmdTuples(res))));
 	rc = slot_tx_commit_respond(r, &idem, &in_tx, 200, &body, NULL);
 out:
-	if (in_tx)
-		pc_api->db_rollback();
-	if (body)
-		json_object_put(body);
-	return rc == PC_E_RESPONDED ? PIN_OK : rc;
+	return finish(rc, in_tx, body);
 }

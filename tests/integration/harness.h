@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <check.h>
 #include <json-c/json.h>
 #include <libpq-fe.h>
@@ -147,6 +148,12 @@ struct h_token_opts {
 	bool no_exp;                   /* omit exp */
 };
 char *h_token_opts(const struct h_token_opts *o);
+/* An agent of tenant (NULL: a new one) with a token for managing slots and
+ * viewing and deciding appointments, plus extra_perm when not NULL. */
+struct h_agent {
+	char *id, *tenant, *token;
+};
+struct h_agent h_agent_new(const char *tenant, const char *extra_perm);
 /* h_token("agent", sub, tenant_or_NULL, "perm1", "perm2") */
 char *h_token_(const char *actor, const char *sub, const char *tenant, ...);
 #define h_token(actor, sub, tenant, ...) \
@@ -250,6 +257,10 @@ int h_run_worker_once(int64_t clock_offset_s);
  * NULL-terminated argv entries (may be NULL). */
 int h_run_host(const char *mode, const char *plugins, int64_t clock_offset_s,
 		const char *const *extra_args);
+/* Same host started in the background (the caller waits for or kills the
+ * returned pid). */
+pid_t h_spawn_host(const char *mode, const char *plugins, int64_t clock_offset_s,
+		const char *const *extra_args);
 
 /* The pid of the long-lived host of the stack ("worker" or "api"), read
  * from $PIN_DEV_DIR/pids/<name>.pid; -1 when it does not run. */
@@ -259,6 +270,8 @@ void h_worker_kill9(void);
 /* Starts the long-lived worker host again the way ./dev does (same config,
  * plugins, log and pid file; ./dev's stack stop stops it). */
 void h_worker_start(void);
+/* Lines of $PIN_DEV_DIR/logs/worker.log holding both needles. */
+int h_worker_log_lines(const char *n1, const char *n2);
 
 /* ---- waiting ---------------------------------------------------------------- */
 void h_sleep_ms(int ms);

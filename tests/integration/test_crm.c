@@ -727,22 +727,6 @@ END_TEST
 
 /* ------------------------------------------------- issue 12: items 4 and 5 */
 
-/* Lines of the worker log holding both needles. */
-static int log_lines(const char *n1, const char *n2)
-{
-	FILE *f = fopen(h_sprintf("%s/logs/worker.log", h_env("PIN_DEV_DIR")), "r");
-	char line[16384];
-	int n = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, n1) && strstr(line, n2))
-			n++;
-	fclose(f);
-	return n;
-}
-
 /* An envelope of contract version v with a field this version does not know. */
 static char *envelope_v(int v, const char *mid, const char *event_type,
 		const char *agg_type, const char *agg_id, const char *created_at,
@@ -786,7 +770,7 @@ START_TEST(contract_version_mismatch_applied)
 		"\"extra\":[1,2]}", d.id, d.agency, exec2, d.executor));
 	ck_assert_str_eq(h_sql_scalar("SELECT executor_agent_user_id::text FROM "
 		"calendar.crm_deal_replicas WHERE deal_id = $1", d.id), exec2);
-	ck_assert_int_eq(log_lines("\"msg\":\"crm deal sync: contract version mismatch\"", vs), 1);
+	ck_assert_int_eq(h_worker_log_lines("\"msg\":\"crm deal sync: contract version mismatch\"", vs), 1);
 
 	/* calendar-crm-booking-events */
 	send_v(v, BGROUP, T_CREATED, b1, "Booking", h_iso_in(0),
@@ -795,7 +779,7 @@ START_TEST(contract_version_mismatch_applied)
 		created_payload(b2, d.id, h_iso_in(7200)));
 	ck_assert_str_eq(link_status(b1, "Reserve"), "Open");
 	ck_assert_str_eq(link_status(b2, "Reserve"), "Open");
-	ck_assert_int_eq(log_lines("\"msg\":\"crm booking sync: contract version mismatch\"",
+	ck_assert_int_eq(h_worker_log_lines("\"msg\":\"crm booking sync: contract version mismatch\"",
 		vs), 1);
 
 	/* calendar-identity-users */
@@ -809,7 +793,7 @@ START_TEST(contract_version_mismatch_applied)
 		"\"timeZone\":null,\"status\":\"Active\",\"nickname\":\"n\"}", user));
 	ck_assert_str_eq(h_sql_scalar("SELECT display_name FROM calendar.user_replicas "
 		"WHERE user_id = $1", user), "V2");
-	ck_assert_int_eq(log_lines("\"msg\":\"identity replica: contract version mismatch\"",
+	ck_assert_int_eq(h_worker_log_lines("\"msg\":\"identity replica: contract version mismatch\"",
 		vs), 1);
 }
 END_TEST
@@ -859,9 +843,9 @@ START_TEST(concurrent_modification_retried_then_dlq)
 	mid = booking_send(T_CREATED, b1, created_payload(b1, d.id, h_iso_in(7200)));
 	ck_assert_str_eq(link_status(b1, "Reserve"), "Open");
 	ck_assert_int_eq(h_sql_int(h_sprintf("SELECT last_value FROM public.%s_seq", tag)), 3);
-	ck_assert_int_eq(log_lines(mid, "crm booking sync: concurrent modification"), 2);
+	ck_assert_int_eq(h_worker_log_lines(mid, "crm booking sync: concurrent modification"), 2);
 	/* immediate: the host's backoff (1 s, 2 s, ...) was not involved */
-	ck_assert_int_eq(log_lines(mid, "\"code\":\"CAL_BOOKING_SYNC_DB_ERROR\""), 0);
+	ck_assert_int_eq(h_worker_log_lines(mid, "\"code\":\"CAL_BOOKING_SYNC_DB_ERROR\""), 0);
 	ck_assert_msg(h_now_ms() - t0 < 30000, "too slow for immediate retries");
 	conflict_trigger_drop(tag);
 
@@ -873,7 +857,7 @@ START_TEST(concurrent_modification_retried_then_dlq)
 		"not in the DLQ");
 	ck_assert_str_eq(code, "CAL_BOOKING_SYNC_CONCURRENT_MODIFICATION");
 	ck_assert_int_eq(h_sql_int(h_sprintf("SELECT last_value FROM public.%s_seq", tag)), 4);
-	ck_assert_int_eq(log_lines(mid, "crm booking sync: concurrent modification, to DLQ"), 1);
+	ck_assert_int_eq(h_worker_log_lines(mid, "crm booking sync: concurrent modification, to DLQ"), 1);
 	ck_assert_ptr_null(link_status(b2, "Reserve"));
 	conflict_trigger_drop(tag);
 }
@@ -896,7 +880,7 @@ START_TEST(replica_deadline_to_dlq_counted)
 		"not in the DLQ");
 	ck_assert_str_eq(code, "CAL_BOOKING_SYNC_DEAL_REPLICA_NOT_FOUND");
 	ck_assert_msg(h_now_ms() - t0 >= 29000, "DLQ before the deadline");
-	ck_assert_int_eq(log_lines(mid, "crm booking sync: replica deadline passed, to DLQ"), 1);
+	ck_assert_int_eq(h_worker_log_lines(mid, "crm booking sync: replica deadline passed, to DLQ"), 1);
 	ck_assert_int_eq(inbox_count(BGROUP, mid), 0);
 }
 END_TEST

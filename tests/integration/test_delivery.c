@@ -593,35 +593,6 @@ START_TEST(relay_parks_oversize_row)
 }
 END_TEST
 
-/* A worker host --once with the clock shifted, in the background (the
- * caller kills it).  Output appended to logs/worker-once.log. */
-static pid_t worker_once_bg(int64_t offset_s)
-{
-	char *log = h_sprintf("%s/logs/worker-once.log", h_env("PIN_DEV_DIR"));
-	const char *argv[] = { h_env("PIN_HOST_BIN"), "--mode", "worker", "--once",
-		"--config", h_env("PIN_CONFIG"), "--plugins", h_env("PIN_WORKER_PLUGINS"),
-		"--plugin-dir", h_env("PIN_PLUGIN_DIR"), "--pg-dsn", h_env("PIN_PG_DSN"),
-		"--kafka-bootstrap", h_sprintf("@%s", h_env("PIN_KAFKA_BOOTSTRAP_FILE")),
-		"--clock-offset-s", h_sprintf("%lld", (long long)offset_s), NULL };
-	const char *asan = h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL);
-	pid_t pid = fork();
-
-	ck_assert(pid >= 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		if (asan && *asan)
-			setenv("ASAN_OPTIONS", asan, 1);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	return pid;
-}
-
 /* kill -9 of a worker host in the middle of a send: the provider already has
  * the message, the outcome was never recorded.  After the lease the row is
  * sent again: exactly one duplicate (same idempotencyKey), Sent, one
@@ -629,6 +600,7 @@ static pid_t worker_once_bg(int64_t offset_s)
  * --once hosts (not_before in an hour), so the stack's worker stays out. */
 START_TEST(worker_killed_mid_send_one_duplicate)
 {
+	static const char *const once[] = { "--once", NULL };
 	const char *owner = h_uuid();
 	char *id = h_new_mid(), *phone = unique_phone();
 	pid_t pid;
@@ -643,7 +615,8 @@ START_TEST(worker_killed_mid_send_one_duplicate)
 		" 'ru', now() + interval '1 hour', gen_random_uuid(), 'pin.calendar.reminder-due',"
 		" now())", id, owner);
 	sms_file("delay", "20");
-	pid = worker_once_bg(3700);
+	/* in the background, output to logs/worker-once.log (killed below) */
+	pid = h_spawn_host("worker", h_env("PIN_WORKER_PLUGINS"), 3700, once);
 	seen = H_WAIT_UNTIL(sms_requests(id, NULL) == 1, WAIT_MS);
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);

@@ -905,22 +905,6 @@ END_TEST
 
 /* --------------------------------------- issue 12: contract versions (item 4) */
 
-/* Lines of the worker log holding both needles. */
-static int worker_log_lines(const char *n1, const char *n2)
-{
-	FILE *f = fopen(h_sprintf("%s/logs/worker.log", h_env("PIN_DEV_DIR")), "r");
-	char line[16384];
-	int n = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, n1) && strstr(line, n2))
-			n++;
-	fclose(f);
-	return n;
-}
-
 /* A version nobody used before in this worker's life (the warning is once
  * per version and process). */
 static int fresh_version(void)
@@ -954,11 +938,11 @@ START_TEST(contract_version_mismatch_applied)
 	}
 	ck_assert_int_eq(kind_count(agent, "AppointmentCreated"), 4);
 	ck_assert_int_eq(kind_count(inv, "AppointmentCreated"), 4);
-	ck_assert_msg(H_WAIT_UNTIL(worker_log_lines(
+	ck_assert_msg(H_WAIT_UNTIL(h_worker_log_lines(
 		"\"msg\":\"notifications: contract version mismatch\"", vs) == 1, 10000),
 		"warning not written once");
 	h_sleep_ms(500);
-	ck_assert_int_eq(worker_log_lines(
+	ck_assert_int_eq(h_worker_log_lines(
 		"\"msg\":\"notifications: contract version mismatch\"", vs), 1);
 
 	/* the contact replica (group notifications-identity-users) */
@@ -979,7 +963,7 @@ START_TEST(contract_version_mismatch_applied)
 	}
 	ck_assert_str_eq(h_sql_scalar("SELECT display_name FROM notifications.recipient_contacts "
 		"WHERE user_id = $1::uuid", user), "V1");
-	ck_assert_msg(H_WAIT_UNTIL(worker_log_lines(
+	ck_assert_msg(H_WAIT_UNTIL(h_worker_log_lines(
 		"\"msg\":\"notifications: contract version mismatch\"", vs) == 2, 10000),
 		"contacts warning not written once");
 }

@@ -34,31 +34,12 @@
  * public area is not shared with other suites); default address otherwise. */
 static const char *book_ip(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	bool ok;
-
-	if (fd < 0)
-		return NULL;
-	inet_pton(AF_INET, "127.0.0.51", &a.sin_addr);
-	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-	close(fd);
-	return ok ? "127.0.0.51" : NULL;
+	return h_src_ip("127.0.0.51");
 }
 
-struct agent {
-	char *id, *tenant, *token;
-};
-
-static struct agent mk_agent(const char *tenant)
+static struct h_agent mk_agent(const char *tenant)
 {
-	struct agent a;
-
-	a.id = h_uuid();
-	a.tenant = tenant ? h_strdup(tenant) : h_uuid();
-	a.token = h_token("agent", a.id, a.tenant, "calendar.slots.manage",
-			"calendar.appointments.view", "calendar.appointments.decide");
-	return a;
+	return h_agent_new(tenant, NULL);
 }
 
 static char *batch_body(int n, int days)
@@ -72,7 +53,7 @@ static char *batch_body(int n, int days)
 }
 
 /* Publishes n one-hour slots days ahead; slot ids into ids[0..n-1]. */
-static void publish(const struct agent *a, int n, int days, char **ids)
+static void publish(const struct h_agent *a, int n, int days, char **ids)
 {
 	struct h_resp *r = h_post(BATCHES, a->token, batch_body(n, days));
 	json_object *slots;
@@ -105,7 +86,7 @@ static char *book_ok(const char *slot, char **investor_out)
 	return h_strdup(h_jstr(r->json, "id"));
 }
 
-static void confirm(const struct agent *a, const char *apt)
+static void confirm(const struct h_agent *a, const char *apt)
 {
 	struct h_resp *r = h_post(h_sprintf(AG "/%s/confirm", apt), a->token, NULL);
 
@@ -151,7 +132,7 @@ static int items_n(const struct h_resp *r)
 
 START_TEST(departed_agent_cascade)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char *s[4], *inv_pending, *inv_confirmed;
 	char *apt_pending, *apt_confirmed, *ev_pending;
 	struct h_resp *r;
@@ -224,7 +205,7 @@ END_TEST
  * older non-Active message arriving after it changes nothing. */
 START_TEST(departed_agent_returns)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char *s[2], *n[2], *apt;
 
 	publish(&a, 2, 4, s);
@@ -255,7 +236,7 @@ END_TEST
  * idempotent (a second run finds nothing). */
 START_TEST(departed_agent_idempotent)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char *s[3];
 
 	publish(&a, 3, 5, s);
@@ -273,7 +254,7 @@ END_TEST
 /* =============================================================== views */
 
 struct world {
-	struct agent a1, a2, b;
+	struct h_agent a1, a2, b;
 	char *apt_a1_pending, *apt_a1_confirmed, *apt_a2, *apt_b;
 	char *mgr, *head_a, *head_b;
 };
