@@ -195,7 +195,7 @@ static PGresult *slot_get(const char *slot_id)
 	return pc_api->db_exec_prepared("apt_slot_get",
 		"SELECT s.status, s.owner_user_id, s.kind, calendar.us(s.start_at), "
 		"  NOT EXISTS (SELECT 1 FROM calendar.user_replicas u "
-		"    WHERE u.user_id = s.owner_user_id AND u.status <> 'Active') "
+		"    WHERE u.user_id = s.owner_user_id AND u.status <> 'Active') AS owner_active "
 		"FROM calendar.availability_slots s WHERE s.id = $1::uuid", 1, p);
 }
 

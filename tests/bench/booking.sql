@@ -37,7 +37,9 @@ SELECT count(*) FROM calendar.appointments WHERE investor_user_id = :inv::uuid
   AND rescheduled_from_appointment_id IS NULL;
 
 -- stmt: apt_slot_get plugins/caldomain/appointment.c
-SELECT s.status, s.owner_user_id, s.kind, calendar.us(s.start_at)
+SELECT s.status, s.owner_user_id, s.kind, calendar.us(s.start_at),
+       NOT EXISTS (SELECT 1 FROM calendar.user_replicas u
+                   WHERE u.user_id = s.owner_user_id AND u.status <> 'Active') AS owner_active
 FROM calendar.availability_slots s WHERE s.id = :slot::uuid \gset s_
 
 -- stmt: apt_antispam plugins/caldomain/appointment.c

@@ -10,6 +10,7 @@ SELECT s.id, s.owner_user_id, s.kind, s.status, calendar.us(s.start_at),
 FROM calendar.availability_slots s
 LEFT JOIN calendar.user_replicas u ON u.user_id = s.owner_user_id
 WHERE s.status = 'Available' AND s.owner_user_id = :agent::uuid
+  AND (u.status IS NULL OR u.status = 'Active')
   AND (:agent::uuid IS NULL OR s.owner_user_id = :agent::uuid)
   AND (NULL::uuid IS NULL OR s.project_id = NULL::uuid)
   AND (NULL::uuid IS NULL OR s.property_object_id = NULL::uuid)
