@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcgiapp.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,28 @@ struct pin_req {
 };
 
 static int listen_fd = -1;
+
+/* The cap on requests doing database work at once (config `db_concurrency`,
+ * default 2 x cores).  Measured (README "Performance"): with 64 threads each
+ * driving its own PostgreSQL backend on 2 cores, throughput fell and p99 grew
+ * as more requests reached the database together; past the cap, requests
+ * wait here, in the host, instead of in the kernel's run queue. */
+static sem_t db_slots;
+static bool db_capped;
+
+static void db_slot_take(void)
+{
+	if (!db_capped)
+		return;
+	while (sem_wait(&db_slots) != 0 && errno == EINTR)
+		;
+}
+
+static void db_slot_give(void)
+{
+	if (db_capped)
+		sem_post(&db_slots);
+}
 
 /* ---- accessors --------------------------------------------------------- */
 
@@ -580,7 +603,9 @@ static void handle(FCGX_Request *fr)
 		pin_respond_problem(&r, 503, "UNAVAILABLE", "database unreachable", NULL);
 		goto send;
 	}
+	db_slot_take();
 	rc = run_with_retry(&r);
+	db_slot_give();
 	if (!r.responded)
 		answer_failure(&r, rc);
 send:
@@ -647,6 +672,14 @@ int pin_api_run(const char *listen, int threads)
 	}
 	if (threads < 1)
 		threads = 1;
+	{
+		long long cap = pin_config_int("db_concurrency", 0);
+		if (cap <= 0)
+			cap = 2 * sysconf(_SC_NPROCESSORS_ONLN);
+		if (cap < threads && sem_init(&db_slots, 0, (unsigned)cap) == 0)
+			db_capped = true;
+		pin_metric_set("pin_api_db_concurrency", NULL, db_capped ? cap : threads);
+	}
 	tids = calloc((size_t)threads, sizeof *tids);
 	if (!tids)
 		return -1;
@@ -691,6 +724,9 @@ int pin_api_run(const char *listen, int threads)
 	if (is_unix)
 		unlink(addr);
 	free(tids);
+	if (db_capped)
+		sem_destroy(&db_slots);
+	db_capped = false;
 	pin_log(PIN_LOG_INFO, "api host stopped", NULL);
 	return 0;
 }

@@ -35,6 +35,8 @@ static const struct apt_problem {
 		"too close to the start to cancel or reschedule" },
 	{ APT_E_NOT_STARTED, 409, "APPOINTMENT_NOT_STARTED",
 		"the appointment has not started yet" },
+	{ APT_E_AGENT_UNAVAILABLE, 409, "AGENT_UNAVAILABLE",
+		"the agent no longer takes appointments" },
 };
 
 int apt_fail(struct pin_req *r, int rc, struct pc_errs *e)
@@ -86,6 +88,21 @@ json_object *apt_body(struct pin_req *r, const char *const *allowed, struct pc_e
 		return NULL;
 	}
 	return b;
+}
+
+int apt_body_run(struct pin_req *r, const char *const *allowed,
+		void (*read)(json_object *body, void *ctx, struct pc_errs *e),
+		struct apt_write *w)
+{
+	struct pc_errs e;
+	json_object *body;
+
+	if (!(body = apt_body(r, allowed, &e)))
+		return PIN_OK;
+	read(body, w->ctx, &e);
+	if (e.n > 0)
+		return apt_fail(r, PC_E_VALIDATION, &e);
+	return apt_write_run(r, w);
 }
 
 int apt_write_run(struct pin_req *r, struct apt_write *w)
@@ -164,6 +181,8 @@ static const struct pin_route routes[] = {
 
 	{ "GET", "/api/v1/agency/calendar/appointments", PIN_ACTOR_ANY, "calendar.team.view", 1,
 		apt_h_agency_list, NULL, NULL },
+	{ "GET", "/api/v1/pin-manager/calendar/appointments", PIN_ACTOR_PIN_MANAGER,
+		"calendar.team.view", 0, apt_h_pinmgr_list, NULL, NULL },
 };
 
 static int apt_init(const struct pin_host_api *api, struct pin_registrar *reg,

@@ -101,26 +101,26 @@ static int op_reschedule(struct apt_write *w, const PGresult *old, int64_t now_u
 	return 0;
 }
 
+static void read_resched(json_object *body, void *ctx, struct pc_errs *e)
+{
+	struct resched *c = ctx;
+
+	pc_get_uuid(body, "newSlotId", 1, &c->new_slot_id, e);
+}
+
 int apt_h_investor_reschedule(struct pin_req *r, void *ud)
 {
 	static const char *const allowed[] = { "newSlotId", NULL };
 	const struct pin_principal *me = pc_api->req_principal(r);
 	struct resched c = { NULL };
 	struct apt_write w;
-	struct pc_errs e;
-	json_object *body;
 
 	(void)ud;
-	if (!(body = apt_body(r, allowed, &e)))
-		return PIN_OK;
-	pc_get_uuid(body, "newSlotId", 1, &c.new_slot_id, &e);
-	if (e.n > 0)
-		return apt_fail(r, PC_E_VALIDATION, &e);
 	memset(&w, 0, sizeof(w));
 	w.scope.investor_user_id = me->sub;
 	w.op = op_reschedule;
 	w.ctx = &c;
 	w.status = 201;
 	w.location_base = IN_PATH;
-	return apt_write_run(r, &w);
+	return apt_body_run(r, allowed, read_resched, &w);
 }

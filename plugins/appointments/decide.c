@@ -65,25 +65,33 @@ static int op_end(struct apt_write *w, const PGresult *row, int64_t now_us)
 	return apt_end(row, x, now_us);
 }
 
+/* {reason?} of a cancel. */
+static void read_reason(json_object *body, void *ctx, struct pc_errs *e)
+{
+	struct apt_end *x = ctx;
+
+	pc_get_string(body, "reason", 0, 0, APT_REASON_MAX, &x->cancel_reason, e);
+}
+
 /* {reason?, releaseSlot?} of the agent's decline / cancel. */
+static void read_agent_end(json_object *body, void *ctx, struct pc_errs *e)
+{
+	struct apt_end *x = ctx;
+
+	read_reason(body, x, e);
+	pc_get_bool(body, "releaseSlot", 0, &x->release_slot, e);
+}
+
 static int agent_end(struct pin_req *r, const char *status, const char *reason)
 {
 	static const char *const allowed[] = { "reason", "releaseSlot", NULL };
 	struct apt_end x = { status, "Agent", reason, NULL, 0, NULL };
 	struct apt_write w;
-	struct pc_errs e;
-	json_object *body;
 
-	if (!(body = apt_body(r, allowed, &e)))
-		return PIN_OK;
-	pc_get_string(body, "reason", 0, 0, APT_REASON_MAX, &x.cancel_reason, &e);
-	pc_get_bool(body, "releaseSlot", 0, &x.release_slot, &e);
-	if (e.n > 0)
-		return apt_fail(r, PC_E_VALIDATION, &e);
 	agent_scope(r, &w);
 	w.op = op_end;
 	w.ctx = &x;
-	return apt_write_run(r, &w);
+	return apt_body_run(r, allowed, read_agent_end, &w);
 }
 
 int apt_h_agent_decline(struct pin_req *r, void *ud)
@@ -104,21 +112,14 @@ int apt_h_investor_cancel(struct pin_req *r, void *ud)
 	const struct pin_principal *me = pc_api->req_principal(r);
 	struct apt_end x = { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1, NULL };
 	struct apt_write w;
-	struct pc_errs e;
-	json_object *body;
 
 	(void)ud;
-	if (!(body = apt_body(r, allowed, &e)))
-		return PIN_OK;
-	pc_get_string(body, "reason", 0, 0, APT_REASON_MAX, &x.cancel_reason, &e);
-	if (e.n > 0)
-		return apt_fail(r, PC_E_VALIDATION, &e);
 	memset(&w, 0, sizeof(w));
 	w.scope.investor_user_id = me->sub;
 	w.status = 200;
 	w.op = op_end;
 	w.ctx = &x;
-	return apt_write_run(r, &w);
+	return apt_body_run(r, allowed, read_reason, &w);
 }
 
 /* -------------------------------------------------------------- complete */
@@ -134,23 +135,23 @@ static int op_complete(struct apt_write *w, const PGresult *row, int64_t now_us)
 	return apt_complete(row, c->outcome, c->note, now_us);
 }
 
+static void read_complete(json_object *body, void *ctx, struct pc_errs *e)
+{
+	struct complete_args *c = ctx;
+
+	pc_get_enum(body, "outcome", 1, outcomes, &c->outcome, e);
+	pc_get_string(body, "note", 0, 0, APT_NOTE_MAX, &c->note, e);
+}
+
 int apt_h_agent_complete(struct pin_req *r, void *ud)
 {
 	static const char *const allowed[] = { "outcome", "note", NULL };
 	struct complete_args c = { NULL, NULL };
 	struct apt_write w;
-	struct pc_errs e;
-	json_object *body;
 
 	(void)ud;
-	if (!(body = apt_body(r, allowed, &e)))
-		return PIN_OK;
-	pc_get_enum(body, "outcome", 1, outcomes, &c.outcome, &e);
-	pc_get_string(body, "note", 0, 0, APT_NOTE_MAX, &c.note, &e);
-	if (e.n > 0)
-		return apt_fail(r, PC_E_VALIDATION, &e);
 	agent_scope(r, &w);
 	w.op = op_complete;
 	w.ctx = &c;
-	return apt_write_run(r, &w);
+	return apt_body_run(r, allowed, read_complete, &w);
 }

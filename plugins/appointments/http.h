@@ -26,6 +26,13 @@ int apt_fail(struct pin_req *r, int rc, struct pc_errs *e);
  * collects the caller's field errors (answer them with
  * apt_fail(r, PC_E_VALIDATION, &e)). */
 json_object *apt_body(struct pin_req *r, const char *const *allowed, struct pc_errs *e);
+/* The write w (scope, op and ctx set) of a request whose body holds only the
+ * allowed fields, read into w->ctx by read first: apt_body, read, 422 with
+ * read's field errors, else apt_write_run. */
+struct apt_write;
+int apt_body_run(struct pin_req *r, const char *const *allowed,
+		void (*read)(json_object *body, void *ctx, struct pc_errs *e),
+		struct apt_write *w);
 
 /*
  * A write on one existing appointment ({appointmentId} of the path):
@@ -52,6 +59,7 @@ int apt_h_agent_get(struct pin_req *r, void *ud);
 int apt_h_investor_list(struct pin_req *r, void *ud);
 int apt_h_investor_get(struct pin_req *r, void *ud);
 int apt_h_agency_list(struct pin_req *r, void *ud);
+int apt_h_pinmgr_list(struct pin_req *r, void *ud);   /* list.c, issue 12 */
 
 /* Booking and reschedule (book.c). */
 int apt_h_book(struct pin_req *r, void *ud);

@@ -14,10 +14,12 @@
 static const char *const statuses[] = { "Pending", "Confirmed", "Declined", "Cancelled",
 	"Expired", "Completed", "NoShow", NULL };
 
-/* ?status=&from=&to=&limit=&cursor= (+ agentUserIds for the agency). */
-static int list(struct pin_req *r, const struct apt_scope *sc, int with_agents)
+/* ?status=&from=&to=&limit=&cursor= (+ agentUserIds for the agency).
+ * e: initialised by the caller, may already hold errors of the caller's own
+ * parameters (answered together as 400). */
+static int list_e(struct pin_req *r, const struct apt_scope *sc, int with_agents,
+		struct pc_errs *e)
 {
-	struct pc_errs e;
 	const char *status = NULL, *agents = NULL, *p[10];
 	int64_t from = 0, to = 0, cur_us = 0;
 	enum pc_field sf, st;
@@ -25,19 +27,18 @@ static int list(struct pin_req *r, const struct apt_scope *sc, int with_agents)
 	char cur_id[37] = "";
 	PGresult *res;
 
-	pc_errs_init(&e);
-	pc_q_enum(r, "status", 0, statuses, &status, &e);
-	sf = pc_q_instant(r, "from", 0, &from, &e);
-	st = pc_q_instant(r, "to", 0, &to, &e);
-	pc_q_int(r, "limit", 0, 1, LIMIT_MAX, &limit, &e);
+	pc_q_enum(r, "status", 0, statuses, &status, e);
+	sf = pc_q_instant(r, "from", 0, &from, e);
+	st = pc_q_instant(r, "to", 0, &to, e);
+	pc_q_int(r, "limit", 0, 1, LIMIT_MAX, &limit, e);
 	if (with_agents)
-		pc_q_uuid_list(r, "agentUserIds", 0, AGENTS_MAX, &agents, &e);
-	pc_q_cursor(r, &cur_us, cur_id, &e);
-	if (e.n > 0)
-		return pc_errs_respond(r, 400, "MALFORMED_REQUEST", "bad query parameters", &e);
+		pc_q_uuid_list(r, "agentUserIds", 0, AGENTS_MAX, &agents, e);
+	pc_q_cursor(r, &cur_us, cur_id, e);
+	if (e->n > 0)
+		return pc_errs_respond(r, 400, "MALFORMED_REQUEST", "bad query parameters", e);
 	if (sf == PC_SET && st == PC_SET && to <= from) {
-		pc_errs_add(&e, "to", "must be after from");
-		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "bad range", &e);
+		pc_errs_add(e, "to", "must be after from");
+		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "bad range", e);
 	}
 	p[0] = sc->tenant_id;
 	p[1] = sc->agent_user_id;
@@ -64,6 +65,14 @@ static int list(struct pin_req *r, const struct apt_scope *sc, int with_agents)
 		return PIN_ERR_DB;
 	return pc_api->respond_json(r, 200,
 			pc_page_json(res, limit, APT_C_START, APT_C_ID, apt_json));
+}
+
+static int list(struct pin_req *r, const struct apt_scope *sc, int with_agents)
+{
+	struct pc_errs e;
+
+	pc_errs_init(&e);
+	return list_e(r, sc, with_agents, &e);
 }
 
 static int card(struct pin_req *r, const struct apt_scope *sc)
@@ -127,4 +136,19 @@ int apt_h_agency_list(struct pin_req *r, void *ud)
 
 	(void)ud;
 	return list(r, &sc, 1);
+}
+
+/* GET /api/v1/pin-manager/calendar/appointments?tenantId=&agentUserId=&status=&from=&to=
+ * (issue 12): any tenant, read only; tenantId required (400 MALFORMED_REQUEST
+ * like the PIN manager's events view). */
+int apt_h_pinmgr_list(struct pin_req *r, void *ud)
+{
+	struct apt_scope sc = { NULL, NULL, NULL };
+	struct pc_errs e;
+
+	(void)ud;
+	pc_errs_init(&e);
+	pc_q_uuid(r, "tenantId", 1, &sc.tenant_id, &e);
+	pc_q_uuid(r, "agentUserId", 0, &sc.agent_user_id, &e);
+	return list_e(r, &sc, 0, &e);
 }

@@ -186,13 +186,27 @@ static int slot_refusal(const char *status, int64_t start_us, int64_t now_us)
 	return 0;
 }
 
+/* status, owner, kind, start, and whether the owner may be booked (no
+ * identity replica, or one with status Active: cal_agent_active). */
 static PGresult *slot_get(const char *slot_id)
 {
 	const char *p[1] = { slot_id };
 
 	return pc_api->db_exec_prepared("apt_slot_get",
-		"SELECT s.status, s.owner_user_id, s.kind, calendar.us(s.start_at) "
+		"SELECT s.status, s.owner_user_id, s.kind, calendar.us(s.start_at), "
+		"  NOT EXISTS (SELECT 1 FROM calendar.user_replicas u "
+		"    WHERE u.user_id = s.owner_user_id AND u.status <> 'Active') AS owner_active "
 		"FROM calendar.availability_slots s WHERE s.id = $1::uuid", 1, p);
+}
+
+/* Why a slot_get row cannot be booked now; 0 when it can.  A departed agent
+ * (issue 12) is named before the slot's own state: the departure archived
+ * the slot, and "the agent is unavailable" is the truth the investor needs. */
+static int slot_row_refusal(const PGresult *slot, int64_t now_us)
+{
+	if (strcmp(PQgetvalue(slot, 0, 4), "t") != 0)
+		return APT_E_AGENT_UNAVAILABLE;
+	return slot_refusal(PQgetvalue(slot, 0, 0), pc_col_us(slot, 0, 3), now_us);
 }
 
 /* Serialises the bookings of one investor (so the counts of the guards
@@ -236,7 +250,7 @@ static int slot_check(const struct apt_book_req *b, int64_t now_us, PGresult **s
 		return PIN_ERR_DB;
 	if (PQntuples(slot) != 1)
 		return APT_E_SLOT_NOT_FOUND;
-	rc = slot_refusal(PQgetvalue(slot, 0, 0), pc_col_us(slot, 0, 3), now_us);
+	rc = slot_row_refusal(slot, now_us);
 	if (rc < 0)
 		return rc;
 	if ((b->same_agent && strcmp(b->same_agent, PQgetvalue(slot, 0, 1)) != 0) ||
@@ -325,7 +339,7 @@ static int slot_take(const char *slot_id, const char *now, int64_t now_us, PGres
 		return PIN_ERR_DB;
 	if (PQntuples(cur) != 1)
 		return APT_E_SLOT_NOT_FOUND;
-	rc = slot_refusal(PQgetvalue(cur, 0, 0), pc_col_us(cur, 0, 3), now_us);
+	rc = slot_row_refusal(cur, now_us);
 	return rc < 0 ? rc : APT_E_SLOT_BOOKED;
 }
 
@@ -490,13 +504,16 @@ static int end_row(const PGresult *locked, int row, const struct apt_end *x, int
 	if (PQntuples(upd) != 1)
 		return PC_E_TRANSITION;
 
-	/* slot: released while the lead time still allows a booking, else archived */
+	/* slot: released while the lead time still allows a booking and its
+	 * agent is active (a departed agent gets nothing back), else archived */
 	p[0] = PQgetvalue(locked, row, APT_C_SLOT);
 	p[1] = x->release_slot ? "true" : "false";
 	p[2] = now;
 	res = pc_api->db_exec_prepared("apt_slot_release",
 		"UPDATE calendar.availability_slots s SET status = CASE "
 		"    WHEN $2::boolean AND s.start_at >= $3::timestamptz + interval '60 minutes' "
+		"      AND NOT EXISTS (SELECT 1 FROM calendar.user_replicas u "
+		"        WHERE u.user_id = s.owner_user_id AND u.status <> 'Active') "
 		"    THEN 'Available' ELSE 'Archived' END, "
 		"  version = s.version + 1, updated_at = $3::timestamptz "
 		"WHERE s.id = $1::uuid AND s.status = 'Booked'", 3, p);
@@ -612,4 +629,36 @@ int apt_expire_batch(int64_t now_us, int batch)
 fail:
 	pc_api->db_rollback();
 	return rc < 0 && rc != PC_E_TRANSITION ? rc : PIN_ERR_DB;
+}
+
+/* ------------------------------------------------------- departed agents */
+
+int apt_decline_unavailable(const char *agent_user_id, int64_t now_us, int *declined)
+{
+	static const struct apt_end gone = {
+		"Declined", "System", "AgentUnavailable", NULL, 0, NULL
+	};
+	const char *p[1] = { agent_user_id };
+	PGresult *res;
+	int i, n, rc;
+
+	*declined = 0;
+	/* id order: the same order as any other multi-row lock of appointments */
+	res = pc_api->db_exec_prepared("apt_unavailable_pick",
+		"SELECT " APT_COLS ", NULL::text, NULL::text, NULL::int "
+		"FROM calendar.appointments a "
+		"WHERE a.agent_user_id = $1::uuid AND a.status = 'Pending' "
+		"ORDER BY a.id FOR UPDATE", 1, p);
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	n = PQntuples(res);
+	for (i = 0; i < n; i++) {
+		rc = end_row(res, i, &gone, now_us);
+		if (rc == PC_E_TRANSITION)
+			continue;
+		if (rc < 0)
+			return rc;
+		(*declined)++;
+	}
+	return 0;
 }

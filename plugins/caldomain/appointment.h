@@ -44,6 +44,7 @@
 #define APT_E_OTHER_SLOT        -49   /* 422 VALIDATION_FAILED newSlotId (agent/kind) */
 #define APT_E_DEADLINE          -50   /* 409 INVALID_STATUS_TRANSITION (deadline passed) */
 #define APT_E_STARTED           -51   /* 409 INVALID_STATUS_TRANSITION (already started) */
+#define APT_E_AGENT_UNAVAILABLE -52   /* 409 AGENT_UNAVAILABLE (replica not Active) */
 
 #define APT_TOPIC_CREATED    "pin.calendar.appointment-created.v1"
 #define APT_TOPIC_CONFIRMED  "pin.calendar.appointment-confirmed.v1"
@@ -133,7 +134,8 @@ struct apt_end {
 	const char *status;          /* "Declined" | "Cancelled" | "Expired" */
 	const char *cancelled_by;    /* "Investor" | "Agent" | "System" */
 	const char *reason;          /* DeclinedByAgent | CancelledByAgent |
-	                                CancelledByInvestor | Expired */
+	                                CancelledByInvestor | Expired |
+	                                AgentUnavailable */
 	const char *cancel_reason;   /* free text (Internal) or NULL */
 	int release_slot;            /* 1: Booked -> Available when StartAt >= now + 60 min */
 	const char *rescheduled_to;  /* new appointment id (reschedule) or NULL */
@@ -163,5 +165,15 @@ int apt_complete(const PGresult *locked, const char *outcome, const char *note,
  * -> Expired with the cascade.  Returns the number expired or PIN_ERR_DB.
  */
 int apt_expire_batch(int64_t now_us, int batch);
+
+/*
+ * A departed agent (issue 12, caldomain/agent.h): every Pending appointment
+ * of agent_user_id (locked in id order) -> Declined by System with reason
+ * AgentUnavailable and the full cascade of apt_end (slot Archived, event
+ * Cancelled, reminders Skipped, event-status-changed, appointment-cancelled).
+ * Confirmed appointments are not touched.  Runs in the caller's transaction.
+ * 0 with *declined, PIN_ERR_DB.
+ */
+int apt_decline_unavailable(const char *agent_user_id, int64_t now_us, int *declined);
 
 #endif

@@ -11,10 +11,8 @@ int cal_events_list(struct pin_req *r, void *ud);
 int cal_events_get(struct pin_req *r, void *ud);
 int cal_events_create(struct pin_req *r, void *ud);
 int cal_events_patch(struct pin_req *r, void *ud);
-int cal_events_reschedule(struct pin_req *r, void *ud);
-int cal_events_start(struct pin_req *r, void *ud);
-int cal_events_complete(struct pin_req *r, void *ud);
-int cal_events_cancel(struct pin_req *r, void *ud);
+/* reschedule, start, complete, cancel; ud: the action ("start") */
+int cal_events_action(struct pin_req *r, void *ud);
 
 /* team_api.c -- agency and PIN manager areas */
 int cal_team_events(struct pin_req *r, void *ud);

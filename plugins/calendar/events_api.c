@@ -70,15 +70,21 @@ static void set_etag(struct pin_req *r, const PGresult *row)
 }
 
 /*
- * The common prologue of writes to one event: begin, Idempotency-Key, lock
- * the caller's own event, INV-CAL-4, If-Match.  0 with *row, or negative.
+ * The common prologue of writes to one event, after the body was read into
+ * e: the field errors, If-Match, begin, Idempotency-Key, lock the caller's
+ * own event, INV-CAL-4, the If-Match version.  0 with *row, or negative
+ * (answer it with fail(); PC_E_RESPONDED after a bad If-Match).
  */
-static int write_prologue(struct pin_req *r, const char *id, int have_ver, int ver,
+static int write_prologue(struct pin_req *r, const char *id, const struct pc_errs *e,
 		struct pc_idem *idem, PGresult **row)
 {
 	const struct pin_principal *p = me(r);
-	int rc;
+	int have_ver, ver = 0, rc;
 
+	if (e->n)
+		return PC_E_VALIDATION;
+	if (pc_if_match(r, &have_ver, &ver) < 0)
+		return PC_E_RESPONDED;
 	if (pc_api->db_begin() != 0)
 		return PIN_ERR_DB;
 	rc = pc_idem_begin(r, idem);
@@ -353,7 +359,7 @@ int cal_events_patch(struct pin_req *r, void *ud)
 	struct set_clause s;
 	json_object *b;
 	const char *id, *new_offsets = NULL;
-	int have_ver, ver = 0, rc;
+	int rc;
 	PGresult *row, *res;
 
 	(void)ud;
@@ -367,12 +373,7 @@ int cal_events_patch(struct pin_req *r, void *ud)
 	s.params[0] = id;
 	s.n = 1;
 	parse_patch(b, &s, &new_offsets, &e);
-	if (e.n)
-		return fail(r, PC_E_VALIDATION, &e);
-	if (pc_if_match(r, &have_ver, &ver) < 0)
-		return PIN_OK;
-
-	rc = write_prologue(r, id, have_ver, ver, &idem, &row);
+	rc = write_prologue(r, id, &e, &idem, &row);
 	if (rc < 0)
 		return fail(r, rc, &e);
 	if (!pc_rule_can_reschedule(PQgetvalue(row, 0, PC_EC_STATUS)))
@@ -410,7 +411,7 @@ static int event_action(struct pin_req *r, const char *action)
 	json_object *b;
 	const char *id, *reason = NULL;
 	int64_t start = 0;
-	int have_ver, ver = 0, rc;
+	int rc;
 	PGresult *row, *res;
 
 	pc_errs_init(&e);
@@ -425,11 +426,7 @@ static int event_action(struct pin_req *r, const char *action)
 		if (cancel)
 			pc_get_string(b, "reason", 0, 0, 500, &reason, &e);
 	}
-	if (e.n)
-		return fail(r, PC_E_VALIDATION, &e);
-	if (pc_if_match(r, &have_ver, &ver) < 0)
-		return PIN_OK;
-	rc = write_prologue(r, id, have_ver, ver, &idem, &row);
+	rc = write_prologue(r, id, &e, &idem, &row);
 	if (rc < 0)
 		return fail(r, rc, &e);
 	if (reschedule)
@@ -441,26 +438,8 @@ static int event_action(struct pin_req *r, const char *action)
 	return write_epilogue(r, &idem, res);
 }
 
-int cal_events_reschedule(struct pin_req *r, void *ud)
+/* POST /events/{id}/<action>: ud is the action's name (calendar.c). */
+int cal_events_action(struct pin_req *r, void *ud)
 {
-	(void)ud;
-	return event_action(r, "reschedule");
-}
-
-int cal_events_start(struct pin_req *r, void *ud)
-{
-	(void)ud;
-	return event_action(r, "start");
-}
-
-int cal_events_complete(struct pin_req *r, void *ud)
-{
-	(void)ud;
-	return event_action(r, "complete");
-}
-
-int cal_events_cancel(struct pin_req *r, void *ud)
-{
-	(void)ud;
-	return event_action(r, "cancel");
+	return event_action(r, ud);
 }

@@ -6,7 +6,15 @@
  * redelivery hits the inbox; an older message (envelope createdAt <= the
  * row's last_event_at) does not overwrite a newer one.  A time zone unknown
  * to PostgreSQL is stored as NULL (the recipient falls back to the default),
- * so a bad value can never break the rendering of a notification. */
+ * so a bad value can never break the rendering of a notification.
+ *
+ * Erasure (issue 12 item 6): status Deleted removes the user's personal data
+ * from schema notifications in the message's transaction -- the replica row
+ * becomes a tombstone (ids, status, instants; newest-wins still holds), the
+ * user's own notifications and settings are deleted, and the user's display
+ * name is replaced by the neutral "(имя не указано)" / "(name unknown)" in
+ * the texts of everyone else's notifications.  Later messages build nothing
+ * for a Deleted recipient (events.c). */
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +32,88 @@ static enum pin_consume_status fatal(struct pin_consume_result *res, const char 
 	return pc_consume_fail(NULL, res, PIN_CONSUME_FATAL, NTF_CODE_INVALID, detail, NULL);
 }
 
+static enum pin_consume_status db_retry(struct pin_consume_result *res, const char *what,
+		const PGresult *r)
+{
+	return pc_consume_fail(NULL, res, PIN_CONSUME_RETRY, "NTF_DB_ERROR",
+			pc_api->sprintf("%s failed (%s)", what,
+				r ? pc_api->db_sqlstate(r) : "no connection"), NULL);
+}
+
+/* Replaces name in the titles and bodies of other users' notifications. */
+static PGresult *redact_name(const char *name)
+{
+	const char *p[1] = { name };
+
+	return pc_api->db_exec_prepared("ntf_erase_redact",
+		"UPDATE notifications.notifications SET "
+		"  title = replace(title, $1, CASE WHEN locale LIKE 'ru%' "
+		"    THEN '(имя не указано)' ELSE '(name unknown)' END), "
+		"  body = replace(body, $1, CASE WHEN locale LIKE 'ru%' "
+		"    THEN '(имя не указано)' ELSE '(name unknown)' END) "
+		"WHERE strpos(title, $1) > 0 OR strpos(body, $1) > 0", 1, p);
+}
+
+/* Status Deleted: the erasure (see the head of this file).  name: the
+ * message's displayName or NULL. */
+static enum pin_consume_status erase(const struct pin_msg *msg,
+		struct pin_consume_result *res, const char *user, const char *name)
+{
+	const char *p[3], *stored = NULL;
+	char created[40], now[40];
+	PGresult *r;
+
+	pc_api->fmt_time(msg->created_at_us, created, sizeof(created));
+	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
+	p[0] = user;
+	r = pc_api->db_exec_prepared("ntf_erase_lock",
+		"SELECT display_name, last_event_at >= $2::timestamptz "
+		"FROM notifications.recipient_contacts WHERE user_id = $1::uuid FOR UPDATE",
+		2, (const char *[]){ user, created });
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
+		return db_retry(res, "contact lock", r);
+	if (PQntuples(r) == 1) {
+		if (!strcmp(PQgetvalue(r, 0, 1), "t")) {
+			/* a newer message of the user is applied already */
+			pc_api->metric_add("notifications_contacts_stale_total", NULL, 1);
+			return PIN_CONSUME_OK;
+		}
+		stored = pc_col(r, 0, 0);
+	}
+	p[1] = created;
+	p[2] = now;
+	r = pc_api->db_exec_prepared("ntf_erase_tombstone",
+		"INSERT INTO notifications.recipient_contacts AS c (user_id, display_name, "
+		"  email, phone, locale, time_zone, status, last_event_at, updated_at) "
+		"VALUES ($1::uuid, NULL, NULL, NULL, NULL, NULL, 'Deleted', $2::timestamptz, "
+		"  $3::timestamptz) "
+		"ON CONFLICT (user_id) DO UPDATE SET display_name = NULL, email = NULL, "
+		"  phone = NULL, locale = NULL, time_zone = NULL, status = 'Deleted', "
+		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at",
+		3, p);
+	if (!pc_res_ok(r, PGRES_COMMAND_OK))
+		return db_retry(res, "contact tombstone", r);
+	r = pc_api->db_exec_prepared("ntf_erase_own",
+		"DELETE FROM notifications.notifications WHERE recipient_user_id = $1::uuid",
+		1, p);
+	if (!pc_res_ok(r, PGRES_COMMAND_OK))
+		return db_retry(res, "notifications erase", r);
+	r = pc_api->db_exec_prepared("ntf_erase_settings",
+		"DELETE FROM notifications.user_notification_settings WHERE user_id = $1::uuid",
+		1, p);
+	if (!pc_res_ok(r, PGRES_COMMAND_OK))
+		return db_retry(res, "settings erase", r);
+	if (stored && *stored && !pc_res_ok(r = redact_name(stored), PGRES_COMMAND_OK))
+		return db_retry(res, "name redaction", r);
+	if (name && *name && (!stored || strcmp(name, stored) != 0) &&
+	    !pc_res_ok(r = redact_name(name), PGRES_COMMAND_OK))
+		return db_retry(res, "name redaction", r);
+	pc_api->log(PIN_LOG_INFO, "notifications: contact erased", "messageId",
+			msg->message_id, "userId", user, NULL);
+	pc_api->metric_add("notifications_contacts_erased_total", NULL, 1);
+	return PIN_CONSUME_OK;
+}
+
 static enum pin_consume_status on_user(const struct pin_msg *msg,
 		struct pin_consume_result *res, void *ud)
 {
@@ -33,6 +123,20 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 	PGresult *r;
 
 	(void)ud;
+	pc_contract_check(msg, "notifications: contract version mismatch",
+			"notifications_contacts_contract_mismatch_total");
+	status = msg->payload ? pc_jstr(msg->payload, "status") : NULL;
+	if (status && !strcmp(status, "Deleted")) {
+		/* the erasure needs the id only: a deleted profile may come
+		 * without a name */
+		user = pc_jstr(msg->payload, "userId");
+		if (!user || !pc_api->is_uuid(user) ||
+		    !strcmp(user, "00000000-0000-0000-0000-000000000000"))
+			return fatal(res, "userId is missing or not a uuid");
+		if (msg->created_at_us <= 0)
+			return fatal(res, "envelope createdAt is missing");
+		return erase(msg, res, user, pc_jstr(msg->payload, "displayName"));
+	}
 	if ((why = pc_identity_user(msg->payload, &user, &name)))
 		return fatal(res, why);
 	email = pc_jstr_opt(msg->payload, "email", &bad);

@@ -4,7 +4,8 @@
  *
  * Steps (seed 001 algorithm): 1. the host did the inbox row (consumer
  * group + messageId: the seed's notifications-calendar:{EventType}:{MessageId})
- * and warns on contractVersion != 1; 2. required fields (else FATAL
+ * and warns on contractVersion != 1, pc_contract_check warns once per
+ * version and counts every such message; 2. required fields (else FATAL
  * NTF_INVALID_PAYLOAD -> DLQ); 3. mapping topic -> Kind -> recipients (no-op
  * branches are filtered and acknowledged; unknown Origin/Reason: warning,
  * nothing built); 4. stale reminder guard; after-final guard; 5. per
@@ -58,7 +59,7 @@ struct ctx {
 	/* payload */
 	const char *event_id, *appointment_id, *reminder_id, *tenant_id;
 	const char *owner, *client, *agent, *investor, *prev_owner, *prev_tenant;
-	const char *origin, *status, *reason, *tz, *cancel_reason;
+	const char *origin, *status, *reason, *outcome, *tz, *cancel_reason;
 	const char *start, *end, *deadline;     /* payload text of the instants */
 	int64_t start_us;
 	long long offset_min;
@@ -162,6 +163,9 @@ static void read_payload(struct ctx *c)
 	case T_APT_CANCELLED:
 		c->reason = f_str(c, "reason", 1);
 		(void)f_uuid(c, "rescheduledToAppointmentId", 0);
+		break;
+	case T_APT_COMPLETED:
+		c->outcome = f_str(c, "outcome", 0);
 		break;
 	case T_REMINDER:
 		c->reminder_id = f_uuid(c, "reminderId", 1);
@@ -303,6 +307,9 @@ static void map_apt_cancelled(struct ctx *c)
 	} else if (!strcmp(c->reason, "Expired")) {
 		add(c, c->investor, NULL, "Investor.Expired");
 		add(c, c->agent, c->tenant_id, "Agent.Expired");
+	} else if (!strcmp(c->reason, "AgentUnavailable")) {
+		/* issue 12: the agent left; the investor is told (additive value) */
+		add(c, c->investor, NULL, "Investor.AgentUnavailable");
 	} else {
 		unknown_enum(c, "notifications: unknown cancel reason, nothing built",
 				"field=\"reason\"", "unknown-reason");
@@ -426,7 +433,7 @@ static const char *display_name(const char *user)
 		1, p);
 	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
 		return NULL;
-	return PQgetvalue(r, 0, 0);
+	return pc_col(r, 0, 0);         /* NULL: erased (a Deleted user) */
 }
 
 struct names {
@@ -439,6 +446,7 @@ struct settings {
 	int mute;
 	const char *ovr[3];     /* per channel: "true" / "false" / "" (no override) */
 	const char *quiet_end;  /* non-NULL: now is inside the quiet window */
+	int deleted;            /* the contact replica says Deleted (erased) */
 };
 
 static int load_settings(struct ctx *c, const char *user, const char *now,
@@ -451,7 +459,8 @@ static int load_settings(struct ctx *c, const char *user, const char *now,
 		"    coalesce(s.time_zone, c.time_zone, 'Europe/Moscow') AS tz, "
 		"    coalesce(s.global_mute, false) AS mute, "
 		"    coalesce(s.overrides -> $3, '{}'::jsonb) AS ovr, "
-		"    s.quiet_from AS qf, s.quiet_to AS qt "
+		"    s.quiet_from AS qf, s.quiet_to AS qt, "
+		"    c.status IS NOT DISTINCT FROM 'Deleted' AS deleted "
 		"  FROM (SELECT $1::uuid AS u) q "
 		"  LEFT JOIN notifications.user_notification_settings s ON s.user_id = q.u "
 		"  LEFT JOIN notifications.recipient_contacts c ON c.user_id = q.u) "
@@ -461,7 +470,7 @@ static int load_settings(struct ctx *c, const char *user, const char *now,
 		"    WHEN (CASE WHEN x.qf < x.qt THEN b.lt >= x.qf AND b.lt < x.qt "
 		"               ELSE b.lt >= x.qf OR b.lt < x.qt END) "
 		"    THEN (CASE WHEN b.lt < x.qt THEN b.ld + x.qt ELSE b.ld + 1 + x.qt END) "
-		"         AT TIME ZONE x.tz END "
+		"         AT TIME ZONE x.tz END, x.deleted "
 		"FROM x, LATERAL (SELECT $2::timestamptz AT TIME ZONE x.tz AS lts) a, "
 		"  LATERAL (SELECT a.lts::time AS lt, a.lts::date AS ld) b",
 		3, p);
@@ -474,6 +483,7 @@ static int load_settings(struct ctx *c, const char *user, const char *now,
 	s->ovr[1] = PQgetvalue(r, 0, 3);
 	s->ovr[2] = PQgetvalue(r, 0, 4);
 	s->quiet_end = PQgetisnull(r, 0, 5) ? NULL : PQgetvalue(r, 0, 5);
+	s->deleted = !strcmp(PQgetvalue(r, 0, 6), "t");
 	return 0;
 }
 
@@ -516,18 +526,67 @@ static int role_has_templates(const char *kind, const char *role, int *any)
 	return 0;
 }
 
-/* After-final guard: a terminal notification (cancelled) of the same
- * event / appointment exists.  0 with *found, PIN_ERR_DB. */
-static int after_final(const char *subject_id, int *found)
+/* The final state of a subject a final message states (Cancelled,
+ * Completed, Expired, NoShow), else NULL; *type is the subject's type. */
+static const char *final_state_of(const struct ctx *c, const char **type)
 {
-	const char *p[1] = { subject_id };
-	PGresult *r = pc_api->db_exec_prepared("ntf_after_final",
-		"SELECT 1 FROM notifications.notifications "
-		"WHERE subject_id = $1::uuid AND kind = 'AppointmentCancelled' LIMIT 1", 1, p);
+	*type = "Appointment";
+	switch (c->t) {
+	case T_EVENT_STATUS:
+		*type = "CalendarEvent";
+		if (!strcmp(c->status, "Cancelled") || !strcmp(c->status, "Completed"))
+			return c->status;
+		return NULL;
+	case T_APT_CANCELLED:
+		/* every reason ends the appointment (a reschedule too: its old side) */
+		return !strcmp(c->reason, "Expired") ? "Expired" : "Cancelled";
+	case T_APT_COMPLETED:
+		if (c->outcome && (!strcmp(c->outcome, "Completed") ||
+				!strcmp(c->outcome, "NoShow")))
+			return c->outcome;
+		return NULL;
+	default:
+		return NULL;
+	}
+}
 
+/* Records the final state a final message states, whatever the mapping
+ * builds (a filtered cancellation is a final fact as well); the first final
+ * fact of a subject wins.  0 / PIN_ERR_DB. */
+static int record_final(const struct ctx *c, int64_t now_us)
+{
+	const char *type, *state = final_state_of(c, &type), *p[5];
+	PGresult *r;
+
+	if (!state)
+		return 0;
+	p[0] = c->t == T_EVENT_STATUS ? c->event_id : c->appointment_id;
+	p[1] = type;
+	p[2] = state;
+	p[3] = c->msg->message_id;
+	p[4] = pc_time_param(now_us);
+	r = pc_api->db_exec_prepared("ntf_final_record",
+		"INSERT INTO notifications.subject_final_states (subject_id, subject_type, "
+		"  final_state, source_message_id, recorded_at) "
+		"VALUES ($1::uuid, $2, $3, $4::uuid, $5::timestamptz) ON CONFLICT DO NOTHING",
+		5, p);
+	return pc_res_ok(r, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
+}
+
+/* After-final guard: the recorded final state of the message's event or
+ * appointment.  0 with *state (NULL when none), PIN_ERR_DB. */
+static int after_final(const struct ctx *c, const char **state)
+{
+	const char *p[2] = { c->event_id, c->appointment_id };
+	PGresult *r = pc_api->db_exec_prepared("ntf_after_final",
+		"SELECT final_state FROM notifications.subject_final_states "
+		"WHERE subject_id IN ($1::uuid, $2::uuid) LIMIT 1", 2, p);
+
+	*state = NULL;
 	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
-	*found = PQntuples(r) > 0;
+	if (PQntuples(r) == 1)
+		*state = PQgetvalue(r, 0, 0);
 	return 0;
 }
 
@@ -642,6 +701,11 @@ static int fan_out(struct ctx *c, const struct rcpt *rc, const struct names *nm,
 	}
 	if ((rv = load_settings(c, rc->user, now, &s)) < 0)
 		return rv;
+	if (s.deleted) {                        /* erased user: nothing for them */
+		pc_api->metric_add("notifications_skipped_total",
+				"reason=\"recipient-deleted\"", 1);
+		return 0;
+	}
 	n.payload = notification_payload(c, rc->role);
 	n.link = deep_link(c);
 	for (ch = 0; ch < 3; ch++) {
@@ -711,6 +775,8 @@ static enum pin_consume_status classify(struct ctx *c, struct pin_consume_result
 	if (c->bad)
 		return fail(res, NTF_CODE_INVALID, pc_api->sprintf(
 				"field %s is missing or invalid", c->bad));
+	if (record_final(c, now_us) < 0)
+		return fail(res, "NTF_DB_ERROR", "final state record failed");
 	if (c->filtered)
 		return skip(c, "notifications: filtered", c->filtered);
 	if (c->n == 0)
@@ -721,22 +787,26 @@ static enum pin_consume_status classify(struct ctx *c, struct pin_consume_result
 	return PIN_CONSUME_OK;
 }
 
-/* Reschedule / confirmation after the final (cancelled) notification of the
- * same subject: skipped.  PIN_CONSUME_OK to go on, else the answer with *done. */
+/* A message that is not itself final (created, rescheduled, owner changed,
+ * confirmed, reminder) about an event / appointment whose final state is
+ * recorded builds nothing: skipped, reason after-final (seeds 001, 002:
+ * cross-topic order is not guaranteed).  PIN_CONSUME_OK to go on, else the
+ * answer with *done. */
 static enum pin_consume_status after_final_guard(struct ctx *c,
 		struct pin_consume_result *res, int *done)
 {
-	int found;
+	const char *state;
 
 	*done = 0;
-	if (c->t != T_EVENT_RESCHEDULED && c->t != T_APT_CONFIRMED)
+	if (c->t == T_EVENT_STATUS || c->t == T_APT_CANCELLED || c->t == T_APT_COMPLETED)
 		return PIN_CONSUME_OK;
 	*done = 1;
-	if (after_final(c->subject_id, &found) < 0)
+	if (after_final(c, &state) < 0)
 		return fail(res, "NTF_DB_ERROR", "after-final lookup failed");
-	if (found) {
+	if (state) {
 		pc_api->log(PIN_LOG_WARN, "notifications: skipped-stale (after final)",
-				"messageId", c->msg->message_id, "topic", c->msg->topic, NULL);
+				"messageId", c->msg->message_id, "topic", c->msg->topic,
+				"finalState", state, NULL);
 		pc_api->metric_add("notifications_skipped_total", "reason=\"after-final\"", 1);
 		return PIN_CONSUME_OK;
 	}
@@ -788,6 +858,8 @@ static enum pin_consume_status on_event(const struct pin_msg *msg,
 	memset(&c, 0, sizeof(c));
 	c.msg = msg;
 	c.p = msg->payload;
+	pc_contract_check(msg, "notifications: contract version mismatch",
+			"notifications_contract_mismatch_total");
 	st = classify(&c, res, now_us, &done);
 	if (done)
 		return st;

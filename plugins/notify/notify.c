@@ -33,7 +33,8 @@ static int ntf_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		return -1;
 	if (ntf_events_register(reg, err, errlen) < 0 ||
 	    ntf_contacts_register(reg, err, errlen) < 0 ||
-	    ntf_dispatch_register(api, reg, err, errlen) < 0)
+	    ntf_dispatch_register(api, reg, err, errlen) < 0 ||
+	    ntf_retention_register(reg, err, errlen) < 0)
 		return -1;
 	/* real-time in-app (stream.c, push.c) */
 	if (ntf_stream_register(reg, err, errlen) < 0 ||

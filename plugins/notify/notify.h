@@ -22,6 +22,10 @@ extern const char *const ntf_channels[];
 int ntf_events_register(struct pin_registrar *reg, char *err, size_t errlen);
 int ntf_contacts_register(struct pin_registrar *reg, char *err, size_t errlen);
 
+/* Retention of schema notifications: the notifications-housekeeping job
+ * (retention.c).  0 or -1 with err. */
+int ntf_retention_register(struct pin_registrar *reg, char *err, size_t errlen);
+
 /* Real-time in-app (issue 10 item 4): stream tickets + the nchan auth route
  * (stream.c), the inapp-publish job (push.c).  0 or -1 with err. */
 int ntf_stream_register(struct pin_registrar *reg, char *err, size_t errlen);

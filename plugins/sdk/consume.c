@@ -1,5 +1,6 @@
 /* consume.c -- helpers of Kafka consumers. */
 #include "config.h"
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include "sdk/consume.h"
@@ -18,14 +19,50 @@ enum pin_consume_status pc_consume_fail(const struct pin_msg *msg,
 	return st;
 }
 
+/* (metric, version) pairs already warned about, for the life of the process */
+#define CONTRACT_SEEN_MAX 64
+static pthread_mutex_t contract_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	const char *metric;
+	int version;
+} contract_seen[CONTRACT_SEEN_MAX];
+static size_t contract_nseen;
+
+/* 1 when (metric, version) is new (and now remembered), else 0.  A full
+ * table answers 1: a warning too many rather than a version unseen. */
+static int contract_first(const char *metric, int version)
+{
+	size_t i;
+	int first = 1;
+
+	pthread_mutex_lock(&contract_mu);
+	for (i = 0; i < contract_nseen; i++)
+		if (contract_seen[i].version == version &&
+		    !strcmp(contract_seen[i].metric, metric)) {
+			first = 0;
+			break;
+		}
+	if (first && contract_nseen < CONTRACT_SEEN_MAX) {
+		contract_seen[contract_nseen].metric = metric;
+		contract_seen[contract_nseen].version = version;
+		contract_nseen++;
+	}
+	pthread_mutex_unlock(&contract_mu);
+	return first;
+}
+
 void pc_contract_check(const struct pin_msg *msg, const char *log_msg,
 		const char *metric)
 {
+	char v[16];
+
 	if (msg->contract_version == 1)
 		return;
-	pc_api->log(PIN_LOG_WARN, log_msg, "messageId", msg->message_id,
-			"topic", msg->topic, NULL);
-	pc_api->metric_add(metric, NULL, 1);
+	snprintf(v, sizeof(v), "%d", msg->contract_version);
+	if (contract_first(metric, msg->contract_version))
+		pc_api->log(PIN_LOG_WARN, log_msg, "messageId", msg->message_id,
+				"topic", msg->topic, "contractVersion", v, NULL);
+	pc_api->metric_add(metric, pc_api->sprintf("version=\"%s\"", v), 1);
 }
 
 const char *pc_identity_user(json_object *payload, const char **user_id,

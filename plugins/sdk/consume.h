@@ -11,8 +11,11 @@
 enum pin_consume_status pc_consume_fail(const struct pin_msg *msg,
 		struct pin_consume_result *res, enum pin_consume_status st,
 		const char *code, const char *detail, const char *log_msg);
-/* A message of another contract version than 1 is handled anyway, with a
- * WARN line (log_msg) and the counter metric. */
+/* A message of another contract version than 1 is handled anyway
+ * (warn-and-proceed, seeds 001, 002, 004): every such message counts in
+ * metric{version="N"}; the WARN line (log_msg, with messageId, topic and
+ * contractVersion) is written once per (metric, version) and process.
+ * metric must be a static string (it is kept). */
 void pc_contract_check(const struct pin_msg *msg, const char *log_msg,
 		const char *metric);
 

@@ -1,14 +1,80 @@
 /* pg.c -- libpq result helpers and JSON output of columns. */
 #include "config.h"
 #include <ctype.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "sdk/pg.h"
 
 
+/*
+ * SQLSTATE of the first failed result pc_res_ok saw on this thread since
+ * pc_sqlstate_clear.  Kept as a pthread key whose value is the five
+ * characters packed into the pointer (6 bits each, [0-9A-Z] as 1..36, 0 ends
+ * the text; bit 30 marks "set"): no __thread
+ * variable and no allocation in a plugin that is unloaded (LeakSanitizer's
+ * exit scan crashed on a dlclosed plugin's thread-local block).
+ */
+static pthread_key_t sq_key;
+static pthread_once_t sq_once = PTHREAD_ONCE_INIT;
+
+static void sq_init(void)
+{
+	if (pthread_key_create(&sq_key, NULL) != 0)
+		abort();
+}
+
+static int sq_code(char ch)
+{
+	return ch >= '0' && ch <= '9' ? ch - '0' + 1 : ch >= 'A' && ch <= 'Z' ? ch - 'A' + 11 : 37;
+}
+
+static char sq_char(int v)
+{
+	return v <= 10 ? (char)('0' + v - 1) : v <= 36 ? (char)('A' + v - 11) : '?';
+}
+
 int pc_res_ok(const PGresult *res, ExecStatusType want)
 {
-	return res && PQresultStatus(res) == want;
+	int ok = res && PQresultStatus(res) == want;
+
+	pthread_once(&sq_once, sq_init);
+	if (!ok && res && !pthread_getspecific(sq_key)) {
+		const char *st = pc_api->db_sqlstate(res);
+		uintptr_t v = (uintptr_t)1 << 30;   /* set, even for "" */
+
+		for (int i = 0; st && i < 5 && st[i]; i++)
+			v |= (uintptr_t)sq_code(st[i]) << (6 * i);
+		pthread_setspecific(sq_key, (void *)v);
+	}
+	return ok;
+}
+
+void pc_sqlstate_clear(void)
+{
+	pthread_once(&sq_once, sq_init);
+	pthread_setspecific(sq_key, NULL);
+}
+
+const char *pc_sqlstate_first(void)
+{
+	uintptr_t v;
+	char st[6] = "";
+
+	pthread_once(&sq_once, sq_init);
+	v = (uintptr_t)pthread_getspecific(sq_key);
+	for (int i = 0; v && i < 5 && (v >> (6 * i) & 63) != 0; i++)
+		st[i] = sq_char((int)(v >> (6 * i) & 63));
+	return pc_api->strdup(st);
+}
+
+int pc_sqlstate_is_concurrency(const char *sqlstate)
+{
+	/* serialization_failure, deadlock_detected, lock_not_available */
+	return sqlstate && (!strcmp(sqlstate, "40001") || !strcmp(sqlstate, "40P01") ||
+			!strcmp(sqlstate, "55P03"));
 }
 
 const char *pc_col(const PGresult *res, int row, int col)

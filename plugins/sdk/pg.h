@@ -4,8 +4,20 @@
 
 #include "sdk/core.h"
 
-/* 1 when res is non-NULL with status want, else 0. */
+/* 1 when res is non-NULL with status want, else 0.  A failed result's
+ * SQLSTATE is remembered (per thread) when it is the first since
+ * pc_sqlstate_clear. */
 int pc_res_ok(const PGresult *res, ExecStatusType want);
+/* Forgets the remembered SQLSTATE (before a unit of work). */
+void pc_sqlstate_clear(void);
+/* SQLSTATE of the first failure pc_res_ok saw since pc_sqlstate_clear, ""
+ * when none (later statements of an aborted transaction fail with 25P02;
+ * the first one says why).  Borrowed, thread-local. */
+const char *pc_sqlstate_first(void);
+/* 1 for a concurrent-modification failure (40001 serialization failure,
+ * 40P01 deadlock, 55P03 lock not available): the work may succeed when run
+ * again on fresh state. */
+int pc_sqlstate_is_concurrency(const char *sqlstate);
 /* The text of a column, NULL for SQL NULL.  Borrowed from res. */
 const char *pc_col(const PGresult *res, int row, int col);
 /* SQL text of a bigint column (epoch microseconds) -> us; -1 on NULL.

@@ -16,5 +16,6 @@
 #include "sdk/reg.h"
 #include "sdk/consume.h"
 #include "sdk/batchjob.h"
+#include "sdk/purge.h"
 
 #endif

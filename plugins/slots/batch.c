@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "sdk/sdk.h"
+#include "caldomain/agent.h"
 #include "slots.h"
 
 static const char *const batch_fields[] = { "kind", "timeZone", "windows", "fromDate",
@@ -330,6 +331,22 @@ static PGresult *plan(const struct batch_in *in, const char *owner, int *n_keep)
 	return res;
 }
 
+/* 409 AGENT_UNAVAILABLE when the caller's identity replica is not Active
+ * (issue 12: a departed agent publishes nothing; a later Active message
+ * allows it again).  0 / PC_E_RESPONDED / PIN_ERR_DB. */
+static int agent_gate(struct pin_req *r, const char *owner)
+{
+	int rc, active;
+
+	if ((rc = cal_agent_active(owner, &active)) < 0)
+		return rc;
+	if (active)
+		return 0;
+	pc_problem(r, 409, "AGENT_UNAVAILABLE",
+		"the agent is not active (identity status); publishing is refused");
+	return PC_E_RESPONDED;
+}
+
 static json_object *skipped_json(const PGresult *res)
 {
 	json_object *arr = json_object_new_array();
@@ -386,6 +403,8 @@ int slot_h_preview(struct pin_req *r, void *ud)
 
 	(void)ud;
 	if ((rc = parse_batch(r, &in)) < 0)
+		return rc == PC_E_RESPONDED ? PIN_OK : rc;
+	if ((rc = agent_gate(r, pr->sub)) < 0)
 		return rc == PC_E_RESPONDED ? PIN_OK : rc;
 	res = plan(&in, pr->sub, &keep);
 	if (!res)
@@ -458,17 +477,18 @@ static int count_reason(const PGresult *res, const char *reason)
 	return c;
 }
 
-/* One publisher per owner at a time: the overlap check of slot_plan then
- * sees every committed slot, and the exclusion constraint is the safety
- * net.  0 / PIN_ERR_DB. */
-static int owner_lock(const char *owner)
+/* One publisher per owner at a time (shared with a departure,
+ * caldomain/agent.h): the overlap check of slot_plan then sees every
+ * committed slot, and the exclusion constraint is the safety net.  An agent
+ * whose identity replica is not Active is refused: 409 AGENT_UNAVAILABLE
+ * (PC_E_RESPONDED).  0 / PC_E_RESPONDED / PIN_ERR_DB. */
+static int owner_lock(struct pin_req *r, const char *owner)
 {
-	const char *p[1] = { owner };
-	PGresult *res = pc_api->db_exec_prepared("slots_owner_lock",
-		"SELECT pg_advisory_xact_lock(hashtextextended('calendar.slots:' || $1, 0))",
-		1, p);
+	int rc;
 
-	return pc_res_ok(res, PGRES_TUPLES_OK) ? 0 : PIN_ERR_DB;
+	if ((rc = cal_agent_slots_lock(owner)) < 0)
+		return rc;
+	return agent_gate(r, owner);
 }
 
 /* The slot_batches row of a plan (keep slots kept).  BATCH_COLS row, or NULL
@@ -605,8 +625,11 @@ int slot_h_publish(struct pin_req *r, void *ud)
 		return rc == PC_E_RESPONDED ? PIN_OK : rc;
 	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
 		return rc == PC_E_RESPONDED ? PIN_OK : rc;
-	if ((rc = owner_lock(pr->sub)) < 0)
+	if ((rc = owner_lock(r, pr->sub)) < 0) {
+		if (rc == PC_E_RESPONDED)
+			rc = PIN_OK;
 		goto out;
+	}
 	pl = plan(&in, pr->sub, &keep);
 	if (!pl) {
 		rc = PIN_ERR_DB;

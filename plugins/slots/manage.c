@@ -41,58 +41,96 @@ int slot_list_params(struct pin_req *r, int64_t def_from, int64_t *from, int64_t
 	return 0;
 }
 
-int slot_h_list(struct pin_req *r, void *ud)
+/* The keyset page of one of the two slot lists: sql takes $1, $2 (the
+ * caller's scope), $3..$4 the range, $5 status, $6..$7 the cursor, $8 the
+ * limit + 1.  Answers the range errors (422) or the page. */
+static int list_page(struct pin_req *r, const char *stmt, const char *sql,
+		const char *a, const char *b, const char *status, struct pc_errs *e)
 {
-	const struct pin_principal *pr = pc_api->req_principal(r);
-	struct pc_errs e;
-	const char *status = NULL, *p[8];
+	const char *p[8];
 	int64_t from, to, cur_us = 0;
 	long long limit;
 	char cur_id[37], lim[24];
 	PGresult *res;
-	int rc;
 
-	(void)ud;
-	pc_errs_init(&e);
-	pc_q_enum(r, "status", 0, slot_statuses, &status, &e);
-	rc = slot_list_params(r, pc_api->now_us(), &from, &to, &limit, &cur_us, cur_id, &e);
-	if (rc == PC_E_RESPONDED) {
-		rc = PIN_OK;
-		goto out;
-	}
+	if (slot_list_params(r, pc_api->now_us(), &from, &to, &limit, &cur_us, cur_id,
+			e) == PC_E_RESPONDED)
+		return PIN_OK;
 	snprintf(lim, sizeof(lim), "%lld", limit + 1);
-	p[0] = pr->sub;
-	p[1] = pr->tenant_id;
+	p[0] = a;
+	p[1] = b;
 	p[2] = pc_time_param(from);
 	p[3] = pc_time_param(to);
 	p[4] = status;
 	p[5] = cur_id[0] ? pc_time_param(cur_us) : NULL;
 	p[6] = cur_id[0] ? cur_id : NULL;
 	p[7] = lim;
-	res = pc_api->db_exec_prepared("slots_agent_list",
+	res = pc_api->db_exec_prepared(stmt, sql, 8, p);
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	return pc_api->respond_json(r, 200, pc_page_json(res, limit, 6, 0, slot_json));
+}
+
+#define LIST_TAIL \
+	"  AND s.start_at >= $3::timestamptz AND s.start_at < $4::timestamptz " \
+	"  AND ($5::text IS NULL OR s.status = $5) " \
+	"  AND ($6::timestamptz IS NULL OR (s.start_at, s.id) > ($6::timestamptz, $7::uuid)) " \
+	"ORDER BY s.start_at, s.id LIMIT $8::int"
+
+int slot_h_list(struct pin_req *r, void *ud)
+{
+	const struct pin_principal *pr = pc_api->req_principal(r);
+	struct pc_errs e;
+	const char *status = NULL;
+	int rc;
+
+	(void)ud;
+	pc_errs_init(&e);
+	pc_q_enum(r, "status", 0, slot_statuses, &status, &e);
+	rc = list_page(r, "slots_agent_list",
 		"SELECT " SLOT_COLS " FROM calendar.availability_slots s "
-		"WHERE s.owner_user_id = $1::uuid AND s.tenant_id = $2::uuid "
-		"  AND s.start_at >= $3::timestamptz AND s.start_at < $4::timestamptz "
-		"  AND ($5::text IS NULL OR s.status = $5) "
-		"  AND ($6::timestamptz IS NULL OR (s.start_at, s.id) > ($6::timestamptz, $7::uuid)) "
-		"ORDER BY s.start_at, s.id LIMIT $8::int", 8, p);
-	if (!pc_res_ok(res, PGRES_TUPLES_OK)) {
-		rc = PIN_ERR_DB;
-		goto out;
-	}
-	rc = pc_api->respond_json(r, 200, pc_page_json(res, limit, 6, 0, slot_json));
-out:
+		"WHERE s.owner_user_id = $1::uuid AND s.tenant_id = $2::uuid " LIST_TAIL,
+		pr->sub, pr->tenant_id, status, &e);
 	pc_errs_free(&e);
 	return rc;
 }
 
-/* Locks the caller's row: sql takes $1 id, $2 owner, $3 tenant (p[0..2]).
- * 0 with *res (one row); PC_E_RESPONDED after answering 404 not_found;
- * PIN_ERR_DB. */
+/* GET /api/v1/pin-manager/calendar/slots?tenantId=&agentUserId=&status=&from=&to=
+ * (issue 12): the PIN manager's read view of any tenant's slots; tenantId
+ * required (400 MALFORMED_REQUEST, like the PIN manager's events view); the
+ * agent list's range defaults (from = now, to = from + 92 days) and paging. */
+int slot_h_pinmgr_list(struct pin_req *r, void *ud)
+{
+	struct pc_errs e;
+	const char *status = NULL, *tenant = NULL, *agent = NULL;
+	int rc;
+
+	(void)ud;
+	pc_errs_init(&e);
+	pc_q_uuid(r, "tenantId", 1, &tenant, &e);
+	pc_q_uuid(r, "agentUserId", 0, &agent, &e);
+	pc_q_enum(r, "status", 0, slot_statuses, &status, &e);
+	rc = list_page(r, "slots_pinmgr_list",
+		"SELECT " SLOT_COLS " FROM calendar.availability_slots s "
+		"WHERE s.tenant_id = $1::uuid "
+		"  AND ($2::uuid IS NULL OR s.owner_user_id = $2::uuid) " LIST_TAIL,
+		tenant, agent, status, &e);
+	pc_errs_free(&e);
+	return rc;
+}
+
+/* Locks the caller's row: sql takes $1 id, $2 owner, $3 tenant, which it
+ * sets in p[0..2] (the caller's own statements use them too).  0 with *res
+ * (one row); PC_E_RESPONDED after answering 404 not_found; PIN_ERR_DB. */
 static int lock_own(struct pin_req *r, const char *stmt, const char *sql,
-		const char *const *p, const char *not_found, const char *detail,
+		const char *id, const char **p, const char *not_found, const char *detail,
 		PGresult **res)
 {
+	const struct pin_principal *pr = pc_api->req_principal(r);
+
+	p[0] = id;
+	p[1] = pr->sub;
+	p[2] = pr->tenant_id;
 	*res = pc_api->db_exec_prepared(stmt, sql, 3, p);
 	if (!pc_res_ok(*res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
@@ -103,9 +141,19 @@ static int lock_own(struct pin_req *r, const char *stmt, const char *sql,
 	return 0;
 }
 
+/* The single exit of a write: rolls back an open transaction, drops an
+ * unsent body; PC_E_RESPONDED (answered) is PIN_OK. */
+static int finish(int rc, int in_tx, json_object *body)
+{
+	if (in_tx)
+		pc_api->db_rollback();
+	if (body)
+		json_object_put(body);
+	return rc == PC_E_RESPONDED ? PIN_OK : rc;
+}
+
 int slot_h_archive(struct pin_req *r, void *ud)
 {
-	const struct pin_principal *pr = pc_api->req_principal(r);
 	const char *id, *p[4], *status;
 	struct pc_idem idem;
 	json_object *body = NULL;
@@ -119,13 +167,10 @@ int slot_h_archive(struct pin_req *r, void *ud)
 		return PIN_OK;
 	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
 		return rc == PC_E_RESPONDED ? PIN_OK : rc;
-	p[0] = id;
-	p[1] = pr->sub;
-	p[2] = pr->tenant_id;
 	if ((rc = lock_own(r, "slots_lock_own",
 		"SELECT " SLOT_COLS " FROM calendar.availability_slots s "
 		"WHERE s.id = $1::uuid AND s.owner_user_id = $2::uuid AND s.tenant_id = $3::uuid "
-		"FOR UPDATE", p, "SLOT_NOT_FOUND", "no such slot", &res)) < 0)
+		"FOR UPDATE", id, p, "SLOT_NOT_FOUND", "no such slot", &res)) < 0)
 		goto out;
 	if (has_ver && atoi(PQgetvalue(res, 0, 14)) != want_ver) {
 		rc = pc_problem(r, 409, "VERSION_CONFLICT",
@@ -160,16 +205,11 @@ int slot_h_archive(struct pin_req *r, void *ud)
 	body = slot_json(res, 0);
 	rc = slot_tx_commit_respond(r, &idem, &in_tx, 200, &body, PQgetvalue(res, 0, 14));
 out:
-	if (in_tx)
-		pc_api->db_rollback();
-	if (body)
-		json_object_put(body);
-	return rc == PC_E_RESPONDED ? PIN_OK : rc;
+	return finish(rc, in_tx, body);
 }
 
 int slot_h_archive_batch(struct pin_req *r, void *ud)
 {
-	const struct pin_principal *pr = pc_api->req_principal(r);
 	const char *id, *p[4];
 	struct pc_idem idem;
 	json_object *body = NULL;
@@ -181,16 +221,13 @@ int slot_h_archive_batch(struct pin_req *r, void *ud)
 		return PIN_OK;
 	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
 		return rc == PC_E_RESPONDED ? PIN_OK : rc;
-	p[0] = id;
-	p[1] = pr->sub;
-	p[2] = pr->tenant_id;
 	p[3] = pc_time_param(pc_api->now_us());
 	/* Locks the batch row so two archives of one batch serialise; a slot
 	 * being booked meanwhile is re-checked by the UPDATE (status filter). */
 	if ((rc = lock_own(r, "slots_batch_lock",
 		"SELECT 1 FROM calendar.slot_batches b "
 		"WHERE b.id = $1::uuid AND b.owner_user_id = $2::uuid AND b.tenant_id = $3::uuid "
-		"FOR UPDATE", p, "BATCH_NOT_FOUND", "no such batch", &res)) < 0)
+		"FOR UPDATE", id, p, "BATCH_NOT_FOUND", "no such batch", &res)) < 0)
 		goto out;
 	res = pc_api->db_exec_prepared("slots_archive_batch",
 		"UPDATE calendar.availability_slots s SET status = 'Archived', "
@@ -206,9 +243,5 @@ int slot_h_archive_batch(struct pin_req *r, void *ud)
 	json_object_object_add(body, "archived", json_object_new_int(atoi(PQcmdTuples(res))));
 	rc = slot_tx_commit_respond(r, &idem, &in_tx, 200, &body, NULL);
 out:
-	if (in_tx)
-		pc_api->db_rollback();
-	if (body)
-		json_object_put(body);
-	return rc == PC_E_RESPONDED ? PIN_OK : rc;
+	return finish(rc, in_tx, body);
 }

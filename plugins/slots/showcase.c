@@ -5,7 +5,9 @@
  * (agent / project / property object), each an index range scan over a
  * partial index on (driver, start_at, id) WHERE status = 'Available'
  * (migration 0200), keyset-paged on (start_at, id), the display name joined
- * from calendar.user_replicas in the same query (no N+1). */
+ * from calendar.user_replicas in the same query (no N+1).  An agent whose
+ * replica is not Active offers nothing (issue 12; the departure archives
+ * the slots as well, this also hides a slot released meanwhile). */
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +24,7 @@ static const char *const slot_kinds[] = { "Showing", "Consultation", NULL };
 	"FROM calendar.availability_slots s " \
 	"LEFT JOIN calendar.user_replicas u ON u.user_id = s.owner_user_id " \
 	"WHERE s.status = 'Available' AND " driver \
+	"  AND (u.status IS NULL OR u.status = 'Active') " \
 	"  AND ($1::uuid IS NULL OR s.owner_user_id = $1::uuid) " \
 	"  AND ($2::uuid IS NULL OR s.project_id = $2::uuid) " \
 	"  AND ($3::uuid IS NULL OR s.property_object_id = $3::uuid) " \

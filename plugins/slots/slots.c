@@ -81,6 +81,8 @@ static const struct pin_route routes[] = {
 		slot_h_archive, NULL, NULL },
 	{ "GET", "/api/public/calendar/slots", PIN_ACTOR_PUBLIC, NULL, 0,
 		slot_h_showcase, NULL, NULL },
+	{ "GET", "/api/v1/pin-manager/calendar/slots", PIN_ACTOR_PIN_MANAGER,
+		"calendar.team.view", 0, slot_h_pinmgr_list, NULL, NULL },
 };
 
 static int slot_init(const struct pin_host_api *api, struct pin_registrar *reg,

@@ -96,6 +96,7 @@ int slot_tx_commit_respond(struct pin_req *r, const struct pc_idem *idem, int *i
 int slot_h_publish(struct pin_req *r, void *ud);        /* batch.c */
 int slot_h_preview(struct pin_req *r, void *ud);        /* batch.c */
 int slot_h_list(struct pin_req *r, void *ud);           /* manage.c */
+int slot_h_pinmgr_list(struct pin_req *r, void *ud);    /* manage.c */
 int slot_h_archive(struct pin_req *r, void *ud);        /* manage.c */
 int slot_h_archive_batch(struct pin_req *r, void *ud);  /* manage.c */
 int slot_h_showcase(struct pin_req *r, void *ud);       /* showcase.c */

@@ -14,6 +14,7 @@
  *
  * Lock order (shared with crm_deal.c): deal replica -> links -> events. */
 #include "config.h"
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include "sdk/sdk.h"
@@ -26,7 +27,10 @@
 #define CODE_INVALID "CAL_BOOKING_SYNC_INVALID_PAYLOAD"
 #define CODE_NO_REPLICA "CAL_BOOKING_SYNC_DEAL_REPLICA_NOT_FOUND"
 #define CODE_DB "CAL_BOOKING_SYNC_DB_ERROR"
+#define CODE_CONFLICT "CAL_BOOKING_SYNC_CONCURRENT_MODIFICATION"
 #define NO_REPLICA_DEADLINE_S 86400     /* seed 004: backoff up to 24 h */
+#define CONFLICT_RETRIES 3              /* seed 004: 3 attempts at once */
+#define DLQ_METRIC "calendar_crm_booking_sync_dlq_total"
 #define DEADLINE_TZ "Europe/Moscow"     /* seed 004, assumption v1 */
 
 #define T_CREATED   "pin.crm.booking-created.v1"
@@ -55,7 +59,7 @@ struct link {
 /* ------------------------------------------------------------------ helpers */
 
 static const struct wrk_crm_sync sync = { CODE_INVALID, CODE_DB,
-	"calendar_crm_booking_sync_dlq_total", "crm booking sync: failed", NULL };
+	DLQ_METRIC, "crm booking sync: failed", NULL };
 
 static enum pin_consume_status invalid(struct bctx *c, const char *detail)
 {
@@ -168,13 +172,86 @@ static int route(const char *deal_id, const char **tenant, const char **owner,
 	return 0;
 }
 
+/*
+ * The 24 h path of a missing deal replica (seed 004 "Retry и DLQ").  The
+ * host holds the message and retries it with backoff; this file remembers
+ * when each held message first failed (process memory: the host's hold does
+ * not survive a restart either) and, once the configured deadline has
+ * passed, answers FATAL itself -- so the DLQ route is counted in
+ * calendar_crm_booking_sync_dlq_total like every other one.  The host's own
+ * deadline is set later (the grace), as a safety net only.
+ */
+#define HELD_MAX 256
+static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	char mid[37];
+	int64_t first_us;
+} held[HELD_MAX];
+static size_t nheld;
+
+/* When message mid first failed for a missing replica (now when new). */
+static int64_t held_first(const char *mid, int64_t now)
+{
+	size_t i, slot;
+	int64_t first;
+
+	pthread_mutex_lock(&held_mu);
+	for (i = 0; i < nheld; i++)
+		if (!strcmp(held[i].mid, mid))
+			break;
+	if (i == nheld) {
+		slot = nheld;
+		if (nheld == HELD_MAX) {        /* full: the oldest entry goes */
+			for (slot = 0, i = 1; i < nheld; i++)
+				if (held[i].first_us < held[slot].first_us)
+					slot = i;
+		} else {
+			nheld++;
+		}
+		snprintf(held[slot].mid, sizeof(held[slot].mid), "%s", mid);
+		held[slot].first_us = now;
+		i = slot;
+	}
+	first = held[i].first_us;
+	pthread_mutex_unlock(&held_mu);
+	return first;
+}
+
+static void held_forget(const char *mid)
+{
+	size_t i;
+
+	pthread_mutex_lock(&held_mu);
+	for (i = 0; i < nheld; i++)
+		if (!strcmp(held[i].mid, mid)) {
+			held[i] = held[--nheld];
+			break;
+		}
+	pthread_mutex_unlock(&held_mu);
+}
+
 static enum pin_consume_status replica_missing(struct bctx *c)
 {
+	long long deadline_s = pc_api->config_int("crm_booking.replica_retry_deadline_s",
+			NO_REPLICA_DEADLINE_S);
+	long long grace_s = pc_api->config_int("consumer_backoff_max_ms", 60000) / 1000 * 2 + 60;
+	int64_t first;
+
+	if (deadline_s <= 0)
+		deadline_s = NO_REPLICA_DEADLINE_S;
+	pc_api->metric_add("calendar_crm_booking_sync_replica_not_found_total", NULL, 1);
+	first = held_first(c->msg->message_id, c->now);
+	if (c->now - first >= deadline_s * 1000000LL) {
+		held_forget(c->msg->message_id);
+		pc_api->metric_add(DLQ_METRIC, NULL, 1);
+		return pc_consume_fail(c->msg, c->res, PIN_CONSUME_FATAL, CODE_NO_REPLICA,
+				pc_api->sprintf("no routed deal replica for dealId %s after %lld s",
+					c->deal_id, deadline_s),
+				"crm booking sync: replica deadline passed, to DLQ");
+	}
 	pc_consume_fail(NULL, c->res, PIN_CONSUME_RETRY, CODE_NO_REPLICA,
 			pc_api->sprintf("no routed deal replica for dealId %s", c->deal_id), NULL);
-	c->res->retry_deadline_s = (int)pc_api->config_int(
-			"crm_booking.replica_retry_deadline_s", NO_REPLICA_DEADLINE_S);
-	pc_api->metric_add("calendar_crm_booking_sync_replica_not_found_total", NULL, 1);
+	c->res->retry_deadline_s = (int)(deadline_s + grace_s);
 	return PIN_CONSUME_RETRY;
 }
 
@@ -477,6 +554,57 @@ static enum pin_consume_status dispatch(struct bctx *c, json_object *pl, const c
 	return cancel_all(c, "Бронь отменена");
 }
 
+static int sp_exec(const char *sql)
+{
+	return pc_res_ok(pc_api->db_exec(sql, 0, NULL), PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
+}
+
+/*
+ * dispatch() with the seed 004 policy for a concurrent modification (a
+ * deadlock, serialization failure or lock timeout against the deal consumer
+ * or the reminder dispatcher): the work runs in a savepoint; when its first
+ * failing statement says 40P01 / 40001 / 55P03 it is rolled back to the
+ * savepoint (every lock it took is released) and run again at once on fresh
+ * state, CONFLICT_RETRIES times; then FATAL with
+ * CAL_BOOKING_SYNC_CONCURRENT_MODIFICATION (DLQ).  Any other failure keeps its
+ * own answer (RETRY / FATAL) for the host.
+ */
+static enum pin_consume_status dispatch_retrying(struct bctx *c, int64_t at)
+{
+	enum pin_consume_status st;
+	const char *state;
+	int attempt;
+
+	for (attempt = 0;; attempt++) {
+		if (sp_exec("SAVEPOINT crm_booking_work") < 0)
+			return db_error(c, "savepoint");
+		pc_sqlstate_clear();
+		memset(c->res, 0, sizeof(*c->res));
+		st = dispatch(c, c->msg->payload, c->msg->topic, at);
+		state = pc_sqlstate_first();
+		if (st == PIN_CONSUME_OK)
+			return sp_exec("RELEASE SAVEPOINT crm_booking_work") < 0 ?
+				db_error(c, "savepoint release") : st;
+		if (!pc_sqlstate_is_concurrency(state))
+			return st;
+		if (sp_exec("ROLLBACK TO SAVEPOINT crm_booking_work") < 0)
+			return db_error(c, "savepoint rollback");
+		pc_api->log(PIN_LOG_WARN, "crm booking sync: concurrent modification",
+				"messageId", c->msg->message_id, "bookingId", c->booking_id,
+				"sqlstate", state, "attempt", pc_api->sprintf("%d", attempt + 1),
+				NULL);
+		if (attempt == CONFLICT_RETRIES)
+			break;
+		pc_api->metric_add("calendar_crm_booking_sync_conflict_retries_total", NULL, 1);
+		c->now = pc_api->now_us();
+	}
+	pc_api->metric_add(DLQ_METRIC, NULL, 1);
+	return pc_consume_fail(c->msg, c->res, PIN_CONSUME_FATAL, CODE_CONFLICT,
+			pc_api->sprintf("concurrent modification (SQLSTATE %s) after %d "
+				"immediate retries", state, CONFLICT_RETRIES),
+			"crm booking sync: concurrent modification, to DLQ");
+}
+
 static enum pin_consume_status on_booking(const struct pin_msg *msg,
 		struct pin_consume_result *res, void *ud)
 {
@@ -495,7 +623,9 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
 	if ((bad = validate(&c, msg->payload, msg->topic, &at)))
 		return invalid(&c, bad);
 	log_ev(&c, "crm booking sync: consumed", NULL);
-	st = dispatch(&c, msg->payload, msg->topic, at);
+	st = dispatch_retrying(&c, at);
+	if (st == PIN_CONSUME_OK)
+		held_forget(msg->message_id);
 	pc_api->metric_observe("calendar_crm_booking_sync_consume_duration_seconds", NULL,
 			(double)(pc_api->now_us() - t0) / 1e6);
 	if (msg->created_at_us > 0)

@@ -4,12 +4,20 @@
  *
  * The host runs the inbox check, the transaction, the offset commit and the
  * DLQ.  Idempotent: a replay hits the inbox; an older message (envelope
- * createdAt <= the replica's last_event_at) does not overwrite a newer one. */
+ * createdAt <= the replica's last_event_at) does not overwrite a newer one.
+ *
+ * Departure (issue 12): an applied message whose status is not Active
+ * archives the agent's Available slots and declines the Pending
+ * appointments (reason AgentUnavailable) in the same transaction
+ * (caldomain/agent.h cal_agent_depart).  Confirmed appointments stay.  A
+ * later Active message only lets the agent publish again: nothing is
+ * restored. */
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
 #include "sdk/sdk.h"
 #include "caldomain/event.h"
+#include "caldomain/agent.h"
 #include "caldomain/schema.h"
 #include "workers.h"
 
@@ -23,6 +31,30 @@ static enum pin_consume_status fatal(struct pin_consume_result *res, const char 
 	return pc_consume_fail(NULL, res, PIN_CONSUME_FATAL, CODE_INVALID, detail, NULL);
 }
 
+/* The replica now says the agent is gone: the cascade of cal_agent_depart in
+ * the message's transaction.  Logs ids and counts only. */
+static enum pin_consume_status depart(const struct pin_msg *msg,
+		struct pin_consume_result *res, const char *user_id)
+{
+	struct cal_agent_departure d;
+	int rc;
+
+	rc = cal_agent_depart(user_id, pc_api->now_us(), &d);
+	if (rc < 0)
+		return pc_consume_fail(NULL, res, PIN_CONSUME_RETRY, "CAL_IDENTITY_DB_ERROR",
+				"departure cascade failed", NULL);
+	if (d.archived || d.declined || d.confirmed)
+		pc_api->log(PIN_LOG_INFO, "agent unavailable: slots archived, pending declined",
+				"messageId", msg->message_id, "userId", user_id,
+				"archivedSlots", pc_api->sprintf("%d", d.archived),
+				"declinedAppointments", pc_api->sprintf("%d", d.declined),
+				"confirmedLeft", pc_api->sprintf("%d", d.confirmed), NULL);
+	pc_api->metric_add("pin_calendar_agent_departure_slots_archived_total", NULL,
+			d.archived);
+	pc_api->metric_add("pin_calendar_agent_departure_declined_total", NULL, d.declined);
+	return PIN_CONSUME_OK;
+}
+
 static enum pin_consume_status on_user(const struct pin_msg *msg,
 		struct pin_consume_result *res, void *ud)
 {
@@ -32,6 +64,8 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 	PGresult *r;
 
 	(void)ud;
+	pc_contract_check(msg, "identity replica: contract version mismatch",
+			"calendar_identity_contract_mismatch_total");
 	if ((why = pc_identity_user(msg->payload, &user_id, &name)))
 		return fatal(res, why);
 	avatar = pc_jstr_opt(msg->payload, "avatarUrl", &bad);
@@ -67,13 +101,18 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 		"ON CONFLICT (user_id) DO UPDATE SET display_name = EXCLUDED.display_name, "
 		"  avatar_url = EXCLUDED.avatar_url, status = EXCLUDED.status, "
 		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
-		"WHERE u.last_event_at IS NULL OR u.last_event_at < EXCLUDED.last_event_at", 6, p);
-	if (!pc_res_ok(r, PGRES_COMMAND_OK))
+		"WHERE u.last_event_at IS NULL OR u.last_event_at < EXCLUDED.last_event_at "
+		"RETURNING u.status", 6, p);
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return pc_consume_fail(NULL, res, PIN_CONSUME_RETRY, "CAL_IDENTITY_DB_ERROR",
 				pc_api->sprintf("upsert failed (%s)",
 					r ? pc_api->db_sqlstate(r) : "no connection"), NULL);
-	if (strcmp(PQcmdTuples(r), "0") == 0)
+	if (PQntuples(r) == 0) {
 		pc_api->metric_add("pin_calendar_identity_stale_total", NULL, 1);
+		return PIN_CONSUME_OK;
+	}
+	if (strcmp(PQgetvalue(r, 0, 0), "Active") != 0)
+		return depart(msg, res, user_id);
 	return PIN_CONSUME_OK;
 }
 

@@ -163,6 +163,9 @@ function kafkaValidator(doc) {
 		const vs = byTopic.get(rec.topic);
 		if (!vs) return { skip: rec.topic };
 		let env;
+		// a Kafka null value (tombstone) is no event
+		if (rec.value === null || rec.value === undefined)
+			return { error: `${rec.topic}@${rec.partition}:${rec.offset}: null value` };
 		try {
 			env = JSON.parse(rec.value);
 		} catch (e) {
@@ -186,8 +189,9 @@ function checkKafka(recs) {
 	const validate = kafkaValidator(load(ASYNCAPI));
 	// messages the tests produced themselves (fixtures, some invalid on
 	// purpose) are not the service's output: skip them when read back
-	const fromTests = new Set(recs.filter((r) => r.source === 'test')
-		.map((r) => `${r.topic}\u0000${r.value}`));
+	// (JSON.stringify: a null value is not the string "null")
+	const fixtureId = (r) => `${r.topic}\u0000${JSON.stringify(r.value ?? null)}`;
+	const fromTests = new Set(recs.filter((r) => r.source === 'test').map(fixtureId));
 	const seen = new Set(), bad = [], skipped = new Map(), topics = new Map();
 	let ok = 0, fixtures = 0;
 	for (const rec of recs) {
@@ -195,7 +199,7 @@ function checkKafka(recs) {
 		const id = `${rec.topic}/${rec.partition}/${rec.offset}`;
 		if (seen.has(id)) continue;
 		seen.add(id);
-		if (fromTests.has(`${rec.topic}\u0000${rec.value}`)) { fixtures++; continue; }
+		if (fromTests.has(fixtureId(rec))) { fixtures++; continue; }
 		const r = validate(rec);
 		if (r.error) bad.push(r.error);
 		else if (r.skip) {
@@ -270,6 +274,11 @@ function selftest() {
 		{ topic: 'pin.calendar.event-renamed.v1' })]), true);
 	expect('test fixture skipped', checkKafka([{ ...krec({ ...env, messageId: 1 }), source: 'test' },
 		krec({ ...env, messageId: 1 })]), false);
+	expect('null value from the service', checkKafka([krec(env, { value: null })]), true);
+	expect('null value fixture skipped', checkKafka([krec(env, { value: null, source: 'test' }),
+		krec(env, { value: null })]), false);
+	expect('null value is not the fixture "null"', checkKafka([krec(env,
+		{ value: 'null', source: 'test' }), krec(env, { value: null })]), true);
 	return { bad: fails, info: 'broken responses and envelopes are refused' };
 }
 

@@ -96,10 +96,24 @@ static int verify(const char *auth)
 	return rc;
 }
 
+/* An Authorization value that verifies carries the valid token unchanged;
+ * frees auth. */
+static void verify_free(char *auth)
+{
+	char *tok;
+
+	if (verify(auth) == 0) {
+		tok = token_of(auth);
+		FUZZ_CHECK(!strcmp(tok, valid), "a changed token verified: %s", tok);
+		free(tok);
+	}
+	free(auth);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static int ready;
-	char *s, *tok;
+	char *s;
 
 	if (!ready) {
 		setup();
@@ -109,12 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if ((data[0] & 1) == 0) {
 		s = fuzz_cstr(data + 1, size - 1);
-		if (verify(s) == 0) {
-			tok = token_of(s);
-			FUZZ_CHECK(!strcmp(tok, valid), "a changed token verified: %s", tok);
-			free(tok);
-		}
-		free(s);
+		verify_free(s);
 		return 0;
 	}
 	/* edit script on "Bearer <valid>" */
@@ -147,11 +156,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 	s[len] = '\0';
-	if (verify(s) == 0) {
-		tok = token_of(s);
-		FUZZ_CHECK(!strcmp(tok, valid), "a changed token verified: %s", tok);
-		free(tok);
-	}
-	free(s);
+	verify_free(s);
 	return 0;
 }

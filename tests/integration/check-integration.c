@@ -36,6 +36,7 @@ int main(void)
 	srunner_add_suite(sr, make_appointments_suite());
 	srunner_add_suite(sr, make_notify_suite());
 	srunner_add_suite(sr, make_crm_suite());
+	srunner_add_suite(sr, make_team_suite());
 	srunner_add_suite(sr, make_stream_suite());
 	srunner_add_suite(sr, make_delivery_suite());
 	srunner_add_suite(sr, make_input_suite());

@@ -13,6 +13,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -318,8 +321,11 @@ static void contract_record_http(const char *method, const char *path,
 	contract_record("http.jsonl", o);
 }
 
+/* value: the message's exact bytes (len of them; may hold NULs or invalid
+ * UTF-8), NULL for a message without a value (a Kafka null value) */
 static void contract_record_kafka(const char *source, const char *topic,
-		int32_t partition, int64_t offset, const char *key, const char *value)
+		int32_t partition, int64_t offset, const char *key, const void *value,
+		size_t len)
 {
 	json_object *o;
 
@@ -331,7 +337,8 @@ static void contract_record_kafka(const char *source, const char *topic,
 	json_object_object_add(o, "partition", json_object_new_int(partition));
 	json_object_object_add(o, "offset", json_object_new_int64(offset));
 	json_object_object_add(o, "key", key ? json_object_new_string(key) : NULL);
-	json_object_object_add(o, "value", json_object_new_string(value));
+	json_object_object_add(o, "value",
+		value ? json_object_new_string_len(value, (int)len) : NULL);
 	contract_record("kafka.jsonl", o);
 }
 
@@ -514,6 +521,18 @@ static char *read_secret(void)
 	return h_strdup(buf);
 }
 
+struct h_agent h_agent_new(const char *tenant, const char *extra_perm)
+{
+	struct h_agent a;
+
+	a.id = h_uuid();
+	a.tenant = tenant ? h_strdup(tenant) : h_uuid();
+	a.token = h_token("agent", a.id, a.tenant, "calendar.slots.manage",
+			"calendar.appointments.view", "calendar.appointments.decide",
+			extra_perm);
+	return a;
+}
+
 char *h_token_opts(const struct h_token_opts *o)
 {
 	json_object *hdr = json_object_new_object();
@@ -637,17 +656,26 @@ PGresult *h_sql_(const char *sql, ...)
 	return res;
 }
 
+/* The first column of the first row, NULL when there is none or it is NULL. */
+static const char *first_value(const PGresult *res)
+{
+	if (PQntuples(res) < 1 || PQnfields(res) < 1 || PQgetisnull(res, 0, 0))
+		return NULL;
+	return PQgetvalue(res, 0, 0);
+}
+
 char *h_sql_scalar_(const char *sql, ...)
 {
 	va_list ap;
 	PGresult *res;
 
+	const char *v;
+
 	va_start(ap, sql);
 	res = sql_v(sql, ap);
 	va_end(ap);
-	if (PQntuples(res) < 1 || PQnfields(res) < 1 || PQgetisnull(res, 0, 0))
-		return NULL;
-	return h_strdup(PQgetvalue(res, 0, 0));
+	v = first_value(res);
+	return v ? h_strdup(v) : NULL;
 }
 
 long long h_sql_int_(const char *sql, ...)
@@ -655,12 +683,13 @@ long long h_sql_int_(const char *sql, ...)
 	va_list ap;
 	PGresult *res;
 
+	const char *v;
+
 	va_start(ap, sql);
 	res = sql_v(sql, ap);
 	va_end(ap);
-	if (PQntuples(res) < 1 || PQnfields(res) < 1 || PQgetisnull(res, 0, 0))
-		return -1;
-	return strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	v = first_value(res);
+	return v ? strtoll(v, NULL, 10) : -1;
 }
 
 /* ------------------------------------------------------------ time zones */
@@ -810,7 +839,8 @@ static void kmsg_add(struct h_kmsgs *l, const rd_kafka_message_t *m)
 	k->json = json_tokener_parse(k->value);
 	k->ts_ms = rd_kafka_message_timestamp(m, &tt);
 	kmsg_add_headers(k, m);
-	contract_record_kafka("broker", k->topic, k->partition, k->offset, k->key, k->value);
+	contract_record_kafka("broker", k->topic, k->partition, k->offset, k->key,
+			m->payload ? k->value : NULL, k->value_len);
 }
 
 const char *h_kmsg_header(const struct h_kmsg *m, const char *name)
@@ -961,7 +991,9 @@ int h_kafka_produce_raw(const char *topic, const char *key, const void *value,
 		rd_kafka_destroy(rk);
 		return -1;
 	}
-	contract_record_kafka("test", topic, -1, -1, key, value);
+	/* what was produced: a NULL value and a length cut short (truncated
+	 * JSON) are recorded as such, so that check.mjs recognises the fixture */
+	contract_record_kafka("test", topic, -1, -1, key, value, value ? len : 0);
 	rd_kafka_flush(rk, 10000);
 	rd_kafka_destroy(rk);
 	if (done != 1)
@@ -1018,39 +1050,57 @@ void h_broker_stop(void)
 	unlink(h_env("PIN_KAFKA_BOOTSTRAP_FILE"));
 }
 
-void h_broker_start(void)
+/* Forks and execs argv[0] with stdout and stderr appended to log; detach:
+ * a session of its own and stdin from /dev/null (a long-lived process);
+ * asan (when not empty): its ASAN_OPTIONS.  Returns the child's pid. */
+static pid_t spawn_logged(const char *const *argv, const char *log, bool detach,
+		const char *asan)
 {
-	const char *bin = h_env("PIN_BROKER_BIN");
-	const char *bfile = h_env("PIN_KAFKA_BOOTSTRAP_FILE");
-	char *pidfile = dev_path("pids/broker.pid");
-	char *log = dev_path("logs/broker.log");
-	char *tmp = h_sprintf("%s.tmp", pidfile);
-	struct stat st;
-	FILE *f;
-	pid_t pid;
+	pid_t pid = fork();
 
-	unlink(bfile);
-	pid = fork();
 	ck_assert(pid >= 0);
 	if (pid == 0) {
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		int nul = open("/dev/null", O_RDONLY);
+		int nul = detach ? open("/dev/null", O_RDONLY) : -1;
 
-		setsid();
+		if (detach)
+			setsid();
 		if (fd >= 0) {
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
 		if (nul >= 0)
 			dup2(nul, 0);
-		execl(bin, bin, "--bootstrap-file", bfile, (char *)NULL);
+		if (asan && *asan)
+			setenv("ASAN_OPTIONS", asan, 1);
+		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
-	f = fopen(tmp, "w");
+	return pid;
+}
+
+/* Writes pid to pidfile through a rename (./dev reads it). */
+static void write_pidfile(const char *pidfile, pid_t pid)
+{
+	char *tmp = h_sprintf("%s.tmp", pidfile);
+	FILE *f = fopen(tmp, "w");
+
 	ck_assert(f != NULL);
 	fprintf(f, "%ld\n", (long)pid);
 	fclose(f);
 	ck_assert(rename(tmp, pidfile) == 0);
+}
+
+void h_broker_start(void)
+{
+	const char *bin = h_env("PIN_BROKER_BIN");
+	const char *bfile = h_env("PIN_KAFKA_BOOTSTRAP_FILE");
+	const char *argv[] = { bin, "--bootstrap-file", bfile, NULL };
+	struct stat st;
+
+	unlink(bfile);
+	write_pidfile(dev_path("pids/broker.pid"),
+		spawn_logged(argv, dev_path("logs/broker.log"), true, NULL));
 	ck_assert_msg(H_WAIT_UNTIL(stat(bfile, &st) == 0 && st.st_size > 0, 20000),
 			"dev broker did not publish its address");
 }
@@ -1108,55 +1158,42 @@ void h_worker_kill9(void)
 
 void h_worker_start(void)
 {
-	char *pidfile = dev_path("pids/worker.pid");
-	char *tmp = h_sprintf("%s.tmp", pidfile);
-	char *log = dev_path("logs/worker.log");
 	char *kb = h_sprintf("@%s", h_env("PIN_KAFKA_BOOTSTRAP_FILE"));
-	const char *asan = h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL);
 	const char *argv[] = { h_env("PIN_HOST_BIN"), "--mode", "worker", "--config",
 		h_env("PIN_CONFIG"), "--plugins", h_env_opt("PIN_WORKER_PLUGINS", ""),
 		"--plugin-dir", h_env("PIN_PLUGIN_DIR"), "--pg-dsn", h_env("PIN_PG_DSN"),
 		"--kafka-bootstrap", kb, NULL };
-	FILE *f;
 	pid_t pid;
 
-	pid = fork();
-	ck_assert(pid >= 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		int nul = open("/dev/null", O_RDONLY);
-
-		setsid();
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		if (nul >= 0)
-			dup2(nul, 0);
-		if (asan)
-			setenv("ASAN_OPTIONS", asan, 1);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	f = fopen(tmp, "w");
-	ck_assert(f != NULL);
-	fprintf(f, "%ld\n", (long)pid);
-	fclose(f);
-	ck_assert(rename(tmp, pidfile) == 0);
+	pid = spawn_logged(argv, dev_path("logs/worker.log"), true,
+		h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL));
+	write_pidfile(dev_path("pids/worker.pid"), pid);
 	h_sleep_ms(300);
 	ck_assert_msg(pid_alive(pid), "the worker host exited at start (logs/worker.log)");
 }
 
-int h_run_host(const char *mode, const char *plugins, int64_t clock_offset_s,
+int h_worker_log_lines(const char *n1, const char *n2)
+{
+	FILE *f = fopen(dev_path("logs/worker.log"), "r");
+	char line[16384];
+	int n = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, n1) && strstr(line, n2))
+			n++;
+	fclose(f);
+	return n;
+}
+
+pid_t h_spawn_host(const char *mode, const char *plugins, int64_t clock_offset_s,
 		const char *const *extra_args)
 {
 	const char *argv[64];
-	char *log = dev_path("logs/worker-once.log");
 	char *kb = h_sprintf("@%s", h_env("PIN_KAFKA_BOOTSTRAP_FILE"));
 	char *off = h_sprintf("%lld", (long long)clock_offset_s);
-	const char *asan = h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL);
-	int n = 0, status = 0;
-	pid_t pid;
+	int n = 0;
 
 	argv[n++] = h_env("PIN_HOST_BIN");
 	argv[n++] = "--mode";
@@ -1178,21 +1215,16 @@ int h_run_host(const char *mode, const char *plugins, int64_t clock_offset_s,
 	for (size_t i = 0; extra_args && extra_args[i] && n < 62; i++)
 		argv[n++] = extra_args[i];
 	argv[n] = NULL;
+	return spawn_logged(argv, dev_path("logs/worker-once.log"), false,
+		h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL));
+}
 
-	pid = fork();
-	ck_assert(pid >= 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+int h_run_host(const char *mode, const char *plugins, int64_t clock_offset_s,
+		const char *const *extra_args)
+{
+	pid_t pid = h_spawn_host(mode, plugins, clock_offset_s, extra_args);
+	int status = 0;
 
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		if (asan)
-			setenv("ASAN_OPTIONS", asan, 1);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (WIFEXITED(status))
@@ -1205,4 +1237,33 @@ int h_run_worker_once(int64_t clock_offset_s)
 	static const char *const once[] = { "--once", NULL };
 
 	return h_run_host("worker", NULL, clock_offset_s, once);
+}
+
+/* ------------------------------------------------ messages and addresses */
+char *h_new_mid(void)
+{
+	return h_sql_scalar("SELECT gen_random_uuid()::text");
+}
+
+char *h_envelope(const char *mid, const char *event_type, const char *agg_type,
+		const char *agg_id, const char *created_at, const char *payload)
+{
+	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"%s\",\"contractVersion\":1,"
+		"\"createdAt\":\"%s\",\"aggregateType\":\"%s\",\"aggregateId\":\"%s\","
+		"\"correlationId\":null,\"payload\":%s}", mid, event_type, created_at,
+		agg_type, agg_id, payload);
+}
+
+const char *h_src_ip(const char *ip)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	bool ok;
+
+	if (fd < 0)
+		return NULL;
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok ? ip : NULL;
 }

@@ -34,11 +34,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <check.h>
 #include <json-c/json.h>
 #include <libpq-fe.h>
 
 /* ---- the suites (one per file, listed in check-integration.c) ---------- */
+/* A fresh message id (uuid text). */
+char *h_new_mid(void);
+/* The events.md envelope (contractVersion 1) around payload (JSON text). */
+char *h_envelope(const char *mid, const char *event_type, const char *agg_type,
+		const char *agg_id, const char *created_at, const char *payload);
+/* ip when this machine can bind a socket to it (a loopback alias such as
+ * 127.0.0.42, so nginx's per-address limits see another client), else NULL. */
+const char *h_src_ip(const char *ip);
+
 Suite *make_http_suite(void);
 Suite *make_kafka_suite(void);
 Suite *make_calendar_suite(void);
@@ -46,6 +56,7 @@ Suite *make_slots_suite(void);
 Suite *make_appointments_suite(void);
 Suite *make_notify_suite(void);
 Suite *make_crm_suite(void);
+Suite *make_team_suite(void);    /* issue 12: departed agents, manager views */
 Suite *make_stream_suite(void);   /* real-time in-app: nchan + Chromium */
 Suite *make_delivery_suite(void);   /* issue 10: dispatcher, relay parking */
 Suite *make_input_suite(void);      /* issue 9: strict input, SQLSTATE classes */
@@ -138,6 +149,12 @@ struct h_token_opts {
 	bool no_exp;                   /* omit exp */
 };
 char *h_token_opts(const struct h_token_opts *o);
+/* An agent of tenant (NULL: a new one) with a token for managing slots and
+ * viewing and deciding appointments, plus extra_perm when not NULL. */
+struct h_agent {
+	char *id, *tenant, *token;
+};
+struct h_agent h_agent_new(const char *tenant, const char *extra_perm);
 /* h_token("agent", sub, tenant_or_NULL, "perm1", "perm2") */
 char *h_token_(const char *actor, const char *sub, const char *tenant, ...);
 #define h_token(actor, sub, tenant, ...) \
@@ -241,6 +258,10 @@ int h_run_worker_once(int64_t clock_offset_s);
  * NULL-terminated argv entries (may be NULL). */
 int h_run_host(const char *mode, const char *plugins, int64_t clock_offset_s,
 		const char *const *extra_args);
+/* Same host started in the background (the caller waits for or kills the
+ * returned pid). */
+pid_t h_spawn_host(const char *mode, const char *plugins, int64_t clock_offset_s,
+		const char *const *extra_args);
 
 /* The pid of the long-lived host of the stack ("worker" or "api"), read
  * from $PIN_DEV_DIR/pids/<name>.pid; -1 when it does not run. */
@@ -250,6 +271,8 @@ void h_worker_kill9(void);
 /* Starts the long-lived worker host again the way ./dev does (same config,
  * plugins, log and pid file; ./dev's stack stop stops it). */
 void h_worker_start(void);
+/* Lines of $PIN_DEV_DIR/logs/worker.log holding both needles. */
+int h_worker_log_lines(const char *n1, const char *n2);
 
 /* ---- waiting ---------------------------------------------------------------- */
 void h_sleep_ms(int ms);

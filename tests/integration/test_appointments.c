@@ -32,38 +32,13 @@
  * limit of the public area (burst 100) is not shared with other suites
  * (test_http.c exhausts 127.0.0.2 on purpose).  Falls back to the default
  * address where a second loopback address cannot be bound. */
-#define BOOK_IP src_ip("127.0.0.41")
-#define RACE_IP src_ip("127.0.0.42")
+#define BOOK_IP h_src_ip("127.0.0.41")
+#define RACE_IP h_src_ip("127.0.0.42")
 #define RACE_N 60
 
-static const char *src_ip(const char *ip)
+static struct h_agent mk_agent(const char *tenant)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	bool ok;
-
-	if (fd < 0)
-		return NULL;
-	inet_pton(AF_INET, ip, &a.sin_addr);
-	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-	close(fd);
-	return ok ? ip : NULL;
-}
-
-struct agent {
-	char *id, *tenant, *token;
-};
-
-static struct agent mk_agent(const char *tenant)
-{
-	struct agent a;
-
-	a.id = h_uuid();
-	a.tenant = tenant ? h_strdup(tenant) : h_uuid();
-	a.token = h_token("agent", a.id, a.tenant, "calendar.slots.manage",
-			"calendar.appointments.view", "calendar.appointments.decide",
-			"calendar.events.view");
-	return a;
+	return h_agent_new(tenant, "calendar.events.view");
 }
 
 static char *mk_investor(char **id_out)
@@ -80,7 +55,7 @@ static int pool_n;
 
 /* Publishes n one-hour slots (08:00 UTC on) days ahead; returns their ids
  * (harness strings in a static pool). */
-static char **publish(const struct agent *a, const char *kind, int n, int days,
+static char **publish(const struct h_agent *a, const char *kind, int n, int days,
 		bool autoc, int cutoff)
 {
 	char *d = h_date_in(days);
@@ -292,7 +267,7 @@ static void fire(int n, char *const *bodies, char *const *tokens, long *codes, c
 
 START_TEST(race_exactly_one_winner)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 1, 3, false, 120);
 	char *bodies[RACE_N], *tokens[RACE_N], *errs[RACE_N];
 	long codes[RACE_N];
@@ -327,7 +302,7 @@ END_TEST
  * lock makes the anti-spam count race-safe -> exactly one appointment. */
 START_TEST(race_same_investor_antispam)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 8, 3, false, 120);
 	char *tok = mk_investor(NULL);
 	char *bodies[8], *tokens[8], *errs[8];
@@ -358,7 +333,7 @@ END_TEST
 
 START_TEST(book_pending_cascade_and_messages)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Consultation", 1, 3, false, 120);
 	char *inv, *tok = mk_investor(&inv);
 	struct h_resp *r = book_opts(tok, slots[0],
@@ -412,7 +387,7 @@ END_TEST
 
 START_TEST(book_autoconfirm)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 1, 3, true, 120);
 	char *tok = mk_investor(NULL);
 	struct h_resp *r = book(tok, slots[0]);
@@ -438,7 +413,7 @@ END_TEST
 
 START_TEST(book_errors)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 3, 3, false, 120);
 	char *tok = mk_investor(NULL);
 	struct h_resp *r;
@@ -490,7 +465,7 @@ END_TEST
 
 START_TEST(book_idempotency_key)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 1, 3, false, 120);
 	char *tok = mk_investor(NULL);
 	const char *const hk[] = { "Idempotency-Key: book-once-1", NULL };
@@ -509,7 +484,7 @@ END_TEST
 
 START_TEST(antispam_duplicate_and_limit)
 {
-	struct agent a1 = mk_agent(NULL), a2 = mk_agent(NULL), a4 = mk_agent(NULL);
+	struct h_agent a1 = mk_agent(NULL), a2 = mk_agent(NULL), a4 = mk_agent(NULL);
 	char **s1 = publish(&a1, "Showing", 2, 3, false, 120);
 	char **s1c = publish(&a1, "Consultation", 1, 4, false, 120);
 	char **s2 = publish(&a2, "Showing", 1, 3, false, 120);
@@ -538,7 +513,7 @@ END_TEST
 
 START_TEST(rate_limit_per_investor)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 11, 3, false, 120);
 	char *tok = mk_investor(NULL);
 	struct h_resp *r;
@@ -561,7 +536,7 @@ END_TEST
 
 START_TEST(rate_limit_counts_reschedule_pair_once)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 12, 3, false, 120);
 	char *tok = mk_investor(NULL), *id = NULL;
 	struct h_resp *r;
@@ -591,8 +566,8 @@ END_TEST
 
 START_TEST(agent_confirm)
 {
-	struct agent a = mk_agent(NULL), other = mk_agent(NULL);
-	struct agent colleague = mk_agent(a.tenant);
+	struct h_agent a = mk_agent(NULL), other = mk_agent(NULL);
+	struct h_agent colleague = mk_agent(a.tenant);
 	char **slots = publish(&a, "Showing", 1, 3, false, 120);
 	char *tok = mk_investor(NULL);
 	char *id = book_ok(tok, slots[0]);
@@ -640,7 +615,7 @@ END_TEST
 
 START_TEST(agent_decline_release_or_archive)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 2, 3, false, 120);
 	char *t1 = mk_investor(NULL), *t2 = mk_investor(NULL);
 	char *id1 = book_ok(t1, slots[0]), *id2 = book_ok(t2, slots[1]);
@@ -679,7 +654,7 @@ END_TEST
 
 START_TEST(agent_decline_only_pending)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 1, 3, true, 120);
 	char *id = book_ok(mk_investor(NULL), slots[0]);
 	struct h_resp *r = post_path(AG, id, "decline", a.token, NULL);
@@ -691,7 +666,7 @@ END_TEST
 
 START_TEST(agent_cancel)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 2, 3, true, 120);
 	char *id1 = book_ok(mk_investor(NULL), slots[0]);
 	char *id2 = book_ok(mk_investor(NULL), slots[1]);
@@ -721,7 +696,7 @@ END_TEST
 
 START_TEST(agent_complete)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 2, 3, false, 120);
 	char *id1 = book_ok(mk_investor(NULL), slots[0]);
 	char *id2 = book_ok(mk_investor(NULL), slots[1]);
@@ -772,8 +747,8 @@ END_TEST
 
 START_TEST(agent_lists_and_agency)
 {
-	struct agent a = mk_agent(NULL), b = mk_agent(NULL);
-	struct agent mate = mk_agent(a.tenant);
+	struct h_agent a = mk_agent(NULL), b = mk_agent(NULL);
+	struct h_agent mate = mk_agent(a.tenant);
 	char **sa = publish(&a, "Showing", 2, 3, false, 120);
 	char **sm = publish(&mate, "Showing", 1, 3, false, 120);
 	char **sb = publish(&b, "Showing", 1, 3, false, 120);
@@ -829,7 +804,7 @@ END_TEST
 
 START_TEST(investor_isolation_and_cancel)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 1, 3, false, 120);
 	char **slots2 = publish(&a, "Consultation", 1, 4, false, 120);
 	char *ia, *ta = mk_investor(&ia), *tb = mk_investor(NULL);
@@ -877,7 +852,7 @@ END_TEST
 
 START_TEST(investor_cancel_cutoff)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	/* 3 days ahead, 7-day cutoff: already too late */
 	char **slots = publish(&a, "Showing", 1, 3, false, 10080);
 	char **other = publish(&a, "Showing", 1, 4, false, 120);
@@ -896,7 +871,7 @@ END_TEST
 
 START_TEST(investor_reschedule)
 {
-	struct agent a = mk_agent(NULL), b = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL), b = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 3, 3, false, 120);
 	char **cons = publish(&a, "Consultation", 1, 4, false, 120);
 	char **foreign = publish(&b, "Showing", 1, 3, false, 120);
@@ -1017,7 +992,7 @@ static long finish(CURLM *mh, CURL *eh, struct curl_slist *hdr)
  * agent's cancel waits for it, then asks for the appointment the cancel holds. */
 START_TEST(deadlock_retried_not_500)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 1, 3, false, 120);
 	char *id = book_ok(mk_investor(NULL), slots[0]);
 	const char *ev = event_of(id);
@@ -1079,7 +1054,7 @@ END_TEST
 
 START_TEST(timeout_expires_pending)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 3, 3, false, 120);
 	char *id1 = book_ok(mk_investor(NULL), slots[0]);
 	char *id2 = book_ok(mk_investor(NULL), slots[1]);
@@ -1135,7 +1110,7 @@ END_TEST
 
 START_TEST(confirm_after_deadline_refused)
 {
-	struct agent a = mk_agent(NULL);
+	struct h_agent a = mk_agent(NULL);
 	char **slots = publish(&a, "Showing", 1, 3, false, 120);
 	char *id = book_ok(mk_investor(NULL), slots[0]);
 	struct h_resp *r;

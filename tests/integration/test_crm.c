@@ -34,21 +34,6 @@ struct deal {
 	char *id, *agency, *executor;
 };
 
-static char *new_mid(void)
-{
-	return h_sql_scalar("SELECT gen_random_uuid()::text");
-}
-
-/* The events.md envelope around payload (JSON text). */
-static char *envelope(const char *mid, const char *event_type, const char *agg_type,
-		const char *agg_id, const char *created_at, const char *payload)
-{
-	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"%s\",\"contractVersion\":1,"
-		"\"createdAt\":\"%s\",\"aggregateType\":\"%s\",\"aggregateId\":\"%s\","
-		"\"correlationId\":null,\"payload\":%s}", mid, event_type, created_at,
-		agg_type, agg_id, payload);
-}
-
 /* "pin.crm.booking-created.v1" -> "pin.crm.booking-created" */
 static char *event_type_of(const char *topic)
 {
@@ -70,7 +55,7 @@ static void send_mid(const char *group, const char *topic, const char *key,
 		const char *agg_type, const char *mid, const char *created_at,
 		const char *payload)
 {
-	ck_assert_int_eq(h_kafka_produce(topic, key, envelope(mid, event_type_of(topic),
+	ck_assert_int_eq(h_kafka_produce(topic, key, h_envelope(mid, event_type_of(topic),
 		agg_type, key, created_at, payload)), 0);
 	ck_assert_msg(H_WAIT_UNTIL(inbox_count(group, mid) == 1, WAIT_MS),
 			"%s %s not handled", topic, mid);
@@ -79,7 +64,7 @@ static void send_mid(const char *group, const char *topic, const char *key,
 /* A booking message with a fresh id, waited for; returns the id. */
 static char *booking_send(const char *topic, const char *booking, const char *payload)
 {
-	char *mid = new_mid();
+	char *mid = h_new_mid();
 
 	send_mid(BGROUP, topic, booking, "Booking", mid, h_iso_in(0), payload);
 	return mid;
@@ -88,7 +73,7 @@ static char *booking_send(const char *topic, const char *booking, const char *pa
 static char *deal_send(const char *topic, const char *deal, const char *created_at,
 		const char *payload)
 {
-	char *mid = new_mid();
+	char *mid = h_new_mid();
 
 	send_mid(DGROUP, topic, deal, "Deal", mid, created_at, payload);
 	return mid;
@@ -214,7 +199,7 @@ END_TEST
 START_TEST(ac9_redelivery_and_replay)
 {
 	struct deal d = new_deal();
-	char *booking = h_uuid(), *mid = new_mid(), *created = h_iso_in(0);
+	char *booking = h_uuid(), *mid = h_new_mid(), *created = h_iso_in(0);
 	char *payload = created_payload(booking, d.id, h_iso_in(7200));
 	const char *q = "SELECT count(*) FROM calendar.calendar_events WHERE booking_id = $1";
 
@@ -284,7 +269,7 @@ START_TEST(ac2_ac4_confirmed_then_extended)
 	ck_assert_int_eq(outbox_count("pin.calendar.event-rescheduled.v1", bev), 1);
 	/* a replay of the first booking-confirmed (a fresh inbox, envelope
 	 * createdAt older than the extension's): the extension stays */
-	send_mid(BGROUP, T_CONFIRMED, booking, "Booking", new_mid(), h_iso_in(-3600),
+	send_mid(BGROUP, T_CONFIRMED, booking, "Booking", h_new_mid(), h_iso_in(-3600),
 		confirmed_payload(booking, d.id, t1));
 	ck_assert_str_eq(event_col(bev, h_sprintf("start_at = '%s'::timestamptz", t2)), "true");
 	ck_assert_int_eq(atoll(event_col(bev, "version")), version);
@@ -473,9 +458,9 @@ static bool worker_logged(const char *mid, const char *code)
 START_TEST(ac7_booking_before_deal_created)
 {
 	struct deal d = { h_uuid(), h_uuid(), h_uuid() };
-	char *booking = h_uuid(), *mid = new_mid();
+	char *booking = h_uuid(), *mid = h_new_mid();
 
-	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, envelope(mid,
+	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, h_envelope(mid,
 		"pin.crm.booking-created", "Booking", booking, h_iso_in(0),
 		created_payload(booking, d.id, h_iso_in(7200)))), 0);
 	ck_assert_msg(H_WAIT_UNTIL(worker_logged(mid, "CAL_BOOKING_SYNC_DEAL_REPLICA_NOT_FOUND"),
@@ -662,21 +647,21 @@ static bool value_has(const struct h_kmsg *m, void *needle)
 
 START_TEST(invalid_payloads_to_dlq)
 {
-	char *booking = h_uuid(), *deal = h_uuid(), *m1 = new_mid(), *m2 = new_mid(),
-		*m3 = new_mid();
+	char *booking = h_uuid(), *deal = h_uuid(), *m1 = h_new_mid(), *m2 = h_new_mid(),
+		*m3 = h_new_mid();
 	const char *code;
 
 	/* booking-created without reserveExpiresAt */
-	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, envelope(m1,
+	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, h_envelope(m1,
 		"pin.crm.booking-created", "Booking", booking, h_iso_in(0), h_sprintf(
 		"{\"bookingId\":\"%s\",\"dealId\":\"%s\",\"propertyObjectId\":\"%s\"}",
 		booking, deal, h_uuid()))), 0);
 	/* booking-paid with a bookingId that is no uuid */
-	ck_assert_int_eq(h_kafka_produce(T_PAID, booking, envelope(m2,
+	ck_assert_int_eq(h_kafka_produce(T_PAID, booking, h_envelope(m2,
 		"pin.crm.booking-paid", "Booking", booking, h_iso_in(0),
 		"{\"bookingId\":\"nope\"}")), 0);
 	/* deal-created with an executor that is no uuid */
-	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, deal, envelope(m3,
+	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, deal, h_envelope(m3,
 		"pin.crm.deal-created", "Deal", deal, h_iso_in(0), h_sprintf(
 		"{\"dealId\":\"%s\",\"agencyCompanyId\":\"%s\",\"executorAgentUserId\":42}",
 		deal, h_uuid()))), 0);
@@ -706,22 +691,22 @@ START_TEST(nil_ids_and_out_of_range_to_dlq)
 	int i;
 
 	for (i = 0; i < 5; i++)
-		m[i] = new_mid();
-	ck_assert_int_eq(h_kafka_produce(T_PAID, nil, envelope(m[0],
+		m[i] = h_new_mid();
+	ck_assert_int_eq(h_kafka_produce(T_PAID, nil, h_envelope(m[0],
 		"pin.crm.booking-paid", "Booking", nil, h_iso_in(0),
 		h_sprintf("{\"bookingId\":\"%s\"}", nil))), 0);
-	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, envelope(m[1],
+	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, h_envelope(m[1],
 		"pin.crm.booking-created", "Booking", booking, h_iso_in(0),
 		created_payload(booking, nil, h_iso_in(3600)))), 0);
-	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, nil, envelope(m[2],
+	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, nil, h_envelope(m[2],
 		"pin.crm.deal-created", "Deal", nil, h_iso_in(0), h_sprintf(
 		"{\"dealId\":\"%s\",\"agencyCompanyId\":\"%s\",\"executorAgentUserId\":\"%s\"}",
 		nil, h_uuid(), h_uuid()))), 0);
-	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, deal, envelope(m[3],
+	ck_assert_int_eq(h_kafka_produce(T_DEAL_CREATED, deal, h_envelope(m[3],
 		"pin.crm.deal-created", "Deal", deal, h_iso_in(0), h_sprintf(
 		"{\"dealId\":\"%s\",\"agencyCompanyId\":\"%s\",\"executorAgentUserId\":\"%s\"}",
 		deal, h_uuid(), nil))), 0);
-	ck_assert_int_eq(h_kafka_produce(T_CONFIRMED, booking, envelope(m[4],
+	ck_assert_int_eq(h_kafka_produce(T_CONFIRMED, booking, h_envelope(m[4],
 		"pin.crm.booking-confirmed", "Booking", booking, h_iso_in(0),
 		confirmed_payload(booking, h_uuid(), "10000-01-01T00:30:00Z"))), 0);
 	for (i = 0; i < 5; i++) {
@@ -737,6 +722,166 @@ START_TEST(nil_ids_and_out_of_range_to_dlq)
 	ck_assert_ptr_null(link_status(nil, "Reserve"));
 	ck_assert_ptr_null(h_sql_scalar("SELECT deal_id::text FROM calendar.crm_deal_replicas "
 		"WHERE deal_id = $1 OR deal_id = $2", deal, nil));
+}
+END_TEST
+
+/* ------------------------------------------------- issue 12: items 4 and 5 */
+
+/* An envelope of contract version v with a field this version does not know. */
+static char *envelope_v(int v, const char *mid, const char *event_type,
+		const char *agg_type, const char *agg_id, const char *created_at,
+		const char *payload)
+{
+	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"%s\",\"contractVersion\":%d,"
+		"\"createdAt\":\"%s\",\"aggregateType\":\"%s\",\"aggregateId\":\"%s\","
+		"\"correlationId\":null,\"schemaHint\":\"v%d\",\"payload\":%s}", mid, event_type,
+		v, created_at, agg_type, agg_id, v, payload);
+}
+
+static void send_v(int v, const char *group, const char *topic, const char *key,
+		const char *agg_type, const char *created_at, const char *payload)
+{
+	char *mid = h_new_mid();
+
+	ck_assert_int_eq(h_kafka_produce(topic, key, envelope_v(v, mid, event_type_of(topic),
+		agg_type, key, created_at, payload)), 0);
+	ck_assert_msg(H_WAIT_UNTIL(inbox_count(group, mid) == 1, WAIT_MS),
+			"%s v%d %s not handled", topic, v, mid);
+}
+
+/* Seed 004 (and events.md for the deal and identity groups): ContractVersion
+ * != 1 -> warn-and-proceed.  Version-N messages with extra fields are applied
+ * by every calendar consumer group; each group's warning is written once per
+ * version (the metric counts every message). */
+START_TEST(contract_version_mismatch_applied)
+{
+	int v = 2 + (int)h_sql_int("SELECT (random() * 1000000000)::int");
+	const char *vs = h_sprintf("\"contractVersion\":\"%d\"", v);
+	struct deal d = { h_uuid(), h_uuid(), h_uuid() };
+	char *b1 = h_uuid(), *b2 = h_uuid(), *user = h_uuid(), *exec2 = h_uuid();
+
+	/* calendar-crm-deal-events */
+	send_v(v, DGROUP, T_DEAL_CREATED, d.id, "Deal", "2026-11-01T10:00:00Z", h_sprintf(
+		"{\"dealId\":\"%s\",\"agencyCompanyId\":\"%s\",\"executorAgentUserId\":\"%s\","
+		"\"stage\":\"New\"}", d.id, d.agency, d.executor));
+	send_v(v, DGROUP, T_DEAL_MEMBERS, d.id, "Deal", "2026-11-01T11:00:00Z", h_sprintf(
+		"{\"dealId\":\"%s\",\"changeType\":\"ExecutorChanged\",\"agencyCompanyId\":\"%s\","
+		"\"executorAgentUserId\":\"%s\",\"previousExecutorAgentUserId\":\"%s\","
+		"\"extra\":[1,2]}", d.id, d.agency, exec2, d.executor));
+	ck_assert_str_eq(h_sql_scalar("SELECT executor_agent_user_id::text FROM "
+		"calendar.crm_deal_replicas WHERE deal_id = $1", d.id), exec2);
+	ck_assert_int_eq(h_worker_log_lines("\"msg\":\"crm deal sync: contract version mismatch\"", vs), 1);
+
+	/* calendar-crm-booking-events */
+	send_v(v, BGROUP, T_CREATED, b1, "Booking", h_iso_in(0),
+		created_payload(b1, d.id, h_iso_in(7200)));
+	send_v(v, BGROUP, T_CREATED, b2, "Booking", h_iso_in(0),
+		created_payload(b2, d.id, h_iso_in(7200)));
+	ck_assert_str_eq(link_status(b1, "Reserve"), "Open");
+	ck_assert_str_eq(link_status(b2, "Reserve"), "Open");
+	ck_assert_int_eq(h_worker_log_lines("\"msg\":\"crm booking sync: contract version mismatch\"",
+		vs), 1);
+
+	/* calendar-identity-users */
+	send_v(v, "calendar-identity-users", "pin.identity.users.v1", user, "User",
+		"2026-11-30T10:00:00Z", h_sprintf("{\"userId\":\"%s\",\"displayName\":\"V\","
+		"\"avatarUrl\":null,\"email\":null,\"phone\":null,\"locale\":null,"
+		"\"timeZone\":null,\"status\":\"Active\",\"nickname\":\"n\"}", user));
+	send_v(v, "calendar-identity-users", "pin.identity.users.v1", user, "User",
+		"2026-11-30T11:00:00Z", h_sprintf("{\"userId\":\"%s\",\"displayName\":\"V2\","
+		"\"avatarUrl\":null,\"email\":null,\"phone\":null,\"locale\":null,"
+		"\"timeZone\":null,\"status\":\"Active\",\"nickname\":\"n\"}", user));
+	ck_assert_str_eq(h_sql_scalar("SELECT display_name FROM calendar.user_replicas "
+		"WHERE user_id = $1", user), "V2");
+	ck_assert_int_eq(h_worker_log_lines("\"msg\":\"identity replica: contract version mismatch\"",
+		vs), 1);
+}
+END_TEST
+
+/* A trigger that fails the link insert of booking with SQLSTATE sqlstate for
+ * the first `times` attempts (counted by a sequence: not transactional, so
+ * rolled-back attempts count too).  Returns the sequence name. */
+static char *conflict_trigger(const char *booking, const char *sqlstate, int times)
+{
+	char *tag = h_sprintf("t%s", h_uuid());
+	char *seq;
+
+	for (char *p = tag; *p; p++)
+		if (*p == '-')
+			*p = '_';
+	seq = h_sprintf("public.%s_seq", tag);
+	h_sql(h_sprintf("CREATE SEQUENCE %s", seq));
+	h_sql(h_sprintf("CREATE FUNCTION public.%s_fn() RETURNS trigger LANGUAGE plpgsql AS $f$ "
+		"BEGIN IF NEW.booking_id::text = '%s' THEN IF nextval('%s') <= %d THEN "
+		"RAISE EXCEPTION 'test: concurrent modification' USING ERRCODE = '%s'; "
+		"END IF; END IF; RETURN NEW; END $f$", tag, booking, seq, times, sqlstate));
+	h_sql(h_sprintf("CREATE TRIGGER %s BEFORE INSERT ON calendar.booking_deadline_links "
+		"FOR EACH ROW EXECUTE FUNCTION public.%s_fn()", tag, tag));
+	return tag;
+}
+
+static void conflict_trigger_drop(const char *tag)
+{
+	h_sql(h_sprintf("DROP TRIGGER %s ON calendar.booking_deadline_links", tag));
+	h_sql(h_sprintf("DROP FUNCTION public.%s_fn()", tag));
+	h_sql(h_sprintf("DROP SEQUENCE public.%s_seq", tag));
+}
+
+/* Seed 004 "Retry и DLQ": a concurrent modification is retried at once on
+ * fresh state (a deadlock twice, then the work succeeds; no backoff, no
+ * DLQ); a persisting one (serialization failure) is retried 3 times, then
+ * the message goes to the DLQ with CAL_BOOKING_SYNC_CONCURRENT_MODIFICATION. */
+START_TEST(concurrent_modification_retried_then_dlq)
+{
+	struct deal d = new_deal();
+	char *b1 = h_uuid(), *b2 = h_uuid(), *tag, *mid;
+	const char *code;
+	int64_t t0;
+
+	tag = conflict_trigger(b1, "40P01", 2);
+	t0 = h_now_ms();
+	mid = booking_send(T_CREATED, b1, created_payload(b1, d.id, h_iso_in(7200)));
+	ck_assert_str_eq(link_status(b1, "Reserve"), "Open");
+	ck_assert_int_eq(h_sql_int(h_sprintf("SELECT last_value FROM public.%s_seq", tag)), 3);
+	ck_assert_int_eq(h_worker_log_lines(mid, "crm booking sync: concurrent modification"), 2);
+	/* immediate: the host's backoff (1 s, 2 s, ...) was not involved */
+	ck_assert_int_eq(h_worker_log_lines(mid, "\"code\":\"CAL_BOOKING_SYNC_DB_ERROR\""), 0);
+	ck_assert_msg(h_now_ms() - t0 < 30000, "too slow for immediate retries");
+	conflict_trigger_drop(tag);
+
+	tag = conflict_trigger(b2, "40001", 1000);
+	mid = h_new_mid();
+	ck_assert_int_eq(h_kafka_produce(T_CREATED, b2, h_envelope(mid, "pin.crm.booking-created",
+		"Booking", b2, h_iso_in(0), created_payload(b2, d.id, h_iso_in(7200)))), 0);
+	ck_assert_msg((code = h_kafka_error_code(BGROUP ".dlq", WAIT_MS, value_has, mid)) != NULL,
+		"not in the DLQ");
+	ck_assert_str_eq(code, "CAL_BOOKING_SYNC_CONCURRENT_MODIFICATION");
+	ck_assert_int_eq(h_sql_int(h_sprintf("SELECT last_value FROM public.%s_seq", tag)), 4);
+	ck_assert_int_eq(h_worker_log_lines(mid, "crm booking sync: concurrent modification, to DLQ"), 1);
+	ck_assert_ptr_null(link_status(b2, "Reserve"));
+	conflict_trigger_drop(tag);
+}
+END_TEST
+
+/* Seed 004: a missing deal replica keeps its deadline (the dev stack sets
+ * crm_booking.replica_retry_deadline_s = 30), then the message goes to the
+ * DLQ with CAL_BOOKING_SYNC_DEAL_REPLICA_NOT_FOUND -- through the consumer's
+ * own counted route (its log line), not only the host's safety net. */
+START_TEST(replica_deadline_to_dlq_counted)
+{
+	char *booking = h_uuid(), *deal = h_uuid(), *mid = h_new_mid();
+	const char *code;
+	int64_t t0 = h_now_ms();
+
+	ck_assert_int_eq(h_kafka_produce(T_CREATED, booking, h_envelope(mid,
+		"pin.crm.booking-created", "Booking", booking, h_iso_in(0),
+		created_payload(booking, deal, h_iso_in(7200)))), 0);
+	ck_assert_msg((code = h_kafka_error_code(BGROUP ".dlq", 150000, value_has, mid)) != NULL,
+		"not in the DLQ");
+	ck_assert_str_eq(code, "CAL_BOOKING_SYNC_DEAL_REPLICA_NOT_FOUND");
+	ck_assert_msg(h_now_ms() - t0 >= 29000, "DLQ before the deadline");
+	ck_assert_int_eq(h_worker_log_lines(mid, "crm booking sync: replica deadline passed, to DLQ"), 1);
+	ck_assert_int_eq(inbox_count(BGROUP, mid), 0);
 }
 END_TEST
 
@@ -768,6 +913,12 @@ Suite *make_crm_suite(void)
 	tc = h_tcase("dlq", 300);
 	tcase_add_test(tc, invalid_payloads_to_dlq);
 	tcase_add_test(tc, nil_ids_and_out_of_range_to_dlq);
+	suite_add_tcase(s, tc);
+
+	tc = h_tcase("issue12", 300);
+	tcase_add_test(tc, contract_version_mismatch_applied);
+	tcase_add_test(tc, concurrent_modification_retried_then_dlq);
+	tcase_add_test(tc, replica_deadline_to_dlq_counted);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -21,32 +21,21 @@
 
 #include "harness.h"
 
+/* the envelope of a fixed createdAt */
+#define ENV_FIXED(mid, et, at, aid, pl) h_envelope(mid, et, at, aid, "2026-12-01T09:00:00.123Z", pl)
+
 #define WAIT_MS 60000
 #define GROUP "notifications-calendar-events"
 #define START "2030-06-01T09:00:00Z"
 #define END "2030-06-01T10:00:00Z"
 #define DISPATCHED "pin.notifications.dispatched.v1"
 
-static char *new_mid(void)
-{
-	return h_sql_scalar("SELECT gen_random_uuid()::text");
-}
-
-static char *envelope(const char *mid, const char *event_type, const char *agg_type,
-		const char *agg_id, const char *payload)
-{
-	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"%s\",\"contractVersion\":1,"
-		"\"createdAt\":\"2026-12-01T09:00:00.123Z\",\"aggregateType\":\"%s\","
-		"\"aggregateId\":\"%s\",\"correlationId\":null,\"payload\":%s}",
-		mid, event_type, agg_type, agg_id, payload);
-}
-
 static void send_cal(const char *name, const char *key, const char *agg, const char *payload)
 {
-	char *mid = new_mid();
+	char *mid = h_new_mid();
 
 	ck_assert_int_eq(h_kafka_produce(h_sprintf("pin.calendar.%s.v1", name), key,
-		envelope(mid, h_sprintf("pin.calendar.%s", name), agg, key, payload)), 0);
+		ENV_FIXED(mid, h_sprintf("pin.calendar.%s", name), agg, key, payload)), 0);
 	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
 		"notifications.processed_messages WHERE consumer_group = '" GROUP "' "
 		"AND message_id = $1::uuid", mid) == 1, WAIT_MS), "%s not consumed", name);
@@ -62,7 +51,7 @@ static void contact(const char *user, const char *email, const char *phone,
 		"\"aggregateType\":\"User\",\"aggregateId\":\"%s\",\"correlationId\":null,"
 		"\"payload\":{\"userId\":\"%s\",\"displayName\":\"Тест Тестов\",\"avatarUrl\":null,"
 		"\"email\":\"%s\",\"phone\":\"%s\",\"locale\":\"%s\","
-		"\"timeZone\":\"Europe/Moscow\",\"status\":\"Active\"}}", new_mid(), user, user,
+		"\"timeZone\":\"Europe/Moscow\",\"status\":\"Active\"}}", h_new_mid(), user, user,
 		email, phone, locale)), 0);
 	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
 		"notifications.recipient_contacts WHERE user_id = $1::uuid", user) == 1,
@@ -561,7 +550,7 @@ END_TEST
  * counted; the rows behind it (same key) are published. */
 START_TEST(relay_parks_oversize_row)
 {
-	const char *key = h_uuid(), *big = new_mid();
+	const char *key = h_uuid(), *big = h_new_mid();
 	char *bad_id, *ids[3], *metrics = NULL;
 
 	bad_id = h_sql_scalar("INSERT INTO calendar.outbox (message_id, topic, key, envelope,"
@@ -570,12 +559,12 @@ START_TEST(relay_parks_oversize_row)
 		"   jsonb_build_object('blob', repeat('x', 1500000))), now()) RETURNING id::text",
 		big, key);
 	for (int i = 0; i < 3; i++) {
-		char *mid = new_mid();
+		char *mid = h_new_mid();
 
 		ids[i] = h_sql_scalar("INSERT INTO calendar.outbox (message_id, topic, key,"
 			" envelope, created_at) VALUES ($1::uuid, 'pin.test.events.v1', $2,"
 			" $3::jsonb, now()) RETURNING id::text", mid, key,
-			envelope(mid, "pin.test.noop", "Test", key, "{}"));
+			ENV_FIXED(mid, "pin.test.noop", "Test", key, "{}"));
 	}
 	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE"
 		" id = ANY (string_to_array($1, ',')::bigint[]) AND published_at IS NOT NULL",
@@ -604,35 +593,6 @@ START_TEST(relay_parks_oversize_row)
 }
 END_TEST
 
-/* A worker host --once with the clock shifted, in the background (the
- * caller kills it).  Output appended to logs/worker-once.log. */
-static pid_t worker_once_bg(int64_t offset_s)
-{
-	char *log = h_sprintf("%s/logs/worker-once.log", h_env("PIN_DEV_DIR"));
-	const char *argv[] = { h_env("PIN_HOST_BIN"), "--mode", "worker", "--once",
-		"--config", h_env("PIN_CONFIG"), "--plugins", h_env("PIN_WORKER_PLUGINS"),
-		"--plugin-dir", h_env("PIN_PLUGIN_DIR"), "--pg-dsn", h_env("PIN_PG_DSN"),
-		"--kafka-bootstrap", h_sprintf("@%s", h_env("PIN_KAFKA_BOOTSTRAP_FILE")),
-		"--clock-offset-s", h_sprintf("%lld", (long long)offset_s), NULL };
-	const char *asan = h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL);
-	pid_t pid = fork();
-
-	ck_assert(pid >= 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		if (asan && *asan)
-			setenv("ASAN_OPTIONS", asan, 1);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	return pid;
-}
-
 /* kill -9 of a worker host in the middle of a send: the provider already has
  * the message, the outcome was never recorded.  After the lease the row is
  * sent again: exactly one duplicate (same idempotencyKey), Sent, one
@@ -640,8 +600,9 @@ static pid_t worker_once_bg(int64_t offset_s)
  * --once hosts (not_before in an hour), so the stack's worker stays out. */
 START_TEST(worker_killed_mid_send_one_duplicate)
 {
+	static const char *const once[] = { "--once", NULL };
 	const char *owner = h_uuid();
-	char *id = new_mid(), *phone = unique_phone();
+	char *id = h_new_mid(), *phone = unique_phone();
 	pid_t pid;
 	int st;
 	bool seen;
@@ -654,7 +615,8 @@ START_TEST(worker_killed_mid_send_one_duplicate)
 		" 'ru', now() + interval '1 hour', gen_random_uuid(), 'pin.calendar.reminder-due',"
 		" now())", id, owner);
 	sms_file("delay", "20");
-	pid = worker_once_bg(3700);
+	/* in the background, output to logs/worker-once.log (killed below) */
+	pid = h_spawn_host("worker", h_env("PIN_WORKER_PLUGINS"), 3700, once);
 	seen = H_WAIT_UNTIL(sms_requests(id, NULL) == 1, WAIT_MS);
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);

@@ -17,6 +17,9 @@
 
 #include "harness.h"
 
+/* the envelope of a fixed createdAt */
+#define ENV_FIXED(mid, et, at, aid, pl) h_envelope(mid, et, at, aid, "2026-12-01T09:00:00.123Z", pl)
+
 #define GROUP "notifications-calendar-events"
 #define WAIT_MS 60000
 /* a fixed future instant: 12:00 in Moscow (UTC+3), rendered by PostgreSQL */
@@ -24,21 +27,6 @@
 #define END "2030-06-01T10:00:00Z"
 #define START_RU "01.06.2030 12:00"
 #define START_EN "Jun 1, 2030 12:00 PM"
-
-static char *new_mid(void)
-{
-	return h_sql_scalar("SELECT gen_random_uuid()::text");
-}
-
-/* The events.md envelope around payload (JSON text). */
-static char *envelope(const char *mid, const char *event_type, const char *agg_type,
-		const char *agg_id, const char *payload)
-{
-	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"%s\",\"contractVersion\":1,"
-		"\"createdAt\":\"2026-12-01T09:00:00.123Z\",\"aggregateType\":\"%s\","
-		"\"aggregateId\":\"%s\",\"correlationId\":null,\"payload\":%s}",
-		mid, event_type, agg_type, agg_id, payload);
-}
 
 static bool processed(const char *mid)
 {
@@ -52,7 +40,7 @@ static char *send_as(const char *mid, const char *name, const char *key,
 {
 	char *topic = h_sprintf("pin.calendar.%s.v1", name);
 
-	ck_assert_int_eq(h_kafka_produce(topic, key, envelope(mid, h_sprintf(
+	ck_assert_int_eq(h_kafka_produce(topic, key, ENV_FIXED(mid, h_sprintf(
 		"pin.calendar.%s", name), agg_type, key, payload)), 0);
 	ck_assert_msg(H_WAIT_UNTIL(processed(mid), WAIT_MS), "%s %s not consumed", name, mid);
 	return (char *)mid;
@@ -61,7 +49,7 @@ static char *send_as(const char *mid, const char *name, const char *key,
 static char *ntf_send(const char *name, const char *key, const char *agg_type,
 		const char *payload)
 {
-	return send_as(new_mid(), name, key, agg_type, payload);
+	return send_as(h_new_mid(), name, key, agg_type, payload);
 }
 
 static long long count_for(const char *user)
@@ -181,7 +169,7 @@ static void contact(const char *user, const char *name, const char *locale)
 		"\"aggregateType\":\"User\",\"aggregateId\":\"%s\",\"correlationId\":null,"
 		"\"payload\":{\"userId\":\"%s\",\"displayName\":\"%s\",\"avatarUrl\":null,"
 		"\"email\":\"u@example.com\",\"phone\":\"+70000000000\",\"locale\":%s,"
-		"\"timeZone\":\"Europe/Moscow\",\"status\":\"Active\"}}", new_mid(), user, user,
+		"\"timeZone\":\"Europe/Moscow\",\"status\":\"Active\"}}", h_new_mid(), user, user,
 		name, locale ? h_sprintf("\"%s\"", locale) : "null")), 0);
 	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
 		"notifications.recipient_contacts WHERE user_id = $1::uuid", user) == 1,
@@ -218,7 +206,7 @@ START_TEST(appointment_created_fanout_and_redelivery)
 {
 	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
 	char *payload = apt_created(apt, tenant, agent, inv, "Pending", NULL);
-	char *mid = new_mid(), *value;
+	char *mid = h_new_mid(), *value;
 
 	contact(agent, "Анна Агентова", NULL);
 	contact(inv, "Иван Инвесторов", NULL);
@@ -249,7 +237,7 @@ START_TEST(appointment_created_fanout_and_redelivery)
 	/* redelivery of the same message, then a later message of the same
 	 * aggregate (same key, same partition): once it is in, the duplicate was
 	 * handled before it */
-	value = envelope(mid, "pin.calendar.appointment-created", "Appointment", apt, payload);
+	value = ENV_FIXED(mid, "pin.calendar.appointment-created", "Appointment", apt, payload);
 	ck_assert_int_eq(h_kafka_produce("pin.calendar.appointment-created.v1", apt, value), 0);
 	ntf_send("appointment-completed", apt, "Appointment",
 			apt_completed(apt, tenant, agent, inv));
@@ -386,8 +374,8 @@ START_TEST(event_family_mapping)
 		ev_status(e1, tenant, owner, "Manual", NULL, "Cancelled"));
 	ck_assert_int_eq(count_for(owner), 2);
 
-	ck_assert_int_eq(h_kafka_produce("pin.calendar.event-owner-changed.v1", e6, envelope(
-		new_mid(), "pin.calendar.event-owner-changed", "CalendarEvent", e6, h_sprintf(
+	ck_assert_int_eq(h_kafka_produce("pin.calendar.event-owner-changed.v1", e6, ENV_FIXED(
+		h_new_mid(), "pin.calendar.event-owner-changed", "CalendarEvent", e6, h_sprintf(
 		"{\"eventId\":\"%s\",\"tenantId\":\"%s\",\"previousTenantId\":\"%s\","
 		"\"ownerUserId\":\"%s\",\"previousOwnerUserId\":\"%s\",\"kind\":\"BookingDeadline\","
 		"\"origin\":\"CrmBooking\",\"startAt\":\"" START "\",\"endAt\":null,"
@@ -507,7 +495,7 @@ START_TEST(invalid_payload_to_dlq)
 
 	/* investorUserId missing */
 	ck_assert_int_eq(h_kafka_produce("pin.calendar.appointment-confirmed.v1", apt,
-		envelope(new_mid(), "pin.calendar.appointment-confirmed", "Appointment", apt,
+		ENV_FIXED(h_new_mid(), "pin.calendar.appointment-confirmed", "Appointment", apt,
 		h_sprintf("{\"appointmentId\":\"%s\",\"tenantId\":\"%s\",\"eventId\":\"%s\","
 		"\"agentUserId\":\"%s\",\"kind\":\"Showing\",\"startAt\":\"" START "\","
 		"\"endAt\":\"" END "\",\"timeZone\":\"Europe/Moscow\",\"autoConfirmed\":false}",
@@ -531,7 +519,7 @@ START_TEST(template_not_resolved_to_dlq)
 	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
 	const char *dlq = GROUP ".dlq";
 	const char *code;
-	char *mid = new_mid(), *value = envelope(mid,
+	char *mid = h_new_mid(), *value = ENV_FIXED(mid,
 		"pin.calendar.appointment-confirmed", "Appointment", apt,
 		apt_confirmed(apt, tenant, agent, inv));
 
@@ -565,9 +553,9 @@ START_TEST(contact_replica_newest_wins)
 	const char *user = h_uuid(), *t = "pin.identity.users.v1";
 	const char *q = "SELECT display_name FROM notifications.recipient_contacts "
 		"WHERE user_id = $1::uuid";
-	char *mid = new_mid();
+	char *mid = h_new_mid();
 
-	ck_assert_int_eq(h_kafka_produce(t, user, h_sprintf(CONTACT_FMT, new_mid(),
+	ck_assert_int_eq(h_kafka_produce(t, user, h_sprintf(CONTACT_FMT, h_new_mid(),
 		"2026-11-30T10:00:00Z", user, user, "Newer")), 0);
 	ck_assert_msg(H_WAIT_UNTIL(h_sql_scalar(q, user) != NULL, WAIT_MS), "not replicated");
 	ck_assert_int_eq(h_kafka_produce(t, user, h_sprintf(CONTACT_FMT, mid,
@@ -681,8 +669,13 @@ START_TEST(me_settings_api)
 	const char *user = h_uuid();
 	char *tok = tok_of("agent", user, h_uuid());
 	const char *path = "/api/v1/me/notification-settings";
+	const char *ntables = "SELECT count(*) FROM information_schema.tables "
+		"WHERE table_schema = 'notifications'";
+	long long tables = h_sql_int(ntables);
 	struct h_resp *r;
 
+	/* the schema's own tables (0001: 5; 0020: subject_final_states) */
+	ck_assert_int_ge(tables, 6);
 	r = h_get(path, tok);
 	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
 	ck_assert_str_eq(h_jstr(r->json, "locale"), "ru");
@@ -733,9 +726,7 @@ START_TEST(me_settings_api)
 	/* nothing of the refused bodies was stored */
 	r = h_get(path, tok);
 	ck_assert_str_eq(h_jstr(r->json, "locale"), "en");
-	/* the schema's tables: 5 + its outbox (issue 10, ABI 1.1) */
-	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM information_schema.tables "
-		"WHERE table_schema = 'notifications'"), 6);
+	ck_assert_int_eq(h_sql_int(ntables), tables);
 }
 END_TEST
 
@@ -768,6 +759,344 @@ START_TEST(end_to_end_through_calendar_api)
 }
 END_TEST
 
+/* ------------------------------------------- issue 12: late messages (item 3) */
+
+static char *ev_rescheduled(const char *ev, const char *tenant, const char *owner,
+		const char *origin, const char *client, const char *start)
+{
+	return h_sprintf("{\"eventId\":\"%s\",\"tenantId\":\"%s\",\"ownerUserId\":\"%s\","
+		"\"kind\":\"%s\",\"origin\":\"%s\",\"clientUserId\":%s,\"startAt\":\"%s\","
+		"\"endAt\":null,\"timeZone\":\"Europe/Moscow\"}", ev, tenant, owner,
+		strcmp(origin, "CrmBooking") ? "Consultation" : "BookingDeadline", origin,
+		client ? h_sprintf("\"%s\"", client) : "null", start);
+}
+
+static long long kind_count(const char *user, const char *kind)
+{
+	return h_sql_int("SELECT count(*) FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid AND kind = $2", user, kind);
+}
+
+static const char *final_state(const char *subject)
+{
+	return h_sql_scalar("SELECT final_state FROM notifications.subject_final_states "
+		"WHERE subject_id = $1::uuid", subject);
+}
+
+/* Seed 002 consumer acceptance criteria: owner reschedules (Manual) ->
+ * client told, new time in the event's zone; deadline extension
+ * (CrmBooking) -> owner told; two reschedules -> two notifications, the last
+ * one with the last time; a duplicate delivery -> nothing more. */
+START_TEST(seed002_rescheduled_acceptance)
+{
+	const char *tenant = h_uuid(), *owner = h_uuid(), *client = h_uuid();
+	const char *e1 = h_uuid(), *e2 = h_uuid();
+	char *mid, *value;
+
+	/* owner reschedules a Consultation with a client by a day */
+	ntf_send("event-rescheduled", e1, "CalendarEvent",
+		ev_rescheduled(e1, tenant, owner, "Manual", client, START));
+	ck_assert_str_eq(channels(client, "CalendarEventRescheduled"), "Email,InApp");
+	ck_assert_str_eq(col(client, "InApp", "role"), "Client");
+	ck_assert_msg(strstr(col(client, "InApp", "body"), START_RU), "%s",
+		col(client, "InApp", "body"));
+	ck_assert_int_eq(count_for(owner), 0);      /* his own action */
+
+	/* deadline extension: the owner is told */
+	ntf_send("event-rescheduled", e2, "CalendarEvent",
+		ev_rescheduled(e2, tenant, owner, "CrmBooking", NULL, START));
+	ck_assert_str_eq(channels(owner, "CalendarEventRescheduled"), "Email,InApp");
+	ck_assert_str_eq(col(owner, "InApp", "role"), "Owner.BookingDeadline");
+
+	/* a second reschedule of e1: a second, self-contained notification */
+	mid = h_new_mid();
+	value = ev_rescheduled(e1, tenant, owner, "Manual", client, "2030-06-02T09:00:00Z");
+	send_as(mid, "event-rescheduled", e1, "CalendarEvent", value);
+	ck_assert_int_eq(kind_count(client, "CalendarEventRescheduled"), 4);
+	ck_assert_msg(strstr(h_sql_scalar("SELECT body FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid AND channel = 'InApp' "
+		"ORDER BY created_at DESC, id DESC LIMIT 1", client), "02.06.2030 12:00"),
+		"the last notification carries the last time");
+
+	/* the same message again, then a later one of the same key: nothing new */
+	ck_assert_int_eq(h_kafka_produce("pin.calendar.event-rescheduled.v1", e1, ENV_FIXED(
+		mid, "pin.calendar.event-rescheduled", "CalendarEvent", e1, value)), 0);
+	ntf_send("event-status-changed", e1, "CalendarEvent",
+		ev_status(e1, tenant, owner, "Manual", NULL, "InProgress"));
+	ck_assert_int_eq(kind_count(client, "CalendarEventRescheduled"), 4);
+}
+END_TEST
+
+/* Seed 001 row "event-status-changed, CrmBooking, Cancelled -> owner", and
+ * the after-final guard as a fact of its own: the final state is recorded
+ * from every final message (also a filtered one), and a created /
+ * rescheduled / owner-changed / confirmed / reminder message that arrives
+ * after it builds nothing. */
+START_TEST(late_messages_after_final)
+{
+	const char *tenant = h_uuid(), *owner = h_uuid(), *client = h_uuid();
+	const char *agent = h_uuid(), *inv = h_uuid(), *inv2 = h_uuid(), *inv3 = h_uuid();
+	const char *dl = h_uuid(), *ev = h_uuid(), *a1 = h_uuid(), *a2 = h_uuid(),
+		*a3 = h_uuid();
+
+	/* booking deadline cancelled -> owner "deadline removed" */
+	ntf_send("event-status-changed", dl, "CalendarEvent",
+		ev_status(dl, tenant, owner, "CrmBooking", NULL, "Cancelled"));
+	ck_assert_str_eq(channels(owner, "AppointmentCancelled"), "Email,InApp");
+	ck_assert_str_eq(col(owner, "InApp", "role"), "Owner.BookingDeadline");
+	ck_assert_str_eq(col(owner, "InApp", "title"), "Дедлайн брони снят");
+	ck_assert_str_eq(final_state(dl), "Cancelled");
+	/* late: its creation and an extension, from other topics */
+	ntf_send("event-created", dl, "CalendarEvent",
+		ev_created(dl, tenant, owner, "BookingDeadline", "CrmBooking", NULL));
+	ntf_send("event-rescheduled", dl, "CalendarEvent",
+		ev_rescheduled(dl, tenant, owner, "CrmBooking", NULL, START));
+	ck_assert_int_eq(count_for(owner), 2);
+
+	/* a Manual event completed (filtered: no notification) is final too */
+	ntf_send("event-status-changed", ev, "CalendarEvent",
+		ev_status(ev, tenant, owner, "Manual", client, "Completed"));
+	ck_assert_str_eq(final_state(ev), "Completed");
+	ntf_send("event-rescheduled", ev, "CalendarEvent",
+		ev_rescheduled(ev, tenant, owner, "Manual", client, START));
+	ntf_send("reminder-due", ev, "CalendarEvent",
+		reminder(h_uuid(), ev, tenant, owner, client, NULL, START));
+	ck_assert_int_eq(count_for(client), 0);
+
+	/* appointment cancelled by the investor, then a late confirmation and a
+	 * late creation: nothing for anybody */
+	ntf_send("appointment-cancelled", a1, "Appointment",
+		apt_cancelled(a1, tenant, agent, inv, "CancelledByInvestor", NULL));
+	ck_assert_str_eq(final_state(a1), "Cancelled");
+	ck_assert_int_eq(count_for(agent), 2);
+	ntf_send("appointment-confirmed", a1, "Appointment",
+		apt_confirmed(a1, tenant, agent, inv));
+	ntf_send("appointment-created", a1, "Appointment",
+		apt_created(a1, tenant, agent, inv, "Pending", NULL));
+	ck_assert_int_eq(count_for(inv), 0);
+	ck_assert_int_eq(count_for(agent), 2);
+
+	/* Expired and NoShow are final states as well */
+	ntf_send("appointment-cancelled", a2, "Appointment",
+		apt_cancelled(a2, tenant, agent, inv2, "Expired", NULL));
+	ck_assert_str_eq(final_state(a2), "Expired");
+	ntf_send("appointment-confirmed", a2, "Appointment",
+		apt_confirmed(a2, tenant, agent, inv2));
+	ck_assert_int_eq(kind_count(inv2, "AppointmentConfirmed"), 0);
+	ntf_send("appointment-completed", a3, "Appointment", h_sprintf(
+		"{\"appointmentId\":\"%s\",\"tenantId\":\"%s\",\"eventId\":\"%s\","
+		"\"agentUserId\":\"%s\",\"investorUserId\":\"%s\",\"kind\":\"Showing\","
+		"\"startAt\":\"" START "\",\"outcome\":\"NoShow\"}", a3, tenant, h_uuid(),
+		agent, inv3));
+	ck_assert_str_eq(final_state(a3), "NoShow");
+	ntf_send("appointment-confirmed", a3, "Appointment",
+		apt_confirmed(a3, tenant, agent, inv3));
+	ck_assert_int_eq(count_for(inv3), 0);
+
+	/* the first final fact wins (a later one does not overwrite it) */
+	ntf_send("appointment-cancelled", a3, "Appointment",
+		apt_cancelled(a3, tenant, agent, inv3, "CancelledByAgent", NULL));
+	ck_assert_str_eq(final_state(a3), "NoShow");
+}
+END_TEST
+
+/* --------------------------------------- issue 12: contract versions (item 4) */
+
+/* A version nobody used before in this worker's life (the warning is once
+ * per version and process). */
+static int fresh_version(void)
+{
+	return 2 + (int)h_sql_int("SELECT (random() * 1000000000)::int");
+}
+
+/* Seeds 001, 002: contractVersion != 1 -> warn-and-proceed.  A version N
+ * message with an extra field is applied, for each consumer group of
+ * notify.so; the plugin's warning is written once per version. */
+START_TEST(contract_version_mismatch_applied)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *user = h_uuid();
+	const char *a1 = h_uuid(), *a2 = h_uuid();
+	int v = fresh_version();
+	const char *vs = h_sprintf("\"contractVersion\":\"%d\"", v);
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		const char *apt = i ? a2 : a1, *mid = h_new_mid();
+		char *pl = apt_created(apt, tenant, agent, inv, "Pending", NULL);
+
+		pl[strlen(pl) - 1] = '\0';
+		ck_assert_int_eq(h_kafka_produce("pin.calendar.appointment-created.v1", apt,
+			h_sprintf("{\"messageId\":\"%s\",\"eventType\":"
+			"\"pin.calendar.appointment-created\",\"contractVersion\":%d,"
+			"\"createdAt\":\"2026-12-01T09:00:00Z\",\"aggregateType\":\"Appointment\","
+			"\"aggregateId\":\"%s\",\"correlationId\":null,\"payload\":%s,"
+			"\"futureField\":{\"x\":1}}}", mid, v, apt, pl)), 0);
+		ck_assert_msg(H_WAIT_UNTIL(processed(mid), WAIT_MS), "v%d not consumed", v);
+	}
+	ck_assert_int_eq(kind_count(agent, "AppointmentCreated"), 4);
+	ck_assert_int_eq(kind_count(inv, "AppointmentCreated"), 4);
+	ck_assert_msg(H_WAIT_UNTIL(h_worker_log_lines(
+		"\"msg\":\"notifications: contract version mismatch\"", vs) == 1, 10000),
+		"warning not written once");
+	h_sleep_ms(500);
+	ck_assert_int_eq(h_worker_log_lines(
+		"\"msg\":\"notifications: contract version mismatch\"", vs), 1);
+
+	/* the contact replica (group notifications-identity-users) */
+	for (i = 0; i < 2; i++) {
+		const char *mid = h_new_mid();
+
+		ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", user, h_sprintf(
+			"{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-updated\","
+			"\"contractVersion\":%d,\"createdAt\":\"2026-11-30T1%d:00:00Z\","
+			"\"aggregateType\":\"User\",\"aggregateId\":\"%s\",\"correlationId\":null,"
+			"\"payload\":{\"userId\":\"%s\",\"displayName\":\"V%d\",\"avatarUrl\":null,"
+			"\"email\":null,\"phone\":null,\"locale\":\"ru\",\"timeZone\":null,"
+			"\"status\":\"Active\",\"middleName\":\"x\"}}", mid, v, i, user, user, i)), 0);
+		ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
+			"notifications.processed_messages WHERE consumer_group = "
+			"'notifications-identity-users' AND message_id = $1::uuid", mid) == 1,
+			WAIT_MS), "contact v%d not consumed", v);
+	}
+	ck_assert_str_eq(h_sql_scalar("SELECT display_name FROM notifications.recipient_contacts "
+		"WHERE user_id = $1::uuid", user), "V1");
+	ck_assert_msg(H_WAIT_UNTIL(h_worker_log_lines(
+		"\"msg\":\"notifications: contract version mismatch\"", vs) == 2, 10000),
+		"contacts warning not written once");
+}
+END_TEST
+
+/* ------------------------------------ issue 12: retention, erasure (item 6) */
+
+/* The notifications-housekeeping job deletes old inbox rows, old Sent /
+ * Failed / Read notifications and old final states; Pending and recent rows
+ * stay. */
+START_TEST(retention_housekeeping)
+{
+	const char *user = h_uuid(), *m_old = h_uuid(), *m_new = h_uuid(), *s_old = h_uuid(),
+		*s_new = h_uuid();
+	const char *ins = "INSERT INTO notifications.notifications (id, recipient_user_id, kind, "
+		"channel, urgency, status, role, title, body, payload, locale, source_message_id, "
+		"source_event_type, created_at, sent_at, read_at, published_at) "
+		"VALUES (gen_random_uuid(), $1::uuid, 'AppointmentCreated', $2, 'Normal', $3, "
+		"'Investor', 't', 'b', '{}', 'ru', gen_random_uuid(), 'x', "
+		"now() - $4::interval, CASE WHEN $3 = 'Sent' THEN now() END, "
+		"CASE WHEN $3 = 'Read' THEN now() END, now())";
+
+	h_sql(ins, user, "InApp", "Read", "400 days");
+	h_sql(ins, user, "Email", "Sent", "400 days");
+	h_sql(ins, user, "Sms", "Failed", "400 days");
+	h_sql(ins, user, "InApp", "Pending", "400 days");     /* unread: kept */
+	h_sql(ins, user, "InApp", "Read", "10 days");         /* recent: kept */
+	h_sql("INSERT INTO notifications.processed_messages VALUES ('retention-test', "
+		"$1::uuid, now() - interval '40 days'), ('retention-test', $2::uuid, now())",
+		m_old, m_new);
+	h_sql("INSERT INTO notifications.subject_final_states VALUES ($1::uuid, "
+		"'Appointment', 'Cancelled', gen_random_uuid(), now() - interval '200 days'), "
+		"($2::uuid, 'Appointment', 'Cancelled', gen_random_uuid(), now())", s_old, s_new);
+	ck_assert_int_eq(h_run_worker_once(0), 0);
+	ck_assert_str_eq(h_sql_scalar("SELECT string_agg(channel || ':' || status, ',' "
+		"ORDER BY created_at, channel) FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid", user), "InApp:Pending,InApp:Read");
+	ck_assert_str_eq(h_sql_scalar("SELECT string_agg(message_id::text, ',') FROM "
+		"notifications.processed_messages WHERE consumer_group = 'retention-test'"), m_new);
+	ck_assert_ptr_null(final_state(s_old));
+	ck_assert_str_eq(final_state(s_new), "Cancelled");
+}
+END_TEST
+
+/* Rows of any table of schema notifications with a text column (text,
+ * varchar, json, jsonb) holding needle. */
+static long long schema_rows_with(const char *needle)
+{
+	PGresult *cols = h_sql("SELECT table_name, column_name FROM information_schema.columns "
+		"WHERE table_schema = 'notifications' AND data_type IN ('text', "
+		"'character varying', 'json', 'jsonb', 'ARRAY', 'USER-DEFINED') "
+		"ORDER BY table_name, column_name");
+	long long n = 0;
+
+	ck_assert_int_gt(PQntuples(cols), 10);
+	for (int i = 0; i < PQntuples(cols); i++)
+		n += h_sql_int(h_sprintf("SELECT count(*) FROM notifications.%s "
+			"WHERE strpos(%s::text, $1) > 0", PQgetvalue(cols, i, 0),
+			PQgetvalue(cols, i, 1)), needle);
+	return n;
+}
+
+#define ERASE_FMT "{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-updated\"," \
+	"\"contractVersion\":1,\"createdAt\":\"%s\",\"aggregateType\":\"User\"," \
+	"\"aggregateId\":\"%s\",\"correlationId\":null,\"payload\":{\"userId\":\"%s\"," \
+	"\"displayName\":\"%s\",\"avatarUrl\":null,\"email\":\"%s\",\"phone\":\"%s\"," \
+	"\"locale\":\"ru\",\"timeZone\":\"Europe/Moscow\",\"status\":\"%s\"}}"
+
+/* Erasure: pin.identity.users.v1 with status Deleted removes the user's
+ * e-mail, phone and name from every table of schema notifications: the
+ * replica row is a tombstone, the user's own notifications and settings are
+ * gone, other users' texts name "(имя не указано)"; later messages build
+ * nothing for the user; an older message does not bring the data back. */
+START_TEST(erasure_of_deleted_user)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
+	const char *email = h_sprintf("erase-%s@example.com", inv);
+	const char *phone = h_sprintf("+7999%lld", 1000000 + h_sql_int(
+		"SELECT (random() * 8999999)::int"));
+	const char *name = h_sprintf("Стираемый %s", h_uuid());
+	const char *mid;
+
+	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", inv, h_sprintf(ERASE_FMT, h_new_mid(),
+		"2026-11-30T10:00:00Z", inv, inv, name, email, phone, "Active")), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
+		"notifications.recipient_contacts WHERE user_id = $1::uuid", inv) == 1,
+		WAIT_MS), "contact not replicated");
+	put_settings(inv, "{\"globalMute\":false}");
+	ntf_send("appointment-created", apt, "Appointment",
+		apt_created(apt, tenant, agent, inv, "Pending", NULL));
+	ck_assert_int_eq(count_for(inv), 2);
+	ck_assert_msg(strstr(col(agent, "InApp", "body"), name), "the name is in the text");
+	ck_assert_int_gt(schema_rows_with(email), 0);
+	ck_assert_int_gt(schema_rows_with(phone), 0);
+
+	mid = h_new_mid();
+	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", inv, h_sprintf(
+		"{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-deleted\","
+		"\"contractVersion\":1,\"createdAt\":\"2026-11-30T12:00:00Z\","
+		"\"aggregateType\":\"User\",\"aggregateId\":\"%s\",\"correlationId\":null,"
+		"\"payload\":{\"userId\":\"%s\",\"displayName\":null,\"avatarUrl\":null,"
+		"\"email\":null,\"phone\":null,\"locale\":null,\"timeZone\":null,"
+		"\"status\":\"Deleted\"}}", mid, inv, inv)), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
+		"notifications.processed_messages WHERE consumer_group = "
+		"'notifications-identity-users' AND message_id = $1::uuid", mid) == 1,
+		WAIT_MS), "Deleted not consumed");
+	ck_assert_int_eq(schema_rows_with(email), 0);
+	ck_assert_int_eq(schema_rows_with(phone), 0);
+	ck_assert_int_eq(schema_rows_with(name), 0);
+	ck_assert_str_eq(h_sql_scalar("SELECT status FROM notifications.recipient_contacts "
+		"WHERE user_id = $1::uuid", inv), "Deleted");
+	ck_assert_int_eq(count_for(inv), 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM notifications.user_notification_settings "
+		"WHERE user_id = $1::uuid", inv), 0);
+	ck_assert_msg(strstr(col(agent, "InApp", "body"), "(имя не указано)"), "%s",
+		col(agent, "InApp", "body"));
+
+	/* an older Active message does not bring the data back; a later
+	 * message builds nothing for the erased user */
+	mid = h_new_mid();
+	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", inv, h_sprintf(ERASE_FMT, mid,
+		"2026-11-30T11:00:00Z", inv, inv, name, email, phone, "Active")), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
+		"notifications.processed_messages WHERE consumer_group = "
+		"'notifications-identity-users' AND message_id = $1::uuid", mid) == 1,
+		WAIT_MS), "older message not consumed");
+	ntf_send("appointment-confirmed", apt, "Appointment",
+		apt_confirmed(apt, tenant, agent, inv));
+	ck_assert_int_eq(count_for(inv), 0);
+	ck_assert_int_eq(schema_rows_with(email), 0);
+	ck_assert_int_eq(schema_rows_with(phone), 0);
+	ck_assert_int_eq(schema_rows_with(name), 0);
+}
+END_TEST
+
 Suite *make_notify_suite(void)
 {
 	Suite *s = suite_create("notify");
@@ -784,6 +1113,14 @@ Suite *make_notify_suite(void)
 	tcase_add_test(tc, contact_replica_newest_wins);
 	tcase_add_test(tc, end_to_end_through_calendar_api);
 	tcase_add_test(tc, template_not_resolved_to_dlq);
+	suite_add_tcase(s, tc);
+
+	tc = h_tcase("issue12", 240);
+	tcase_add_test(tc, seed002_rescheduled_acceptance);
+	tcase_add_test(tc, late_messages_after_final);
+	tcase_add_test(tc, contract_version_mismatch_applied);
+	tcase_add_test(tc, retention_housekeeping);
+	tcase_add_test(tc, erasure_of_deleted_user);
 	suite_add_tcase(s, tc);
 
 	tc = h_tcase("api", 120);

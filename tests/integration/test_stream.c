@@ -506,20 +506,6 @@ static const char PAGE_JS[] =
 	"};"
 	"'ok'";
 
-static const char *src_ip(const char *ip)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	bool ok;
-
-	if (fd < 0)
-		return NULL;
-	inet_pton(AF_INET, ip, &a.sin_addr);
-	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-	close(fd);
-	return ok ? ip : NULL;
-}
-
 /* Publishes n one-hour slots for the agent, days ahead; returns slot ids. */
 static const char *slot_of(const char *agent_tok, int days, int n, int idx)
 {
@@ -537,7 +523,7 @@ static const char *slot_of(const char *agent_tok, int days, int n, int idx)
 static const char *book(const char *inv_tok, const char *slot)
 {
 	struct h_req_opts o = { h_sprintf("{\"slotId\":\"%s\"}", slot), 0, NULL, NULL,
-		src_ip("127.0.0.43") };
+		h_src_ip("127.0.0.43") };
 	struct h_resp *r = h_request_opts("POST", "/api/public/calendar/appointments",
 		inv_tok, &o);
 

@@ -1,0 +1,49 @@
+/* retention.c -- the notifications-housekeeping job of notify.so (issue 12
+ * item 6): notify owns schema notifications, so it cleans it.  In batches
+ * with FOR UPDATE SKIP LOCKED, one transaction each (like workers.so's
+ * housekeeping), it deletes
+ *   - inbox rows (processed_messages) older than 30 days;
+ *   - Sent, Failed and Read notifications created more than 180 days ago
+ *     (Pending rows stay: an unread in-app row or an undelivered message is
+ *     still owed to its recipient);
+ *   - recorded final states (subject_final_states) older than 180 days (a
+ *     message about a subject that late is not expected).
+ * Ages are configurable in days (notifications.housekeeping.*_days). */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include "sdk/sdk.h"
+#include "notify.h"
+
+#define JOB_NAME "notifications-housekeeping"
+
+static const struct pc_purge purges[] = {
+	{ "processed_messages", "notifications.housekeeping.inbox_days", 86400, 30,
+	  "DELETE FROM notifications.processed_messages WHERE (consumer_group, message_id) IN ("
+	  " SELECT consumer_group, message_id FROM notifications.processed_messages"
+	  " WHERE processed_at < $1::timestamptz"
+	  " ORDER BY processed_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
+	{ "notifications", "notifications.housekeeping.notification_days", 86400, 180,
+	  "DELETE FROM notifications.notifications WHERE id IN ("
+	  " SELECT id FROM notifications.notifications"
+	  " WHERE status IN ('Sent', 'Failed', 'Read') AND created_at < $1::timestamptz"
+	  " ORDER BY created_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
+	{ "subject_final_states", "notifications.housekeeping.final_state_days", 86400, 180,
+	  "DELETE FROM notifications.subject_final_states WHERE subject_id IN ("
+	  " SELECT subject_id FROM notifications.subject_final_states"
+	  " WHERE recorded_at < $1::timestamptz"
+	  " ORDER BY recorded_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
+};
+
+static const struct pc_purge_job job = {
+	JOB_NAME, "ntf_hk_", "notifications_housekeeping_deleted_total",
+	"notifications housekeeping deleted rows",
+	purges, sizeof(purges) / sizeof(purges[0])
+};
+
+int ntf_retention_register(struct pin_registrar *reg, char *err, size_t errlen)
+{
+	struct pin_job j = { JOB_NAME, 600000, pc_purge_run, (void *)&job, NULL };
+
+	return pc_register_job(reg, &j, "notify", err, errlen);
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""mint.py SECRET_FILE ACTOR N [--tenant T] [--perm P]... [--sub S]
+
+Prints N lines "sub token": HS256 tokens with the claims of `./dev token`
+(iss pin-dev, aud pin-calendar, 1 h), a fresh random sub each unless --sub.
+Minting thousands through ./dev token would spawn a process per token."""
+import base64, hashlib, hmac, json, sys, time, uuid
+
+
+def b64(b):
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+
+def main(a):
+    secret = open(a[0]).read().strip().encode()
+    actor, n = a[1], int(a[2])
+    tenant, sub, perms, i = None, None, [], 3
+    while i < len(a):
+        if a[i] == "--tenant":
+            tenant = a[i + 1]
+        elif a[i] == "--perm":
+            perms.append(a[i + 1])
+        elif a[i] == "--sub":
+            sub = a[i + 1]
+        i += 2
+    hdr = b64(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
+    now = int(time.time())
+    out = []
+    for _ in range(n):
+        s = sub or str(uuid.uuid4())
+        c = {"iss": "pin-dev", "aud": "pin-calendar", "sub": s, "actor": actor}
+        if tenant:
+            c["tenant_id"] = tenant
+        c.update({"permissions": perms, "iat": now, "exp": now + 3600})
+        pl = b64(json.dumps(c, separators=(",", ":")).encode())
+        sig = b64(hmac.new(secret, (hdr + "." + pl).encode(), hashlib.sha256).digest())
+        out.append("%s %s.%s.%s" % (s, hdr, pl, sig))
+    sys.stdout.write("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

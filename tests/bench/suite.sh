@@ -1,0 +1,347 @@
+# suite.sh -- `./dev bench`: the benchmark suite of the real paths (issue 13).
+# Sourced by ./dev (uses its helpers and the dev stack's variables: PGBIN,
+# PG_DSN, BASE_URL, STATE, LOGS).  Every scenario measures its anchor in the
+# same run: absolute figures on a shared 2-core machine drift, ratios hold.
+#
+#   ./dev bench                  all scenarios below (not `dispatch`)
+#   ./dev bench SCENARIO...      plumbing | showcase | list | booking | publish
+#   ./dev bench --check [...]    the same, exit 1 when a ratio misses its target
+#   ./dev bench dispatch [N]     the notify dispatcher (separate, see ./dev)
+#
+# Knobs: PIN_BENCH_DURATION (8s per wrk / pgbench run), PIN_BENCH_CONNECTIONS
+# (32), PIN_BENCH_PG_CLIENTS (2 x cores = the host's default db_concurrency, so both
+# sides put the same number of statements into PostgreSQL at once; pgbench -c), PIN_BENCH_PUBLISH_N (40).
+# Writes .dev/bench/results.json (one object per measured figure) and prints
+# the table.  The data it creates lives under fixed bench uuids (prefix
+# b0000000-) and is deleted first, so reruns start from the same state.
+
+BENCH_DIR=$ROOT/tests/bench
+B_T=b0000000-0000-4000-8000-00000000000a      # tenant
+B_SHOW=b0000000-0000-4000-8000-000000000001   # showcase agent
+B_LIST=b0000000-0000-4000-8000-000000000002   # list agent
+B_ROWS=()                                     # JSON objects of this run
+B_FAIL=0
+
+b_dur() { echo "${PIN_BENCH_DURATION:-8s}"; }
+b_secs() { local d; d=$(b_dur); echo "${d%s}"; }
+
+# b_ms VALUE: wrk's "1.23ms" / "850.00us" / "1.10s" in ms
+b_ms() {
+	awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0;
+		else if (v ~ /s$/) n *= 1000; printf "%.2f", n }'
+}
+
+# b_wrk URL [wrk args...]: sets W_RPS W_P50 W_P99 W_BAD (non-2xx/3xx + errors) W_OUT
+b_wrk() {
+	local url=$1
+	shift
+	W_OUT=$(wrk -t2 -c"${PIN_BENCH_CONNECTIONS:-32}" -d"$(b_dur)" --latency "$@" "$url" 2>&1) ||
+		die "wrk failed: $W_OUT"
+	W_RPS=$(awk '/Requests\/sec/ {printf "%.0f", $2}' <<<"$W_OUT")
+	W_P50=$(b_ms "$(awk '$1 == "50%" {print $2}' <<<"$W_OUT")")
+	W_P99=$(b_ms "$(awk '$1 == "99%" {print $2}' <<<"$W_OUT")")
+	W_BAD=$(awk '/Non-2xx/ {n += $NF} /Socket errors/ {gsub(",", ""); n += $4 + $6 + $8 + $10}
+		END {print n + 0}' <<<"$W_OUT")
+}
+
+# b_pgbench SCRIPT [-D k=v ...]: sets P_TPS (pgbench -M prepared, same PG)
+b_pgbench() {
+	local script=$1 out
+	shift
+	out=$("$PGBIN/pgbench" -n -M prepared -c "${PIN_BENCH_PG_CLIENTS:-$((2 * $(nproc)))}" -j 2 -T "$(b_secs)" \
+		-f "$script" "$@" "$PG_DSN" 2>&1) || die "pgbench failed: $out"
+	P_TPS=$(awk '/^tps = / {printf "%.0f", $3}' <<<"$out")
+}
+
+# b_row SCENARIO FIGURE VALUE UNIT ANCHOR_NAME ANCHOR_VALUE RATIO TARGET OK [P50 P99]
+b_row() {
+	local ok=${9}
+	[[ $ok == false ]] && B_FAIL=1
+	B_ROWS+=("$(printf '{"scenario":"%s","figure":"%s","value":%s,"unit":"%s","anchor":"%s","anchor_value":%s,"ratio":%s,"target":"%s","ok":%s,"p50_ms":%s,"p99_ms":%s}' \
+		"$1" "$2" "$3" "$4" "$5" "${6:-null}" "${7:-null}" "$8" "$ok" "${10:-null}" "${11:-null}")")
+}
+
+# b_ge A B: A >= B (floats)
+b_ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
+b_div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+
+b_psql() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 "$PG_DSN" "$@"; }
+
+b_iso() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
+
+# b_background: other agents' slots and events (2000 agents x 20 slots, 1000
+# agents x 20 events; uuids 8005-), created once.  Without them the
+# statistics say one agent owns every row, and the generic plan of a prepared
+# statement (PostgreSQL's 6th execution on) scans the start_at index of all
+# Available slots instead of the agent's partial index: 34 ms instead of
+# 0.8 ms for a page of 100 -- the bench would measure a table nobody has.
+b_background() {
+	local have
+	have=$(b_psql -tA -c "SELECT count(*) FROM calendar.availability_slots
+		WHERE owner_user_id::text LIKE 'b0000000-0000-4000-8005-%'")
+	((have >= 40000)) && return 0
+	say "background: 40000 slots of 2000 agents, 20000 events of 1000 agents (SQL)"
+	b_psql <<-EOF
+		DELETE FROM calendar.availability_slots WHERE owner_user_id::text LIKE 'b0000000-0000-4000-8005-%';
+		DELETE FROM calendar.calendar_events WHERE owner_user_id::text LIKE 'b0000000-0000-4000-8005-%';
+		INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, kind, start_at,
+		    end_at, time_zone, created_at, updated_at)
+		  SELECT gen_random_uuid(), '$B_T', ('b0000000-0000-4000-8005-' || lpad(a::text, 12, '0'))::uuid,
+		    'Showing', date_trunc('hour', now()) + interval '3 hours' + i * interval '2 hours',
+		    date_trunc('hour', now()) + interval '4 hours' + i * interval '2 hours',
+		    'Europe/Moscow', now(), now()
+		  FROM generate_series(1, 2000) AS a, generate_series(0, 19) AS i;
+		INSERT INTO calendar.calendar_events (id, tenant_id, owner_user_id, kind, origin,
+		    title, start_at, end_at, time_zone, created_at, updated_at)
+		  SELECT gen_random_uuid(), '$B_T', ('b0000000-0000-4000-8005-' || lpad(a::text, 12, '0'))::uuid,
+		    'Meeting', 'Manual', 'Background', date_trunc('hour', now()) + i * interval '1 day',
+		    date_trunc('hour', now()) + i * interval '1 day' + interval '1 hour', 'UTC', now(), now()
+		  FROM generate_series(1, 1000) AS a, generate_series(0, 19) AS i;
+		ANALYZE calendar.availability_slots;
+		ANALYZE calendar.calendar_events;
+	EOF
+}
+
+# ---------------------------------------------------------------- plumbing
+B_PLUMB=""
+bench_plumbing() {
+	b_wrk "$BASE_URL/healthz"
+	B_PLUMB=$W_RPS
+	b_row plumbing "GET /healthz" "$W_RPS" "req/s" "-" "" "" "-" true "$W_P50" "$W_P99"
+}
+
+# b_limit_row SCENARIO FIGURE PG_TPS: the wrk figures just measured against
+# the serial limit 1/(1/plumbing + 1/pgbench); targets >= 0.8 and p99 <= 3 x p50
+b_limit_row() {
+	local lim ratio ok=true
+	lim=$(awk -v a="$B_PLUMB" -v b="$3" 'BEGIN { printf "%.0f", 1 / (1 / a + 1 / b) }')
+	ratio=$(b_div "$W_RPS" "$lim")
+	b_ge "$ratio" 0.8 || ok=false
+	b_ge "$(awk -v a="$W_P50" 'BEGIN { print 3 * a }')" "$W_P99" || ok=false
+	((W_BAD == 0)) || ok=false
+	b_row "$1" "$2" "$W_RPS" "req/s" "serial limit (healthz $B_PLUMB/s, pgbench $3 tps)" \
+		"$lim" "$ratio" ">=0.80, p99<=3xp50" "$ok" "$W_P50" "$W_P99"
+}
+
+# ---------------------------------------------------------------- showcase
+bench_showcase() {
+	local now lower upper l
+	[[ -n $B_PLUMB ]] || bench_plumbing
+	b_background
+	say "showcase: 3000 Available slots of one agent (SQL)"
+	b_psql <<-EOF
+		DELETE FROM calendar.availability_slots WHERE owner_user_id = '$B_SHOW';
+		INSERT INTO calendar.user_replicas (user_id, display_name, created_at, updated_at)
+		  VALUES ('$B_SHOW', 'Bench Agent', now(), now()) ON CONFLICT (user_id) DO NOTHING;
+		INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, kind, start_at,
+		    end_at, time_zone, created_at, updated_at)
+		  SELECT gen_random_uuid(), '$B_T', '$B_SHOW', 'Showing',
+		    date_trunc('hour', now()) + interval '3 hours' + i * interval '30 minutes',
+		    date_trunc('hour', now()) + interval '3 hours' + (i + 1) * interval '30 minutes',
+		    'Europe/Moscow', now(), now()
+		  FROM generate_series(0, 2999) AS i;
+		ANALYZE calendar.availability_slots;
+	EOF
+	now=$(date +%s)
+	# what the handler sends without from/to: lower = now + 60 min lead
+	# time, upper = its default horizon (slot_list_params)
+	lower=$(b_iso $((now + 3660)))
+	upper=$(b_iso $((now + 92 * 86400)))
+	for l in 1 20 100; do
+		b_pgbench "$BENCH_DIR/showcase.sql" -D agent="$B_SHOW" -D lower="$lower" \
+			-D upper="$upper" -D lim=$((l + 1)) -D curid=00000000-0000-0000-0000-000000000000
+		b_wrk "$BASE_URL/api/public/calendar/slots?agentUserId=$B_SHOW&limit=$l"
+		b_limit_row showcase "limit $l" "$P_TPS"
+	done
+}
+
+# ---------------------------------------------------------------- agent list
+bench_list() {
+	local now tok from to
+	[[ -n $B_PLUMB ]] || bench_plumbing
+	b_background
+	say "agent list: 2000 events of one agent in 30 days (SQL)"
+	b_psql <<-EOF
+		DELETE FROM calendar.calendar_events WHERE owner_user_id = '$B_LIST';
+		INSERT INTO calendar.calendar_events (id, tenant_id, owner_user_id, kind, origin,
+		    title, start_at, end_at, time_zone, created_at, updated_at)
+		  SELECT gen_random_uuid(), '$B_T', '$B_LIST', 'Meeting', 'Manual', 'Bench ' || i,
+		    date_trunc('hour', now()) + i * interval '20 minutes',
+		    date_trunc('hour', now()) + i * interval '20 minutes' + interval '15 minutes',
+		    'Europe/Moscow', now(), now()
+		  FROM generate_series(1, 2000) AS i;
+		ANALYZE calendar.calendar_events;
+	EOF
+	now=$(date +%s)
+	from=$(b_iso "$now")
+	to=$(b_iso $((now + 30 * 86400)))
+	tok=$(python3 "$BENCH_DIR/mint.py" "$(secret_file)" agent 1 --sub "$B_LIST" \
+		--tenant "$B_T" --perm calendar.events.view | cut -d' ' -f2)
+	b_pgbench "$BENCH_DIR/list.sql" -D owner="$B_LIST" -D tenant="$B_T" -D lower="$from" \
+		-D upper="$to" -D cursor="$(b_iso $((now - 86400)))" -D lim=101 -D withowner=false \
+		-D curid=00000000-0000-0000-0000-000000000000
+	b_wrk "$BASE_URL/api/v1/agent/calendar/events?from=$from&to=$to&limit=100" \
+		-H "Authorization: Bearer $tok"
+	b_limit_row list "100 per page" "$P_TPS"
+}
+
+# ---------------------------------------------------------------- booking
+# Two sets of slots, none auto-confirmed (one outbox message per side):
+# 8001- for the API (10 agents), 8002- for the pgbench anchor (booking.sql:
+# client c, transaction n; owners 8004-).  Every booking is a fresh investor.
+bench_booking() {
+	local f=$STATE/bench/book.lines n=20000 per=5000 pgc=${PIN_BENCH_PG_CLIENTS:-$((2 * $(nproc)))}
+	local c201 c409 other ratio ok=true base
+	b_background
+	say "booking: $n + $((pgc * per)) Available slots (SQL)"
+	b_psql <<-EOF
+		DELETE FROM calendar.appointments WHERE tenant_id = '$B_T';
+		DELETE FROM calendar.calendar_events WHERE tenant_id = '$B_T' AND origin = 'Appointment';
+		DELETE FROM calendar.availability_slots WHERE tenant_id = '$B_T' AND (
+		  owner_user_id::text LIKE 'b0000000-0000-4000-8001-%' OR
+		  owner_user_id::text LIKE 'b0000000-0000-4000-8004-%');
+		INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, kind, start_at,
+		    end_at, time_zone, created_at, updated_at)
+		  SELECT gen_random_uuid(), '$B_T',
+		    ('b0000000-0000-4000-8001-' || lpad(a::text, 12, '0'))::uuid, 'Showing',
+		    date_trunc('hour', now()) + interval '3 hours' + i * interval '30 minutes',
+		    date_trunc('hour', now()) + interval '3 hours' + (i + 1) * interval '30 minutes',
+		    'Europe/Moscow', now(), now()
+		  FROM generate_series(1, 10) AS a, generate_series(0, $((n / 10 - 1))) AS i;
+		INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, kind, start_at,
+		    end_at, time_zone, created_at, updated_at)
+		  SELECT ('b0000000-0000-4000-8002-' || lpad((c * 1000000 + i)::text, 12, '0'))::uuid,
+		    '$B_T', ('b0000000-0000-4000-8004-' || lpad((c * 100 + i % 100)::text, 12, '0'))::uuid,
+		    'Showing',
+		    date_trunc('hour', now()) + interval '3 hours' + (i / 100) * interval '30 minutes',
+		    date_trunc('hour', now()) + interval '3 hours' + (i / 100 + 1) * interval '30 minutes',
+		    'Europe/Moscow', now(), now()
+		  FROM generate_series(0, $((pgc - 1))) AS c, generate_series(1, $per) AS i;
+		ANALYZE calendar.availability_slots;
+		ANALYZE calendar.appointments;
+	EOF
+	base=$(b_psql -tA -c "SELECT date_trunc('hour', now()) + interval '3 hours'")
+	mkdir -p "$STATE/bench"
+	paste -d' ' <(b_psql -tA -c "SELECT id FROM calendar.availability_slots
+			WHERE tenant_id = '$B_T' AND owner_user_id::text LIKE 'b0000000-0000-4000-8001-%'
+			ORDER BY random()") \
+		<(python3 "$BENCH_DIR/mint.py" "$(secret_file)" investor "$n" | cut -d' ' -f2) >"$f"
+	b_pgbench "$BENCH_DIR/booking.sql" -D n=0 -D base="$base" -D tenant="$B_T" \
+		-D origin=Appointment -D prio=Normal -D title="Showing (booked by an investor)" \
+		-D tz=Europe/Moscow -D offs="{1440,60}" -D remsts="{Pending,Pending}" \
+		-D pending=Pending -D autoc=false
+	PIN_BENCH_BOOK_FILE=$f b_wrk "$BASE_URL/api/public/calendar/appointments" \
+		-s "$BENCH_DIR/book.lua"
+	read -r c201 c409 other < <(sed -n 's/^book: 201=\([0-9]*\) 409=\([0-9]*\) other=\([0-9]*\)$/\1 \2 \3/p' <<<"$W_OUT")
+	((${c201:-0} > 0 && ${other:-1} == 0)) || { ok=false; echo "$W_OUT" >&2; }
+	ratio=$(b_div "$W_RPS" "$P_TPS")
+	b_ge "$ratio" 0.7 || ok=false
+	b_row booking "POST appointments (201=$c201, 409=$c409, other=$other)" "$W_RPS" "req/s" \
+		"pgbench booking.sql $P_TPS tps" "$P_TPS" "$ratio" ">=0.70, 0 other" "$ok" "$W_P50" "$W_P99"
+	b_psql <<-EOF >/dev/null
+		DELETE FROM calendar.appointments WHERE tenant_id = '$B_T';
+		DELETE FROM calendar.calendar_events WHERE tenant_id = '$B_T' AND origin = 'Appointment';
+	EOF
+}
+
+# ---------------------------------------------------------------- publish
+# b_times N URL BODYFILE TOKFILE: N sequential POSTs (token line k for run k),
+# prints the sorted times in ms
+b_times() {
+	local n=$1 url=$2 body=$3 toks=$4 i tok
+	for ((i = 1; i <= n; i++)); do
+		tok=$(sed -n "${i}p" "$toks" | cut -d' ' -f2)
+		curl -s -o /dev/null -w '%{http_code} %{time_total}\n' -X POST \
+			-H "Authorization: Bearer $tok" -H 'Content-Type: application/json' \
+			--data-binary "@$body" "$url"
+	done | awk '$1 !~ /^20[01]$/ { bad++ } { printf "%.2f\n", $2 * 1000 } END { if (bad) exit 1 }' |
+		sort -n
+}
+
+# b_pct FILE P: the P-th percentile (nearest rank) of the sorted list
+b_pct() { awk -v p="$2" '{ v[NR] = $1 } END { i = int((p / 100) * NR + 0.999); if (i < 1) i = 1; print v[i] }' "$1"; }
+
+bench_publish() {
+	local n=${PIN_BENCH_PUBLISH_N:-40} d=$STATE/bench body f t pv50 pv99 pb50 pb99 ok=true
+	mkdir -p "$d"
+	body=$d/batch480.json
+	f=$(date -u -d '+2 days' +%F)
+	t=$(date -u -d '+31 days' +%F)
+	# 30 days x 08:00-16:00 in 30-minute slots = 480 slots
+	printf '{"kind":"Showing","timeZone":"Europe/Moscow","windows":[{"daysOfWeek":[1,2,3,4,5,6,7],"from":"08:00","to":"16:00"}],"fromDate":"%s","toDate":"%s","slotDurationMinutes":30,"autoConfirm":true,"cancellationCutoffMinutes":60}' \
+		"$f" "$t" >"$body"
+	python3 "$BENCH_DIR/mint.py" "$(secret_file)" agent "$n" --tenant "$B_T" \
+		--perm calendar.slots.manage >"$d/agents.lines"
+	b_times "$n" "$BASE_URL/api/v1/agent/calendar/slots/batches/preview" "$body" \
+		"$d/agents.lines" >"$d/preview.ms" || die "preview answered an error"
+	b_times "$n" "$BASE_URL/api/v1/agent/calendar/slots/batches" "$body" \
+		"$d/agents.lines" >"$d/publish.ms" || die "publish answered an error"
+	pv50=$(b_pct "$d/preview.ms" 50)
+	pv99=$(b_pct "$d/preview.ms" 99)
+	pb50=$(b_pct "$d/publish.ms" 50)
+	pb99=$(b_pct "$d/publish.ms" 99)
+	b_ge 20 "$pb50" && b_ge 50 "$pb99" || ok=false
+	b_row publish "480-slot batch, p50 ms (sequential, $n)" "$pb50" "ms" \
+		"preview of the same body p50 $pv50 ms" "$pv50" "$(b_div "$pb50" "$pv50")" \
+		"p50<20ms, p99<50ms" "$ok" "$pb50" "$pb99"
+	# the published slots of the fresh agents
+	b_psql <<-EOF >/dev/null
+		DELETE FROM calendar.availability_slots WHERE tenant_id = '$B_T' AND batch_id IS NOT NULL;
+		DELETE FROM calendar.slot_batches WHERE tenant_id = '$B_T';
+	EOF
+}
+
+# ---------------------------------------------------------------- driver
+bench_report() {
+	local out=$STATE/bench/results.json
+	mkdir -p "$STATE/bench"
+	{
+		printf '{"when":"%s","host":"%s","cores":%s,"loadavg":"%s","duration":"%s","connections":%s,"results":[' \
+			"$(date -u +%FT%TZ)" "$(hostname)" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+			"$(b_dur)" "${PIN_BENCH_CONNECTIONS:-32}"
+		local i
+		for i in "${!B_ROWS[@]}"; do
+			((i > 0)) && printf ','
+			printf '%s' "${B_ROWS[$i]}"
+		done
+		printf ']}\n'
+	} >"$out"
+	python3 - "$out" <<-'EOF'
+		import json, sys
+		d = json.load(open(sys.argv[1]))
+		print("| scenario | figure | value | p50 ms | p99 ms | anchor | anchor value | ratio | target | ok |")
+		print("|---|---|---|---|---|---|---|---|---|---|")
+		for r in d["results"]:
+		    f = lambda v: "-" if v is None else str(v)
+		    print("| %s | %s | %s %s | %s | %s | %s | %s | %s | %s | %s |" % (
+		        r["scenario"], r["figure"], r["value"], r["unit"], f(r["p50_ms"]), f(r["p99_ms"]),
+		        r["anchor"], f(r["anchor_value"]), f(r["ratio"]), r["target"],
+		        "yes" if r["ok"] else "NO"))
+		print("load average at the end: %s (%d cores)" % (d["loadavg"], d["cores"]))
+	EOF
+	say "results: ${out#"$ROOT"/}"
+}
+
+# bench_suite [--check] [SCENARIO...]
+bench_suite() {
+	local check=0 s all=(plumbing showcase list booking publish) want=()
+	while (($#)); do
+		case $1 in
+		--check) check=1 ;;
+		plumbing | showcase | list | booking | publish) want+=("$1") ;;
+		*) die "unknown bench scenario $1 (${all[*]}, dispatch)" ;;
+		esac
+		shift
+	done
+	((${#want[@]})) || want=("${all[@]}")
+	for s in "${want[@]}"; do
+		say "bench: $s"
+		"bench_$s"
+	done
+	bench_report
+	if ((check && B_FAIL)); then
+		say "bench --check: a figure missed its target (the rows with ok = NO)"
+		return 1
+	fi
+	return 0
+}
