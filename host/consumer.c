@@ -70,6 +70,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <librdkafka/rdkafka.h>
 
 #include "host.h"
@@ -106,6 +107,18 @@ struct cons {
 		int64_t since_us;
 	} *lagp;
 	size_t nlagp;
+	/* high watermarks asked by the lag sampler thread (own handle, see
+	 * wm_main): the consumer thread never waits on a broker for them */
+	pthread_t wm_thr;
+	bool wm_started;
+	pthread_mutex_t wm_mu;
+	struct wmp {
+		char topic[200];
+		int32_t part;
+		int64_t hi;             /* -1: not asked yet */
+	} *wm;
+	size_t nwm;
+	int wm_new;                 /* a partition was registered: ask now */
 };
 
 /* outcome of one attempt at a message */
@@ -789,6 +802,108 @@ static struct lagp *lagp_get(struct cons *c, const char *topic, int32_t part)
 	return n;
 }
 
+/* The lag sampler of one consumer: its own producer-type handle asks the
+ * broker for the high watermarks of the partitions the consumer registered
+ * (wm_hi), every consumer_lag_interval_ms, with a 1 s timeout.  The
+ * consumer's cached watermarks (rd_kafka_get_watermark_offsets) never move
+ * for a paused (held) partition because it is not fetched; asking from the
+ * consumer thread hung it in librdkafka 2.0.2 once the broker moved.  Here
+ * a misbehaving query only makes the sampler late.  The handle is rebuilt
+ * when the bootstrap moves. */
+static void *wm_main(void *arg)
+{
+	struct cons *c = arg;
+	rd_kafka_t *rk = NULL;
+	char *boot = NULL;
+	int64_t next = 0;
+
+	while (!stopping()) {
+		int64_t now = pin_clock_now_us();
+		size_t n;
+
+		if (now < next && !__atomic_exchange_n(&c->wm_new, 0, __ATOMIC_ACQ_REL)) {
+			struct timespec ts = { 0, 100 * 1000 * 1000 };
+
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		next = now + pin_config_int("consumer_lag_interval_ms", 5000) * 1000;
+		{
+			char *b = pin_kafka_bootstrap();
+
+			if (rk && (!b || !boot || strcmp(b, boot) != 0)) {
+				rd_kafka_destroy(rk);
+				rk = NULL;
+			}
+			free(boot);
+			boot = b;
+		}
+		if (!rk) {
+			char err[512];
+			rd_kafka_conf_t *conf = pin_kafka_conf_new("lag", err, sizeof(err));
+
+			if (!conf)
+				continue;
+			rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+			if (!rk) {
+				rd_kafka_conf_destroy(conf);
+				continue;
+			}
+		}
+		pthread_mutex_lock(&c->wm_mu);
+		n = c->nwm;
+		pthread_mutex_unlock(&c->wm_mu);
+		for (size_t i = 0; i < n && !stopping(); i++) {
+			char topic[200];
+			int32_t part;
+			int64_t lo = 0, hi = -1;
+
+			pthread_mutex_lock(&c->wm_mu);
+			memcpy(topic, c->wm[i].topic, sizeof(topic));
+			part = c->wm[i].part;
+			pthread_mutex_unlock(&c->wm_mu);
+			if (rd_kafka_query_watermark_offsets(rk, topic, part, &lo, &hi,
+					1000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+				continue;   /* broker away: keep the last value */
+			pthread_mutex_lock(&c->wm_mu);
+			c->wm[i].hi = hi;
+			pthread_mutex_unlock(&c->wm_mu);
+		}
+	}
+	if (rk)
+		rd_kafka_destroy(rk);
+	free(boot);
+	return NULL;
+}
+
+/* the sampled high watermark of a partition (-1 if none yet); registers
+ * the partition for the sampler */
+static int64_t wm_hi(struct cons *c, const char *topic, int32_t part)
+{
+	int64_t hi = -1;
+	struct wmp *n;
+
+	pthread_mutex_lock(&c->wm_mu);
+	for (size_t i = 0; i < c->nwm; i++)
+		if (c->wm[i].part == part && !strcmp(c->wm[i].topic, topic)) {
+			hi = c->wm[i].hi;
+			goto out;
+		}
+	n = realloc(c->wm, (c->nwm + 1) * sizeof(*n));
+	if (!n)
+		goto out;
+	c->wm = n;
+	n = &c->wm[c->nwm++];
+	memset(n, 0, sizeof(*n));
+	snprintf(n->topic, sizeof(n->topic), "%s", topic);
+	n->part = part;
+	n->hi = -1;
+	__atomic_store_n(&c->wm_new, 1, __ATOMIC_RELEASE);
+out:
+	pthread_mutex_unlock(&c->wm_mu);
+	return hi;
+}
+
 /* Samples the real lag of the assigned partitions (see the head comment). */
 static void lag_sample(struct cons *c)
 {
@@ -818,14 +933,20 @@ static void lag_sample(struct cons *c)
 		 * rd_kafka_query_watermark_offsets ignored its timeout in
 		 * 2.0.2 when the broker went away for good (dev broker moved)
 		 * and hung the consumer thread */
+		int64_t q = c->wm_started ? wm_hi(c, p->topic, p->partition) : -1;
+
 		if (rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition,
-				&lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR || hi < 0) {
+				&lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR)
+			lo = hi = -1;
+		if (q > hi)
+			hi = q;     /* the sampler's: a held partition is not fetched */
+		if (hi < 0) {
 			/* broker away: keep the last values, try in 10 s */
 			c->next_lag_us = now + 10000000;
 			goto out;
 		}
 		if (com < 0)
-			com = lo;
+			com = lo < 0 ? 0 : lo;
 		lag = hi > com ? hi - com : 0;
 		snprintf(lab, sizeof(lab), "%s,topic=\"%s\",partition=\"%d\"", c->labels,
 				p->topic, (int)p->partition);
@@ -928,6 +1049,12 @@ int pin_consumers_start(void)
 				"INSERT INTO %s (consumer_group, message_id, processed_at)"
 				" VALUES ($1, $2::uuid, $3::timestamptz) ON CONFLICT DO NOTHING",
 				inbox);
+		if (pthread_mutex_init(&c->wm_mu, NULL) == 0) {
+			if (pthread_create(&c->wm_thr, NULL, wm_main, c) == 0)
+				c->wm_started = true;
+			else
+				pthread_mutex_destroy(&c->wm_mu);
+		}
 		if (pthread_create(&c->thr, NULL, cons_main, c) != 0) {
 			pin_log(PIN_LOG_ERROR, "cannot start a consumer thread",
 					"group", c->e->c.group, NULL);
@@ -944,9 +1071,19 @@ void pin_consumers_stop(void)
 	if (!cs)
 		return;
 	__atomic_store_n(&cons_stop_flag, 1, __ATOMIC_RELEASE);
-	for (size_t i = 0; i < ncs; i++)
-		if (cs[i].started)
-			pthread_join(cs[i].thr, NULL);
+	for (size_t i = 0; i < ncs; i++) {
+		struct cons *c = &cs[i];
+
+		if (c->started)
+			pthread_join(c->thr, NULL);
+		if (c->wm_started) {
+			/* the stop flag is set; each query is bounded by its 1 s
+			 * timeout, and the sampler's handle is destroyed last */
+			pthread_join(c->wm_thr, NULL);
+			pthread_mutex_destroy(&c->wm_mu);
+		}
+		free(c->wm);
+	}
 	free(cs);
 	cs = NULL;
 	ncs = 0;
