@@ -53,8 +53,9 @@
  *
  * Real lag, every consumer_lag_interval_ms (5000) per assigned partition:
  * pin_consumer_lag_messages{group,topic,partition} = high watermark (asked
- * from the broker) - committed offset of the group (no commit yet: - low
- * watermark), and pin_consumer_oldest_unprocessed_age_seconds{group} =
+ * from the broker by the consumer's lag sampler thread with its own handle
+ * and a 1 s timeout, wm_main; at least the consumer's cached value) -
+ * committed offset of the group (no commit yet: - low watermark), and pin_consumer_oldest_unprocessed_age_seconds{group} =
  * the largest over the partitions of: a held message's age (its Kafka
  * timestamp), else, while lag > 0, the time since the committed offset last
  * moved (or since lag appeared).  A consumer that is stuck, paused or
