@@ -372,6 +372,42 @@ static PGresult *batch_read(struct relay *r, const char *table)
 	return res;
 }
 
+/* One row to the producer (copied), with its traceparent as a Kafka header
+ * when the row has a valid one; the producer's error code. */
+static rd_kafka_resp_err_t produce_row(struct relay *r, const char *topic,
+		const char *key, const char *val, struct relay_row *row)
+{
+	rd_kafka_vu_t vu[6];
+	rd_kafka_error_t *err;
+	rd_kafka_resp_err_t e;
+	size_t n = 0;
+
+	vu[n].vtype = RD_KAFKA_VTYPE_TOPIC;
+	vu[n++].u.cstr = topic;
+	vu[n].vtype = RD_KAFKA_VTYPE_KEY;
+	vu[n].u.mem.ptr = (void *)key;
+	vu[n++].u.mem.size = key ? strlen(key) : 0;
+	vu[n].vtype = RD_KAFKA_VTYPE_VALUE;
+	vu[n].u.mem.ptr = (void *)val;
+	vu[n++].u.mem.size = row->size;
+	vu[n].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+	vu[n++].u.i = RD_KAFKA_MSG_F_COPY;
+	vu[n].vtype = RD_KAFKA_VTYPE_OPAQUE;
+	vu[n++].u.ptr = row;
+	if (row->traceparent && pin_traceparent_valid(row->traceparent)) {
+		vu[n].vtype = RD_KAFKA_VTYPE_HEADER;
+		vu[n].u.header.name = "traceparent";
+		vu[n].u.header.val = row->traceparent;
+		vu[n++].u.header.size = (ssize_t)strlen(row->traceparent);
+	}
+	err = rd_kafka_produceva(r->rk, vu, n);
+	if (!err)
+		return RD_KAFKA_RESP_ERR_NO_ERROR;
+	e = rd_kafka_error_code(err);
+	rd_kafka_error_destroy(err);
+	return e;
+}
+
 /* 2a. Hands the rows to the producer.  A row refused for good is parked
  *     and skipped; a row refused for now stops the batch (later rows must
  *     not overtake it).  Returns how many rows were looked at. */
@@ -391,24 +427,7 @@ static int batch_produce(struct relay *r, PGresult *res, struct relay_row *rows,
 		rows[i].attempts = atoi(PQgetvalue(res, i, 4));
 		rows[i].traceparent = PQgetisnull(res, i, 5) ? NULL : PQgetvalue(res, i, 5);
 		rows[i].message_id = PQgetvalue(res, i, 6);
-		if (rows[i].traceparent && pin_traceparent_valid(rows[i].traceparent))
-			e = rd_kafka_producev(r->rk,
-				RD_KAFKA_V_TOPIC(topic),
-				RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
-				RD_KAFKA_V_VALUE((void *)val, rows[i].size),
-				RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-				RD_KAFKA_V_OPAQUE(&rows[i]),
-				RD_KAFKA_V_HEADER("traceparent", rows[i].traceparent,
-						(ssize_t)strlen(rows[i].traceparent)),
-				RD_KAFKA_V_END);
-		else
-			e = rd_kafka_producev(r->rk,
-				RD_KAFKA_V_TOPIC(topic),
-				RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
-				RD_KAFKA_V_VALUE((void *)val, rows[i].size),
-				RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-				RD_KAFKA_V_OPAQUE(&rows[i]),
-				RD_KAFKA_V_END);
+		e = produce_row(r, topic, key, val, &rows[i]);
 		if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
 			rd_kafka_poll(r->rk, 100);
 			i--;
