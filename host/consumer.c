@@ -49,7 +49,8 @@
  * <prefix>_dlq_total), pin_consumer_lag_seconds (gauge: now - createdAt of
  * the last message handled), pin_consumer_paused_partitions (gauge),
  * pin_consumer_consume_duration_seconds (histogram: one message, handler and
- * inbox transaction).
+ * inbox transaction), pin_consumer_partitions_assigned (gauge: partitions
+ * held after the last rebalance).
  *
  * Real lag, every consumer_lag_interval_ms (5000) per assigned partition:
  * pin_consumer_lag_messages{group,topic,partition} = high watermark (asked
@@ -185,6 +186,18 @@ static void held_drop_all(struct cons *c, bool resume)
 	}
 }
 
+/* pin_consumer_partitions_assigned{group}: the partitions this host holds
+ * after a rebalance (./dev status, the scale suite) */
+static void assigned_gauge(struct cons *c, rd_kafka_t *rk)
+{
+	rd_kafka_topic_partition_list_t *l = NULL;
+
+	if (rd_kafka_assignment(rk, &l) != RD_KAFKA_RESP_ERR_NO_ERROR || !l)
+		return;
+	pin_metric_set("pin_consumer_partitions_assigned", c->labels, (double)l->cnt);
+	rd_kafka_topic_partition_list_destroy(l);
+}
+
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 		rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
@@ -224,6 +237,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 				"error", rd_kafka_error_string(e), NULL);
 		rd_kafka_error_destroy(e);
 	}
+	assigned_gauge(c, rk);
 }
 
 static int consumer_create(struct cons *c)
@@ -1046,6 +1060,7 @@ int pin_consumers_start(void)
 		pin_metric_add("pin_dlq_total", c->labels, 0);
 		pin_metric_add("pin_consumer_processed_total", c->labels, 0);
 		pin_metric_add("pin_consumer_retries_total", c->labels, 0);
+		pin_metric_set("pin_consumer_partitions_assigned", c->labels, 0);
 		snprintf(c->inbox_sql, sizeof(c->inbox_sql),
 				"INSERT INTO %s (consumer_group, message_id, processed_at)"
 				" VALUES ($1, $2::uuid, $3::timestamptz) ON CONFLICT DO NOTHING",
