@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1237,6 +1238,174 @@ int h_run_worker_once(int64_t clock_offset_s)
 	static const char *const once[] = { "--once", NULL };
 
 	return h_run_host("worker", NULL, clock_offset_s, once);
+}
+
+/* ------------------------------------------------------ several hosts */
+
+void h_host_stack_worker(struct h_host *h)
+{
+	memset(h, 0, sizeof(*h));
+	snprintf(h->name, sizeof(h->name), "worker");
+	h->pid = (pid_t)h_host_pid("worker");
+	snprintf(h->url, sizeof(h->url), "%s", h_env("PIN_WORKER_METRICS_URL"));
+}
+
+/* a free loopback port in 20000-32767 (below the ephemeral range) */
+static int free_port(void)
+{
+	static bool seeded;
+
+	if (!seeded) {
+		srand((unsigned)getpid() ^ (unsigned)h_now_ms());
+		seeded = true;
+	}
+	for (int i = 0; i < 200; i++) {
+		struct sockaddr_in a = { .sin_family = AF_INET };
+		int fd = socket(AF_INET, SOCK_STREAM, 0), port = 20000 + rand() % 12768;
+		bool ok;
+
+		ck_assert(fd >= 0);
+		a.sin_port = htons((uint16_t)port);
+		inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+		ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+		close(fd);
+		if (ok)
+			return port;
+	}
+	ck_abort_msg("no free port");
+	return -1;
+}
+
+void h_host_start(struct h_host *h, const char *name, const char *mode,
+		const char *plugins, int64_t clock_offset_s, const char *const *env)
+{
+	const char *argv[24];
+	char *kb = h_sprintf("@%s", h_env("PIN_KAFKA_BOOTSTRAP_FILE"));
+	char *off = h_sprintf("%lld", (long long)clock_offset_s);
+	char *log = dev_path(h_sprintf("logs/%s.log", name));
+	char *listen, *textfile;
+	const char *asan = h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL);
+	int n = 0, port = free_port();
+	pid_t pid;
+
+	long left = read_pid(h_sprintf("pids/%s.pid", name));
+
+	/* a host of the same name left by a failed case */
+	if (left > 1 && pid_alive((pid_t)left)) {
+		kill((pid_t)left, SIGKILL);
+		H_WAIT_UNTIL((waitpid((pid_t)left, NULL, WNOHANG), !pid_alive((pid_t)left)), 10000);
+	}
+	memset(h, 0, sizeof(*h));
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	snprintf(h->url, sizeof(h->url), "http://127.0.0.1:%d/metrics", port);
+	listen = h_sprintf("127.0.0.1:%d", port);
+	textfile = dev_path(h_sprintf("%s.prom", name));
+	argv[n++] = h_env("PIN_HOST_BIN");
+	argv[n++] = "--mode";
+	argv[n++] = mode;
+	argv[n++] = "--config";
+	argv[n++] = h_env("PIN_CONFIG");
+	argv[n++] = "--plugins";
+	argv[n++] = plugins ? plugins : h_env_opt("PIN_WORKER_PLUGINS", "");
+	argv[n++] = "--plugin-dir";
+	argv[n++] = h_env("PIN_PLUGIN_DIR");
+	argv[n++] = "--pg-dsn";
+	argv[n++] = h_env("PIN_PG_DSN");
+	argv[n++] = "--kafka-bootstrap";
+	argv[n++] = kb;
+	if (clock_offset_s) {
+		argv[n++] = "--clock-offset-s";
+		argv[n++] = off;
+	}
+	argv[n] = NULL;
+	pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		int nul = open("/dev/null", O_RDONLY);
+
+		setsid();
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (nul >= 0)
+			dup2(nul, 0);
+		if (asan && *asan)
+			setenv("ASAN_OPTIONS", asan, 1);
+		/* PIN_<KEY> overrides the config file (host/config.c) */
+		setenv("PIN_METRICS_LISTEN", listen, 1);
+		setenv("PIN_METRICS_TEXTFILE", textfile, 1);
+		for (size_t i = 0; env && env[i]; i++)
+			putenv((char *)env[i]);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	h->pid = pid;
+	h->ours = true;
+	write_pidfile(dev_path(h_sprintf("pids/%s.pid", name)), pid);
+	ck_assert_msg(H_WAIT_UNTIL(!pid_alive(pid) || !isnan(h_host_metric(h,
+			"process_start_time_seconds")), 60000),
+			"host %s does not answer on %s (logs/%s.log)", name, h->url, name);
+	ck_assert_msg(pid_alive(pid), "host %s exited at start (logs/%s.log)", name, name);
+}
+
+void h_host_kill9(struct h_host *h)
+{
+	ck_assert_msg(h->pid > 1 && pid_alive(h->pid), "host %s does not run", h->name);
+	ck_assert(kill(h->pid, SIGKILL) == 0);
+	ck_assert_msg(H_WAIT_UNTIL((waitpid(h->pid, NULL, WNOHANG), !pid_alive(h->pid)),
+			10000), "host %s survived SIGKILL", h->name);
+	h->pid = -1;
+}
+
+void h_host_stop(struct h_host *h)
+{
+	int64_t end = h_now_ms() + 20000;
+
+	if (!h->ours || h->pid <= 1)
+		return;
+	if (pid_alive(h->pid)) {
+		kill(h->pid, SIGTERM);
+		while (h_now_ms() < end && (waitpid(h->pid, NULL, WNOHANG), pid_alive(h->pid)))
+			h_sleep_ms(50);
+		if (pid_alive(h->pid))
+			kill(h->pid, SIGKILL);
+	}
+	waitpid(h->pid, NULL, 0);
+	unlink(dev_path(h_sprintf("pids/%s.pid", h->name)));
+	h->pid = -1;
+}
+
+double h_host_metric(const struct h_host *h, const char *series)
+{
+	CURL *c = curl_easy_init();
+	struct h_buf b = { 0 };
+	size_t sl = strlen(series);
+	double v = NAN;
+	long code = 0;
+
+	if (!c || !h->url[0])
+		goto out;
+	curl_easy_setopt(c, CURLOPT_URL, h->url);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, h_curl_write);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	if (curl_easy_perform(c) != CURLE_OK)
+		goto out;
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	if (code != 200 || !b.p)
+		goto out;
+	for (char *l = b.p; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!strncmp(l, series, sl) && l[sl] == ' ') {
+			v = strtod(l + sl + 1, NULL);
+			break;
+		}
+out:
+	free(b.p);
+	if (c)
+		curl_easy_cleanup(c);
+	return v;
 }
 
 /* ------------------------------------------------ messages and addresses */

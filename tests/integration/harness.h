@@ -62,6 +62,7 @@ Suite *make_delivery_suite(void);   /* issue 10: dispatcher, relay parking */
 Suite *make_input_suite(void);      /* issue 9: strict input, SQLSTATE classes */
 Suite *make_obs_suite(void);     /* issue 11: worker metrics, histograms, promtool */
 Suite *make_ops_suite(void);     /* stops PostgreSQL for a moment */
+Suite *make_scale_suite(void);   /* issue 15: several worker hosts, failover */
 Suite *make_faults_suite(void);  /* last: fault drills (kill -9, outages, poison) */
 
 /* A test case with the harness teardown and a generous timeout (seconds,
@@ -273,6 +274,34 @@ void h_worker_kill9(void);
 void h_worker_start(void);
 /* Lines of $PIN_DEV_DIR/logs/worker.log holding both needles. */
 int h_worker_log_lines(const char *n1, const char *n2);
+
+/* ---- several hosts (the scale suite) ----------------------------------------- */
+/* A host of the stack: the long-lived worker (h_host_stack_worker) or one
+ * started by h_host_start. */
+struct h_host {
+	char name[32];             /* "worker", "worker-2", ... */
+	pid_t pid;                 /* -1: not running */
+	bool ours;                 /* started (and reaped) by this process */
+	char url[96];              /* its metrics_listen /metrics ("" none) */
+};
+/* The stack's long-lived worker host (pids/worker.pid, PIN_WORKER_METRICS_URL). */
+void h_host_stack_worker(struct h_host *h);
+/* Starts a long-lived host NAME the way ./dev starts host K of `./dev up
+ * --worker-hosts M`: its own log (logs/NAME.log), pid file (pids/NAME.pid;
+ * ./dev's stack stop stops it if the test does not) and metrics_listen
+ * port; plugins NULL = PIN_WORKER_PLUGINS; env: extra "PIN_<KEY>=value"
+ * config overrides, NULL-terminated (may be NULL).  Returns when the host
+ * answers on its metrics port. */
+void h_host_start(struct h_host *h, const char *name, const char *mode,
+		const char *plugins, int64_t clock_offset_s, const char *const *env);
+/* kill -9; returns when it is gone (reaped). */
+void h_host_kill9(struct h_host *h);
+/* SIGTERM, up to 20 s, then SIGKILL; removes the pid file.  No-op when
+ * the host does not run or is not ours. */
+void h_host_stop(struct h_host *h);
+/* The value of one series on the host's /metrics: series is the exact text
+ * before the value ('pin_x{group="g"}'); NAN when absent or no answer. */
+double h_host_metric(const struct h_host *h, const char *series);
 
 /* ---- waiting ---------------------------------------------------------------- */
 void h_sleep_ms(int ms);
