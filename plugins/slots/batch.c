@@ -639,7 +639,7 @@ static json_object *kept_slot_json(const PGresult *bres, const char *id,
 static json_object *publish_json(const PGresult *bres, char (*ids)[37],
 		const PGresult *pl, int keep)
 {
-	json_object *slots = json_object_new_array_ext(keep),
+	json_object *slots = json_object_new_array_ext(keep > 0 ? keep : 1),
 		*body = json_object_new_object();
 	int i, k = 0, n = PQntuples(pl);
 
