@@ -38,7 +38,7 @@ g_val() {
 	local r
 	for r in "${B_ROWS[@]}"; do
 		[[ $r == *"\"scenario\":\"$1\",\"figure\":\"$2"* ]] || continue
-		sed 's/.*"value":\([0-9.]*\).*/\1/' <<<"$r"
+		[[ $r =~ \"value\":([0-9.]+) ]] && echo "${BASH_REMATCH[1]}"
 		return 0
 	done
 }
@@ -68,7 +68,8 @@ g_have() {
 # the first 25 booked slots of each agent plus 25 manual events (Meeting /
 # Task) spread over the 150 days: 50 per agent, 1M in all.
 g_load() {
-	local n=$G_AGENTS tz="$(g_uuid 8007 "floor($G_TENANTS * power(a::float8 / $G_AGENTS, 2))::int")"
+	local n=$G_AGENTS tz
+	tz=$(g_uuid 8007 "floor($G_TENANTS * power(a::float8 / $G_AGENTS, 2))::int")
 	say "growth: loading $n agents x 100 slots, $((n * 50)) events, $((n * 50)) appointments (SQL)"
 	b_psql <<-EOF
 		SET synchronous_commit = off;
