@@ -4,7 +4,7 @@
 # same run: absolute figures on a shared 2-core machine drift, ratios hold.
 #
 #   ./dev bench                  all scenarios below (not `dispatch`)
-#   ./dev bench SCENARIO...      plumbing | showcase | list | booking | publish
+#   ./dev bench SCENARIO...      plumbing | showcase | list | booking | publish | growth
 #   ./dev bench --check [...]    the same, exit 1 when a ratio misses its target
 #   ./dev bench dispatch [N]     the notify dispatcher (separate, see ./dev)
 #
@@ -20,6 +20,7 @@ B_T=b0000000-0000-4000-8000-00000000000a      # tenant
 B_SHOW=b0000000-0000-4000-8000-000000000001   # showcase agent
 B_LIST=b0000000-0000-4000-8000-000000000002   # list agent
 B_ROWS=()                                     # JSON objects of this run
+B_TAG=""                                      # appended to the scenario of b_row (growth: @2M)
 B_FAIL=0
 
 b_dur() { echo "${PIN_BENCH_DURATION:-8s}"; }
@@ -58,7 +59,7 @@ b_row() {
 	local ok=${9}
 	[[ $ok == false ]] && B_FAIL=1
 	B_ROWS+=("$(printf '{"scenario":"%s","figure":"%s","value":%s,"unit":"%s","anchor":"%s","anchor_value":%s,"ratio":%s,"target":"%s","ok":%s,"p50_ms":%s,"p99_ms":%s}' \
-		"$1" "$2" "$3" "$4" "$5" "${6:-null}" "${7:-null}" "$8" "$ok" "${10:-null}" "${11:-null}")")
+		"$1$B_TAG" "$2" "$3" "$4" "$5" "${6:-null}" "${7:-null}" "$8" "$ok" "${10:-null}" "${11:-null}")")
 }
 
 # b_ge A B: A >= B (floats)
@@ -291,6 +292,10 @@ bench_publish() {
 	EOF
 }
 
+# ---------------------------------------------------------------- growth
+# shellcheck source=tests/bench/growth.sh
+source "$BENCH_DIR/growth.sh"
+
 # ---------------------------------------------------------------- driver
 bench_report() {
 	local out=$STATE/bench/results.json
@@ -324,11 +329,11 @@ bench_report() {
 
 # bench_suite [--check] [SCENARIO...]
 bench_suite() {
-	local check=0 s all=(plumbing showcase list booking publish) want=()
+	local check=0 s all=(plumbing showcase list booking publish growth) want=()
 	while (($#)); do
 		case $1 in
 		--check) check=1 ;;
-		plumbing | showcase | list | booking | publish) want+=("$1") ;;
+		plumbing | showcase | list | booking | publish | growth) want+=("$1") ;;
 		*) die "unknown bench scenario $1 (${all[*]}, dispatch)" ;;
 		esac
 		shift

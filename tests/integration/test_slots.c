@@ -1427,6 +1427,48 @@ START_TEST(agent_list_filters_and_paging)
 }
 END_TEST
 
+/* Issue 13: the publish answer is built from what was sent (no RETURNING);
+ * each of its slots must be the very object the agent list reads back from
+ * the table (slot_json of SLOT_COLS), byte for byte: ids, batch, owner,
+ * tenant, a zone with '/', start/end, the optional references, a location
+ * that needs escaping. */
+START_TEST(publish_slots_equal_stored_rows)
+{
+	struct agent a = new_agent();
+	struct h_resp *r, *l;
+	json_object *slots, *items;
+	size_t i, n;
+
+	r = h_post(BATCHES, a.token, batch_body("Europe/Moscow",
+		"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"09:00\",\"to\":\"12:00\"}]",
+		h_date_in(3), h_date_in(4), 45,
+		"\"gapMinutes\":15,\"autoConfirm\":true,\"cancellationCutoffMinutes\":30,"
+		"\"projectId\":\"3f1c2a4e-0000-4000-8000-0000000000aa\","
+		"\"location\":\"Office \\\"North\\\" / 2nd floor \\u00e9\""));
+	ck_assert_msg(r->status == 201, "%ld %s", r->status, r->body);
+	slots = arr(r->json, "slots");
+	n = json_object_array_length(slots);
+	ck_assert_int_eq((int)n, 2 * 3);
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "created")), (int)n);
+	l = h_get(SLOTS "?limit=100", a.token);
+	ck_assert_msg(l->status == 200, "%ld %s", l->status, l->body);
+	items = arr(l->json, "items");
+	ck_assert_int_eq((int)json_object_array_length(items), (int)n);
+	for (i = 0; i < n; i++) {
+		const char *got = json_object_to_json_string_ext(
+			json_object_array_get_idx(slots, i), JSON_C_TO_STRING_PLAIN);
+		const char *want = json_object_to_json_string_ext(
+			json_object_array_get_idx(items, i), JSON_C_TO_STRING_PLAIN);
+
+		ck_assert_msg(strcmp(got, want) == 0, "slot %zu:\n 201: %s\nlist: %s", i, got, want);
+	}
+	/* and the raw text of the answer carries them in that form */
+	ck_assert_ptr_nonnull(strstr(r->body, json_object_to_json_string_ext(
+			json_object_array_get_idx(items, 0), JSON_C_TO_STRING_PLAIN |
+			JSON_C_TO_STRING_NOSLASHESCAPE)));
+}
+END_TEST
+
 /* ------------------------------------------------------------ showcase */
 
 START_TEST(showcase_filters)
@@ -1834,6 +1876,7 @@ Suite *make_slots_suite(void)
 	tcase_add_test(tc, batch_too_large_writes_nothing);
 	tcase_add_test(tc, batch_limit_counts_created_slots);
 	tcase_add_test(tc, publish_idempotency_key);
+	tcase_add_test(tc, publish_slots_equal_stored_rows);
 	tcase_add_test(tc, validation_errors);
 	tcase_add_test(tc, tz_canonical_spelling);
 	tcase_add_test(tc, auth_errors);
