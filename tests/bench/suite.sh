@@ -291,6 +291,11 @@ bench_publish() {
 	EOF
 }
 
+# shellcheck source=tests/bench/consumers.sh
+source "$BENCH_DIR/consumers.sh"
+# shellcheck source=tests/bench/reminders.sh
+source "$BENCH_DIR/reminders.sh"
+
 # ---------------------------------------------------------------- driver
 bench_report() {
 	local out=$STATE/bench/results.json
@@ -324,11 +329,11 @@ bench_report() {
 
 # bench_suite [--check] [SCENARIO...]
 bench_suite() {
-	local check=0 s all=(plumbing showcase list booking publish) want=()
+	local check=0 s all=(plumbing showcase list booking publish consumers reminders) want=()
 	while (($#)); do
 		case $1 in
 		--check) check=1 ;;
-		plumbing | showcase | list | booking | publish) want+=("$1") ;;
+		plumbing | showcase | list | booking | publish | consumers | reminders) want+=("$1") ;;
 		*) die "unknown bench scenario $1 (${all[*]}, dispatch)" ;;
 		esac
 		shift
