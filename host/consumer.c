@@ -976,7 +976,9 @@ static void handle_batch(struct cons *c, struct bitem *b, size_t n)
 			it->unclaim = it->fresh;
 			continue;
 		}
-		if (!it->fresh) {
+		if (!it->fresh) {   /* the version warning counts duplicates too */
+			note_envelope(c, &it->msg, NULL);
+			pin_trace_set(NULL);
 			it->a = A_DONE;
 			it->dup = true;
 			continue;

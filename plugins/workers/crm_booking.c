@@ -48,6 +48,10 @@ struct bctx {
 	struct pin_consume_result *res;
 	const char *booking_id, *deal_id, *property_id;
 	int64_t now;
+	/* the deal replica, read (and locked FOR SHARE) once per attempt */
+	int routed;
+	int route_state;            /* enum route_state */
+	const char *tenant, *owner;
 };
 
 /* a link row (booking_deadline_links), locked */
@@ -172,6 +176,21 @@ static int route(const char *deal_id, const char **tenant, const char **owner,
 	return 0;
 }
 
+/* route() of c's deal, once per attempt (the row stays locked FOR SHARE
+ * until the transaction or the attempt's savepoint ends).  0 / PIN_ERR_DB. */
+static int route_c(struct bctx *c)
+{
+	enum route_state rs;
+
+	if (c->routed)
+		return 0;
+	if (route(c->deal_id, &c->tenant, &c->owner, &rs) < 0)
+		return PIN_ERR_DB;
+	c->route_state = rs;
+	c->routed = 1;
+	return 0;
+}
+
 /*
  * The 24 h path of a missing deal replica (seed 004 "Retry и DLQ").  The
  * host holds the message and retries it with backoff; this file remembers
@@ -274,16 +293,18 @@ static const char *title_for(const char *phase, int64_t at)
  */
 static enum pin_consume_status deadline_create(struct bctx *c, const char *phase, int64_t at)
 {
-	const char *tenant = NULL, *owner = NULL, *title;
+	const char *tenant, *owner, *title;
 	struct pc_event_new ev;
 	PGresult *row;
 	char event_id[37];
 	enum route_state rs;
 	int rc, inserted = 0;
 
-	rc = route(c->deal_id, &tenant, &owner, &rs);
-	if (rc < 0)
+	if (route_c(c) < 0)
 		return db_error(c, "replica lookup");
+	rs = (enum route_state)c->route_state;
+	tenant = c->tenant;
+	owner = c->owner;
 	if (rs == ROUTE_MISSING)
 		return replica_missing(c);
 	if (rs == ROUTE_TERMINAL) {
@@ -517,11 +538,9 @@ static const char *validate(struct bctx *c, json_object *pl, const char *t, int6
 static enum pin_consume_status on_created(struct bctx *c, int64_t at)
 {
 	struct link l;
-	const char *tn = NULL, *ow = NULL;
-	enum route_state rs;
 
 	/* lock order: replica, then the link */
-	if (route(c->deal_id, &tn, &ow, &rs) < 0)
+	if (route_c(c) < 0)
 		return db_error(c, "replica lock");
 	if (link_lock(c->booking_id, "Reserve", &l) < 0)
 		return db_error(c, "link lock");
@@ -536,13 +555,11 @@ static enum pin_consume_status dispatch(struct bctx *c, json_object *pl, const c
 		int64_t at)
 {
 	enum pin_consume_status st;
-	enum route_state rs;
-	const char *tn = NULL, *ow = NULL;
 
 	if (!strcmp(t, T_CREATED))
 		return on_created(c, at);
 	if (!strcmp(t, T_CONFIRMED)) {
-		if (route(c->deal_id, &tn, &ow, &rs) < 0)
+		if (route_c(c) < 0)
 			return db_error(c, "replica lock");
 		st = reserve_complete(c);
 		return st == PIN_CONSUME_OK ? booking_upsert(c, at) : st;
@@ -580,11 +597,13 @@ static enum pin_consume_status dispatch_retrying(struct bctx *c, int64_t at)
 			return db_error(c, "savepoint");
 		pc_sqlstate_clear();
 		memset(c->res, 0, sizeof(*c->res));
+		c->routed = 0;      /* a rolled-back attempt released its locks */
 		st = dispatch(c, c->msg->payload, c->msg->topic, at);
 		state = pc_sqlstate_first();
+		/* no RELEASE (one round trip less): the host's COMMIT, or its
+		 * RELEASE of the message's own savepoint in a batch, ends it */
 		if (st == PIN_CONSUME_OK)
-			return sp_exec("RELEASE SAVEPOINT crm_booking_work") < 0 ?
-				db_error(c, "savepoint release") : st;
+			return st;
 		if (!pc_sqlstate_is_concurrency(state))
 			return st;
 		if (sp_exec("ROLLBACK TO SAVEPOINT crm_booking_work") < 0)
