@@ -753,6 +753,7 @@ struct bitem {
 	bool fresh;                 /* its inbox row is new (this batch) */
 	bool skip;                  /* dropped: its partition holds an earlier one */
 	bool dup, processed, unclaim;
+	bool held;                  /* hold() took m */
 };
 
 static bool same_part(const struct bitem *x, const struct bitem *y)
@@ -837,11 +838,20 @@ static int batch_unclaim(struct cons *c, struct bitem *b, size_t n)
 	return r && PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : -1;
 }
 
-static int sp_exec(const char *sql)
+/* a savepoint command; the simple protocol (PQexec), so that "RELEASE ...;
+ * SAVEPOINT ..." is one round trip.  0, -1 (the batch falls back). */
+static int sp_exec(struct cons *c, const char *sql)
 {
-	PGresult *r = pin_db_exec(sql, 0, NULL);
+	PGconn *conn = pin_db_conn();
+	PGresult *r = conn ? PQexec(conn, sql) : NULL;
+	int rc = r && PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : -1;
 
-	return r && PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : -1;
+	if (rc)
+		pin_log(PIN_LOG_WARN, "consumer: savepoint failed, batch falls back to one"
+				" transaction per message", "group", c->e->c.group, "error",
+				conn ? PQerrorMessage(conn) : "no connection", NULL);
+	PQclear(r);
+	return rc;
 }
 
 /* The handler of one new message inside the batch transaction.  false:
@@ -852,7 +862,7 @@ static bool batch_one(struct cons *c, struct bitem *it, bool first)
 	enum pin_consume_status st;
 	double t0 = pin_metrics_mono_s();
 
-	if (sp_exec(first ? "SAVEPOINT pin_msg" :
+	if (sp_exec(c, first ? "SAVEPOINT pin_msg" :
 			"RELEASE SAVEPOINT pin_msg; SAVEPOINT pin_msg") != 0)
 		return false;
 	snprintf(it->v.mid, sizeof(it->v.mid), "%s", it->msg.message_id);
@@ -875,7 +885,7 @@ static bool batch_one(struct cons *c, struct bitem *it, bool first)
 	it->unclaim = true;
 	if (it->a == A_RETRY_INFRA)
 		return false;
-	return sp_exec("ROLLBACK TO SAVEPOINT pin_msg") == 0;
+	return sp_exec(c, "ROLLBACK TO SAVEPOINT pin_msg") == 0;
 }
 
 /* after the COMMIT: DLQ writes, holds, one offset commit */
@@ -900,7 +910,6 @@ static void batch_finish(struct cons *c, struct bitem *b, size_t n)
 		if (blocked) {      /* comes again after its partition's seek */
 			it->a = A_RETRY_INFRA;
 			it->skip = true;
-			rd_kafka_message_destroy(it->m);
 			continue;
 		}
 		if (it->a == A_DLQ) {
@@ -918,11 +927,15 @@ static void batch_finish(struct cons *c, struct bitem *b, size_t n)
 				p = rd_kafka_topic_partition_list_add(l,
 						rd_kafka_topic_name(it->m->rkt), it->m->partition);
 			p->offset = it->m->offset + 1;
-			rd_kafka_message_destroy(it->m);
 		} else {
 			hold(c, it->m, NULL, it->a, &it->v, now);   /* takes it->m */
+			it->held = true;
 		}
 	}
+	/* only now: same_part() above reads the earlier messages */
+	for (size_t i = 0; i < n; i++)
+		if (!b[i].held)
+			rd_kafka_message_destroy(b[i].m);
 	if (offs->cnt) {
 		rd_kafka_resp_err_t e = rd_kafka_commit(c->rk, offs, 0);
 
