@@ -17,7 +17,7 @@
 #                    (owner + client x InApp/Email/Sms rows)
 #
 # Knobs: PIN_BENCH_IDENTITY_N (30000), PIN_BENCH_CRM_N (10000),
-# PIN_BENCH_NOTIFY_N (5000).  Targets (issue 13): identity >= 20k msgs/s, CRM
+# PIN_BENCH_NOTIFY_N (5000), PIN_BENCH_CONSUMERS (which: "identity crm notify").  Targets (issue 13): identity >= 20k msgs/s, CRM
 # booking >= 5k msgs/s per worker host; notify has no absolute target (ratio
 # shown).
 
@@ -131,6 +131,8 @@ bench_consumers() {
 		ON CONFLICT (deal_id) DO NOTHING;
 	EOF
 
+	local which=" ${PIN_BENCH_CONSUMERS:-identity crm notify} "
+	if [[ $which == *" identity "* ]]; then
 	n=${PIN_BENCH_IDENTITY_N:-30000}
 	b_gen identity "$n" "$run" >"$d/identity.lines"
 	b_consume_run identity calendar.inbox calendar-identity-users pin.identity.users.v1 \
@@ -139,6 +141,8 @@ bench_consumers() {
 		WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%'")
 	((have == n)) || die "identity: $have user replicas, want $n"
 	b_consumer_row consumers "identity ($n users upserted)" "$C_RATE" "$C_RAW" 20000
+	fi
+	if [[ $which == *" crm "* ]]; then
 
 	n=${PIN_BENCH_CRM_N:-10000}
 	b_gen crm "$n" "$run" >"$d/crm.lines"
@@ -149,6 +153,8 @@ bench_consumers() {
 		WHERE l.booking_id::text LIKE 'b0000000-0000-4000-8008-%' AND l.status = 'Open'")
 	((have == n)) || die "crm booking: $have Open deadlines, want $n"
 	b_consumer_row consumers "CRM booking-created ($n deadlines)" "$C_RATE" "$C_RAW" 5000
+	fi
+	if [[ $which == *" notify "* ]]; then
 
 	n=${PIN_BENCH_NOTIFY_N:-5000}
 	b_gen notify "$n" "$run" >"$d/notify.lines"
@@ -160,6 +166,7 @@ bench_consumers() {
 		AND 'b3000000-$run-4000-8000-ffffffffffff'")
 	((have >= n)) || die "notify: $have notifications for $n reminders"
 	b_consumer_row consumers "notify fan-out reminder-due ($have rows)" "$C_RATE" "$C_RAW" 0
+	fi
 
 	b_consumers_clean
 }
