@@ -147,6 +147,32 @@ static int link_insert(const char *booking_id, const char *phase, const char *de
 	return 0;
 }
 
+/* link_insert of an Open link (event_id set) that also answers the deadline
+ * `at` as the title shows it, in local time of DEADLINE_TZ ("01.12.2026
+ * 12:00"; one round trip less than asking for it separately).  0 (*when is
+ * NULL when the link existed), PIN_ERR_DB. */
+static int link_insert_open(const char *booking_id, const char *phase, const char *deal_id,
+		const char *tenant_id, const char *event_id, int64_t now, int64_t msg_at,
+		int64_t at, const char **when)
+{
+	const char *p[10] = { booking_id, phase, deal_id, tenant_id, event_id, "Open",
+		pc_time_param(now), msg_at > 0 ? pc_time_param(msg_at) : NULL,
+		pc_time_param(at), DEADLINE_TZ };
+	PGresult *r = pc_api->db_exec_prepared("crmb_link_insert_open",
+		"INSERT INTO calendar.booking_deadline_links (booking_id, phase, deal_id, "
+		"  tenant_id, calendar_event_id, status, created_at, updated_at, last_event_at) "
+		"VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) "
+		"ON CONFLICT (booking_id, phase) DO NOTHING "
+		"RETURNING to_char($9::timestamptz AT TIME ZONE $10, 'DD.MM.YYYY HH24:MI')", 10, p);
+
+	*when = NULL;
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	if (PQntuples(r) == 1)
+		*when = PQgetvalue(r, 0, 0);
+	return 0;
+}
+
 enum route_state { ROUTE_OK, ROUTE_TERMINAL, ROUTE_MISSING };
 
 /* Routing from the deal replica (locked FOR SHARE against a concurrent
@@ -293,12 +319,12 @@ static const char *title_for(const char *phase, int64_t at)
  */
 static enum pin_consume_status deadline_create(struct bctx *c, const char *phase, int64_t at)
 {
-	const char *tenant, *owner, *title;
+	const char *tenant, *owner, *title, *when;
 	struct pc_event_new ev;
 	PGresult *row;
 	char event_id[37];
 	enum route_state rs;
-	int rc, inserted = 0;
+	int rc;
 
 	if (route_c(c) < 0)
 		return db_error(c, "replica lookup");
@@ -322,17 +348,15 @@ static enum pin_consume_status deadline_create(struct bctx *c, const char *phase
 		return PIN_CONSUME_OK;
 	}
 	pc_api->uuid_v7(event_id);
-	rc = link_insert(c->booking_id, phase, c->deal_id, tenant, event_id, c->now,
-			c->msg->created_at_us, &inserted);
+	rc = link_insert_open(c->booking_id, phase, c->deal_id, tenant, event_id, c->now,
+			c->msg->created_at_us, at, &when);
 	if (rc < 0)
 		return db_error(c, "link insert");
-	if (!inserted) {        /* a concurrent delivery won */
+	if (!when) {            /* a concurrent delivery won */
 		skipped(c, "business-duplicate", phase);
 		return PIN_CONSUME_OK;
 	}
-	title = title_for(phase, at);
-	if (!title)
-		return db_error(c, "title");
+	title = pc_api->sprintf("%s%s", wrk_crm_title_prefix(phase), when);
 	memset(&ev, 0, sizeof(ev));
 	ev.id = event_id;
 	ev.tenant_id = tenant;
