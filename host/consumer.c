@@ -6,6 +6,10 @@
  * in the consumer's group subscribed to its topics, its own database
  * connection, its own arena (reset after every message) and a DLQ producer.
  *
+ * Fresh messages are applied in batches, one transaction with a savepoint
+ * per message (consumer_batch_max, see "batches" below); held messages, and
+ * the messages of a batch that falls back, take the per-message path:
+ *
  * Per message:
  *   - envelope parsed (envelope.c); bytes that are not strict UTF-8
  *     (utf8.c), invalid JSON, no messageId (uuid) or no payload object ->
