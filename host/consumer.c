@@ -459,24 +459,13 @@ static const char *header_traceparent(const rd_kafka_message_t *m)
 	return pin_traceparent_valid(s) ? s : NULL;
 }
 
-/* a valid envelope: the version warning and the trace id (the W3C
- * traceparent header when the message has one, else correlationId, else
- * messageId) */
-static void note_envelope(struct cons *c, const struct pin_msg *msg,
-		const char *tp)
+/* the trace of a valid envelope: the W3C traceparent header when the
+ * message has one, else correlationId, else messageId */
+static void msg_trace(const struct pin_msg *msg, const char *tp)
 {
 	const char *corr = NULL;
 	json_object *v;
 
-	if (msg->contract_version != 1) {
-		char cv[16];
-
-		snprintf(cv, sizeof(cv), "%d", msg->contract_version);
-		pin_log(PIN_LOG_WARN, "consumer: unexpected contractVersion, processing anyway",
-				"group", c->e->c.group, "topic", msg->topic,
-				"messageId", msg->message_id, "contractVersion", cv, NULL);
-		pin_metric_add("pin_consumer_contract_version_mismatch_total", c->labels, 1);
-	}
 	if (json_object_object_get_ex(msg->envelope, "correlationId", &v) &&
 			json_object_is_type(v, json_type_string))
 		corr = json_object_get_string(v);
@@ -486,6 +475,24 @@ static void note_envelope(struct cons *c, const struct pin_msg *msg,
 	}
 	pin_trace_start(NULL);     /* outbox rows written here get a trace */
 	pin_trace_set(corr && *corr ? corr : msg->message_id);
+}
+
+/* a valid envelope: the version warning and the trace id (the W3C
+ * traceparent header when the message has one, else correlationId, else
+ * messageId) */
+static void note_envelope(struct cons *c, const struct pin_msg *msg,
+		const char *tp)
+{
+	if (msg->contract_version != 1) {
+		char cv[16];
+
+		snprintf(cv, sizeof(cv), "%d", msg->contract_version);
+		pin_log(PIN_LOG_WARN, "consumer: unexpected contractVersion, processing anyway",
+				"group", c->e->c.group, "topic", msg->topic,
+				"messageId", msg->message_id, "contractVersion", cv, NULL);
+		pin_metric_add("pin_consumer_contract_version_mismatch_total", c->labels, 1);
+	}
+	msg_trace(msg, tp);
 }
 
 /*
@@ -916,6 +923,8 @@ static void batch_finish(struct cons *c, struct bitem *b, size_t n)
 			it->skip = true;
 			continue;
 		}
+		if (it->valid && it->a != A_DONE)    /* its log lines carry its trace */
+			msg_trace(&it->msg, header_traceparent(it->m));
 		if (it->a == A_DLQ) {
 			log_failure(c, it->m, it->valid ? it->msg.message_id : NULL,
 					it->what, it->v.code, it->v.detail);
@@ -935,6 +944,7 @@ static void batch_finish(struct cons *c, struct bitem *b, size_t n)
 			hold(c, it->m, NULL, it->a, &it->v, now);   /* takes it->m */
 			it->held = true;
 		}
+		pin_trace_set(NULL);
 	}
 	/* only now: same_part() above reads the earlier messages */
 	for (size_t i = 0; i < n; i++)
