@@ -6,6 +6,10 @@
  * in the consumer's group subscribed to its topics, its own database
  * connection, its own arena (reset after every message) and a DLQ producer.
  *
+ * Fresh messages are applied in batches, one transaction with a savepoint
+ * per message (consumer_batch_max, see "batches" below); held messages, and
+ * the messages of a batch that falls back, take the per-message path:
+ *
  * Per message:
  *   - envelope parsed (envelope.c); bytes that are not strict UTF-8
  *     (utf8.c), invalid JSON, no messageId (uuid) or no payload object ->
@@ -72,6 +76,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <librdkafka/rdkafka.h>
 
@@ -96,6 +101,9 @@ struct cons {
 	char *boot;                 /* bootstrap the consumer was built with */
 	char dlq_topic[256];
 	char inbox_sql[512];
+	char claim_sql[512];        /* the inbox rows of a batch, one statement */
+	char unclaim_sql[512];      /* the rows of its failed / skipped messages */
+	unsigned rebal;             /* rebalance callbacks so far */
 	char labels[300];
 	struct held *held;
 	size_t nheld, capheld;
@@ -205,6 +213,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 	bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
 	rd_kafka_error_t *e = NULL;
 
+	c->rebal++;     /* a batch being collected re-checks its partitions */
 	if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
 		if (coop)
 			e = rd_kafka_incremental_assign(rk, parts);
@@ -464,24 +473,13 @@ static const char *header_traceparent(const rd_kafka_message_t *m)
 	return pin_traceparent_valid(s) ? s : NULL;
 }
 
-/* a valid envelope: the version warning and the trace id (the W3C
- * traceparent header when the message has one, else correlationId, else
- * messageId) */
-static void note_envelope(struct cons *c, const struct pin_msg *msg,
-		const char *tp)
+/* the trace of a valid envelope: the W3C traceparent header when the
+ * message has one, else correlationId, else messageId */
+static void msg_trace(const struct pin_msg *msg, const char *tp)
 {
 	const char *corr = NULL;
 	json_object *v;
 
-	if (msg->contract_version != 1) {
-		char cv[16];
-
-		snprintf(cv, sizeof(cv), "%d", msg->contract_version);
-		pin_log(PIN_LOG_WARN, "consumer: unexpected contractVersion, processing anyway",
-				"group", c->e->c.group, "topic", msg->topic,
-				"messageId", msg->message_id, "contractVersion", cv, NULL);
-		pin_metric_add("pin_consumer_contract_version_mismatch_total", c->labels, 1);
-	}
 	if (json_object_object_get_ex(msg->envelope, "correlationId", &v) &&
 			json_object_is_type(v, json_type_string))
 		corr = json_object_get_string(v);
@@ -491,6 +489,24 @@ static void note_envelope(struct cons *c, const struct pin_msg *msg,
 	}
 	pin_trace_start(NULL);     /* outbox rows written here get a trace */
 	pin_trace_set(corr && *corr ? corr : msg->message_id);
+}
+
+/* a valid envelope: the version warning and the trace id (the W3C
+ * traceparent header when the message has one, else correlationId, else
+ * messageId) */
+static void note_envelope(struct cons *c, const struct pin_msg *msg,
+		const char *tp)
+{
+	if (msg->contract_version != 1) {
+		char cv[16];
+
+		snprintf(cv, sizeof(cv), "%d", msg->contract_version);
+		pin_log(PIN_LOG_WARN, "consumer: unexpected contractVersion, processing anyway",
+				"group", c->e->c.group, "topic", msg->topic,
+				"messageId", msg->message_id, "contractVersion", cv, NULL);
+		pin_metric_add("pin_consumer_contract_version_mismatch_total", c->labels, 1);
+	}
+	msg_trace(msg, tp);
 }
 
 /*
@@ -719,6 +735,337 @@ static void handle(struct cons *c, rd_kafka_message_t *m, struct held *h)
 	else
 		hold(c, m, h, a, &v, now);
 	pin_trace_set(NULL);
+}
+
+/* ------------------------------------------------------------------ batches
+ *
+ * Fresh messages are applied in batches (consumer_batch_max, default 64):
+ * every message already fetched when the first one arrives, at most that
+ * many, in ONE transaction:
+ *   BEGIN; the inbox rows of every valid message in one INSERT ... SELECT
+ *   unnest ... ON CONFLICT DO NOTHING RETURNING (the ones it returns are
+ *   new, the others duplicates); per new message SAVEPOINT pin_msg (the
+ *   previous one RELEASEd in the same round trip), the handler, and on a
+ *   failure ROLLBACK TO SAVEPOINT pin_msg + classify (the message's inbox
+ *   row is deleted again before the COMMIT); COMMIT; then, in order, the
+ *   DLQ writes (acks awaited), the holds of RETRY messages (partition
+ *   paused, the batch's later messages of that partition dropped: they come
+ *   again after the seek) and ONE synchronous offset commit per batch (per
+ *   partition: after the last message that is done).
+ * Equivalence with one transaction per message: a message's effects and its
+ * inbox row still commit together (same transaction) or not at all (its
+ * savepoint rolled back, its row deleted); offsets are committed only after
+ * the COMMIT, so a crash anywhere redelivers the batch and the committed
+ * inbox rows turn the applied messages into duplicates.  Anything that is no
+ * per-message failure (database down, inbox statement, savepoint or COMMIT
+ * failing, a handler failure while the link is down) rolls the whole batch
+ * back and hands its messages one by one to handle(), the classic path
+ * (DLQ writes are made after the COMMIT only, so nothing was sent twice).
+ * Batches stay <= 64 by default: every savepoint that writes takes a
+ * subtransaction id, and above 64 per transaction PostgreSQL's snapshots of
+ * the other sessions overflow their subxid cache.
+ */
+
+/* one message of a batch */
+struct bitem {
+	rd_kafka_message_t *m;
+	struct pin_msg msg;
+	json_object *env;
+	struct verdict v;
+	enum attempt a;
+	const char *what;           /* log line of a DLQ */
+	bool valid;                 /* envelope ok */
+	bool fresh;                 /* its inbox row is new (this batch) */
+	bool skip;                  /* dropped: its partition holds an earlier one */
+	bool dup, processed, unclaim;
+	bool held;                  /* hold() took m */
+};
+
+static bool same_part(const struct bitem *x, const struct bitem *y)
+{
+	return x->m->partition == y->m->partition &&
+		!strcmp(rd_kafka_topic_name(x->m->rkt), rd_kafka_topic_name(y->m->rkt));
+}
+
+/* the inbox rows of the batch's valid messages: b[i].fresh for the new ones.
+ * 0, or -1 (statement failed). */
+static int batch_claim(struct cons *c, struct bitem *b, size_t n)
+{
+	size_t len = 3, k = 0;
+	char now[40], *arr, *w;
+	const char *p[3];
+	PGresult *r;
+
+	for (size_t i = 0; i < n; i++)
+		if (b[i].valid)
+			len += 37;
+	arr = w = pin_arena_alloc(len);
+	*w++ = '{';
+	for (size_t i = 0; i < n; i++)
+		if (b[i].valid) {
+			if (k++)
+				*w++ = ',';
+			memcpy(w, b[i].msg.message_id, 36);     /* a checked uuid */
+			w += 36;
+		}
+	*w++ = '}';
+	*w = '\0';
+	if (!k)
+		return 0;
+	pin_clock_fmt(pin_clock_now_us(), now, sizeof(now));
+	p[0] = c->e->c.group;
+	p[1] = arr;
+	p[2] = now;
+	r = pin_db_exec_prepared("pin_consumer_claim", c->claim_sql, 3, p);
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK)
+		return -1;
+	for (int j = 0; j < PQntuples(r); j++) {
+		const char *id = PQgetvalue(r, j, 0);
+
+		/* the first copy of an id in the batch is the new one */
+		for (size_t i = 0; i < n; i++)
+			if (b[i].valid && !b[i].fresh &&
+					!strcasecmp(b[i].msg.message_id, id)) {
+				b[i].fresh = true;
+				break;
+			}
+	}
+	return 0;
+}
+
+/* deletes the inbox rows of the messages that failed or were dropped */
+static int batch_unclaim(struct cons *c, struct bitem *b, size_t n)
+{
+	size_t len = 3, k = 0;
+	char *arr, *w;
+	const char *p[2];
+	PGresult *r;
+
+	for (size_t i = 0; i < n; i++)
+		if (b[i].unclaim)
+			len += 37;
+	if (len == 3)
+		return 0;
+	arr = w = pin_arena_alloc(len);
+	*w++ = '{';
+	for (size_t i = 0; i < n; i++)
+		if (b[i].unclaim) {
+			if (k++)
+				*w++ = ',';
+			memcpy(w, b[i].msg.message_id, 36);
+			w += 36;
+		}
+	*w++ = '}';
+	*w = '\0';
+	p[0] = c->e->c.group;
+	p[1] = arr;
+	r = pin_db_exec_prepared("pin_consumer_unclaim", c->unclaim_sql, 2, p);
+	return r && PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : -1;
+}
+
+/* a savepoint command; the simple protocol (PQexec), so that "RELEASE ...;
+ * SAVEPOINT ..." is one round trip.  0, -1 (the batch falls back). */
+static int sp_exec(struct cons *c, const char *sql)
+{
+	PGconn *conn = pin_db_conn();
+	PGresult *r = conn ? PQexec(conn, sql) : NULL;
+	int rc = r && PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : -1;
+
+	if (rc)
+		pin_log(PIN_LOG_WARN, "consumer: savepoint failed, batch falls back to one"
+				" transaction per message", "group", c->e->c.group, "error",
+				conn ? PQerrorMessage(conn) : "no connection", NULL);
+	PQclear(r);
+	return rc;
+}
+
+/* The handler of one new message inside the batch transaction.  false:
+ * the batch cannot go on (infrastructure). */
+static bool batch_one(struct cons *c, struct bitem *it, bool first)
+{
+	struct pin_consume_result res;
+	enum pin_consume_status st;
+	double t0 = pin_metrics_mono_s();
+
+	if (sp_exec(c, first ? "SAVEPOINT pin_msg" :
+			"RELEASE SAVEPOINT pin_msg; SAVEPOINT pin_msg") != 0)
+		return false;
+	snprintf(it->v.mid, sizeof(it->v.mid), "%s", it->msg.message_id);
+	note_envelope(c, &it->msg, header_traceparent(it->m));
+	memset(&res, 0, sizeof(res));
+	pin_db_error_reset();
+	st = c->e->c.fn(&it->msg, &res, c->e->c.ud);
+	res.code[sizeof(res.code) - 1] = '\0';
+	res.detail[sizeof(res.detail) - 1] = '\0';
+	pin_metric_observe("pin_consumer_consume_duration_seconds", c->labels,
+			pin_metrics_mono_s() - t0);
+	pin_trace_set(NULL);
+	if (st == PIN_CONSUME_OK) {
+		it->a = A_DONE;
+		it->processed = true;
+		return true;
+	}
+	it->a = classify(st, &res, &it->v);
+	it->what = "consumer: message rejected";
+	it->unclaim = true;
+	if (it->a == A_RETRY_INFRA)
+		return false;
+	return sp_exec(c, "ROLLBACK TO SAVEPOINT pin_msg") == 0;
+}
+
+/* after the COMMIT: DLQ writes, holds, one offset commit */
+static void batch_finish(struct cons *c, struct bitem *b, size_t n)
+{
+	rd_kafka_topic_partition_list_t *offs = rd_kafka_topic_partition_list_new((int)n);
+	int64_t now = pin_clock_now_us(), last_created = 0;
+	double processed = 0, dups = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct bitem *it = &b[i];
+		bool blocked = it->skip;
+
+		for (size_t j = 0; j < i && !blocked; j++)
+			blocked = same_part(&b[j], it) && b[j].a != A_DONE;
+		if (it->processed) {
+			processed++;
+			if (it->msg.created_at_us)
+				last_created = it->msg.created_at_us;
+		}
+		dups += it->dup;
+		if (blocked) {      /* comes again after its partition's seek */
+			it->a = A_RETRY_INFRA;
+			it->skip = true;
+			continue;
+		}
+		if (it->valid && it->a != A_DONE)    /* its log lines carry its trace */
+			msg_trace(&it->msg, header_traceparent(it->m));
+		if (it->a == A_DLQ) {
+			log_failure(c, it->m, it->valid ? it->msg.message_id : NULL,
+					it->what, it->v.code, it->v.detail);
+			it->a = dlq_send(c, it->m, it->v.code, it->v.detail) == 0 ?
+				A_DONE : A_RETRY_INFRA;
+		}
+		if (it->a == A_DONE) {
+			rd_kafka_topic_partition_list_t *l = offs;
+			rd_kafka_topic_partition_t *p = rd_kafka_topic_partition_list_find(l,
+					rd_kafka_topic_name(it->m->rkt), it->m->partition);
+
+			if (!p)
+				p = rd_kafka_topic_partition_list_add(l,
+						rd_kafka_topic_name(it->m->rkt), it->m->partition);
+			p->offset = it->m->offset + 1;
+		} else {
+			hold(c, it->m, NULL, it->a, &it->v, now);   /* takes it->m */
+			it->held = true;
+		}
+		pin_trace_set(NULL);
+	}
+	/* only now: same_part() above reads the earlier messages */
+	for (size_t i = 0; i < n; i++)
+		if (!b[i].held)
+			rd_kafka_message_destroy(b[i].m);
+	if (offs->cnt) {
+		rd_kafka_resp_err_t e = rd_kafka_commit(c->rk, offs, 0);
+
+		if (e)
+			pin_log(PIN_LOG_WARN, "consumer: offset commit failed (messages will be"
+					" redelivered, the inbox dedupes)", "group", c->e->c.group,
+					"error", rd_kafka_err2str(e), NULL);
+	}
+	rd_kafka_topic_partition_list_destroy(offs);
+	if (processed)
+		pin_metric_add("pin_consumer_processed_total", c->labels, processed);
+	if (dups)
+		pin_metric_add("pin_consumer_duplicates_total", c->labels, dups);
+	if (last_created)
+		pin_metric_set("pin_consumer_lag_seconds", c->labels,
+				(double)(pin_clock_now_us() - last_created) / 1e6);
+}
+
+/*
+ * Applies n fresh messages (see the comment above).  Takes ownership of
+ * every b[i].m.
+ */
+static void handle_batch(struct cons *c, struct bitem *b, size_t n)
+{
+	bool first = true;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		struct bitem *it = &b[i];
+
+		msg_init(&it->msg, it->m);
+		if (pin_envelope_parse(it->msg.value, it->msg.value_len, &it->msg, &it->env,
+				it->v.code, sizeof(it->v.code), it->v.detail,
+				sizeof(it->v.detail)) != 0) {
+			it->a = A_DLQ;
+			it->what = "consumer: invalid envelope";
+		} else {
+			it->valid = true;
+		}
+	}
+	if (pin_db_begin() != 0 || batch_claim(c, b, n) != 0)
+		goto fallback;
+	for (i = 0; i < n; i++) {
+		struct bitem *it = &b[i];
+
+		if (!it->valid)
+			continue;
+		for (size_t j = 0; j < i && !it->skip; j++)
+			it->skip = same_part(&b[j], it) && b[j].a == A_RETRY;
+		if (it->skip) {
+			it->unclaim = it->fresh;
+			continue;
+		}
+		if (!it->fresh) {   /* the version warning counts duplicates too */
+			note_envelope(c, &it->msg, NULL);
+			pin_trace_set(NULL);
+			it->a = A_DONE;
+			it->dup = true;
+			continue;
+		}
+		if (!batch_one(c, it, first))
+			goto fallback;
+		first = false;
+	}
+	if (batch_unclaim(c, b, n) != 0 || pin_db_commit() != 0)
+		goto fallback;
+	batch_finish(c, b, n);
+	goto out;
+fallback:
+	/* the classic path, one message per transaction */
+	pin_trace_set(NULL);
+	pin_db_rollback();
+	for (i = 0; i < n; i++) {
+		if (held_find(c, rd_kafka_topic_name(b[i].m->rkt), b[i].m->partition))
+			rd_kafka_message_destroy(b[i].m);
+		else
+			handle(c, b[i].m, NULL);
+	}
+out:
+	for (i = 0; i < n; i++)
+		json_object_put(b[i].env);
+}
+
+/* Drops the messages of partitions no longer assigned (a rebalance while
+ * the batch was collected).  Returns the new count. */
+static size_t batch_keep_assigned(struct cons *c, struct bitem *b, size_t n)
+{
+	rd_kafka_topic_partition_list_t *l = NULL;
+	size_t k = 0;
+
+	if (rd_kafka_assignment(c->rk, &l) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		l = NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (l && rd_kafka_topic_partition_list_find(l,
+				rd_kafka_topic_name(b[i].m->rkt), b[i].m->partition))
+			b[k++] = b[i];
+		else
+			rd_kafka_message_destroy(b[i].m);
+	}
+	if (l)
+		rd_kafka_topic_partition_list_destroy(l);
+	return k;
 }
 
 /* Retries the held messages that are due; returns ms until the next one. */
@@ -992,10 +1339,19 @@ static void *cons_main(void *arg)
 	struct cons *c = arg;
 	struct pin_arena *a = pin_arena_new();
 	int64_t next_boot_check = 0;
+	long long bmax = pin_config_int("consumer_batch_max", 64);
+	struct bitem *b;
 
+	if (bmax < 1)
+		bmax = 1;
+	if (bmax > 10000)
+		bmax = 10000;
+	b = calloc((size_t)bmax, sizeof(*b));
 	pin_arena_set_current(a);
 	while (!stopping()) {
 		rd_kafka_message_t *m;
+		size_t n = 1;
+		unsigned gen;
 
 		if (!ensure_consumer(c, &next_boot_check))
 			continue;
@@ -1003,9 +1359,24 @@ static void *cons_main(void *arg)
 		m = next_message(c, retry_due(c, a));
 		if (!m)
 			continue;
-		handle(c, m, NULL);
+		if (!b) {
+			handle(c, m, NULL);
+			pin_arena_reset(a);
+			continue;
+		}
+		/* the batch: what is already fetched, without waiting */
+		memset(b, 0, sizeof(*b) * (size_t)bmax);
+		b[0].m = m;
+		gen = c->rebal;
+		while (n < (size_t)bmax && (m = next_message(c, 0)))
+			b[n++].m = m;
+		if (c->rebal != gen)
+			n = batch_keep_assigned(c, b, n);
+		if (n)
+			handle_batch(c, b, n);
 		pin_arena_reset(a);
 	}
+	free(b);
 	consumer_destroy(c);
 	dlq_destroy(c);
 	free(c->held);
@@ -1065,6 +1436,13 @@ int pin_consumers_start(void)
 				"INSERT INTO %s (consumer_group, message_id, processed_at)"
 				" VALUES ($1, $2::uuid, $3::timestamptz) ON CONFLICT DO NOTHING",
 				inbox);
+		snprintf(c->claim_sql, sizeof(c->claim_sql),
+				"INSERT INTO %s (consumer_group, message_id, processed_at)"
+				" SELECT $1, m, $3::timestamptz FROM unnest($2::uuid[]) AS m"
+				" ON CONFLICT DO NOTHING RETURNING message_id", inbox);
+		snprintf(c->unclaim_sql, sizeof(c->unclaim_sql),
+				"DELETE FROM %s WHERE consumer_group = $1"
+				" AND message_id = ANY ($2::uuid[])", inbox);
 		if (pthread_mutex_init(&c->wm_mu, NULL) == 0) {
 			if (pthread_create(&c->wm_thr, NULL, wm_main, c) == 0)
 				c->wm_started = true;

@@ -487,43 +487,55 @@ static int load_settings(struct ctx *c, const char *user, const char *now,
 	return 0;
 }
 
-/* Active template for (kind, role, channel) in locale, its language, else
- * ru.  0 with *title, *body, *loc (all NULL when there is none), PIN_ERR_DB. */
-static int template_for(const char *kind, const char *role, const char *channel,
-		const char *locale, const char **title, const char **body, const char **loc)
+/* The Active templates of (kind, role): every channel and locale in one
+ * query (a handful of rows; uq_notification_templates makes (channel,
+ * locale) unique).  0 with *out, PIN_ERR_DB. */
+static int templates_of(const char *kind, const char *role, PGresult **out)
 {
-	const char *p[4] = { kind, role, channel, locale };
-	PGresult *r = pc_api->db_exec_prepared("ntf_template",
-		"SELECT title_template, body_template, locale "
+	const char *p[2] = { kind, role };
+	PGresult *r = pc_api->db_exec_prepared("ntf_templates_of",
+		"SELECT channel, title_template, body_template, locale "
 		"FROM notifications.notification_templates "
-		"WHERE kind = $1 AND role = $2 AND channel = $3 AND status = 'Active' "
-		"  AND locale IN ($4, split_part($4, '-', 1), 'ru') "
-		"ORDER BY CASE WHEN locale = $4 THEN 0 "
-		"  WHEN locale = split_part($4, '-', 1) THEN 1 ELSE 2 END LIMIT 1", 4, p);
+		"WHERE kind = $1 AND role = $2 AND status = 'Active'", 2, p);
 
-	*title = *body = *loc = NULL;
+	*out = NULL;
 	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
-	if (PQntuples(r) == 0)
-		return 0;
-	*title = PQgetvalue(r, 0, 0);
-	*body = PQgetvalue(r, 0, 1);
-	*loc = PQgetvalue(r, 0, 2);
+	*out = r;
 	return 0;
 }
 
-/* Any Active template for (kind, role)?  0 with *any, PIN_ERR_DB. */
-static int role_has_templates(const char *kind, const char *role, int *any)
+/* The template of channel for locale from templates_of's rows: the locale
+ * itself, else its language (the part before '-'), else ru.  *title, *body,
+ * *loc all NULL when there is none. */
+static void template_pick(const PGresult *r, const char *channel, const char *locale,
+		const char **title, const char **body, const char **loc)
 {
-	const char *p[2] = { kind, role };
-	PGresult *r = pc_api->db_exec_prepared("ntf_template_any",
-		"SELECT 1 FROM notifications.notification_templates "
-		"WHERE kind = $1 AND role = $2 AND status = 'Active' LIMIT 1", 2, p);
+	size_t lang = strcspn(locale, "-");
+	int best = 3;
 
-	if (!pc_res_ok(r, PGRES_TUPLES_OK))
-		return PIN_ERR_DB;
-	*any = PQntuples(r) > 0;
-	return 0;
+	*title = *body = *loc = NULL;
+	for (int i = 0; i < PQntuples(r); i++) {
+		const char *l = PQgetvalue(r, i, 3);
+		int pref;
+
+		if (strcmp(PQgetvalue(r, i, 0), channel) != 0)
+			continue;
+		if (!strcmp(l, locale))
+			pref = 0;
+		else if (strlen(l) == lang && !strncmp(l, locale, lang))
+			pref = 1;
+		else if (!strcmp(l, "ru"))
+			pref = 2;
+		else
+			continue;
+		if (pref < best) {
+			best = pref;
+			*title = PQgetvalue(r, i, 1);
+			*body = PQgetvalue(r, i, 2);
+			*loc = l;
+		}
+	}
 }
 
 /* The final state of a subject a final message states (Cancelled,
@@ -630,72 +642,91 @@ static void render(const struct ctx *c, const struct names *nm,
 
 /* One notification row to be written. */
 struct note {
-	const char *channel, *title, *body, *link, *payload, *locale, *not_before;
+	const char *channel, *title, *body, *locale, *not_before;
 };
 
-/* Inserts the notification (a duplicate of the source message is skipped)
- * and counts it.  0 / PIN_ERR_DB. */
-static int insert_note(const struct ctx *c, const struct rcpt *rc, const struct note *n,
-		const char *now, int *created)
+/* Inserts the recipient's k notifications in one statement (a duplicate of
+ * the source message is skipped) and counts them.  0 / PIN_ERR_DB. */
+static int insert_notes(const struct ctx *c, const struct rcpt *rc, const struct note *n,
+		int k, const char *link, const char *payload, const char *now, int *created)
 {
-	const char *p[18];
-	char id[37];
+	json_object *rows = json_object_new_array();
+	const char *p[13];
+	int i, j, got;
 	PGresult *r;
 
-	pc_api->uuid_v7(id);
-	p[0] = id;
+	for (i = 0; i < k; i++) {
+		json_object *o = json_object_new_object();
+		char id[37];
+
+		pc_api->uuid_v7(id);
+		json_object_object_add(o, "id", json_object_new_string(id));
+		json_object_object_add(o, "channel", json_object_new_string(n[i].channel));
+		json_object_object_add(o, "title", json_object_new_string(n[i].title));
+		json_object_object_add(o, "body", json_object_new_string(n[i].body));
+		json_object_object_add(o, "locale", json_object_new_string(n[i].locale));
+		json_object_object_add(o, "not_before", n[i].not_before ?
+				json_object_new_string(n[i].not_before) : NULL);
+		json_object_array_add(rows, o);
+	}
+	p[0] = pc_api->sprintf("%s", json_object_to_json_string_ext(rows,
+			JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(rows);
 	p[1] = rc->user;
 	p[2] = rc->tenant;
 	p[3] = c->kind;
-	p[4] = n->channel;
-	p[5] = c->urgency;
-	p[6] = rc->role;
-	p[7] = n->title;
-	p[8] = n->body;
-	p[9] = n->link;
-	p[10] = n->payload;
-	p[11] = n->locale;
-	p[12] = n->not_before;
-	p[13] = c->msg->message_id;
-	p[14] = c->msg->event_type ? c->msg->event_type : c->msg->topic;
-	p[15] = c->subject_id;
-	p[16] = c->reminder_id;
-	p[17] = now;
-	r = pc_api->db_exec_prepared("ntf_insert",
+	p[4] = c->urgency;
+	p[5] = rc->role;
+	p[6] = link;
+	p[7] = payload;
+	p[8] = c->msg->message_id;
+	p[9] = c->msg->event_type ? c->msg->event_type : c->msg->topic;
+	p[10] = c->subject_id;
+	p[11] = c->reminder_id;
+	p[12] = now;
+	r = pc_api->db_exec_prepared("ntf_insert_rows",
 		"INSERT INTO notifications.notifications (id, recipient_user_id, "
 		"  tenant_id, kind, channel, urgency, status, role, title, body, "
 		"  deep_link, payload, locale, not_before, source_message_id, "
 		"  source_event_type, subject_id, reminder_id, created_at) "
-		"VALUES ($1::uuid, $2::uuid, $3::uuid, $4, $5, $6, 'Pending', $7, $8, "
-		"  $9, $10, $11::jsonb, $12, $13::timestamptz, $14::uuid, $15, "
-		"  $16::uuid, $17::uuid, $18::timestamptz) "
-		"ON CONFLICT DO NOTHING", 18, p);
-	if (!pc_res_ok(r, PGRES_COMMAND_OK))
+		"SELECT x.id, $2::uuid, $3::uuid, $4, x.channel, $5, 'Pending', $6, x.title, "
+		"  x.body, $7, $8::jsonb, x.locale, x.not_before, $9::uuid, $10, $11::uuid, "
+		"  $12::uuid, $13::timestamptz "
+		"FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, channel text, title text, "
+		"  body text, locale text, not_before timestamptz) "
+		"ON CONFLICT DO NOTHING RETURNING channel", 13, p);
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
-	if (!strcmp(PQcmdTuples(r), "1")) {
-		(*created)++;
-		pc_api->metric_add("notifications_enqueued_total", pc_api->sprintf(
-			"kind=\"%s\",channel=\"%s\"", c->kind, n->channel), 1);
-	} else {
-		pc_api->metric_add("notifications_skipped_total", "reason=\"duplicate\"", 1);
+	for (i = 0; i < k; i++) {
+		for (got = 0, j = 0; j < PQntuples(r) && !got; j++)
+			got = !strcmp(PQgetvalue(r, j, 0), n[i].channel);
+		if (got) {
+			(*created)++;
+			pc_api->metric_add("notifications_enqueued_total", pc_api->sprintf(
+				"kind=\"%s\",channel=\"%s\"", c->kind, n[i].channel), 1);
+		} else {
+			pc_api->metric_add("notifications_skipped_total", "reason=\"duplicate\"", 1);
+		}
 	}
 	return 0;
 }
 
 /* The notifications of one recipient, one per enabled channel with a
- * template.  0 (*skipped = 1 when the role has no templates at all),
- * PIN_ERR_DB. */
+ * template, written in one statement.  0 (*skipped = 1 when the role has no
+ * templates at all), PIN_ERR_DB. */
 static int fan_out(struct ctx *c, const struct rcpt *rc, const struct names *nm,
 		const struct local_times *lt, const char *now, int *created, int *skipped)
 {
 	struct settings s;
-	struct note n;
-	int ch, rv, any, critical = !strcmp(c->urgency, "Critical");
+	struct note n[3];
+	PGresult *tpl;
+	const char *link, *payload;
+	int ch, k = 0, rv, critical = !strcmp(c->urgency, "Critical");
 
 	*skipped = 0;
-	if ((rv = role_has_templates(c->kind, rc->role, &any)) < 0)
+	if ((rv = templates_of(c->kind, rc->role, &tpl)) < 0)
 		return rv;
-	if (!any) {
+	if (PQntuples(tpl) == 0) {
 		*skipped = 1;
 		return 0;
 	}
@@ -706,29 +737,27 @@ static int fan_out(struct ctx *c, const struct rcpt *rc, const struct names *nm,
 				"reason=\"recipient-deleted\"", 1);
 		return 0;
 	}
-	n.payload = notification_payload(c, rc->role);
-	n.link = deep_link(c);
+	payload = notification_payload(c, rc->role);
+	link = deep_link(c);
 	for (ch = 0; ch < 3; ch++) {
 		int on = s.ovr[ch][0] ? !strcmp(s.ovr[ch], "true") : default_channel(c->kind, ch);
+		struct note *x = &n[k];
 
 		if (!on)
 			continue;                       /* opt-out holds for Critical too */
 		if (s.mute && !critical && ch != 0)
 			continue;                       /* GlobalMute: InApp only */
-		n.channel = ntf_channels[ch];
-		if ((rv = template_for(c->kind, rc->role, n.channel, s.locale,
-				&n.title, &n.body, &n.locale)) < 0)
-			return rv;
-		if (!n.body)
+		x->channel = ntf_channels[ch];
+		template_pick(tpl, x->channel, s.locale, &x->title, &x->body, &x->locale);
+		if (!x->body)
 			continue;                       /* no body for this channel */
-		n.not_before = NULL;
+		x->not_before = NULL;
 		if (ch == 2 && !critical && s.quiet_end)
-			n.not_before = s.quiet_end;     /* interruptive, quiet hours */
-		render(c, nm, lt, n.locale, &n.title, &n.body);
-		if ((rv = insert_note(c, rc, &n, now, created)) < 0)
-			return rv;
+			x->not_before = s.quiet_end;    /* interruptive, quiet hours */
+		render(c, nm, lt, x->locale, &x->title, &x->body);
+		k++;
 	}
-	return 0;
+	return k ? insert_notes(c, rc, n, k, link, payload, now, created) : 0;
 }
 
 static enum pin_consume_status fail(struct pin_consume_result *res, const char *code,

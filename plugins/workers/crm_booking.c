@@ -48,6 +48,10 @@ struct bctx {
 	struct pin_consume_result *res;
 	const char *booking_id, *deal_id, *property_id;
 	int64_t now;
+	/* the deal replica, read (and locked FOR SHARE) once per attempt */
+	int routed;
+	int route_state;            /* enum route_state */
+	const char *tenant, *owner;
 };
 
 /* a link row (booking_deadline_links), locked */
@@ -143,6 +147,32 @@ static int link_insert(const char *booking_id, const char *phase, const char *de
 	return 0;
 }
 
+/* link_insert of an Open link (event_id set) that also answers the deadline
+ * `at` as the title shows it, in local time of DEADLINE_TZ ("01.12.2026
+ * 12:00"; one round trip less than asking for it separately).  0 (*when is
+ * NULL when the link existed), PIN_ERR_DB. */
+static int link_insert_open(const char *booking_id, const char *phase, const char *deal_id,
+		const char *tenant_id, const char *event_id, int64_t now, int64_t msg_at,
+		int64_t at, const char **when)
+{
+	const char *p[10] = { booking_id, phase, deal_id, tenant_id, event_id, "Open",
+		pc_time_param(now), msg_at > 0 ? pc_time_param(msg_at) : NULL,
+		pc_time_param(at), DEADLINE_TZ };
+	PGresult *r = pc_api->db_exec_prepared("crmb_link_insert_open",
+		"INSERT INTO calendar.booking_deadline_links (booking_id, phase, deal_id, "
+		"  tenant_id, calendar_event_id, status, created_at, updated_at, last_event_at) "
+		"VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) "
+		"ON CONFLICT (booking_id, phase) DO NOTHING "
+		"RETURNING to_char($9::timestamptz AT TIME ZONE $10, 'DD.MM.YYYY HH24:MI')", 10, p);
+
+	*when = NULL;
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	if (PQntuples(r) == 1)
+		*when = PQgetvalue(r, 0, 0);
+	return 0;
+}
+
 enum route_state { ROUTE_OK, ROUTE_TERMINAL, ROUTE_MISSING };
 
 /* Routing from the deal replica (locked FOR SHARE against a concurrent
@@ -169,6 +199,21 @@ static int route(const char *deal_id, const char **tenant, const char **owner,
 	*owner = pc_col(r, 0, 1);
 	if (*tenant && *owner)
 		*state = ROUTE_OK;
+	return 0;
+}
+
+/* route() of c's deal, once per attempt (the row stays locked FOR SHARE
+ * until the transaction or the attempt's savepoint ends).  0 / PIN_ERR_DB. */
+static int route_c(struct bctx *c)
+{
+	enum route_state rs;
+
+	if (c->routed)
+		return 0;
+	if (route(c->deal_id, &c->tenant, &c->owner, &rs) < 0)
+		return PIN_ERR_DB;
+	c->route_state = rs;
+	c->routed = 1;
 	return 0;
 }
 
@@ -274,16 +319,18 @@ static const char *title_for(const char *phase, int64_t at)
  */
 static enum pin_consume_status deadline_create(struct bctx *c, const char *phase, int64_t at)
 {
-	const char *tenant = NULL, *owner = NULL, *title;
+	const char *tenant, *owner, *title, *when;
 	struct pc_event_new ev;
 	PGresult *row;
 	char event_id[37];
 	enum route_state rs;
-	int rc, inserted = 0;
+	int rc;
 
-	rc = route(c->deal_id, &tenant, &owner, &rs);
-	if (rc < 0)
+	if (route_c(c) < 0)
 		return db_error(c, "replica lookup");
+	rs = (enum route_state)c->route_state;
+	tenant = c->tenant;
+	owner = c->owner;
 	if (rs == ROUTE_MISSING)
 		return replica_missing(c);
 	if (rs == ROUTE_TERMINAL) {
@@ -301,17 +348,15 @@ static enum pin_consume_status deadline_create(struct bctx *c, const char *phase
 		return PIN_CONSUME_OK;
 	}
 	pc_api->uuid_v7(event_id);
-	rc = link_insert(c->booking_id, phase, c->deal_id, tenant, event_id, c->now,
-			c->msg->created_at_us, &inserted);
+	rc = link_insert_open(c->booking_id, phase, c->deal_id, tenant, event_id, c->now,
+			c->msg->created_at_us, at, &when);
 	if (rc < 0)
 		return db_error(c, "link insert");
-	if (!inserted) {        /* a concurrent delivery won */
+	if (!when) {            /* a concurrent delivery won */
 		skipped(c, "business-duplicate", phase);
 		return PIN_CONSUME_OK;
 	}
-	title = title_for(phase, at);
-	if (!title)
-		return db_error(c, "title");
+	title = pc_api->sprintf("%s%s", wrk_crm_title_prefix(phase), when);
 	memset(&ev, 0, sizeof(ev));
 	ev.id = event_id;
 	ev.tenant_id = tenant;
@@ -517,11 +562,9 @@ static const char *validate(struct bctx *c, json_object *pl, const char *t, int6
 static enum pin_consume_status on_created(struct bctx *c, int64_t at)
 {
 	struct link l;
-	const char *tn = NULL, *ow = NULL;
-	enum route_state rs;
 
 	/* lock order: replica, then the link */
-	if (route(c->deal_id, &tn, &ow, &rs) < 0)
+	if (route_c(c) < 0)
 		return db_error(c, "replica lock");
 	if (link_lock(c->booking_id, "Reserve", &l) < 0)
 		return db_error(c, "link lock");
@@ -536,13 +579,11 @@ static enum pin_consume_status dispatch(struct bctx *c, json_object *pl, const c
 		int64_t at)
 {
 	enum pin_consume_status st;
-	enum route_state rs;
-	const char *tn = NULL, *ow = NULL;
 
 	if (!strcmp(t, T_CREATED))
 		return on_created(c, at);
 	if (!strcmp(t, T_CONFIRMED)) {
-		if (route(c->deal_id, &tn, &ow, &rs) < 0)
+		if (route_c(c) < 0)
 			return db_error(c, "replica lock");
 		st = reserve_complete(c);
 		return st == PIN_CONSUME_OK ? booking_upsert(c, at) : st;
@@ -580,11 +621,13 @@ static enum pin_consume_status dispatch_retrying(struct bctx *c, int64_t at)
 			return db_error(c, "savepoint");
 		pc_sqlstate_clear();
 		memset(c->res, 0, sizeof(*c->res));
+		c->routed = 0;      /* a rolled-back attempt released its locks */
 		st = dispatch(c, c->msg->payload, c->msg->topic, at);
 		state = pc_sqlstate_first();
+		/* no RELEASE (one round trip less): the host's COMMIT, or its
+		 * RELEASE of the message's own savepoint in a batch, ends it */
 		if (st == PIN_CONSUME_OK)
-			return sp_exec("RELEASE SAVEPOINT crm_booking_work") < 0 ?
-				db_error(c, "savepoint release") : st;
+			return st;
 		if (!pc_sqlstate_is_concurrency(state))
 			return st;
 		if (sp_exec("ROLLBACK TO SAVEPOINT crm_booking_work") < 0)

@@ -4,7 +4,7 @@
 # same run: absolute figures on a shared 2-core machine drift, ratios hold.
 #
 #   ./dev bench                  all scenarios below (not `dispatch`)
-#   ./dev bench SCENARIO...      plumbing | showcase | list | booking | publish | growth
+#   ./dev bench SCENARIO...      plumbing | showcase | list | booking | publish | consumers | reminders | growth
 #   ./dev bench --check [...]    the same, exit 1 when a ratio misses its target
 #   ./dev bench dispatch [N]     the notify dispatcher (separate, see ./dev)
 #
@@ -292,6 +292,11 @@ bench_publish() {
 	EOF
 }
 
+# shellcheck source=tests/bench/consumers.sh
+source "$BENCH_DIR/consumers.sh"
+# shellcheck source=tests/bench/reminders.sh
+source "$BENCH_DIR/reminders.sh"
+
 # ---------------------------------------------------------------- growth
 # shellcheck source=tests/bench/growth.sh
 source "$BENCH_DIR/growth.sh"
@@ -329,11 +334,11 @@ bench_report() {
 
 # bench_suite [--check] [SCENARIO...]
 bench_suite() {
-	local check=0 s all=(plumbing showcase list booking publish growth) want=()
+	local check=0 s all=(plumbing showcase list booking publish consumers reminders growth) want=()
 	while (($#)); do
 		case $1 in
 		--check) check=1 ;;
-		plumbing | showcase | list | booking | publish | growth) want+=("$1") ;;
+		plumbing | showcase | list | booking | publish | consumers | reminders | growth) want+=("$1") ;;
 		*) die "unknown bench scenario $1 (${all[*]}, dispatch)" ;;
 		esac
 		shift

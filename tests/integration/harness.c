@@ -1002,6 +1002,51 @@ int h_kafka_produce_raw(const char *topic, const char *key, const void *value,
 	return done == 1 ? 0 : -1;
 }
 
+static void on_delivery_count(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	(void)rk;
+	if (!m->err)
+		(*(int *)opaque)++;
+}
+
+int h_kafka_produce_batch(const char *topic, const char *key, const char *const *values,
+		int n)
+{
+	rd_kafka_conf_t *c = kconf();
+	rd_kafka_t *rk;
+	char err[256];
+	int done = 0;
+
+	rd_kafka_conf_set(c, "partitioner", "murmur2_random", err, sizeof(err));
+	rd_kafka_conf_set(c, "enable.idempotence", "true", err, sizeof(err));
+	rd_kafka_conf_set(c, "linger.ms", "200", err, sizeof(err));
+	rd_kafka_conf_set_dr_msg_cb(c, on_delivery_count);
+	rd_kafka_conf_set_opaque(c, &done);
+	rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof(err));
+	if (!rk) {
+		fprintf(stderr, "h_kafka_produce_batch: %s\n", err);
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		rd_kafka_resp_err_t e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+				RD_KAFKA_V_KEY(key, strlen(key)),
+				RD_KAFKA_V_VALUE((void *)values[i], strlen(values[i])),
+				RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+
+		if (e) {
+			fprintf(stderr, "h_kafka_produce_batch %s: %s\n", topic, rd_kafka_err2str(e));
+			rd_kafka_destroy(rk);
+			return -1;
+		}
+		contract_record_kafka("test", topic, -1, -1, key, values[i], strlen(values[i]));
+	}
+	rd_kafka_flush(rk, 10000);
+	rd_kafka_destroy(rk);
+	if (done != n)
+		fprintf(stderr, "h_kafka_produce_batch %s: %d of %d delivered\n", topic, done, n);
+	return done == n ? 0 : -1;
+}
+
 /* ------------------------------------------------------------ broker */
 
 static char *dev_path(const char *rel)

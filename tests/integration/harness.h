@@ -237,6 +237,11 @@ int h_kafka_produce(const char *topic, const char *key, const char *value);
  * produces a message with a null value (a tombstone). */
 int h_kafka_produce_raw(const char *topic, const char *key, const void *value,
 		size_t len);
+/* Produces n messages with the same key from one producer (linger 200 ms:
+ * one record batch, so the dev broker hands them out in one fetch) and waits
+ * for every delivery.  0 ok, -1 error. */
+int h_kafka_produce_batch(const char *topic, const char *key, const char *const *values,
+		int n);
 
 /* Stops the dev broker of the stack (SIGTERM, waits for exit). */
 void h_broker_stop(void);

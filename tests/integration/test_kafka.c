@@ -319,6 +319,60 @@ START_TEST(consumer_dlq)
 }
 END_TEST
 
+/* (f) a batch (host/consumer.c, consumer_batch_max): a "stall" message holds
+ * the partition for its 20 s deadline while five more land behind it on the
+ * same key (one record batch); then they come as one batch: the OK ones apply once (their inbox
+ * rows claimed by one statement: same processed_at), the FATAL one goes to the
+ * DLQ without an inbox row, the RETRY one is held and the message after it is
+ * dropped and redelivered after the retry: each applied exactly once. */
+START_TEST(consumer_batch_savepoints)
+{
+	char *key = h_uuid(), *blk = h_uuid(), *ok1 = h_uuid(), *bad = h_uuid();
+	char *ok2 = h_uuid(), *r1 = h_uuid(), *ok3 = h_uuid();
+	const char *inbox_sql = "SELECT count(*) FROM calendar.inbox WHERE"
+		" consumer_group = 'test-consumer' AND message_id = $1::uuid";
+	struct h_kmsgs *l;
+	int idx, count;
+	const char *batch[5];
+
+	k_setup();
+	k_produce(TEST_TOPIC, key, k_envelope(blk, key, "stall"));
+	batch[0] = k_envelope(ok1, key, "ok");
+	batch[1] = k_envelope(bad, key, "fatal");
+	batch[2] = k_envelope(ok2, key, "ok");
+	batch[3] = k_envelope(r1, key, "retry-once");
+	batch[4] = k_envelope(ok3, key, "ok");
+	/* one record batch: the dev broker (librdkafka's mock) answers a fetch
+	 * with one record batch, so separately produced messages would come one
+	 * by one */
+	ck_assert_int_eq(h_kafka_produce_batch(TEST_TOPIC, key, batch, 5), 0);
+	ck_assert_msg(k_wait_count(SEEN_SQL, ok3, 1, 90) == 1,
+			"the last message of the batch not applied within 90 s");
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, ok1), 1);
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, ok2), 1);
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, r1), 1);
+	ck_assert_int_gt(h_sql_int("SELECT max(attempts) FROM calendar.test_seen"
+				" WHERE message_id = $1::uuid", r1), 1);
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, bad), 0);
+	ck_assert_int_eq(h_sql_int(inbox_sql, ok1), 1);
+	ck_assert_int_eq(h_sql_int(inbox_sql, ok3), 1);
+	ck_assert_int_eq(h_sql_int(inbox_sql, r1), 1);
+	ck_assert_int_eq(h_sql_int(inbox_sql, bad), 0);
+	/* ok1 and ok2 went through the batch path (one claim statement) */
+	ck_assert_int_eq(h_sql_int("SELECT count(DISTINCT processed_at) FROM calendar.inbox"
+				" WHERE consumer_group = 'test-consumer' AND message_id IN"
+				" ($1::uuid, $2::uuid)", ok1, ok2), 1);
+	l = k_wait_topic(DLQ_TOPIC, bad, 30, &idx, &count);
+	ck_assert_msg(idx >= 0, "the FATAL message of the batch not in the DLQ");
+	ck_assert_int_eq(count, 1);
+	ck_assert_str_eq(h_kmsg_header(&l->v[idx], "x-error-code"), "TEST_FATAL");
+	/* nothing comes twice afterwards */
+	h_sleep_ms(2000);
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, ok1), 1);
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, ok3), 1);
+}
+END_TEST
+
 /* (b) broker down: rows stay unpublished; broker back: published once */
 START_TEST(relay_survives_broker_outage)
 {
@@ -363,6 +417,7 @@ Suite *make_kafka_suite(void)
 	tcase_add_test(tc, consumer_dedupes);
 	tcase_add_test(tc, consumer_retries);
 	tcase_add_test(tc, consumer_dlq);
+	tcase_add_test(tc, consumer_batch_savepoints);
 	/* last: restarts the broker (a new, empty mock cluster) */
 	tcase_add_test(tc, relay_survives_broker_outage);
 	suite_add_tcase(s, tc);

@@ -1,0 +1,172 @@
+# consumers.sh -- `./dev bench consumers`: how fast the worker host's
+# consumers apply real messages (issue 13), each against a raw librdkafka
+# consumer reading the same topic in the same run (pin-benchconsume).
+#
+# Per consumer: N envelopes of the real topic (valid payloads, distinct
+# messageIds in a bench range, keys spread over the partitions) are produced
+# to the dev broker at once; the figure is N / (time from the first produce
+# until the group's inbox holds all N rows), the effects are counted in
+# PostgreSQL afterwards.  Sourced by suite.sh (b_row, b_psql, b_div, b_ge).
+#
+#   identity         pin.identity.users.v1 -> calendar-identity-users
+#                    (calendar.user_replicas upserts; notify's contact
+#                    consumer reads the same topic at the same time)
+#   crm booking      pin.crm.booking-created.v1 -> calendar-crm-booking-events
+#                    (link + BookingDeadline event + reminders + outbox)
+#   notify fan-out   pin.calendar.reminder-due.v1 -> notifications-calendar-events
+#                    (owner + client x InApp/Email/Sms rows)
+#
+# Knobs: PIN_BENCH_IDENTITY_N (30000), PIN_BENCH_CRM_N (10000),
+# PIN_BENCH_NOTIFY_N (5000), PIN_BENCH_CONSUMERS (which: "identity crm notify").  Targets (issue 13): identity >= 20k msgs/s, CRM
+# booking >= 5k msgs/s per worker host; notify has no absolute target (ratio
+# shown).
+
+BC_TOOL() { echo "$BUILD/host/tools/pin-benchconsume"; }
+
+# b_mid_range PREFIX: the bench messageIds of a consumer live in
+# PREFIX-000000000000 .. PREFIX-ffffffffffff (one index range scan)
+b_inbox_count() {
+	b_psql -tA -c "SELECT count(*) FROM $1 WHERE consumer_group = '$2'
+		AND message_id BETWEEN '$3-000000000000' AND '$3-ffffffffffff'"
+}
+
+# b_consume_run NAME INBOX GROUP TOPIC MIDPREFIX LINES N: produce, wait for
+# the inbox, then the raw consumer; sets C_RATE C_RAW C_SECS
+b_consume_run() {
+	local name=$1 inbox=$2 group=$3 topic=$4 pre=$5 lines=$6 n=$7 t0 t1 got=0 raw
+	[[ -x $(BC_TOOL) ]] || die "pin-benchconsume not built ($(BC_TOOL))"
+	say "$name: $n messages to $topic"
+	t0=$(date +%s.%N)
+	"$(BC_TOOL)" produce "@$BOOT" "$topic" <"$lines" >/dev/null || die "$name: produce failed"
+	while :; do
+		got=$(b_inbox_count "$inbox" "$group" "$pre")
+		((got >= n)) && break
+		awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a > 600) }' &&
+			die "$name: only $got of $n messages applied in 600 s"
+		sleep 0.1
+	done
+	t1=$(date +%s.%N)
+	C_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+	C_RATE=$(awk -v s="$C_SECS" -v n="$n" 'BEGIN { printf "%.0f", n / s }')
+	raw=$("$(BC_TOOL)" consume "@$BOOT" "$topic" "$n") || die "$name: raw consumer failed"
+	C_RAW=$(sed -n 's/.*: \([0-9]*\) msgs\/s.*/\1/p' <<<"$raw")
+	say "$name: $C_RATE msgs/s ($n in $C_SECS s); raw consumer $C_RAW msgs/s"
+}
+
+# b_gen KIND N RUN: lines "key<TAB>envelope" on stdout
+b_gen() {
+	python3 - "$@" <<-'EOF'
+		import json, sys, datetime
+		kind, n, run = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+		now = datetime.datetime.now(datetime.timezone.utc)
+		iso = lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (d.microsecond // 1000)
+		created = iso(now)
+		def u(block, i):
+		    return "b0000000-0000-4000-%s-%012x" % (block, i)
+		pre = {"identity": "b1000000", "crm": "b2000000", "notify": "b3000000"}[kind]
+		out = sys.stdout
+		for i in range(n):
+		    mid = "%s-%s-4000-8000-%012x" % (pre, run, i)
+		    if kind == "identity":
+		        user = u("8006", i)
+		        key, et, at, agg = user, "pin.identity.user-updated", "User", user
+		        pl = {"userId": user, "displayName": "Bench User %d" % i, "avatarUrl": None,
+		              "email": None, "phone": None, "locale": "ru", "timeZone": "Europe/Moscow",
+		              "status": "Active"}
+		    elif kind == "crm":
+		        booking = u("8008", i)
+		        key, et, at, agg = booking, "pin.crm.booking-created", "Booking", booking
+		        pl = {"bookingId": booking, "dealId": u("8007", i % 200),
+		              "propertyObjectId": u("8009", i % 500),
+		              "reserveExpiresAt": iso(now + datetime.timedelta(days=2, minutes=i % 1440)),
+		              "programTerms": {"x": 1}, "paymentAmount": 100}
+		    else:
+		        ev = u("800a", i)
+		        key, et, at, agg = ev, "pin.calendar.reminder-due", "CalendarEvent", ev
+		        pl = {"reminderId": u("800b", i), "eventId": ev, "tenantId": "b0000000-0000-4000-8000-00000000000a",
+		              "ownerUserId": u("800c", i % 100), "clientUserId": u("800d", i),
+		              "kind": "Showing", "startAt": iso(now + datetime.timedelta(days=1)),
+		              "timeZone": "Europe/Moscow", "offsetMinutes": 60,
+		              "appointmentId": u("800e", i)}
+		    env = {"messageId": mid, "eventType": et, "contractVersion": 1, "createdAt": created,
+		           "aggregateType": at, "aggregateId": agg, "correlationId": None, "payload": pl}
+		    out.write(key + "\t" + json.dumps(env, separators=(",", ":"), ensure_ascii=False) + "\n")
+	EOF
+}
+
+b_consumers_clean() {
+	b_psql <<-EOF >/dev/null
+		DELETE FROM calendar.user_replicas WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%';
+		DELETE FROM notifications.recipient_contacts WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%';
+		DELETE FROM calendar.event_reminders WHERE calendar_event_id IN (SELECT id FROM
+		  calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%');
+		DELETE FROM calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%';
+		DELETE FROM calendar.booking_deadline_links WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%';
+		DELETE FROM notifications.notifications WHERE source_message_id BETWEEN
+		  'b3000000-0000-0000-0000-000000000000' AND 'b3000000-ffff-ffff-ffff-ffffffffffff';
+		DELETE FROM notifications.subject_final_states WHERE subject_id::text LIKE 'b0000000-0000-4000-800a-%';
+	EOF
+}
+
+# b_consumer_row SCENARIO FIGURE RATE RAW TARGET_MIN (0: none)
+b_consumer_row() {
+	local ratio ok=true
+	ratio=$(b_div "$3" "$4")
+	if (($5 > 0)); then b_ge "$3" "$5" || ok=false; fi
+	b_row "$1" "$2" "$3" "msgs/s" "raw librdkafka consumer, same topic" "$4" "$ratio" \
+		"$( (($5 > 0)) && echo ">=$5 msgs/s" || echo "-")" "$ok"
+}
+
+bench_consumers() {
+	local d=$STATE/bench run n have
+	mkdir -p "$d"
+	run=$(printf '%04x' $((RANDOM % 65536)))
+	b_consumers_clean
+	b_psql <<-EOF >/dev/null
+		INSERT INTO calendar.crm_deal_replicas (deal_id, agency_company_id, executor_agent_user_id,
+		    is_terminal, created_at, updated_at)
+		  SELECT ('b0000000-0000-4000-8007-' || lpad(to_hex(i), 12, '0'))::uuid, '$B_T',
+		    ('b0000000-0000-4000-8005-' || lpad(i::text, 12, '0'))::uuid, false, now(), now()
+		  FROM generate_series(0, 199) AS i
+		ON CONFLICT (deal_id) DO NOTHING;
+	EOF
+
+	local which=" ${PIN_BENCH_CONSUMERS:-identity crm notify} "
+	if [[ $which == *" identity "* ]]; then
+	n=${PIN_BENCH_IDENTITY_N:-30000}
+	b_gen identity "$n" "$run" >"$d/identity.lines"
+	b_consume_run identity calendar.inbox calendar-identity-users pin.identity.users.v1 \
+		"b1000000-$run-4000-8000" "$d/identity.lines" "$n"
+	have=$(b_psql -tA -c "SELECT count(*) FROM calendar.user_replicas
+		WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%'")
+	((have == n)) || die "identity: $have user replicas, want $n"
+	b_consumer_row consumers "identity ($n users upserted)" "$C_RATE" "$C_RAW" 20000
+	fi
+	if [[ $which == *" crm "* ]]; then
+
+	n=${PIN_BENCH_CRM_N:-10000}
+	b_gen crm "$n" "$run" >"$d/crm.lines"
+	b_consume_run "crm booking" calendar.inbox calendar-crm-booking-events \
+		pin.crm.booking-created.v1 "b2000000-$run-4000-8000" "$d/crm.lines" "$n"
+	have=$(b_psql -tA -c "SELECT count(*) FROM calendar.booking_deadline_links l
+		JOIN calendar.calendar_events e ON e.id = l.calendar_event_id
+		WHERE l.booking_id::text LIKE 'b0000000-0000-4000-8008-%' AND l.status = 'Open'")
+	((have == n)) || die "crm booking: $have Open deadlines, want $n"
+	b_consumer_row consumers "CRM booking-created ($n deadlines)" "$C_RATE" "$C_RAW" 5000
+	fi
+	if [[ $which == *" notify "* ]]; then
+
+	n=${PIN_BENCH_NOTIFY_N:-5000}
+	b_gen notify "$n" "$run" >"$d/notify.lines"
+	b_consume_run "notify fan-out" notifications.processed_messages \
+		notifications-calendar-events pin.calendar.reminder-due.v1 "b3000000-$run-4000-8000" \
+		"$d/notify.lines" "$n"
+	have=$(b_psql -tA -c "SELECT count(*) FROM notifications.notifications WHERE
+		source_message_id BETWEEN 'b3000000-$run-4000-8000-000000000000'
+		AND 'b3000000-$run-4000-8000-ffffffffffff'")
+	((have >= n)) || die "notify: $have notifications for $n reminders"
+	b_consumer_row consumers "notify fan-out reminder-due ($have rows)" "$C_RATE" "$C_RAW" 0
+	fi
+
+	b_consumers_clean
+}
