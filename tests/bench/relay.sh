@@ -97,11 +97,13 @@ b_relay_hosts() {
 			--pg-dsn "$PG_DSN" --kafka-bootstrap "@$BOOT" >>"$LOGS/worker-bench-$i.log" 2>&1 &
 		B_RELAY_PIDS+=($!)
 	done
-	# every host holds its share: calendar.outbox's shard locks over K backends
+	# every host holds its share: calendar.outbox's shard locks held by K
+	# hosts (application_name 'pin-relay <pid>' of the relay's sessions)
 	local deadline=$((SECONDS + 30)) owners
 	while :; do
-		owners=$(b_psql -tA -c "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory'
-			AND classid = (hashtext('pin.relay:calendar.outbox') & 2147483647)::oid AND granted")
+		owners=$(b_psql -tA -c "SELECT count(DISTINCT a.application_name) FROM pg_locks l
+			JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted
+			AND l.classid = (hashtext('pin.relay:calendar.outbox') & 2147483647)::oid")
 		((owners >= want)) && break
 		((SECONDS < deadline)) || { say "relay-scale: only $owners of $want hosts lead shards"; break; }
 		sleep 0.5
