@@ -1,24 +1,47 @@
 /*
  * relay.c -- the transactional outbox relay (worker mode).
  *
- * One thread.  Leader election: a session advisory lock
- * (pg_try_advisory_lock(RELAY_LOCK_KEY)) on the relay thread's own
- * connection; if that connection is lost (new backend pid) the lock is gone
- * and is tried again.  Only the leader publishes.
+ * One thread.  Work units: every outbox (calendar.outbox and every table a
+ * plugin registered, pin_registrar.outbox, ABI 1.1) is split into
+ * relay_shards shards by a stable hash of the message key,
+ * (hashtext(key) & 0x7fffffff) % relay_shards, computed by PostgreSQL when
+ * the rows are read; every row of a key is in one shard, so per-key order
+ * holds.  Each (outbox, shard) has its own leader: a session advisory lock
+ * pg_try_advisory_lock(hashtext('pin.relay:' || outbox) & 0x7fffffff, shard)
+ * on the relay thread's own connection.  If that connection is lost (new
+ * backend pid) every lock is gone and is tried again.
  *
- * Outboxes: calendar.outbox and every table a plugin registered
- * (pin_registrar.outbox, ABI 1.1, e.g. notifications.outbox).  Each pass
- * runs one batch of each, so per-key order holds within an outbox.
+ * Several worker hosts share the shards: each host also holds a shared
+ * "member" lock (RELAY_MEMBER_CLASS, relay_shards) per relay thread
+ * (relay_threads, default 2: each thread has its own connection, producer
+ * and shards, so two PostgreSQL backends work for one host); a member leads
+ * at most ceil(relay_shards / members) shards of each outbox and releases
+ * the extra ones (after their batches in flight are marked) when more
+ * members join.  Hosts that run with a
+ * different relay_shards (a change rolled out host by host) see each other's
+ * member lock and relay nothing until they agree (ERROR log once).  Every
+ * relay_failover_s / 5 (at most 1 s) a host tries the units nobody leads;
+ * the relay's connection asks the server for TCP keepalives (idle 1 s,
+ * interval 1 s, count relay_failover_s / 2 - 1, at least 1) and
+ * tcp_user_timeout (relay_failover_s / 2), so the server ends a dead host's
+ * session -- and its locks -- within about relay_failover_s / 2 + 1 s; a
+ * killed process's socket is closed by its kernel at once.
  *
- * One batch (relay_batch): read up to 500 unpublished rows in id order under
- * the advisory lock (batch_read) -> produce them (key, value = envelope) with
- * an idempotent producer, acks=all, murmur2_random (batch_produce) -> wait for
- * the delivery reports (batch_wait) -> record the outcome (batch_mark):
- * published_at = host clock for the acknowledged rows; failed rows get
- * attempts + 1 and last_error, and the loop backs off (1 s doubling to 30 s)
- * and starts again from the oldest unpublished row, so per-key order holds.
- * When delivery keeps failing, the producer is recreated (the bootstrap
- * file is re-read: the dev broker comes back on a new port).
+ * One unit is a pipeline: read up to relay_batch unpublished rows of the
+ * shard in id order (after the rows in flight: a cursor) -> produce them
+ * (key, value = envelope, no copy) with an idempotent producer, acks=all,
+ * murmur2_random -> while their delivery reports come in, read and produce
+ * the next batch (at most relay_inflight batches per unit) -> when every
+ * report of the oldest batch is in, mark it: published_at = host clock for
+ * the acknowledged rows in one UPDATE .. WHERE id = ANY($1); failed rows get
+ * attempts + 1 and last_error, the unit stops reading, waits for its other
+ * batches, and starts again from the oldest unpublished row of the shard
+ * after a backoff (1 s doubling to 30 s), so per-key order holds.  A row is
+ * marked published only after its delivery report.  When delivery keeps
+ * failing, the producer is recreated (the bootstrap file is re-read: the dev
+ * broker comes back on a new port).  When a unit has nothing in flight its
+ * cursor goes back to the start, so a row that committed late with a lower
+ * id is read on the next pass.
  *
  * Rows that can never be produced (larger than message.max.bytes, invalid,
  * a topic still unknown after relay_park_unknown_topic_attempts tries) do not
@@ -27,7 +50,8 @@
  * unknown_topic, one ERROR log line with id, topic, size, never the payload)
  * and the batch goes on.  A parked row is never retried by itself.
  *
- * Config: relay_batch (500), relay_busy_interval_ms (200),
+ * Config: relay_batch (1000), relay_inflight (4), relay_shards (4),
+ * relay_failover_s (5), relay_busy_interval_ms (200),
  * relay_idle_interval_ms (1000), relay_backoff_max_ms (30000),
  * kafka_message_timeout_ms (10000), relay_once_timeout_ms (10000),
  * kafka_linger_ms (5), relay_park_unknown_topic_attempts (5),
@@ -37,10 +61,11 @@
  *
  * Metrics: pin_outbox_pending (gauge; also per {outbox}),
  * pin_outbox_oldest_unpublished_age_seconds{outbox} (host clock - created_at
- * of the oldest unpublished, unparked row; 0 when none), pin_outbox_published_total,
- * pin_outbox_failed_total{outbox,reason},
+ * of the oldest unpublished, unparked row; 0 when none; at most once a
+ * second), pin_outbox_published_total, pin_outbox_failed_total{outbox,reason},
  * pin_outbox_publish_errors_total, pin_kafka_up (0/1),
- * pin_outbox_relay_leader (0/1).
+ * pin_outbox_relay_leader (0/1: leads at least one shard),
+ * pin_outbox_relay_shard_leader{outbox,shard} (0/1).
  */
 #include "config.h"
 
@@ -51,15 +76,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <time.h>
+#include <unistd.h>
 #include <librdkafka/rdkafka.h>
 
 #include "host.h"
 
-#define RELAY_LOCK_KEY "7301520415"   /* any constant shared by every host */
+/* advisory lock classes (two-int4 form): the member lock of every relay
+ * host (second key: relay_shards); a unit's class is derived from its
+ * outbox name (hashtext('pin.relay:' || outbox) & 0x7fffffff) */
+#define RELAY_MEMBER_CLASS "730153"
+#define RELAY_MAX_INFLIGHT 16
 
-/* delivery state of one row in the current batch */
+/* delivery state of one row in a batch */
 enum dr_state { DR_PENDING = 0, DR_OK, DR_FAILED, DR_PARKED };
+
+struct relay_batch;
 
 struct relay_row {
 	const char *id;
@@ -71,6 +104,33 @@ struct relay_row {
 	const char *reason;         /* DR_PARKED: metric label */
 	const char *traceparent;    /* NULL when the writer had none */
 	const char *message_id;
+	struct relay_batch *b;
+};
+
+/* rows read together and handed to the producer; owns its arena (the
+ * PGresult the producer points into) */
+struct relay_batch {
+	struct pin_arena *a;
+	struct relay_row *rows;
+	PGresult *res;              /* key and value of each row */
+	int n;                      /* rows read */
+	int produced;               /* rows looked at by the producer */
+	int pending;                /* delivery reports still due */
+	int64_t deadline_us;
+};
+
+/* one (outbox, shard) */
+struct relay_unit {
+	const char *table;
+	int shard;
+	char lab[200];              /* outbox="..",shard="K" */
+	bool led;
+	bool releasing;             /* give the lock back once drained */
+	bool stalled;               /* a batch failed: drain, then start over */
+	bool caught_up;             /* the last read was not full */
+	char cursor[24];            /* last id read while batches are in flight */
+	struct relay_batch *win[RELAY_MAX_INFLIGHT];
+	int nwin;
 };
 
 struct relay {
@@ -78,10 +138,23 @@ struct relay {
 	char *boot;                 /* bootstrap the producer was built with */
 	int consecutive_failures;
 	int backoff_ms;
-	int leader_pid;             /* backend pid holding the lock, 0 = not leader */
+	int64_t pause_until_us;     /* no new reads before (backoff) */
 	bool failing;               /* for "log once per state change" */
 	bool create_failing;        /* same, for producer creation */
+	bool mismatch;              /* hosts disagree on relay_shards */
+	bool once;                  /* --once: no member lock, no balancing */
 	int kafka_up;               /* -1 unknown */
+	int conn_pid;               /* backend pid of the session set up */
+	int nshards, batch, inflight;
+	int64_t next_lead_us;       /* next leadership round */
+	int64_t next_pending_us;    /* next pending-gauge refresh */
+	int members;
+	struct relay_unit *units;
+	int nunits;
+	int any_led;                /* -1 unknown */
+	long long done;             /* rows published or parked */
+	int thread;                 /* 0 .. relay_threads - 1 */
+	int64_t next_boot_check;
 };
 
 /* the outboxes served: calendar.outbox, then those plugins registered */
@@ -95,8 +168,11 @@ static const char *relay_outbox(size_t i)
 	return pin_reg.noutboxes ? pin_reg.outboxes[i] : PIN_OUTBOX_DEFAULT;
 }
 
-static pthread_t relay_thr;
+#define RELAY_MAX_THREADS 8
+static pthread_t relay_thr[RELAY_MAX_THREADS];
+static int relay_nthr;
 static bool relay_running;
+static _Atomic int relay_led_units;  /* over this host's relay threads */
 static struct pin_waiter relay_w;    /* set up by start */
 
 static bool should_stop(void)
@@ -132,12 +208,17 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 
 	(void)rk;
 	(void)opaque;
-	if (!row)
+	if (!row || row->st != DR_PENDING)
 		return;
 	row->err = m->err;
 	row->st = m->err ? DR_FAILED : DR_OK;
+	row->b->pending--;
 }
 
+static void relay_fail_pending(struct relay *r);
+
+/* Destroys the producer; after rd_kafka_destroy no delivery report comes,
+ * so the rows still pending in every batch become DR_FAILED. */
 static void producer_destroy(struct relay *r)
 {
 	if (r->rk) {
@@ -146,6 +227,7 @@ static void producer_destroy(struct relay *r)
 		rd_kafka_destroy(r->rk);
 		r->rk = NULL;
 	}
+	relay_fail_pending(r);
 	free(r->boot);
 	r->boot = NULL;
 }
@@ -165,7 +247,9 @@ static int producer_create(struct relay *r)
 			pin_kafka_conf_set(conf, "partitioner", "murmur2_random", err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "linger.ms", linger, err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "message.timeout.ms", tmo, err, sizeof(err)) ||
-			pin_kafka_conf_set(conf, "queue.buffering.max.messages", "100000", err, sizeof(err))) {
+			pin_kafka_conf_set(conf, "queue.buffering.max.messages", "1000000", err, sizeof(err)) ||
+			pin_kafka_conf_set(conf, "queue.buffering.max.kbytes", "1048576", err, sizeof(err)) ||
+			pin_kafka_conf_set(conf, "batch.num.messages", "10000", err, sizeof(err))) {
 		rd_kafka_conf_destroy(conf);
 		goto fail;
 	}
@@ -224,65 +308,314 @@ static void producer_maybe_recreate(struct relay *r, bool force)
 	producer_destroy(r);
 }
 
-/* Leadership: true when this thread holds the advisory lock on its
- * current connection. */
-static bool relay_lead(struct relay *r)
+/* Every batch of every unit: rows still pending become DR_FAILED (the
+ * producer is gone, no report will come). */
+static void relay_fail_pending(struct relay *r)
+{
+	for (int u = 0; u < r->nunits; u++)
+		for (int k = 0; k < r->units[u].nwin; k++) {
+			struct relay_batch *b = r->units[u].win[k];
+
+			for (int i = 0; i < b->produced; i++)
+				if (b->rows[i].st == DR_PENDING) {
+					b->rows[i].st = DR_FAILED;
+					b->rows[i].err = RD_KAFKA_RESP_ERR__TIMED_OUT;
+				}
+			b->pending = 0;
+		}
+}
+
+static void batch_free(struct relay_batch *b)
+{
+	if (!b)
+		return;
+	pin_arena_free(b->a);
+	free(b);
+}
+
+static int relay_threads(void)
+{
+	long long t = pin_config_int("relay_threads", 2);
+
+	return t < 1 ? 1 : t > RELAY_MAX_THREADS ? RELAY_MAX_THREADS : (int)t;
+}
+
+static int64_t relay_failover_ms(void)
+{
+	long long s = pin_config_int("relay_failover_s", 5);
+
+	return (s < 1 ? 1 : s) * 1000;
+}
+
+static void units_build(struct relay *r)
+{
+	long long s = pin_config_int("relay_shards", 4);
+	long long w = pin_config_int("relay_inflight", 4);
+
+	r->nshards = s < 1 ? 1 : s > 1024 ? 1024 : (int)s;
+	r->inflight = w < 1 ? 1 : w > RELAY_MAX_INFLIGHT ? RELAY_MAX_INFLIGHT : (int)w;
+	r->batch = (int)pin_config_int("relay_batch", 1000);
+	if (r->batch < 1)
+		r->batch = 1;
+	r->nunits = (int)relay_noutboxes() * r->nshards;
+	r->units = calloc((size_t)r->nunits, sizeof(*r->units));
+	if (!r->units) {
+		r->nunits = 0;
+		return;
+	}
+	for (int i = 0; i < r->nunits; i++) {
+		struct relay_unit *u = &r->units[i];
+
+		u->table = relay_outbox((size_t)i / (size_t)r->nshards);
+		u->shard = i % r->nshards;
+		snprintf(u->lab, sizeof(u->lab), "outbox=\"%s\",shard=\"%d\"", u->table, u->shard);
+		strcpy(u->cursor, "0");
+	}
+}
+
+/* every unit's gauge at 0, before any relay thread runs */
+static void gauges_init(void)
+{
+	long long s = pin_config_int("relay_shards", 4);
+	char lab[200];
+
+	if (s < 1)
+		s = 1;
+	for (size_t o = 0; o < relay_noutboxes(); o++)
+		for (long long k = 0; k < s && k < 1024; k++) {
+			snprintf(lab, sizeof(lab), "outbox=\"%s\",shard=\"%lld\"", relay_outbox(o), k);
+			pin_metric_set("pin_outbox_relay_shard_leader", lab, 0);
+		}
+	pin_metric_set("pin_outbox_relay_leader", NULL, 0);
+}
+
+static void unit_log(struct relay_unit *u, int level, const char *msg, const char *reason,
+		const struct relay *r)
+{
+	char sh[16], n[16];
+
+	snprintf(sh, sizeof(sh), "%d", u->shard);
+	snprintf(n, sizeof(n), "%d", r->nshards);
+	pin_log(level, msg, "outbox", u->table, "shard", sh, "shards", n,
+			"reason", reason, NULL);
+}
+
+static void leader_gauge(struct relay *r)
+{
+	int any = 0, n = 0, total;
+
+	for (int i = 0; i < r->nunits; i++)
+		n += r->units[i].led;
+	any = n > 0;
+	if (any != r->any_led) {
+		total = atomic_fetch_add(&relay_led_units, any ? 1 : (r->any_led == 1 ? -1 : 0)) +
+			(any ? 1 : (r->any_led == 1 ? -1 : 0));
+		pin_metric_set("pin_outbox_relay_leader", NULL, total > 0);
+	}
+	r->any_led = any;
+}
+
+static void unit_lost(struct relay *r, struct relay_unit *u, const char *reason)
+{
+	if (!u->led)
+		return;
+	u->led = false;
+	u->releasing = false;
+	pin_metric_set("pin_outbox_relay_shard_leader", u->lab, 0);
+	unit_log(u, PIN_LOG_WARN, "outbox relay: shard lost", reason, r);
+}
+
+static void lose_all(struct relay *r, const char *reason)
+{
+	for (int i = 0; i < r->nunits; i++)
+		unit_lost(r, &r->units[i], reason);
+	leader_gauge(r);
+}
+
+/* Gives a unit's lock back (its batches are marked). */
+static void unit_release(struct relay *r, struct relay_unit *u, const char *reason)
 {
 	PGconn *c = pin_db_conn();
+	char sh[16];
+	const char *p[2] = { u->table, sh };
+
+	if (!u->led)
+		return;
+	snprintf(sh, sizeof(sh), "%d", u->shard);
+	if (c && PQbackendPID(c) == r->conn_pid)
+		pin_db_exec("SELECT pg_advisory_unlock(hashtext('pin.relay:' || $1) & 2147483647,"
+				" $2::int)", 2, p);
+	u->led = false;
+	u->releasing = false;
+	pin_metric_set("pin_outbox_relay_shard_leader", u->lab, 0);
+	unit_log(u, PIN_LOG_INFO, "outbox relay: shard released", reason, r);
+}
+
+/* A new session: its name (pg_stat_activity shows which host leads what),
+ * TCP keepalives / user timeout so the server ends it soon after this host
+ * dies, and the member lock. */
+static void session_setup(struct relay *r)
+{
+	char sql[400];
+	long long f = relay_failover_ms() / 1000, cnt = f / 2 - 1;
+
+	if (cnt < 1)
+		cnt = 1;
+	snprintf(sql, sizeof(sql), "SELECT set_config('application_name', 'pin-relay %ld', false),"
+			" set_config('tcp_keepalives_idle', '1', false),"
+			" set_config('tcp_keepalives_interval', '1', false),"
+			" set_config('tcp_keepalives_count', '%lld', false),"
+			" set_config('tcp_user_timeout', '%lld', false),"
+			/* the batch read must walk the partial index in id order:
+			 * the statistics of a queue table are always stale, and a
+			 * seq scan + sort of the whole outbox per batch took 1.5 s
+			 * at 100k rows (README "Performance") */
+			" set_config('enable_seqscan', 'off', false),"
+			" set_config('enable_bitmapscan', 'off', false)",
+			(long)getpid(), cnt, f * 1000 / 2);
+	pin_db_exec(sql, 0, NULL);
+	if (!r->once) {
+		snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock_shared(" RELAY_MEMBER_CLASS
+				", %d)", r->nshards);
+		pin_db_exec(sql, 0, NULL);
+	}
+}
+
+/* relay hosts with our relay_shards (*same) and with another (*other) */
+static int count_members(struct relay *r, int *same, int *other)
+{
+	char sql[400], n[16];
+	const char *p[1] = { n };
 	PGresult *res;
-	int pid;
-	bool got;
+
+	snprintf(n, sizeof(n), "%d", r->nshards);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FILTER (WHERE objid = $1::int),"
+			" count(*) FILTER (WHERE objid <> $1::int) FROM pg_locks"
+			" WHERE locktype = 'advisory' AND classid = " RELAY_MEMBER_CLASS
+			" AND objsubid = 2 AND granted AND database ="
+			" (SELECT oid FROM pg_database WHERE datname = current_database())");
+	res = pin_db_exec(sql, 1, p);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+		return -1;
+	*same = atoi(PQgetvalue(res, 0, 0));
+	*other = atoi(PQgetvalue(res, 0, 1));
+	return 0;
+}
+
+static bool try_lock(struct relay_unit *u)
+{
+	char sh[16];
+	const char *p[2] = { u->table, sh };
+	PGresult *res;
+
+	snprintf(sh, sizeof(sh), "%d", u->shard);
+	res = pin_db_exec("SELECT pg_try_advisory_lock(hashtext('pin.relay:' || $1) & 2147483647,"
+			" $2::int)", 2, p);
+	return res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+		!strcmp(PQgetvalue(res, 0, 0), "t");
+}
+
+/*
+ * One leadership round: checks the session (a new backend has no locks),
+ * counts the relay hosts, releases units above this host's share and tries
+ * the units nobody leads, up to the share.
+ */
+static void lead_round(struct relay *r)
+{
+	PGconn *c = pin_db_conn();
+	int pid, target, same = 1, other = 0;
 
 	if (!c) {
-		if (r->leader_pid) {
-			pin_log(PIN_LOG_WARN, "outbox relay: database link lost, leadership dropped", NULL);
-			pin_metric_set("pin_outbox_relay_leader", NULL, 0);
-		}
-		r->leader_pid = 0;
-		return false;
+		lose_all(r, "database link lost");
+		r->conn_pid = 0;
+		return;
 	}
 	pid = PQbackendPID(c);
-	if (r->leader_pid && r->leader_pid == pid)
-		return true;
-	if (r->leader_pid) {
-		/* give up for this pass: another host may take the lock now,
-		 * the next pass tries again */
-		pin_log(PIN_LOG_WARN, "outbox relay: connection changed, leadership lost", NULL);
-		pin_metric_set("pin_outbox_relay_leader", NULL, 0);
-		r->leader_pid = 0;
-		return false;
+	if (pid != r->conn_pid) {
+		lose_all(r, "connection changed");
+		session_setup(r);
+		r->conn_pid = pid;
 	}
-	res = pin_db_exec("SELECT pg_try_advisory_lock(" RELAY_LOCK_KEY ")", 0, NULL);
-	got = res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
-		!strcmp(PQgetvalue(res, 0, 0), "t");
-	if (got) {
-		r->leader_pid = pid;
-		pin_log(PIN_LOG_INFO, "outbox relay: leader", NULL);
-		pin_metric_set("pin_outbox_relay_leader", NULL, 1);
+	if (!r->once && count_members(r, &same, &other) < 0)
+		return;
+	if (other && !r->mismatch)
+		pin_log(PIN_LOG_ERROR, "outbox relay: worker hosts run with different"
+				" relay_shards; no host relays until they agree", NULL);
+	else if (!other && r->mismatch)
+		pin_log(PIN_LOG_INFO, "outbox relay: every worker host has the same relay_shards", NULL);
+	r->mismatch = other > 0;
+	r->members = same;
+	if (same < 1)
+		same = 1;
+	/* each outbox's shards are shared out on their own: a member leads at
+	 * most ceil(relay_shards / members) shards of every outbox */
+	target = r->once ? r->nshards : (r->nshards + same - 1) / same;
+	for (int o = 0; o < (int)relay_noutboxes(); o++) {
+		int held = 0;
+
+		for (int k = 0; k < r->nshards; k++) {
+			struct relay_unit *u = &r->units[o * r->nshards + k];
+
+			if (u->led && !u->releasing)
+				held++;
+		}
+		for (int k = r->nshards - 1; k >= 0; k--) {
+			struct relay_unit *u = &r->units[o * r->nshards + k];
+
+			if (u->led && !u->releasing && (r->mismatch || held > target)) {
+				u->releasing = true;
+				held--;
+			}
+		}
+		/* start at a different shard on every host and thread, so
+		 * members that start at once do not all race for the same
+		 * shards first */
+		for (int k = 0; k < r->nshards && held < target && !r->mismatch; k++) {
+			int sh = ((int)getpid() * 7 + r->thread * r->nshards / relay_threads() + k) %
+				r->nshards;
+			struct relay_unit *u = &r->units[o * r->nshards + sh];
+
+			if (u->led || u->nwin)   /* nwin: still marking as a former leader */
+				continue;
+			if (!try_lock(u))
+				continue;
+			u->led = true;
+			u->releasing = false;
+			u->stalled = false;
+			u->caught_up = false;
+			strcpy(u->cursor, "0");
+			held++;
+			pin_metric_set("pin_outbox_relay_shard_leader", u->lab, 1);
+			unit_log(u, PIN_LOG_INFO, "outbox relay: shard acquired",
+					r->once ? "once" : "free", r);
+		}
 	}
-	return got;
+	leader_gauge(r);
 }
 
-static void relay_unlock(struct relay *r)
+/*
+ * The pending gauges, on one relay thread of the host while the host leads
+ * a shard, at most once a second -- and never more than a tenth of the
+ * time: with a backlog of 100k rows this count was the relay's largest
+ * statement.  The oldest row is the lowest id (created_at grows with id).
+ */
+static void update_pending(struct relay *r)
 {
-	if (r->leader_pid && pin_db_conn() && PQbackendPID(pin_db_conn()) == r->leader_pid)
-		pin_db_exec("SELECT pg_advisory_unlock(" RELAY_LOCK_KEY ")", 0, NULL);
-	if (r->leader_pid)
-		pin_metric_set("pin_outbox_relay_leader", NULL, 0);
-	r->leader_pid = 0;
-}
+	int64_t now = pin_clock_now_us(), took;
 
-static void update_pending(void)
-{
+	if (r->thread != 0 || atomic_load(&relay_led_units) <= 0 || now < r->next_pending_us)
+		return;
 	for (size_t i = 0; i < relay_noutboxes(); i++) {
 		const char *t = relay_outbox(i);
-		char *sql = pin_arena_alloc(200), *lab = pin_arena_alloc(160);
+		char *sql = pin_arena_alloc(400), *lab = pin_arena_alloc(160);
 		PGresult *res;
 
 		double oldest = 0;
 
-		snprintf(sql, 200, "SELECT count(*), extract(epoch FROM min(created_at))"
-				" FROM %s WHERE published_at IS NULL AND parked_at IS NULL", t);
+		snprintf(sql, 400, "SELECT (SELECT count(*) FROM %s WHERE published_at IS NULL"
+				" AND parked_at IS NULL), (SELECT extract(epoch FROM created_at)"
+				" FROM %s WHERE published_at IS NULL AND parked_at IS NULL"
+				" ORDER BY id LIMIT 1)", t, t);
 		res = pin_db_exec(sql, 0, NULL);
 		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 			continue;
@@ -295,6 +628,8 @@ static void update_pending(void)
 		pin_metric_set("pin_outbox_oldest_unpublished_age_seconds", lab,
 				oldest > 0 ? oldest : 0);
 	}
+	took = pin_clock_now_us() - now;
+	r->next_pending_us = now + (took * 10 > 1000000 ? took * 10 : 1000000);
 }
 
 /* "{1,2,3}": the ids of the rows in state want, as a bigint[] literal. */
@@ -344,35 +679,8 @@ static const char *park_reason(rd_kafka_resp_err_t e, int attempts)
 	}
 }
 
-/* 1. Reads up to relay_batch unpublished rows of table in id order, and
- *    checks that the lock was held while reading.  NULL: failed or no
- *    longer leader (the caller backs off). */
-static PGresult *batch_read(struct relay *r, const char *table)
-{
-	char lim[16], *sql = pin_arena_alloc(300), *stmt = pin_arena_alloc(160);
-	const char *p[1] = { lim };
-	int lead_pid = r->leader_pid;
-	PGresult *res;
-
-	snprintf(lim, sizeof(lim), "%lld", pin_config_int("relay_batch", 500));
-	snprintf(sql, 300, "SELECT id, topic, key, envelope::text, attempts,"
-			" traceparent, message_id FROM %s"
-			" WHERE published_at IS NULL AND parked_at IS NULL"
-			" ORDER BY id LIMIT $1::int", table);
-	snprintf(stmt, 160, "pin_relay_batch:%s", table);
-	res = pin_db_exec_prepared(stmt, sql, 1, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
-		return NULL;
-	/* a dead link is only noticed by a statement, and db.c runs it again
-	 * on a new connection: that session does not hold the lock, and
-	 * another host may lead by now.  Publish only what was read under
-	 * the lock; else start over (as leader again, or not). */
-	if (!relay_lead(r) || r->leader_pid != lead_pid)
-		return NULL;
-	return res;
-}
-
-/* One row to the producer (copied), with its traceparent as a Kafka header
+/* One row to the producer (not copied: the batch's PGresult lives until
+ * its last delivery report or the producer's end), with its traceparent as a Kafka header
  * when the row has a valid one; the producer's error code. */
 static rd_kafka_resp_err_t produce_row(struct relay *r, const char *topic,
 		const char *key, const char *val, struct relay_row *row)
@@ -391,7 +699,7 @@ static rd_kafka_resp_err_t produce_row(struct relay *r, const char *topic,
 	vu[n].u.mem.ptr = (void *)val;
 	vu[n++].u.mem.size = row->size;
 	vu[n].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
-	vu[n++].u.i = RD_KAFKA_MSG_F_COPY;
+	vu[n++].u.i = 0;
 	vu[n].vtype = RD_KAFKA_VTYPE_OPAQUE;
 	vu[n++].u.ptr = row;
 	if (row->traceparent && pin_traceparent_valid(row->traceparent)) {
@@ -408,85 +716,160 @@ static rd_kafka_resp_err_t produce_row(struct relay *r, const char *topic,
 	return e;
 }
 
-/* 2a. Hands the rows to the producer.  A row refused for good is parked
- *     and skipped; a row refused for now stops the batch (later rows must
- *     not overtake it).  Returns how many rows were looked at. */
-static int batch_produce(struct relay *r, PGresult *res, struct relay_row *rows, int n)
+/* 1. Reads up to relay_batch unpublished rows of the unit's shard after its
+ *    cursor, in id order, into a new batch (its own arena), and checks that
+ *    the session -- and so the lock -- is the one the read ran on.  NULL:
+ *    failed or no longer leader. */
+static struct relay_batch *batch_read(struct relay *r, struct relay_unit *u)
 {
-	int produced = 0;
+	struct pin_arena *prev = pin_arena_current();
+	struct relay_batch *b = calloc(1, sizeof(*b));
+	char lim[16], sh[16], *sql = pin_arena_alloc(400), *stmt = pin_arena_alloc(160);
+	const char *p[3] = { lim, u->cursor, sh };
+	PGconn *c;
+	PGresult *res;
 
-	for (int i = 0; i < n; i++) {
-		const char *topic = PQgetvalue(res, i, 1);
-		const char *key = PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2);
-		const char *val = PQgetvalue(res, i, 3);
+	if (!b || !(b->a = pin_arena_new())) {
+		free(b);
+		return NULL;
+	}
+	snprintf(lim, sizeof(lim), "%d", r->batch);
+	snprintf(sh, sizeof(sh), "%d", u->shard);
+	/* the shard count as a literal: it matches an index on the same
+	 * expression (migration 0005 makes the one for 4 shards) */
+	snprintf(sql, 400, "SELECT id, topic, key, envelope::text, attempts,"
+			" traceparent, message_id FROM %s"
+			" WHERE published_at IS NULL AND parked_at IS NULL AND id > $2::bigint"
+			" AND (hashtext(key) & 2147483647) %% %d = $3::int"
+			" ORDER BY id LIMIT $1::int", u->table, r->nshards);
+	snprintf(stmt, 160, "pin_relay_batch:%s", u->table);
+	pin_arena_set_current(b->a);
+	res = pin_db_exec_prepared(stmt, sql, 3, p);
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK)
+		b->rows = pin_arena_alloc(sizeof(*b->rows) * (size_t)(PQntuples(res) + 1));
+	pin_arena_set_current(prev);
+	/* a dead link is only noticed by a statement, and db.c runs it again
+	 * on a new connection: that session does not hold the lock, and
+	 * another host may lead by now.  Publish only what was read under
+	 * the lock; else start over (as leader again, or not). */
+	c = pin_db_conn();
+	if (!c || PQbackendPID(c) != r->conn_pid) {
+		lose_all(r, "connection changed");
+		r->next_lead_us = 0;
+		batch_free(b);
+		return NULL;
+	}
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		batch_free(b);
+		return NULL;
+	}
+	b->n = PQntuples(res);
+	for (int i = 0; i < b->n; i++) {
+		struct relay_row *row = &b->rows[i];
+
+		memset(row, 0, sizeof(*row));
+		row->b = b;
+		row->id = PQgetvalue(res, i, 0);
+		row->topic = PQgetvalue(res, i, 1);
+		row->size = (size_t)PQgetlength(res, i, 3);
+		row->attempts = atoi(PQgetvalue(res, i, 4));
+		row->traceparent = PQgetisnull(res, i, 5) ? NULL : PQgetvalue(res, i, 5);
+		row->message_id = PQgetvalue(res, i, 6);
+	}
+	if (b->n)
+		snprintf(u->cursor, sizeof(u->cursor), "%s", b->rows[b->n - 1].id);
+	/* keep the result for the producer: produce_row reads key and value */
+	b->res = res;
+	return b;
+}
+
+/* 2. Hands the rows to the producer.  A row refused for good is parked
+ *    and skipped; a row refused for now stops the batch (later rows must
+ *    not overtake it). */
+static void batch_produce(struct relay *r, struct relay_batch *b)
+{
+	b->produced = 0;
+	for (int i = 0; i < b->n; i++) {
+		struct relay_row *row = &b->rows[i];
+		const char *key = PQgetisnull(b->res, i, 2) ? NULL : PQgetvalue(b->res, i, 2);
 		rd_kafka_resp_err_t e;
 
-		rows[i].id = PQgetvalue(res, i, 0);
-		rows[i].topic = topic;
-		rows[i].size = strlen(val);
-		rows[i].attempts = atoi(PQgetvalue(res, i, 4));
-		rows[i].traceparent = PQgetisnull(res, i, 5) ? NULL : PQgetvalue(res, i, 5);
-		rows[i].message_id = PQgetvalue(res, i, 6);
-		e = produce_row(r, topic, key, val, &rows[i]);
+		e = produce_row(r, row->topic, key, PQgetvalue(b->res, i, 3), row);
 		if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
 			rd_kafka_poll(r->rk, 100);
 			i--;
 			continue;
 		}
-		produced = i + 1;
-		if (!e)
-			continue;
-		rows[i].err = e;
-		if ((rows[i].reason = park_reason(e, rows[i].attempts))) {
-			rows[i].st = DR_PARKED;
+		b->produced = i + 1;
+		if (!e) {
+			b->pending++;
 			continue;
 		}
-		rows[i].st = DR_FAILED;
+		row->err = e;
+		if ((row->reason = park_reason(e, row->attempts))) {
+			row->st = DR_PARKED;
+			continue;
+		}
+		row->st = DR_FAILED;
 		break;
 	}
-	return produced;
+	b->deadline_us = pin_clock_now_us() +
+		(pin_config_int("kafka_message_timeout_ms", 10000) + 2000) * 1000;
 }
 
-/* 2b. Waits for every delivery report (bounded by wait_ms); undelivered
- *     rows become DR_FAILED, permanent delivery errors DR_PARKED. */
-static void batch_wait(struct relay *r, struct relay_row *rows, int produced, int wait_ms)
+/*
+ * "outbox relay: published", one INFO line per delivered row with the row's
+ * trace id -- the lines pin_log writes (same keys, same order), built here
+ * and written with one write per batch: pin_log's json-c object and fflush
+ * per line were most of the relay's own CPU at 1000 rows per batch.  Every
+ * value is plain: the outbox name is checked at registration, messageId is
+ * a uuid, traceId hex, and Kafka accepted the topic name ([A-Za-z0-9._-]).
+ */
+static void log_published(const char *table, struct relay_row *rows, int produced)
 {
-	int64_t deadline = pin_clock_now_us() + (int64_t)wait_ms * 1000;
-	int64_t next_check = pin_clock_now_us() + 1000000;
+	const char *lvl = pin_config_get("log_level", "info");
+	size_t cap = 4096, len = 0;
+	char *buf, ts[40];
 
-	for (;;) {
-		bool pending = false, give_up = false;
-		int64_t t;
+	if (strcmp(lvl, "info") && strcmp(lvl, "debug"))
+		return;
+	buf = malloc(cap);
+	if (!buf)
+		return;
+	pin_clock_fmt(pin_clock_now_us(), ts, sizeof(ts));
+	for (int i = 0; i < produced; i++) {
+		char tid[64] = "";
+		int w;
 
-		rd_kafka_poll(r->rk, 50);
-		for (int i = 0; i < produced && !pending; i++)
-			pending = rows[i].st == DR_PENDING;
-		if (!pending)
-			break;
-		t = pin_clock_now_us();
-		if (t > deadline || should_stop())
-			give_up = true;
-		else if (t > next_check) {
-			/* the broker moved (dev broker restart): stop waiting */
-			next_check = t + 1000000;
-			give_up = bootstrap_changed(r);
-		}
-		if (give_up) {
-			/* give up on this batch; undelivered rows stay unpublished */
-			rd_kafka_purge(r->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-			rd_kafka_poll(r->rk, 100);
-			for (int i = 0; i < produced; i++)
-				if (rows[i].st == DR_PENDING) {
-					rows[i].st = DR_FAILED;
-					rows[i].err = RD_KAFKA_RESP_ERR__TIMED_OUT;
+		if (rows[i].st != DR_OK)
+			continue;
+		if (rows[i].traceparent && pin_traceparent_valid(rows[i].traceparent))
+			snprintf(tid, sizeof(tid), "\"traceId\":\"%.32s\",", rows[i].traceparent + 3);
+		for (;;) {
+			w = snprintf(buf + len, cap - len, "{\"ts\":\"%s\",\"level\":\"info\","
+					"\"msg\":\"outbox relay: published\",%s\"outbox\":\"%s\","
+					"\"messageId\":\"%s\",\"topic\":\"%s\"}\n", ts, tid, table,
+					rows[i].message_id, rows[i].topic);
+			if (w >= 0 && (size_t)w < cap - len)
+				break;
+			{
+				char *n = realloc(buf, cap * 2);
+
+				if (!n) {
+					free(buf);
+					return;
 				}
-			break;
+				buf = n;
+				cap *= 2;
+			}
 		}
+		len += (size_t)w;
 	}
-	for (int i = 0; i < produced; i++)
-		if (rows[i].st == DR_FAILED && rows[i].err != RD_KAFKA_RESP_ERR__TIMED_OUT &&
-				(rows[i].reason = park_reason(rows[i].err, rows[i].attempts)))
-			rows[i].st = DR_PARKED;
+	flockfile(stderr);
+	fwrite(buf, 1, len, stderr);
+	fflush(stderr);
+	funlockfile(stderr);
+	free(buf);
 }
 
 /* 3. Records the outcome: published_at for delivered rows, parked_at +
@@ -502,6 +885,9 @@ static int batch_mark(const char *table, struct relay_row *rows, int produced,
 
 	*ok = *failed = *parked = 0;
 	for (int i = 0; i < produced; i++) {
+		if (rows[i].st == DR_FAILED && rows[i].err != RD_KAFKA_RESP_ERR__TIMED_OUT &&
+				(rows[i].reason = park_reason(rows[i].err, rows[i].attempts)))
+			rows[i].st = DR_PARKED;
 		if (rows[i].st == DR_OK) {
 			(*ok)++;
 		} else if (rows[i].st == DR_FAILED) {
@@ -529,23 +915,7 @@ static int batch_mark(const char *table, struct relay_row *rows, int produced,
 		}
 		pin_metric_add("pin_outbox_published_total", NULL, *ok);
 		if (pin_config_bool("relay_log_published", true))
-			for (int i = 0; i < produced; i++) {
-				if (rows[i].st != DR_OK)
-					continue;
-				/* the row's trace: one trace id from request to consumer */
-				if (rows[i].traceparent &&
-				    pin_traceparent_valid(rows[i].traceparent)) {
-					char tid[33];
-
-					memcpy(tid, rows[i].traceparent + 3, 32);
-					tid[32] = '\0';
-					pin_trace_set(tid);
-				}
-				pin_log(PIN_LOG_INFO, "outbox relay: published", "outbox", table,
-						"messageId", rows[i].message_id,
-						"topic", rows[i].topic, NULL);
-				pin_trace_set(NULL);
-			}
+			log_published(table, rows, produced);
 	}
 	for (int i = 0; i < produced; i++) {
 		char id_s[24], size_s[24], att_s[16];
@@ -587,85 +957,211 @@ static int batch_mark(const char *table, struct relay_row *rows, int produced,
 }
 
 /*
- * One batch of one outbox: read (under the lock) -> produce -> wait for
- * the delivery reports -> mark.  Returns the number of rows published or
- * parked (>= 0), or -1 when something failed (the caller backs off).
- * *nrows gets the batch size.
+ * Marks the unit's finished batches, oldest first.  Returns -1 when a batch
+ * had failed rows or could not be marked (the unit stops reading until its
+ * window is empty, then starts again from the oldest row; the caller backs
+ * off), else 0.  *done gets the rows published or parked.
  */
-static int relay_batch(struct relay *r, const char *table, int *nrows, int wait_ms)
+static int unit_reap(struct relay *r, struct relay_unit *u, int *done)
 {
-	PGresult *res;
-	struct relay_row *rows;
-	int n, produced, ok = 0, failed = 0, parked = 0, rc = -1;
-	rd_kafka_resp_err_t first_err = RD_KAFKA_RESP_ERR_NO_ERROR;
+	int rc = 0;
 
-	*nrows = 0;
-	if (!(res = batch_read(r, table)))
-		return -1;
-	n = PQntuples(res);
-	*nrows = n;
-	if (n == 0)
+	while (u->nwin > 0 && u->win[0]->pending == 0) {
+		struct relay_batch *b = u->win[0];
+		int ok = 0, failed = 0, parked = 0;
+		rd_kafka_resp_err_t first_err = RD_KAFKA_RESP_ERR_NO_ERROR;
+
+		if (batch_mark(u->table, b->rows, b->produced, &ok, &failed, &parked,
+				&first_err) < 0) {
+			failed = 1;
+			first_err = RD_KAFKA_RESP_ERR__FAIL;
+		}
+		*done += ok + parked;
+		if (failed) {
+			if (!r->failing)
+				pin_log(PIN_LOG_WARN, "outbox relay: publishing fails, rows kept for retry",
+						"outbox", u->table, "code", rd_kafka_err2name(first_err),
+						"error", rd_kafka_err2str(first_err), NULL);
+			r->failing = true;
+			if (first_err != RD_KAFKA_RESP_ERR__FAIL)
+				set_kafka_up(r, 0);
+			u->stalled = true;
+			rc = -1;
+		} else if (ok) {
+			if (r->failing)
+				pin_log(PIN_LOG_INFO, "outbox relay: publishing again", NULL);
+			r->failing = false;
+			set_kafka_up(r, 1);
+		}
+		batch_free(b);
+		memmove(&u->win[0], &u->win[1], sizeof(u->win[0]) * (size_t)(u->nwin - 1));
+		u->nwin--;
+	}
+	if (u->nwin == 0) {
+		strcpy(u->cursor, "0");     /* late commits with lower ids */
+		u->stalled = false;
+		if (u->releasing)
+			unit_release(r, u, r->mismatch ? "relay_shards mismatch" : "balance");
+	}
+	return rc;
+}
+
+/* Reads and produces the unit's next batch when it may.  *nrows gets the
+ * rows read (-1: nothing tried). -1 on failure. */
+static int unit_feed(struct relay *r, struct relay_unit *u, int *nrows)
+{
+	struct relay_batch *b;
+
+	*nrows = -1;
+	if (!u->led || u->releasing || u->stalled || r->mismatch || should_stop() ||
+	    u->nwin >= r->inflight || (u->caught_up && u->nwin > 0) ||
+	    pin_clock_now_us() < r->pause_until_us)
 		return 0;
+	if (!(b = batch_read(r, u)))
+		return u->led ? -1 : 0;
+	*nrows = b->n;
+	u->caught_up = b->n < r->batch;
+	if (b->n == 0) {
+		batch_free(b);
+		return 0;
+	}
 	if (r->rk && bootstrap_changed(r)) {
 		/* the broker moved while we were idle */
 		pin_log(PIN_LOG_INFO, "outbox relay: recreating the kafka producer",
 				"reason", "bootstrap changed", NULL);
 		producer_destroy(r);
 	}
-	if (!r->rk && producer_create(r) != 0)
+	if (!r->rk && producer_create(r) != 0) {
+		batch_free(b);
+		if (!u->nwin)
+			strcpy(u->cursor, "0");
+		else
+			u->stalled = true;
 		return -1;
-
-	rows = pin_arena_alloc(sizeof(*rows) * (size_t)n);
-	produced = batch_produce(r, res, rows, n);
-	batch_wait(r, rows, produced, wait_ms);
-	if (batch_mark(table, rows, produced, &ok, &failed, &parked, &first_err) < 0)
-		return -1;
-	if (failed) {
-		if (!r->failing)
-			pin_log(PIN_LOG_WARN, "outbox relay: publishing fails, rows kept for retry",
-					"outbox", table, "code", rd_kafka_err2name(first_err),
-					"error", rd_kafka_err2str(first_err), NULL);
-		r->failing = true;
-		set_kafka_up(r, 0);
-		if (rd_kafka_fatal_error(r->rk, NULL, 0))
-			producer_maybe_recreate(r, true);
-		goto out;
 	}
-	if (r->failing)
-		pin_log(PIN_LOG_INFO, "outbox relay: publishing again", NULL);
-	r->failing = false;
-	set_kafka_up(r, 1);
-	rc = ok + parked;
-out:
-	if (ok) {
-		char sok[16], sfail[16];
+	batch_produce(r, b);
+	u->win[u->nwin++] = b;
+	if (b->produced < b->n)         /* a row refused for now: start over */
+		u->stalled = true;
+	return 0;
+}
 
-		snprintf(sok, sizeof(sok), "%d", ok);
-		snprintf(sfail, sizeof(sfail), "%d", failed);
-		pin_log(PIN_LOG_DEBUG, "outbox relay: batch", "outbox", table,
-				"published", sok, "failed", sfail, NULL);
+static void on_failure(struct relay *r)
+{
+	int max = (int)pin_config_int("relay_backoff_max_ms", 30000);
+
+	r->consecutive_failures++;
+	r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : 1000;
+	if (r->backoff_ms > max)
+		r->backoff_ms = max;
+	if (bootstrap_changed(r))     /* new address: retry soon */
+		r->backoff_ms = 1000;
+	producer_maybe_recreate(r, false);
+	if (r->rk && rd_kafka_fatal_error(r->rk, NULL, 0))
+		producer_maybe_recreate(r, true);
+	r->pause_until_us = pin_clock_now_us() + (int64_t)r->backoff_ms * 1000;
+}
+
+/* batches in flight over every unit */
+static int relay_inflight(struct relay *r)
+{
+	int n = 0;
+
+	for (int i = 0; i < r->nunits; i++)
+		n += r->units[i].nwin;
+	return n;
+}
+
+/*
+ * Serves delivery reports for up to wait_ms and gives up on the batches in
+ * flight (the producer is recreated) when one is past its deadline or the
+ * broker moved (dev broker restart).
+ */
+static void relay_poll(struct relay *r, int wait_ms)
+{
+	int64_t now;
+	bool give_up = false;
+
+	if (!r->rk)
+		return;
+	rd_kafka_poll(r->rk, wait_ms);
+	now = pin_clock_now_us();
+	for (int i = 0; i < r->nunits && !give_up; i++)
+		for (int k = 0; k < r->units[i].nwin && !give_up; k++)
+			give_up = r->units[i].win[k]->pending &&
+				now > r->units[i].win[k]->deadline_us;
+	if (!give_up && now > r->next_boot_check && relay_inflight(r)) {
+		r->next_boot_check = now + 1000000;
+		give_up = bootstrap_changed(r);
+	}
+	if (give_up) {
+		/* undelivered rows stay unpublished */
+		pin_log(PIN_LOG_WARN, "outbox relay: delivery reports overdue, recreating"
+				" the kafka producer", NULL);
+		producer_destroy(r);
+	}
+}
+
+/*
+ * One step of every unit: mark finished batches, read and produce the next
+ * ones.  Returns -1 when something failed (the caller backs off).
+ * *busy: a unit read a full batch (go again at once); *read_any: rows read.
+ */
+static int relay_step(struct relay *r, bool *full, bool *read_any)
+{
+	int rc = 0;
+
+	*full = *read_any = false;
+	for (int i = 0; i < r->nunits; i++) {
+		struct relay_unit *u = &r->units[i];
+		int done = 0, nrows;
+
+		if (unit_reap(r, u, &done) < 0)
+			rc = -1;
+		r->done += done;
+		if (unit_feed(r, u, &nrows) < 0)
+			rc = -1;
+		if (nrows > 0)
+			*read_any = true;
+		if (nrows >= r->batch)
+			*full = true;
+	}
+	if (rc == 0) {
+		r->consecutive_failures = 0;
+		r->backoff_ms = 0;
 	}
 	return rc;
 }
 
-/* One batch of every outbox.  -1 when one failed (the others still ran);
- * *nrows gets the largest batch (a full one means: go again at once). */
-static int relay_batches(struct relay *r, int *nrows, int wait_ms)
+/* Stopping: waits up to wait_ms for the batches in flight and marks them,
+ * then gives the locks back. */
+static void relay_finish(struct relay *r, int wait_ms)
 {
-	int total = 0, rc = 0;
+	int64_t end = pin_clock_now_us() + (int64_t)wait_ms * 1000;
+	int done = 0;
 
-	*nrows = 0;
-	for (size_t i = 0; i < relay_noutboxes() && !should_stop(); i++) {
-		int nr = 0, n = relay_batch(r, relay_outbox(i), &nr, wait_ms);
-
-		if (nr > *nrows)
-			*nrows = nr;
-		if (n < 0)
-			rc = -1;
-		else
-			total += n;
+	while (relay_inflight(r) && pin_clock_now_us() < end) {
+		relay_poll(r, 20);
+		for (int i = 0; i < r->nunits; i++)
+			unit_reap(r, &r->units[i], &done);
 	}
-	return rc < 0 ? -1 : total;
+	producer_destroy(r);           /* what is left: failed, kept */
+	for (int i = 0; i < r->nunits; i++) {
+		unit_reap(r, &r->units[i], &done);
+		unit_release(r, &r->units[i], "stopping");
+	}
+	r->done += done;
+	leader_gauge(r);
+	if (pin_db_conn() && PQbackendPID(pin_db_conn()) == r->conn_pid && !r->once) {
+		char sql[100];
+
+		snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock_shared(" RELAY_MEMBER_CLASS
+				", %d)", r->nshards);
+		pin_db_exec(sql, 0, NULL);
+	}
+	free(r->units);
+	r->units = NULL;
+	r->nunits = 0;
 }
 
 /* Writes the metrics (node_exporter textfile format) to metrics_textfile,
@@ -693,67 +1189,58 @@ static void write_metrics_file(void)
 	free(m);
 }
 
-static void on_failure(struct relay *r)
-{
-	int max = (int)pin_config_int("relay_backoff_max_ms", 30000);
-
-	r->consecutive_failures++;
-	r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : 1000;
-	if (r->backoff_ms > max)
-		r->backoff_ms = max;
-	if (bootstrap_changed(r))     /* new address: retry soon */
-		r->backoff_ms = 1000;
-	producer_maybe_recreate(r, false);
-}
-
 static void *relay_main(void *arg)
 {
-	struct relay r = { .kafka_up = -1 };
+	struct relay r = { .kafka_up = -1, .any_led = -1, .thread = (int)(intptr_t)arg };
 	struct pin_arena *a = pin_arena_new();
 	int busy = (int)pin_config_int("relay_busy_interval_ms", 200);
 	int idle = (int)pin_config_int("relay_idle_interval_ms", 1000);
-	int wait_ms = (int)pin_config_int("kafka_message_timeout_ms", 10000) + 2000;
+	int64_t retry_us = relay_failover_ms() * 1000 / 5;
 
-	(void)arg;
+	if (retry_us > 1000000)
+		retry_us = 1000000;
 	pin_arena_set_current(a);
-	pin_metric_set("pin_outbox_relay_leader", NULL, 0);
 	pin_metric_add("pin_outbox_published_total", NULL, 0);
+	units_build(&r);
+	leader_gauge(&r);
 	while (!should_stop()) {
-		int nrows = 0, rc, sleep_ms;
+		bool full = false, read_any = false;
+		int64_t now = pin_clock_now_us(), sleep_us;
+		int rc;
 
 		pin_trace_set(NULL);
-		if (!relay_lead(&r)) {
+		if (now >= r.next_lead_us) {
+			lead_round(&r);
+			r.next_lead_us = now + retry_us;
+		}
+		rc = relay_step(&r, &full, &read_any);
+		if (rc < 0)
+			on_failure(&r);
+		update_pending(&r);
+		if (r.thread == 0)
 			write_metrics_file();
-			pin_arena_reset(a);
-			relay_sleep_ms(idle);
+		pin_arena_reset(a);
+		if (relay_inflight(&r)) {
+			relay_poll(&r, full || read_any ? 0 : 5);
 			continue;
 		}
-		rc = relay_batches(&r, &nrows, wait_ms);
-		if (rc < 0) {
-			on_failure(&r);
-			sleep_ms = r.backoff_ms;
-		} else {
-			r.consecutive_failures = 0;
-			r.backoff_ms = 0;
-			sleep_ms = nrows >= pin_config_int("relay_batch", 500) ? 0 :
-				nrows > 0 ? busy : idle;
-		}
-		update_pending();
-		write_metrics_file();
-		pin_arena_reset(a);
-		if (rc < 0) {
-			/* back off, but go at once when the broker has a new address */
-			for (int t = 0; t < sleep_ms && !should_stop(); t += 1000) {
-				relay_sleep_ms(sleep_ms - t < 1000 ? sleep_ms - t : 1000);
-				if (r.rk ? bootstrap_changed(&r) : bootstrap_known())
-					break;
-			}
-		} else if (sleep_ms) {
-			relay_sleep_ms(sleep_ms);
-		}
+		if (full && rc == 0)
+			continue;
+		now = pin_clock_now_us();
+		sleep_us = (int64_t)(read_any ? busy : idle) * 1000;
+		if (r.pause_until_us > now && r.pause_until_us - now < sleep_us)
+			sleep_us = r.pause_until_us - now;
+		if (r.next_lead_us - now < sleep_us)
+			sleep_us = r.next_lead_us - now;
+		if (r.rk && r.failing && bootstrap_changed(&r))
+			r.pause_until_us = 0;     /* the broker has a new address */
+		else if (!r.rk && r.failing && r.pause_until_us > now && bootstrap_known() &&
+				r.consecutive_failures > 1)
+			r.pause_until_us = 0;
+		if (sleep_us > 0)
+			relay_sleep_ms((int)((sleep_us + 999) / 1000));
 	}
-	relay_unlock(&r);
-	producer_destroy(&r);
+	relay_finish(&r, 5000);
 	pin_arena_reset(a);
 	pin_arena_set_current(NULL);
 	pin_arena_free(a);
@@ -766,14 +1253,24 @@ int pin_relay_start(void)
 	if (relay_running)
 		return 0;
 	pin_waiter_init(&relay_w);
-	relay_running = true;        /* before the thread reads it */
-	if (pthread_create(&relay_thr, NULL, relay_main, NULL) != 0) {
+	gauges_init();
+	relay_running = true;        /* before the threads read it */
+	for (relay_nthr = 0; relay_nthr < relay_threads(); relay_nthr++)
+		if (pthread_create(&relay_thr[relay_nthr], NULL, relay_main,
+				(void *)(intptr_t)relay_nthr) != 0)
+			break;
+	if (relay_nthr == 0) {
 		pin_log(PIN_LOG_ERROR, "outbox relay: cannot start its thread", NULL);
 		relay_running = false;
 		pin_waiter_destroy(&relay_w);
 		return -1;
 	}
-	pin_log(PIN_LOG_INFO, "outbox relay started", NULL);
+	{
+		char n[16];
+
+		snprintf(n, sizeof(n), "%d", relay_nthr);
+		pin_log(PIN_LOG_INFO, "outbox relay started", "threads", n, NULL);
+	}
 	return 0;
 }
 
@@ -782,56 +1279,69 @@ void pin_relay_stop(void)
 	if (!relay_running)
 		return;
 	pin_waiter_stop(&relay_w);
-	pthread_join(relay_thr, NULL);
+	for (int i = 0; i < relay_nthr; i++)
+		pthread_join(relay_thr[i], NULL);
+	relay_nthr = 0;
 	pin_waiter_destroy(&relay_w);
 	relay_running = false;
 	pin_log(PIN_LOG_INFO, "outbox relay stopped", NULL);
 }
 
+/* --once: every shard nobody else leads, until each is empty (or
+ * relay_once_timeout_ms). */
 int pin_relay_run_once(void)
 {
-	struct relay r = { .kafka_up = -1 };
+	struct relay r = { .kafka_up = -1, .any_led = -1, .once = true };
 	struct pin_arena *prev = pin_arena_current(), *a = pin_arena_new();
 	int64_t deadline = pin_clock_now_us() +
 		pin_config_int("relay_once_timeout_ms", 10000) * 1000;
-	int rc = 0, total = 0;
+	int rc = 0;
 
 	pin_arena_set_current(a);
-	if (!relay_lead(&r)) {
+	gauges_init();
+	units_build(&r);
+	lead_round(&r);
+	if (r.any_led != 1) {
 		pin_log(PIN_LOG_INFO, "outbox relay: another host is the leader, skipping", NULL);
 		goto out;
 	}
 	for (;;) {
-		int nrows = 0, left = (int)((deadline - pin_clock_now_us()) / 1000);
-		int n;
+		bool full = false, read_any = false, busy = false;
 
-		if (left <= 0) {
+		if (pin_clock_now_us() > deadline) {
 			rc = -1;
 			break;
 		}
-		n = relay_batches(&r, &nrows, left);
-		pin_arena_reset(a);
-		if (n < 0) {
+		if (relay_step(&r, &full, &read_any) < 0) {
 			on_failure(&r);
+			r.pause_until_us = 0;
 			relay_sleep_ms(500);
-			continue;
 		}
-		total += n;
-		if (nrows == 0)
-			break;
-	}
-	update_pending();
-	write_metrics_file();
-	{
-		char s[16];
+		for (int i = 0; i < r.nunits; i++) {
+			struct relay_unit *u = &r.units[i];
 
-		snprintf(s, sizeof(s), "%d", total);
+			/* a unit is done when nothing is in flight and its last
+			 * read found no row */
+			if (u->led && (u->nwin || !u->caught_up || u->stalled || read_any))
+				busy = true;
+		}
+		pin_arena_reset(a);
+		if (!busy)
+			break;
+		if (relay_inflight(&r))
+			relay_poll(&r, full || read_any ? 0 : 5);
+	}
+	update_pending(&r);
+	write_metrics_file();
+out:
+	relay_finish(&r, rc ? 0 : 2000);
+	if (r.any_led >= 0) {
+		char s[24];
+
+		snprintf(s, sizeof(s), "%lld", r.done);
 		pin_log(rc ? PIN_LOG_WARN : PIN_LOG_INFO, "outbox relay: one pass done",
 				"published", s, "complete", rc ? "false" : "true", NULL);
 	}
-out:
-	relay_unlock(&r);
-	producer_destroy(&r);
 	pin_arena_reset(a);
 	pin_arena_set_current(prev);
 	pin_arena_free(a);

@@ -49,6 +49,7 @@ static const char *const default_topics[] = {
 	"pin.identity.users.v1",
 	"pin.notifications.dispatched.v1",
 	"pin.test.events.v1",
+	"pin.bench.relay.v1",          /* ./dev bench relay; nobody consumes it */
 	"calendar-crm-booking-events.dlq",
 	"calendar-crm-deal-events.dlq",
 	"calendar-identity-users.dlq",

@@ -4,7 +4,9 @@
 # same run: absolute figures on a shared 2-core machine drift, ratios hold.
 #
 #   ./dev bench                  all scenarios below (not `dispatch`)
-#   ./dev bench SCENARIO...      plumbing | showcase | list | booking | publish | consumers | reminders | growth
+#   ./dev bench SCENARIO...      plumbing | showcase | list | booking | publish | relay |
+#                                consumers | reminders | growth
+#                                (relay-scale: the relay with 1, 2, 3 worker hosts)
 #   ./dev bench --check [...]    the same, exit 1 when a ratio misses its target
 #   ./dev bench dispatch [N]     the notify dispatcher (separate, see ./dev)
 #
@@ -292,6 +294,10 @@ bench_publish() {
 	EOF
 }
 
+# ---------------------------------------------------------------- relay
+# shellcheck source=tests/bench/relay.sh
+source "$BENCH_DIR/relay.sh"
+
 # shellcheck source=tests/bench/consumers.sh
 source "$BENCH_DIR/consumers.sh"
 # shellcheck source=tests/bench/reminders.sh
@@ -334,11 +340,12 @@ bench_report() {
 
 # bench_suite [--check] [SCENARIO...]
 bench_suite() {
-	local check=0 s all=(plumbing showcase list booking publish consumers reminders growth) want=()
+	local check=0 s all=(plumbing showcase list booking publish relay consumers reminders growth) want=()
 	while (($#)); do
 		case $1 in
 		--check) check=1 ;;
-		plumbing | showcase | list | booking | publish | consumers | reminders | growth) want+=("$1") ;;
+		plumbing | showcase | list | booking | publish | relay | consumers | reminders | growth) want+=("$1") ;;
+		relay-scale) want+=(relay_scale) ;;
 		*) die "unknown bench scenario $1 (${all[*]}, dispatch)" ;;
 		esac
 		shift

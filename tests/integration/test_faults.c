@@ -19,6 +19,10 @@
  *   poison    a poison-message table for every consumer group of the worker
  *             host: each lands in its DLQ within 5 s and the next valid
  *             message with the same key is applied.
+ *   relayfail 3 worker hosts share the relay shards; kill -9 of the host
+ *             leading calendar.outbox's shard 0 while rows flow: another
+ *             host takes it within relay_failover_s (5 s), 0 rows lost,
+ *             duplicates only in the killed host's shards (counted).
  *
  * The heavy drills (kill9, pgrestart, mutation) run in the normal phase
  * only; under ASan (PIN_HOST_ASAN_OPTIONS set) they run with a tenth of the
@@ -1181,6 +1185,152 @@ START_TEST(drill_poison_table)
 }
 END_TEST
 
+
+/* ---- 6. relay shard failover: kill -9 of the host leading a shard ------ */
+
+#define RF_TOPIC "pin.bench.relay.v1"     /* created by the dev broker, not consumed */
+#define RF_SHARDS 4                       /* relay_shards: the default, the stack sets none */
+#define RF_CLASS "(hashtext('pin.relay:calendar.outbox') & 2147483647)::oid"
+
+/* "pin-relay <pid>" of the session holding calendar.outbox's shard k, or NULL */
+static char *rf_leader(int k)
+{
+	return h_sql_scalar("SELECT min(a.application_name) FROM pg_locks l JOIN pg_stat_activity a"
+			" ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2"
+			" AND l.classid = " RF_CLASS " AND l.objid = $1::int::oid", h_sprintf("%d", k));
+}
+
+static long long rf_hosts_leading(void)
+{
+	return h_sql_int("SELECT count(DISTINCT a.application_name) FROM pg_locks l"
+			" JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory'"
+			" AND l.granted AND l.objsubid = 2 AND l.classid = " RF_CLASS);
+}
+
+static void rf_insert(const char *run, int from, int to)
+{
+	h_sql("INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)"
+		" SELECT m, '" RF_TOPIC "', $1 || '-' || i, jsonb_build_object('messageId', m,"
+		" 'eventType', 'pin.test.relay-failover', 'contractVersion', 1,"
+		" 'createdAt', '2026-12-01T00:00:00.000Z', 'aggregateType', 'Test',"
+		" 'aggregateId', $1 || '-' || i, 'correlationId', NULL, 'payload',"
+		" jsonb_build_object('i', i)), clock_timestamp()"
+		" FROM (SELECT i, gen_random_uuid() AS m FROM generate_series($2::int, $3::int) i) s",
+		run, h_sprintf("%d", from), h_sprintf("%d", to));
+}
+
+START_TEST(drill_relay_shard_failover)
+{
+	int n = volume(3000), chunk = 100, lost = 0, dups = 0, dup_outside = 0;
+	char *run = h_sprintf("rf-%s", h_uuid()), *victim = NULL, *held = NULL;
+	static const char *const none[] = { NULL };
+	pid_t extra[2];
+	long victim_pid = -1;
+	bool stack_victim = false;
+	int64_t t_kill = 0, failover_ms = -1;
+	struct h_kmsgs *l;
+
+	ck_assert_msg(h_host_pid("worker") > 0, "no worker host before the drill");
+	/* two more worker hosts: 3 in all (no metrics listener or file of their own) */
+	setenv("PIN_METRICS_LISTEN", "", 1);
+	setenv("PIN_METRICS_TEXTFILE", "", 1);
+	for (int i = 0; i < 2; i++)
+		extra[i] = h_spawn_host("worker", NULL, 0, none);
+	unsetenv("PIN_METRICS_LISTEN");
+	unsetenv("PIN_METRICS_TEXTFILE");
+	/* 3 hosts in the relay (2 member sessions each, relay_threads), the
+	 * shards shared out: calendar.outbox's 4 shards over at least 2 hosts */
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(DISTINCT a.application_name)"
+			" FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+			" WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 730153"
+			" AND l.objsubid = 2") == 3 && rf_hosts_leading() >= 2, 30000),
+			"the relay did not spread over the 3 worker hosts (%lld lead shards)",
+			rf_hosts_leading());
+	for (int i = 0; i < n; i += chunk) {
+		rf_insert(run, i, i + chunk - 1);
+		if (!t_kill && i >= n / 3) {
+			/* the host leading shard 0 while rows flow */
+			victim = rf_leader(0);
+			ck_assert_msg(victim && !strncmp(victim, "pin-relay ", 10), "no leader of shard 0");
+			victim_pid = atol(victim + 10);
+			held = h_sql_scalar("SELECT string_agg(DISTINCT l.objid::text, ',') FROM pg_locks l"
+					" JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory'"
+					" AND l.granted AND l.objsubid = 2 AND l.classid = " RF_CLASS
+					" AND a.application_name = $1", victim);
+			stack_victim = victim_pid == h_host_pid("worker");
+			if (stack_victim) {
+				h_worker_kill9();
+			} else {
+				ck_assert(kill((pid_t)victim_pid, SIGKILL) == 0);
+				waitpid((pid_t)victim_pid, NULL, 0);
+			}
+			t_kill = h_now_ms();
+			ck_assert_msg(H_WAIT_UNTIL(({ char *o = rf_leader(0);
+					o && strcmp(o, victim) != 0; }), 30000),
+					"nobody took shard 0 within 30 s of the kill");
+			failover_ms = h_now_ms() - t_kill;
+			fprintf(stderr, "faults/relayfail: killed %s (held calendar.outbox shards %s),"
+					" shard 0 taken by %s after %lld ms\n", victim, held ? held : "?",
+					rf_leader(0), (long long)failover_ms);
+		}
+		h_sleep_ms(20);
+	}
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE topic = '"
+			RF_TOPIC "' AND key LIKE $1 || '-%' AND published_at IS NULL", run) == 0, 120000),
+			"%lld of %d rows unpublished after 120 s", h_sql_int("SELECT count(*) FROM"
+			" calendar.outbox WHERE topic = '" RF_TOPIC "' AND key LIKE $1 || '-%'"
+			" AND published_at IS NULL", run), n);
+	/* every row on Kafka: count the messages of every key */
+	l = h_kafka_read_all(RF_TOPIC, 60000);
+	{
+		int *seen = calloc((size_t)n, sizeof(int));
+		size_t plen = strlen(run);
+
+		ck_assert_ptr_nonnull(seen);
+		for (size_t i = 0; i < l->n; i++) {
+			const char *k = l->v[i].key;
+			int idx;
+
+			if (!k || strncmp(k, run, plen) != 0 || k[plen] != '-')
+				continue;
+			idx = atoi(k + plen + 1);
+			if (idx >= 0 && idx < n)
+				seen[idx]++;
+		}
+		for (int i = 0; i < n; i++) {
+			if (seen[i] == 0) {
+				lost++;
+				continue;
+			}
+			dups += seen[i] - 1;
+			/* a duplicate is a row the killed host produced but had
+			 * not marked yet: it must be in one of its shards */
+			if (seen[i] > 1 && h_sql_int("SELECT CASE WHEN ((hashtext($1) & 2147483647) % "
+					"$2::int)::text = ANY(string_to_array($3, ',')) THEN 0 ELSE 1 END",
+					h_sprintf("%s-%d", run, i), h_sprintf("%d", RF_SHARDS),
+					held ? held : "") != 0)
+				dup_outside++;
+		}
+		free(seen);
+	}
+	fprintf(stderr, "faults/relayfail: rows=%d hosts=3 failover_ms=%lld lost=%d duplicates=%d"
+			" (outside the killed host's shards: %d)\n", n, (long long)failover_ms, lost,
+			dups, dup_outside);
+	for (int i = 0; i < 2; i++)
+		if (extra[i] != (pid_t)victim_pid) {
+			kill(extra[i], SIGTERM);
+			waitpid(extra[i], NULL, 0);
+		}
+	if (stack_victim)
+		h_worker_start();
+	ck_assert_msg(lost == 0, "%d of %d rows lost on Kafka", lost, n);
+	ck_assert_msg(dup_outside == 0, "%d duplicates of rows outside the killed host's shards",
+			dup_outside);
+	ck_assert_msg(failover_ms <= 5000, "shard 0 was taken after %lld ms (relay_failover_s = 5)",
+			(long long)failover_ms);
+}
+END_TEST
+
 Suite *make_faults_suite(void)
 {
 	Suite *s = suite_create("faults");
@@ -1189,6 +1339,7 @@ Suite *make_faults_suite(void)
 	TCase *p = h_tcase("pgrestart", 240);
 	TCase *m = h_tcase("mutation", 300);
 	TCase *q = h_tcase("poison", 300);
+	TCase *rf = h_tcase("relayfail", 240);
 
 	tcase_add_test(k, drill_kill9_worker);
 	suite_add_tcase(s, k);
@@ -1202,5 +1353,7 @@ Suite *make_faults_suite(void)
 	suite_add_tcase(s, m);
 	tcase_add_test(q, drill_poison_table);
 	suite_add_tcase(s, q);
+	tcase_add_test(rf, drill_relay_shard_failover);
+	suite_add_tcase(s, rf);
 	return s;
 }

@@ -188,8 +188,11 @@ END_TEST
 /* (a'') only the holder of the advisory lock publishes: when the relay's
  * session dies and another session takes the lock before the relay notices,
  * the relay's next statement reconnects, but it does not publish what it
- * read on that unlocked session */
-#define RELAY_LOCK "7301520415"
+ * read on that unlocked session.  The lock is the one of the row's shard
+ * (host/relay.c: class hashtext('pin.relay:' || outbox) & 0x7fffffff,
+ * shard (hashtext(key) & 0x7fffffff) % relay_shards, 4 by default) */
+#define RELAY_CLASS "(hashtext('pin.relay:calendar.outbox') & 2147483647)"
+#define RELAY_SHARD "((hashtext($1) & 2147483647) % 4)"
 START_TEST(relay_publishes_only_as_leader)
 {
 	char *mid = h_uuid(), *key = h_uuid(), *env = k_envelope(mid, key, "noop");
@@ -201,9 +204,9 @@ START_TEST(relay_publishes_only_as_leader)
 	 * two leaderships, e.g. reconnecting under ASan) */
 	for (int i = 0; i < 40; i++) {
 		got = h_sql_scalar("SELECT coalesce(bool_and(pg_terminate_backend(pid, 5000)), false)"
-			" AND pg_try_advisory_lock(" RELAY_LOCK ") FROM pg_locks"
-			" WHERE locktype = 'advisory' AND granted"
-			" AND ((classid::bigint << 32) | objid::bigint) = " RELAY_LOCK);
+			" AND pg_try_advisory_lock(" RELAY_CLASS ", " RELAY_SHARD ") FROM pg_locks"
+			" WHERE locktype = 'advisory' AND granted AND objsubid = 2"
+			" AND classid = " RELAY_CLASS "::oid AND objid = " RELAY_SHARD "::oid", key);
 		if (got && !strcmp(got, "t"))
 			break;
 		h_sleep_ms(250);
@@ -215,7 +218,7 @@ START_TEST(relay_publishes_only_as_leader)
 	ck_assert_msg(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
 				" AND published_at IS NULL", id) == 1,
 			"the relay published without holding the lock");
-	h_sql("SELECT pg_advisory_unlock(" RELAY_LOCK ")");
+	h_sql("SELECT pg_advisory_unlock(" RELAY_CLASS ", " RELAY_SHARD ")", key);
 	ck_assert_msg(k_wait_count("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
 				" AND published_at IS NOT NULL", id, 1, 30) == 1,
 			"row not published within 30 s of the lock's release");

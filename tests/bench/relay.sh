@@ -1,0 +1,140 @@
+# relay.sh -- `./dev bench relay` and `./dev bench relay-scale` (issue 13, 15):
+# the outbox relay of the worker host(s) against a raw librdkafka producer of
+# the same rows' bytes to the same dev broker, in the same run.
+#
+# N rows (PIN_BENCH_RELAY_ROWS, 100000) of ~850-byte envelopes are written
+# into calendar.outbox in ONE transaction (SQL, topic pin.bench.relay.v1,
+# which nothing consumes), so every row becomes visible at the commit; the
+# figure is N / (max(published_at) - the commit).  The anchor,
+# host/tools/pin-benchproduce, reads the same rows (topic, key, envelope)
+# into memory first and produces them with the relay's producer settings.
+# relay-scale repeats the drain with 1, 2 and 3 worker hosts (extra
+# `pin-host --mode worker` processes with the stack's config, no metrics
+# listener), after the shards were shared out.
+# Sourced by suite.sh (helpers b_psql, b_row, b_div, b_ge).
+
+B_RELAY_TOPIC=pin.bench.relay.v1
+
+# b_relay_fill N: writes N bench rows; prints the commit's epoch seconds
+b_relay_fill() {
+	b_psql -tA <<-EOF | tail -n 1
+		DELETE FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC';
+		BEGIN;
+		INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)
+		  SELECT m, '$B_RELAY_TOPIC', e::text, jsonb_build_object(
+		    'messageId', m, 'eventType', 'pin.calendar.event-created',
+		    'contractVersion', 1, 'createdAt', to_char(now() AT TIME ZONE 'UTC',
+		      'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+		    'aggregateType', 'CalendarEvent', 'aggregateId', e,
+		    'correlationId', replace(gen_random_uuid()::text, '-', ''),
+		    'payload', jsonb_build_object('eventId', e, 'tenantId', gen_random_uuid(),
+		      'ownerUserId', gen_random_uuid(), 'kind', 'Meeting', 'origin', 'Manual',
+		      'title', 'Showing of the apartment on Tverskaya ' || i,
+		      'description', repeat('Bring the keys and the signed viewing form. ', 2),
+		      'location', 'Moscow, Tverskaya st. ' || i % 200,
+		      'startAt', '2027-01-15T09:00:00Z', 'endAt', '2027-01-15T10:00:00Z',
+		      'timeZone', 'Europe/Moscow', 'priority', 'Normal', 'status', 'Scheduled',
+		      'reminders', jsonb_build_array(jsonb_build_object('offsetMinutes', 1440),
+		        jsonb_build_object('offsetMinutes', 60)),
+		      'participants', jsonb_build_array(gen_random_uuid(), gen_random_uuid()))),
+		    clock_timestamp()
+		  FROM (SELECT i, gen_random_uuid() AS m, gen_random_uuid() AS e
+		        FROM generate_series(1, $1) AS i) s;
+		SELECT extract(epoch FROM clock_timestamp());
+		COMMIT;
+	EOF
+}
+
+# b_relay_drain N: fills, waits until the relay published every row; sets
+# R_RATE (rows/s) and R_BYTES (mean envelope bytes)
+b_relay_drain() {
+	local n=$1 t0 t1 left deadline=$((SECONDS + 600))
+	t0=$(b_relay_fill "$n")
+	while :; do
+		left=$(b_psql -tA -c "SELECT count(*) FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC'
+			AND published_at IS NULL AND parked_at IS NULL")
+		((left == 0)) && break
+		((SECONDS < deadline)) || die "relay bench: $left of $n rows unpublished after 600 s"
+		sleep 0.2
+	done
+	read -r t1 R_BYTES < <(b_psql -tA -F' ' -c "SELECT extract(epoch FROM max(published_at)),
+		round(avg(octet_length(envelope::text))) FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC'")
+	R_RATE=$(awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", (b > a ? n / (b - a) : 0) }')
+}
+
+# b_relay_anchor: the raw producer of the rows just written; sets R_ANCHOR
+b_relay_anchor() {
+	local out
+	out=$("$BUILD/host/tools/pin-benchproduce" --pg-dsn "$PG_DSN" --bootstrap "@$BOOT" \
+		--sql "SELECT topic, key, envelope::text FROM calendar.outbox
+		       WHERE topic = '$B_RELAY_TOPIC' ORDER BY id") || die "pin-benchproduce failed: $out"
+	R_ANCHOR=$(sed -n 's/.*rows_per_s=\([0-9]*\).*/\1/p' <<<"$out")
+}
+
+b_relay_rows() { echo "${PIN_BENCH_RELAY_ROWS:-100000}"; }
+
+bench_relay() {
+	local n ratio ok=true
+	n=$(b_relay_rows)
+	say "relay: $n outbox rows in one transaction, drained by the worker host"
+	b_relay_drain "$n"
+	b_relay_anchor
+	ratio=$(b_div "$R_RATE" "$R_ANCHOR")
+	b_ge "$R_RATE" 50000 || ok=false
+	b_row relay "drain $n rows (${R_BYTES}-byte envelopes), 1 worker host" "$R_RATE" "rows/s" \
+		"raw librdkafka producer $R_ANCHOR rows/s" "$R_ANCHOR" "$ratio" ">=50000 rows/s" "$ok"
+	b_psql -c "DELETE FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC'" >/dev/null
+}
+
+# b_relay_hosts K: extra worker hosts until K run (the stack's is one);
+# their pids in B_RELAY_PIDS
+B_RELAY_PIDS=()
+b_relay_hosts() {
+	local want=$1 i
+	for ((i = ${#B_RELAY_PIDS[@]} + 1; i < want; i++)); do
+		PIN_METRICS_LISTEN="" PIN_METRICS_TEXTFILE="" "$BIN/pin-host" --mode worker \
+			--config "$CONF" --plugins "$(worker_plugins)" --plugin-dir "$PLUGDIR" \
+			--pg-dsn "$PG_DSN" --kafka-bootstrap "@$BOOT" >>"$LOGS/worker-bench-$i.log" 2>&1 &
+		B_RELAY_PIDS+=($!)
+	done
+	# every host holds its share: calendar.outbox's shard locks held by K
+	# hosts (application_name 'pin-relay <pid>' of the relay's sessions)
+	local deadline=$((SECONDS + 30)) owners
+	while :; do
+		owners=$(b_psql -tA -c "SELECT count(DISTINCT a.application_name) FROM pg_locks l
+			JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted
+			AND l.classid = (hashtext('pin.relay:calendar.outbox') & 2147483647)::oid")
+		((owners >= want)) && break
+		((SECONDS < deadline)) || { say "relay-scale: only $owners of $want hosts lead shards"; break; }
+		sleep 0.5
+	done
+}
+
+b_relay_hosts_stop() {
+	local p
+	for p in "${B_RELAY_PIDS[@]}"; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in "${B_RELAY_PIDS[@]}"; do
+		wait "$p" 2>/dev/null || true
+	done
+	B_RELAY_PIDS=()
+}
+
+bench_relay_scale() {
+	local n k one="" ratio
+	n=$(b_relay_rows)
+	trap b_relay_hosts_stop RETURN
+	for k in 1 2 3; do
+		b_relay_hosts "$k"
+		say "relay-scale: $n rows, $k worker host(s)"
+		b_relay_drain "$n"
+		[[ -n $one ]] || one=$R_RATE
+		ratio=$(b_div "$R_RATE" "$one")
+		b_row relay-scale "drain $n rows, $k worker host(s)" "$R_RATE" "rows/s" \
+			"1 worker host $one rows/s" "$one" "$ratio" "-" true
+	done
+	b_relay_anchor
+	b_row relay-scale "raw librdkafka producer (anchor)" "$R_ANCHOR" "rows/s" "-" "" "" "-" true
+	b_psql -c "DELETE FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC'" >/dev/null
+}
