@@ -31,16 +31,16 @@ void pc_jt_free(struct pc_jt *w)
 	w->len = 0;
 }
 
-/* Room for n more bytes plus the NUL; 0 or -1 (failed set). */
-static int room(struct pc_jt *w, size_t n)
+/* Room for n more bytes plus a NUL; 0 or -1 (failed set).  The fast
+ * path is inline: most calls write a few bytes into a buffer sized for the
+ * page up front. */
+static int grow(struct pc_jt *w, size_t n)
 {
 	size_t cap = w->cap;
 	char *b;
 
 	if (w->failed)
 		return -1;
-	if (w->buf && w->len + n + 1 <= w->cap)
-		return 0;
 	while (cap < w->len + n + 1)
 		cap *= 2;
 	b = realloc(w->buf, cap);
@@ -53,82 +53,101 @@ static int room(struct pc_jt *w, size_t n)
 	return 0;
 }
 
-static void put(struct pc_jt *w, const char *s, size_t n)
+static inline int room(struct pc_jt *w, size_t n)
+{
+	if (w->buf && w->len + n + 1 <= w->cap)
+		return 0;
+	return grow(w, n);
+}
+
+static inline void put(struct pc_jt *w, const char *s, size_t n)
 {
 	if (room(w, n) < 0)
 		return;
 	memcpy(w->buf + w->len, s, n);
 	w->len += n;
-	w->buf[w->len] = '\0';
+}
+
+static inline void put1(struct pc_jt *w, char c)
+{
+	if (room(w, 1) < 0)
+		return;
+	w->buf[w->len++] = c;
 }
 
 /* the ',' before a value or key of a container that already has one */
-static void sep(struct pc_jt *w)
+static inline void sep(struct pc_jt *w)
 {
 	if (w->comma)
-		put(w, ",", 1);
+		put1(w, ',');
 }
 
 void pc_jt_obj(struct pc_jt *w)
 {
 	sep(w);
-	put(w, "{", 1);
+	put1(w, '{');
 	w->comma = 0;
 }
 
 void pc_jt_end_obj(struct pc_jt *w)
 {
-	put(w, "}", 1);
+	put1(w, '}');
 	w->comma = 1;
 }
 
 void pc_jt_arr(struct pc_jt *w)
 {
 	sep(w);
-	put(w, "[", 1);
+	put1(w, '[');
 	w->comma = 0;
 }
 
 void pc_jt_end_arr(struct pc_jt *w)
 {
-	put(w, "]", 1);
+	put1(w, ']');
 	w->comma = 1;
 }
 
-/* "s" escaped as json-c's json_escape_str with NOSLASHESCAPE: runs of
- * plain bytes are copied at once */
-static void quoted(struct pc_jt *w, const char *s)
+/* "s" escaped as json-c's json_escape_str with NOSLASHESCAPE, then the
+ * byte tail (':' after a key, 0 for none).  Room for the worst case (6
+ * bytes per input byte) first, then one pass over s. */
+static void quoted(struct pc_jt *w, const char *s, char tail)
 {
 	static const char hx[] = "0123456789abcdef";
-	const unsigned char *p = (const unsigned char *)s, *run = p;
-	char u[6] = { '\\', 0, '0', '0', 0, 0 };
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s);
+	char *o;
 
-	put(w, "\"", 1);
+	if (room(w, 6 * n + 3) < 0)
+		return;
+	o = w->buf + w->len;
+	*o++ = '"';
 	for (; *p; p++) {
 		char e = esc[*p];
 
-		if (!e)
+		if (!e) {
+			*o++ = (char)*p;
 			continue;
-		put(w, (const char *)run, (size_t)(p - run));
-		u[1] = e;
-		if (e == 'u') {
-			u[4] = hx[*p >> 4];
-			u[5] = hx[*p & 15];
-			put(w, u, 6);
-		} else {
-			put(w, u, 2);
 		}
-		run = p + 1;
+		*o++ = '\\';
+		*o++ = e;
+		if (e == 'u') {
+			*o++ = '0';
+			*o++ = '0';
+			*o++ = hx[*p >> 4];
+			*o++ = hx[*p & 15];
+		}
 	}
-	put(w, (const char *)run, (size_t)(p - run));
-	put(w, "\"", 1);
+	*o++ = '"';
+	if (tail)
+		*o++ = tail;
+	w->len = (size_t)(o - w->buf);
 }
 
 void pc_jt_key(struct pc_jt *w, const char *key)
 {
 	sep(w);
-	quoted(w, key);
-	put(w, ":", 1);
+	quoted(w, key, ':');
 	w->comma = 0;
 }
 
@@ -139,7 +158,7 @@ void pc_jt_str(struct pc_jt *w, const char *s)
 		return;
 	}
 	sep(w);
-	quoted(w, s);
+	quoted(w, s, 0);
 	w->comma = 1;
 }
 
@@ -253,6 +272,19 @@ void pc_jt_time(struct pc_jt *w, int64_t us)
 
 /* ----------------------------------------------------------------- columns */
 
+/* PostgreSQL's int text (-?[0-9]+) as strtoll(s, NULL, 10) reads it */
+static int64_t dec(const char *s)
+{
+	uint64_t v = 0;
+	int neg = *s == '-';
+
+	if (*s == '-' || *s == '+')
+		s++;
+	while (*s >= '0' && *s <= '9')
+		v = v * 10 + (uint64_t)(*s++ - '0');
+	return neg ? (int64_t)(0 - v) : (int64_t)v;
+}
+
 void pc_jt_col(struct pc_jt *w, const PGresult *res, int row, int col)
 {
 	if (PQgetisnull(res, row, col))
@@ -266,7 +298,7 @@ void pc_jt_col_int(struct pc_jt *w, const PGresult *res, int row, int col)
 	if (PQgetisnull(res, row, col))
 		pc_jt_null(w);
 	else
-		pc_jt_int(w, strtoll(PQgetvalue(res, row, col), NULL, 10));
+		pc_jt_int(w, dec(PQgetvalue(res, row, col)));
 }
 
 void pc_jt_col_time(struct pc_jt *w, const PGresult *res, int row, int col)
@@ -274,7 +306,7 @@ void pc_jt_col_time(struct pc_jt *w, const PGresult *res, int row, int col)
 	if (PQgetisnull(res, row, col))
 		pc_jt_null(w);
 	else
-		pc_jt_time(w, strtoll(PQgetvalue(res, row, col), NULL, 10));
+		pc_jt_time(w, dec(PQgetvalue(res, row, col)));
 }
 
 void pc_jt_col_bool(struct pc_jt *w, const PGresult *res, int row, int col)
@@ -308,13 +340,12 @@ char *pc_jt_take(struct pc_jt *w, size_t *len)
 {
 	char *s;
 
-	if (!w->failed && !w->buf)
-		put(w, "", 0);
-	if (w->failed) {
+	if (room(w, 0) < 0) {
 		pc_jt_free(w);
 		return NULL;
 	}
 	s = w->buf;
+	s[w->len] = '\0';
 	if (len)
 		*len = w->len;
 	w->buf = NULL;
@@ -324,8 +355,8 @@ char *pc_jt_take(struct pc_jt *w, size_t *len)
 }
 
 struct jt_text {
+	char *s;
 	size_t len;
-	char s[];
 };
 
 static int text_print(json_object *jso, struct printbuf *pb, int level, int flags)
@@ -339,31 +370,26 @@ static int text_print(json_object *jso, struct printbuf *pb, int level, int flag
 
 static void text_free(json_object *jso, void *ud)
 {
+	struct jt_text *t = ud;
+
 	(void)jso;
-	free(ud);
+	free(t->s);
+	free(t);
 }
 
 json_object *pc_jt_body(struct pc_jt *w)
 {
-	size_t len;
-	char *s = pc_jt_take(w, &len);
-	struct jt_text *t;
-	json_object *o;
+	struct jt_text *t = malloc(sizeof(*t));
+	json_object *o = json_object_new_boolean(0);
 
-	if (!s)
-		return NULL;
-	/* one block: the text behind its length (the buffer is moved, not copied,
-	 * when realloc can grow it in place) */
-	t = realloc(s, sizeof(*t) + len + 1);
-	if (!t) {
-		free(s);
-		return NULL;
-	}
-	memmove(t->s, t, len + 1);
-	t->len = len;
-	o = json_object_new_boolean(0);
-	if (!o) {
+	if (t)
+		t->s = pc_jt_take(w, &t->len);
+	if (!t || !t->s || !o) {
+		if (t)
+			free(t->s);
 		free(t);
+		json_object_put(o);
+		pc_jt_free(w);
 		return NULL;
 	}
 	json_object_set_serializer(o, text_print, t, text_free);

@@ -30,7 +30,7 @@
 #include <libpq-fe.h>
 
 struct pc_jt {
-	char *buf;                  /* malloc'd, NUL-terminated while len < cap */
+	char *buf;                  /* malloc'd; room for a NUL after len */
 	size_t len, cap;
 	int comma;                  /* the next key / value needs a ',' first */
 	int failed;                 /* an allocation failed: nothing more is written */
