@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcgiapp.h>
 #include <pthread.h>
-#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +44,7 @@ struct pin_req {
 	bool responded;
 	int status;
 	const char *content_type;
-	char *resp_body;          /* arena */
+	const char *resp_body;    /* arena (or a json object the arena keeps) */
 	size_t resp_len;
 	struct kvp headers[MAX_HEADERS];
 	int nheaders;
@@ -57,22 +56,69 @@ static int listen_fd = -1;
  * default 2 x cores).  Measured (README "Performance"): with 64 threads each
  * driving its own PostgreSQL backend on 2 cores, throughput fell and p99 grew
  * as more requests reached the database together; past the cap, requests
- * wait here, in the host, instead of in the kernel's run queue. */
-static sem_t db_slots;
+ * wait here, in the host, instead of in the kernel's run queue.
+ *
+ * The wait is first come, first served: a released slot is handed to the
+ * oldest waiter (each waits on its own condition variable).  A counting
+ * semaphore lets a thread that arrives just then take the slot before the
+ * woken waiter runs, and that waiter queues again: on a loaded machine that
+ * is a request waiting several rounds, the p99 of issue 13. */
+struct gate_waiter {
+	pthread_cond_t cv;
+	bool go;
+	struct gate_waiter *next;
+};
+
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static long long gate_free;                  /* slots nobody holds */
+static struct gate_waiter *gate_head, *gate_tail;
 static bool db_capped;
 
 static void db_slot_take(void)
 {
+	struct gate_waiter w;
+
 	if (!db_capped)
 		return;
-	while (sem_wait(&db_slots) != 0 && errno == EINTR)
-		;
+	pthread_mutex_lock(&gate_mu);
+	if (gate_free > 0 && !gate_head) {
+		gate_free--;
+		pthread_mutex_unlock(&gate_mu);
+		return;
+	}
+	pthread_cond_init(&w.cv, NULL);
+	w.go = false;
+	w.next = NULL;
+	if (gate_tail)
+		gate_tail->next = &w;
+	else
+		gate_head = &w;
+	gate_tail = &w;
+	while (!w.go)
+		pthread_cond_wait(&w.cv, &gate_mu);
+	pthread_mutex_unlock(&gate_mu);
+	pthread_cond_destroy(&w.cv);
 }
 
 static void db_slot_give(void)
 {
-	if (db_capped)
-		sem_post(&db_slots);
+	struct gate_waiter *w;
+
+	if (!db_capped)
+		return;
+	pthread_mutex_lock(&gate_mu);
+	w = gate_head;
+	if (w) {
+		/* hand the slot over: it never becomes free in between */
+		gate_head = w->next;
+		if (!gate_head)
+			gate_tail = NULL;
+		w->go = true;
+		pthread_cond_signal(&w->cv);
+	} else {
+		gate_free++;
+	}
+	pthread_mutex_unlock(&gate_mu);
 }
 
 /* ---- accessors --------------------------------------------------------- */
@@ -176,17 +222,24 @@ int pin_set_header(struct pin_req *r, const char *name, const char *value)
 
 int pin_respond_json(struct pin_req *r, int status, json_object *body)
 {
+	size_t len = 0;
 	const char *s;
 
 	if (r->responded) {
 		json_object_put(body);
 		return PIN_ERR;
 	}
-	s = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN |
-			JSON_C_TO_STRING_NOSLASHESCAPE) : "";
-	r->resp_body = pin_arena_strdup(s);
-	r->resp_len = strlen(s);
-	json_object_put(body);
+	/* the text lives in body's print buffer: the arena keeps body (and so
+	 * the text) until the response is written, no copy (issue 13) */
+	s = body ? json_object_to_json_string_length(body, JSON_C_TO_STRING_PLAIN |
+			JSON_C_TO_STRING_NOSLASHESCAPE, &len) : "";
+	if (!s) {
+		s = "";
+		len = 0;
+	}
+	r->resp_body = s;
+	r->resp_len = len;
+	pin_arena_track_json(body);
 	r->status = status;
 	r->content_type = "application/json";
 	r->responded = true;
@@ -676,8 +729,10 @@ int pin_api_run(const char *listen, int threads)
 		long long cap = pin_config_int("db_concurrency", 0);
 		if (cap <= 0)
 			cap = 2 * sysconf(_SC_NPROCESSORS_ONLN);
-		if (cap < threads && sem_init(&db_slots, 0, (unsigned)cap) == 0)
+		if (cap < threads) {
+			gate_free = cap;
 			db_capped = true;
+		}
 		pin_metric_set("pin_api_db_concurrency", NULL, db_capped ? cap : threads);
 	}
 	tids = calloc((size_t)threads, sizeof *tids);
@@ -724,8 +779,6 @@ int pin_api_run(const char *listen, int threads)
 	if (is_unix)
 		unlink(addr);
 	free(tids);
-	if (db_capped)
-		sem_destroy(&db_slots);
 	db_capped = false;
 	pin_log(PIN_LOG_INFO, "api host stopped", NULL);
 	return 0;

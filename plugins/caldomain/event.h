@@ -97,6 +97,10 @@ int pc_reminders_skip(const char *event_id, int64_t now_us);
 
 /* Representations.  New json objects owned by the caller. */
 json_object *pc_event_json(const PGresult *res, int row);
+/* The same as JSON text into w (sdk/jtext.h): '{' and the fields of
+ * pc_event_json, NOT the closing '}' (the caller may add members). */
+struct pc_jt;
+void pc_event_jt(struct pc_jt *w, const PGresult *res, int row);
 /* The card's "reminders" array for an event (query). NULL on DB error. */
 json_object *pc_event_reminders_json(const char *event_id);
 

@@ -51,7 +51,8 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 	long long limit = 100;
 	const char *kind = NULL, *status = NULL, *params[11];
 	char cur_id[37];
-	json_object *out, *items;
+	struct pc_jt w;
+	json_object *body;
 	PGresult *res;
 	int i, n;
 
@@ -89,22 +90,35 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	n = PQntuples(res);
-	out = json_object_new_object();
-	items = json_object_new_array();
+	/* the page as JSON text (sdk/jtext.h; the same bytes as the json-c
+	 * tree this built before, ~1/3 of the host CPU per page) */
+	pc_jt_init(&w, 1024 + 900 * (size_t)(n < limit ? n : limit));
+	pc_jt_obj(&w);
+	pc_jt_key(&w, "items");
+	pc_jt_arr(&w);
 	for (i = 0; i < n && i < limit; i++) {
-		json_object *o = pc_event_json(res, i);
+		pc_event_jt(&w, res, i);
 		if (scope->with_owner) {
-			json_object *ow = json_object_new_object();
-			pc_json_col(ow, "userId", res, i, PC_EC_OWNER);
-			pc_json_col(ow, "displayName", res, i, PC_EC__N);
-			pc_json_col(ow, "avatarUrl", res, i, PC_EC__N + 1);
-			json_object_object_add(o, "owner", ow);
+			pc_jt_key(&w, "owner");
+			pc_jt_obj(&w);
+			pc_jt_key(&w, "userId");
+			pc_jt_col(&w, res, i, PC_EC_OWNER);
+			pc_jt_key(&w, "displayName");
+			pc_jt_col(&w, res, i, PC_EC__N);
+			pc_jt_key(&w, "avatarUrl");
+			pc_jt_col(&w, res, i, PC_EC__N + 1);
+			pc_jt_end_obj(&w);
 		}
-		json_object_array_add(items, o);
+		pc_jt_end_obj(&w);
 	}
-	json_object_object_add(out, "items", items);
-	pc_json_str(out, "nextCursor", pc_next_cursor(res, limit, PC_EC_START, PC_EC_ID));
-	return pc_api->respond_json(r, 200, out);
+	pc_jt_end_arr(&w);
+	pc_jt_key(&w, "nextCursor");
+	pc_jt_str(&w, pc_next_cursor(res, limit, PC_EC_START, PC_EC_ID));
+	pc_jt_end_obj(&w);
+	body = pc_jt_body(&w);
+	if (!body)
+		return PIN_ERR;
+	return pc_api->respond_json(r, 200, body);
 }
 
 /* GET /api/v1/agency/calendar/events?from=&to=&ownerUserIds= : the caller's tenant */

@@ -17,5 +17,6 @@
 #include "sdk/consume.h"
 #include "sdk/batchjob.h"
 #include "sdk/purge.h"
+#include "sdk/jtext.h"
 
 #endif

@@ -33,28 +33,65 @@ static const char *const slot_kinds[] = { "Showing", "Consultation", NULL };
 	"  AND (s.start_at, s.id) > ($7::timestamptz, $8::uuid) " \
 	"ORDER BY s.start_at, s.id LIMIT $9::int"
 
-static json_object *public_slot_json(const PGresult *res, int row)
+/* One slot of the page as JSON text (sdk/jtext.h): the bytes the json-c
+ * tree of the first version printed (tests/integration pin them). */
+static void public_slot_jt(struct pc_jt *w, const PGresult *res, int row)
 {
-	json_object *o = json_object_new_object(), *agent = json_object_new_object();
+	pc_jt_obj(w);
+	pc_jt_key(w, "id");
+	pc_jt_col(w, res, row, 0);
+	pc_jt_key(w, "ownerUserId");
+	pc_jt_col(w, res, row, 1);
+	pc_jt_key(w, "kind");
+	pc_jt_col(w, res, row, 2);
+	pc_jt_key(w, "status");
+	pc_jt_col(w, res, row, 3);
+	pc_jt_key(w, "startAt");
+	pc_jt_col_time(w, res, row, 4);
+	pc_jt_key(w, "endAt");
+	pc_jt_col_time(w, res, row, 5);
+	pc_jt_key(w, "timeZone");
+	pc_jt_col(w, res, row, 6);
+	pc_jt_key(w, "autoConfirm");
+	pc_jt_col_bool(w, res, row, 7);
+	pc_jt_key(w, "cancellationCutoffMinutes");
+	pc_jt_col_int(w, res, row, 8);
+	pc_jt_key(w, "projectId");
+	pc_jt_col(w, res, row, 9);
+	pc_jt_key(w, "propertyObjectId");
+	pc_jt_col(w, res, row, 10);
+	pc_jt_key(w, "location");
+	pc_jt_col(w, res, row, 11);
+	pc_jt_key(w, "version");
+	pc_jt_col_int(w, res, row, 12);
+	pc_jt_key(w, "agent");
+	pc_jt_obj(w);
+	pc_jt_key(w, "userId");
+	pc_jt_col(w, res, row, 1);
+	pc_jt_key(w, "displayName");
+	pc_jt_col(w, res, row, 13);
+	pc_jt_end_obj(w);
+	pc_jt_end_obj(w);
+}
 
-	pc_json_col(o, "id", res, row, 0);
-	pc_json_col(o, "ownerUserId", res, row, 1);
-	pc_json_col(o, "kind", res, row, 2);
-	pc_json_col(o, "status", res, row, 3);
-	pc_json_col_time(o, "startAt", res, row, 4);
-	pc_json_col_time(o, "endAt", res, row, 5);
-	pc_json_col(o, "timeZone", res, row, 6);
-	json_object_object_add(o, "autoConfirm",
-			json_object_new_boolean(strcmp(PQgetvalue(res, row, 7), "t") == 0));
-	pc_json_col_int(o, "cancellationCutoffMinutes", res, row, 8);
-	pc_json_col(o, "projectId", res, row, 9);
-	pc_json_col(o, "propertyObjectId", res, row, 10);
-	pc_json_col(o, "location", res, row, 11);
-	pc_json_col_int(o, "version", res, row, 12);
-	pc_json_col(agent, "userId", res, row, 1);
-	pc_json_col(agent, "displayName", res, row, 13);
-	json_object_object_add(o, "agent", agent);
-	return o;
+/* {items: [...] (at most limit), nextCursor} of a page read with LIMIT
+ * limit + 1, as JSON text; NULL when out of memory */
+static json_object *public_page(const PGresult *res, long long limit)
+{
+	struct pc_jt w;
+	int n = PQntuples(res);
+
+	pc_jt_init(&w, 256 + 512 * (size_t)(n < limit ? n : limit));
+	pc_jt_obj(&w);
+	pc_jt_key(&w, "items");
+	pc_jt_arr(&w);
+	for (int i = 0; i < n && i < limit; i++)
+		public_slot_jt(&w, res, i);
+	pc_jt_end_arr(&w);
+	pc_jt_key(&w, "nextCursor");
+	pc_jt_str(&w, pc_next_cursor(res, limit, 4, 0));
+	pc_jt_end_obj(&w);
+	return pc_jt_body(&w);
 }
 
 int slot_h_showcase(struct pin_req *r, void *ud)
@@ -66,6 +103,7 @@ int slot_h_showcase(struct pin_req *r, void *ud)
 	long long limit;
 	char cur_id[37], lim[24];
 	PGresult *res;
+	json_object *body;
 	int rc;
 
 	(void)ud;
@@ -114,8 +152,8 @@ int slot_h_showcase(struct pin_req *r, void *ud)
 		goto out;
 	}
 	pc_api->metric_add("pin_calendar_showcase_requests_total", NULL, 1);
-	rc = pc_api->respond_json(r, 200,
-			pc_page_json(res, limit, 4, 0, public_slot_json));
+	body = public_page(res, limit);
+	rc = body ? pc_api->respond_json(r, 200, body) : PIN_ERR;
 out:
 	pc_errs_free(&e);
 	return rc;

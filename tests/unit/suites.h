@@ -14,5 +14,6 @@ Suite *make_calendar_rules_suite(void);
 Suite *make_slots_rules_suite(void);
 Suite *make_crm_rules_suite(void);
 Suite *make_text_suite(void);
+Suite *make_jtext_suite(void);
 
 #endif

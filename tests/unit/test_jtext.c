@@ -1,0 +1,280 @@
+/* test_jtext.c -- sdk/jtext.c: the JSON text writer of the hot lists must
+ * print exactly what json-c prints for the same tree (the host's
+ * respond_json flags), and its instant formatter exactly what pc_time_fmt
+ * prints; pc_event_jt exactly what pc_event_json prints. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+#include <json-c/json.h>
+#include <libpq-fe.h>
+
+#include "sdk/sdk.h"
+#include "caldomain/event.h"
+#include "suites.h"
+
+#define FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+
+/* json-c's text of o (freed), compared with the writer's text (freed) */
+static void same(json_object *o, struct pc_jt *w)
+{
+	size_t len;
+	char *mine = pc_jt_take(w, &len);
+
+	ck_assert_ptr_nonnull(mine);
+	ck_assert_str_eq(mine, json_object_to_json_string_ext(o, FLAGS));
+	ck_assert_uint_eq(len, strlen(mine));
+	json_object_put(o);
+	free(mine);
+}
+
+static void same_string(const char *s)
+{
+	struct pc_jt w;
+
+	pc_jt_init(&w, 8);
+	pc_jt_str(&w, s);
+	same(json_object_new_string(s), &w);
+}
+
+START_TEST(jt_escapes_every_byte)
+{
+	char s[4] = "a", all[256];
+
+	for (int c = 1; c < 256; c++) {
+		s[1] = (char)c;
+		s[2] = 'z';
+		same_string(s);
+		all[c - 1] = (char)c;
+	}
+	all[255] = 0;
+	same_string(all);
+	same_string("");
+	same_string("q\"uo\\te / sl\b\f\n\r\t \x01\x1f \x7f \xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80");
+	same_string("\\\\\\\"\"\"////");
+}
+END_TEST
+
+START_TEST(jt_structure)
+{
+	struct pc_jt w;
+	json_object *o = json_object_new_object(), *a = json_object_new_array(),
+		    *in = json_object_new_object();
+
+	json_object_object_add(o, "s", json_object_new_string("x/y"));
+	json_object_object_add(o, "n", NULL);
+	json_object_object_add(o, "t", json_object_new_boolean(1));
+	json_object_object_add(o, "f", json_object_new_boolean(0));
+	json_object_array_add(a, json_object_new_int64(INT64_MIN));
+	json_object_array_add(a, json_object_new_int64(INT64_MAX));
+	json_object_array_add(a, json_object_new_int64(0));
+	json_object_array_add(a, json_object_new_int64(-1));
+	json_object_array_add(a, json_object_new_array());
+	json_object_array_add(a, json_object_new_object());
+	json_object_array_add(a, NULL);
+	json_object_object_add(o, "a", a);
+	json_object_object_add(in, "k\"ey\n", json_object_new_string("v"));
+	json_object_object_add(o, "in", in);
+	json_object_object_add(o, "e", json_object_new_array());
+
+	pc_jt_init(&w, 1);       /* grows many times */
+	pc_jt_obj(&w);
+	pc_jt_key(&w, "s");
+	pc_jt_str(&w, "x/y");
+	pc_jt_key(&w, "n");
+	pc_jt_str(&w, NULL);
+	pc_jt_key(&w, "t");
+	pc_jt_bool(&w, 7);
+	pc_jt_key(&w, "f");
+	pc_jt_bool(&w, 0);
+	pc_jt_key(&w, "a");
+	pc_jt_arr(&w);
+	pc_jt_int(&w, INT64_MIN);
+	pc_jt_int(&w, INT64_MAX);
+	pc_jt_int(&w, 0);
+	pc_jt_int(&w, -1);
+	pc_jt_arr(&w);
+	pc_jt_end_arr(&w);
+	pc_jt_obj(&w);
+	pc_jt_end_obj(&w);
+	pc_jt_null(&w);
+	pc_jt_end_arr(&w);
+	pc_jt_key(&w, "in");
+	pc_jt_obj(&w);
+	pc_jt_key(&w, "k\"ey\n");
+	pc_jt_raw(&w, "\"v\"", 3);
+	pc_jt_end_obj(&w);
+	pc_jt_key(&w, "e");
+	pc_jt_arr(&w);
+	pc_jt_end_arr(&w);
+	pc_jt_end_obj(&w);
+	same(o, &w);
+
+	/* empty writer: "" */
+	pc_jt_init(&w, 0);
+	{
+		size_t len = 9;
+		char *s = pc_jt_take(&w, &len);
+		ck_assert_str_eq(s, "");
+		ck_assert_uint_eq(len, 0);
+		free(s);
+	}
+}
+END_TEST
+
+/* pc_jt_body: a json_object that json-c prints as the text, and frees it */
+START_TEST(jt_body_prints_the_text)
+{
+	struct pc_jt w;
+	json_object *b;
+	const char *want = "{\"items\":[{\"a\":1},{\"b\":\"x\\ny\"}],\"nextCursor\":null}";
+
+	pc_jt_init(&w, 4);
+	pc_jt_obj(&w);
+	pc_jt_key(&w, "items");
+	pc_jt_arr(&w);
+	pc_jt_obj(&w);
+	pc_jt_key(&w, "a");
+	pc_jt_int(&w, 1);
+	pc_jt_end_obj(&w);
+	pc_jt_obj(&w);
+	pc_jt_key(&w, "b");
+	pc_jt_str(&w, "x\ny");
+	pc_jt_end_obj(&w);
+	pc_jt_end_arr(&w);
+	pc_jt_key(&w, "nextCursor");
+	pc_jt_str(&w, NULL);
+	pc_jt_end_obj(&w);
+	b = pc_jt_body(&w);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_ptr_null(w.buf);
+	ck_assert_str_eq(json_object_to_json_string_ext(b, FLAGS), want);
+	ck_assert_str_eq(json_object_to_json_string_ext(b, JSON_C_TO_STRING_PRETTY), want);
+	json_object_put(b);
+	pc_jt_free(&w);         /* a no-op now */
+}
+END_TEST
+
+static void same_time(int64_t us)
+{
+	char a[48], b[48];
+	size_t n = pc_jt_fmt_time(us, a);
+
+	pc_time_fmt(us, b, 40);
+	ck_assert_msg(strcmp(a, b) == 0, "%lld: %s != %s", (long long)us, a, b);
+	ck_assert_uint_eq(n, strlen(b));
+}
+
+START_TEST(jt_time_as_pc_time_fmt)
+{
+	static const int64_t fixed[] = { 0, 1, -1, 999999, 1000000, -1000000, -1000001,
+		86400000000LL, -86400000000LL, 951782400000000LL /* 2000-02-29 */,
+		1764579600123456LL, PC_INSTANT_MIN_US, PC_INSTANT_MIN_US + 1,
+		PC_INSTANT_END_US - 1, PC_INSTANT_END_US, -62135596800000000LL /* 0001 */,
+		-30610224000000000LL /* 1000-01-01 */, -30610224000000001LL,
+		4102444800000000LL /* 2100-01-01 */, 4107542400000000LL /* 2100-03-01 */ };
+	uint64_t x = 88172645463325252ULL;
+
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		same_time(fixed[i]);
+	/* xorshift over the supported range, whole seconds and fractions */
+	for (int i = 0; i < 20000; i++) {
+		int64_t us;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		us = PC_INSTANT_MIN_US + (int64_t)(x % (uint64_t)(PC_INSTANT_END_US -
+				PC_INSTANT_MIN_US));
+		same_time(i % 2 ? us : us - us % 1000000);
+	}
+}
+END_TEST
+
+/* a libpq result built in memory (no server): PQmakeEmptyPGresult */
+static PGresult *fake(int ncols, const char *const *vals, int nrows)
+{
+	PGresult *res = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+	PGresAttDesc *att = calloc((size_t)ncols, sizeof(*att));
+	char name[16];
+
+	for (int c = 0; c < ncols; c++) {
+		snprintf(name, sizeof(name), "c%d", c);
+		att[c].name = strdup(name);
+		att[c].typid = 25;
+		att[c].typlen = -1;
+		att[c].atttypmod = -1;
+	}
+	ck_assert_int_eq(PQsetResultAttrs(res, ncols, att), 1);
+	for (int c = 0; c < ncols; c++)
+		free(att[c].name);
+	free(att);
+	for (int r = 0; r < nrows; r++)
+		for (int c = 0; c < ncols; c++) {
+			const char *v = vals[r * ncols + c];
+			ck_assert_int_eq(PQsetvalue(res, r, c, (char *)v, v ? (int)strlen(v) : -1), 1);
+		}
+	return res;
+}
+
+START_TEST(jt_event_as_pc_event_json)
+{
+	const char *rows[2][PC_EC__N] = {
+		{ "b0000000-0000-4000-8009-000000000001", "b0000000-0000-4000-8000-00000000000a",
+		  "b0000000-0000-4000-8000-000000000002", "Task", "Manual", "Planned", "High",
+		  "q\"uo\\te / sl\b\f\n\r\t \x01\x1f \x7f \xc3\xa9", "d\xe2\x80\xa8x", NULL,
+		  "1764478800123456", NULL, "UTC", NULL, NULL,
+		  "b0000000-0000-4000-8009-0000000000ff", NULL, NULL, NULL, NULL, "{}", NULL,
+		  NULL, NULL, NULL, "1764565847409390", "1764565847909390", "1", "x" },
+		{ "b0000000-0000-4000-8009-000000000002", "t", "o", "Meeting", "Manual",
+		  "Cancelled", "Normal", "second", NULL, "loc", "1764478800000001",
+		  "1764486000000000", "Europe/Moscow", "c", "l", "d", "b", "p", "po", "a",
+		  "{5,10,-3,1440}", "why", "-2208988800000000", "0", "-1", "1", "-1",
+		  "2147483648", NULL },
+	};
+	PGresult *res = fake(PC_EC__N, &rows[0][0], 2);
+
+	for (int r = 0; r < 2; r++) {
+		struct pc_jt w;
+
+		pc_jt_init(&w, 16);
+		pc_event_jt(&w, res, r);
+		pc_jt_end_obj(&w);
+		same(pc_event_json(res, r), &w);
+	}
+	PQclear(res);
+}
+END_TEST
+
+START_TEST(jt_int_array_as_pc_json_int_array)
+{
+	const char *vals[] = { "{1440,60}", "{}", NULL, "{-5,3}", "{0}" };
+	PGresult *res = fake(1, vals, 5);
+
+	for (int r = 0; r < 5; r++) {
+		struct pc_jt w;
+
+		pc_jt_init(&w, 16);
+		pc_jt_col_int_array(&w, res, r, 0);
+		same(pc_json_int_array(vals[r]), &w);
+	}
+	PQclear(res);
+}
+END_TEST
+
+Suite *make_jtext_suite(void)
+{
+	Suite *s = suite_create("jtext");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, jt_escapes_every_byte);
+	tcase_add_test(tc, jt_structure);
+	tcase_add_test(tc, jt_body_prints_the_text);
+	tcase_add_test(tc, jt_time_as_pc_time_fmt);
+	tcase_add_test(tc, jt_event_as_pc_event_json);
+	tcase_add_test(tc, jt_int_array_as_pc_json_int_array);
+	suite_add_tcase(s, tc);
+	return s;
+}
