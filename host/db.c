@@ -112,6 +112,7 @@ PGconn *pin_db_conn(void)
 		PQfinish(T->conn);   /* pin_db_read_bind counts and logs it */
 		T->conn = NULL;
 		T->up = false;
+		memcpy(T->err_state, "08001", 6);
 		return NULL;
 	}
 	if (PQstatus(T->conn) != CONNECTION_OK) {
