@@ -161,7 +161,7 @@ static struct h_resp *fcgi(const char *method, const char *uri, const char *toke
 			if (len && !read_all(fd, skip, len))
 				goto out;
 		}
-		if (h[7] && !read_all(fd, pad, h[7]))
+		if (h[6] && !read_all(fd, pad, h[6]))   /* paddingLength */
 			goto out;
 		if (h[1] == 3)                     /* FCGI_END_REQUEST */
 			break;
