@@ -390,6 +390,10 @@ static __thread const char *read_reason;   /* NULL: the standby serves */
 /* all threads: 1 standby in use, 0 not, -1 not known yet (log transitions) */
 static atomic_int read_state = -1;
 static _Atomic int64_t read_warned_us;
+/* bumped by every thread that finds the standby unfit: the others check
+ * again on their next request instead of trusting their last verdict */
+static atomic_uint read_epoch;
+static __thread unsigned read_checked_epoch;
 
 static int64_t mono_us(void)
 {
@@ -445,6 +449,7 @@ static void read_note(const char *reason, double lag)
 	snprintf(lbl, sizeof lbl, "reason=\"%s\"", reason);
 	pin_metric_add("pin_db_read_fallback_total", lbl, 1);
 	if (atomic_exchange(&read_state, 0) != 0) {
+		atomic_fetch_add(&read_epoch, 1);
 		pin_metric_set("pin_db_replica_up", NULL, 0);
 		atomic_store(&read_warned_us, now);
 	} else {
@@ -462,16 +467,20 @@ bool pin_db_read_bind(void)
 {
 	int64_t now = mono_us();
 	double lag = -1;
+	bool fresh = false;
 
 	tsel = NULL;
 	if (!dsn_read)
 		return false;
 	if (!read_checked_us || now - read_checked_us >= READ_CHECK_US ||
-	    now < read_checked_us) {
+	    now < read_checked_us || (!read_reason &&
+	    read_checked_epoch != atomic_load(&read_epoch))) {
 		tsel = &trepl;
+		read_checked_epoch = atomic_load(&read_epoch);
 		read_reason = read_check(&lag);
 		tsel = NULL;
 		read_checked_us = mono_us();
+		fresh = true;
 		if (lag >= 0)
 			pin_metric_set("pin_db_replica_lag_seconds", NULL, lag);
 	}
@@ -479,7 +488,8 @@ bool pin_db_read_bind(void)
 		read_note(read_reason, lag);
 		return false;
 	}
-	if (atomic_exchange(&read_state, 1) != 1) {
+	/* only a check of its own tells that the standby is back */
+	if (fresh && atomic_exchange(&read_state, 1) != 1) {
 		pin_metric_set("pin_db_replica_up", NULL, 1);
 		pin_log(PIN_LOG_INFO, "read replica in use", NULL);
 	}
