@@ -4,7 +4,7 @@
 # same run: absolute figures on a shared 2-core machine drift, ratios hold.
 #
 #   ./dev bench                  all scenarios below (not `dispatch`)
-#   ./dev bench SCENARIO...      plumbing | showcase | list | booking | publish
+#   ./dev bench SCENARIO...      plumbing | showcase | list | booking | publish | replica
 #   ./dev bench --check [...]    the same, exit 1 when a ratio misses its target
 #   ./dev bench dispatch [N]     the notify dispatcher (separate, see ./dev)
 #
@@ -291,6 +291,9 @@ bench_publish() {
 	EOF
 }
 
+# shellcheck source=tests/bench/replica.sh
+source "$BENCH_DIR/replica.sh"
+
 # ---------------------------------------------------------------- driver
 bench_report() {
 	local out=$STATE/bench/results.json
@@ -324,11 +327,11 @@ bench_report() {
 
 # bench_suite [--check] [SCENARIO...]
 bench_suite() {
-	local check=0 s all=(plumbing showcase list booking publish) want=()
+	local check=0 s all=(plumbing showcase list booking publish replica) want=()
 	while (($#)); do
 		case $1 in
 		--check) check=1 ;;
-		plumbing | showcase | list | booking | publish) want+=("$1") ;;
+		plumbing | showcase | list | booking | publish | replica) want+=("$1") ;;
 		*) die "unknown bench scenario $1 (${all[*]}, dispatch)" ;;
 		esac
 		shift

@@ -1,0 +1,69 @@
+# replica.sh -- `./dev bench replica` (issue 15): the public showcase with
+# its reads on the hot standby (./dev up --replica, pg_dsn_read) against the
+# same API host with the standby stopped (every read falls back to the
+# primary).  Sourced by suite.sh.  Both runs share the machine's 2 cores with
+# both PostgreSQL servers, so the figure shows what the standby costs and
+# how much of the read load leaves the primary, not the capacity a second
+# machine adds.
+
+# b_metric NAME_WITH_LABELS: the API host's sample (through nginx), 0 if absent
+b_metric() {
+	curl -sf "$BASE_URL/metrics" | awk -v n="$1" '$1 == n { v = $2 } END { print v + 0 }'
+}
+
+# b_replica_run FIGURE: wrk on the showcase; sets R_SHARE (share of the
+# requests the standby answered, from the host's counters)
+b_replica_run() {
+	local r0 f0 r1 f1
+	r0=$(b_metric pin_db_replica_reads_total)
+	f0=$(curl -sf "$BASE_URL/metrics" | awk '/^pin_db_read_fallback_total/ { s += $2 } END { print s + 0 }')
+	b_wrk "$BASE_URL/api/public/calendar/slots?agentUserId=$B_SHOW&limit=20"
+	r1=$(b_metric pin_db_replica_reads_total)
+	f1=$(curl -sf "$BASE_URL/metrics" | awk '/^pin_db_read_fallback_total/ { s += $2 } END { print s + 0 }')
+	R_SHARE=$(awk -v r="$((r1 - r0))" -v f="$((f1 - f0))" 'BEGIN { printf "%.3f", (r + f > 0 ? r / (r + f) : 0) }')
+}
+
+b_replica_caught_up() {
+	[[ -n $("$PGBIN/psql" -X -qtA "$PG_DSN_READ" -c \
+		"SELECT 1 WHERE pg_last_wal_replay_lsn() >= '$B_LSN'" 2>/dev/null) ]]
+}
+
+bench_replica() {
+	local with with50 with99 wbad without ok=true share_with lsn
+	if ! grep -q '^pg_dsn_read' "$CONF" 2>/dev/null; then
+		say "replica: the stack runs without a standby: ./dev up --replica"
+		cmd_up --replica >&2
+		profile_up
+	fi
+	b_background
+	say "replica: 3000 Available slots of one agent (SQL)"
+	b_psql <<-EOF
+		DELETE FROM calendar.availability_slots WHERE owner_user_id = '$B_SHOW';
+		INSERT INTO calendar.user_replicas (user_id, display_name, created_at, updated_at)
+		  VALUES ('$B_SHOW', 'Bench Agent', now(), now()) ON CONFLICT (user_id) DO NOTHING;
+		INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, kind, start_at,
+		    end_at, time_zone, created_at, updated_at)
+		  SELECT gen_random_uuid(), '$B_T', '$B_SHOW', 'Showing',
+		    date_trunc('hour', now()) + interval '3 hours' + i * interval '30 minutes',
+		    date_trunc('hour', now()) + interval '3 hours' + (i + 1) * interval '30 minutes',
+		    'Europe/Moscow', now(), now()
+		  FROM generate_series(0, 2999) AS i;
+		ANALYZE calendar.availability_slots;
+	EOF
+	# the standby replayed it (ANALYZE's statistics included)
+	B_LSN=$(b_psql -tA -c "SELECT pg_current_wal_lsn()")
+	wait_for "standby catching up" 60 "" b_replica_caught_up || die "the standby does not replay"
+	b_replica_run
+	with=$W_RPS with50=$W_P50 with99=$W_P99 wbad=$W_BAD share_with=$R_SHARE
+	say "replica: the standby stops (reads fall back to the primary)"
+	replica_stop
+	b_replica_run
+	without=$W_RPS
+	replica_start >&2 || die "the standby did not start again"
+	((wbad == 0 && W_BAD == 0)) || ok=false
+	b_ge "$share_with" 0.99 || ok=false
+	b_ge "$R_SHARE" 0.01 && ok=false
+	b_row replica "showcase limit 20 on the standby (share $share_with; fallback run: $W_BAD errors, share $R_SHARE)" \
+		"$with" "req/s" "same host, standby stopped (all reads on the primary)" "$without" \
+		"$(b_div "$with" "$without")" "0 errors, share>=0.99" "$ok" "$with50" "$with99"
+}
