@@ -6,9 +6,9 @@
  * Read replica (pg_dsn_read, issue 15): a thread may own a second link, to a
  * hot standby.  pin_db_read_bind() points every accessor of this file at it
  * for one request of a route that tolerates staleness (ABI 1.3
- * route_replica_ok); it checks the standby at most once per second per
- * thread (reachable, in recovery, streaming, replay lag <= read_max_lag_s)
- * and otherwise leaves the request on the primary (fallback, counted). */
+ * route_replica_ok); the standby is checked at most once a second per
+ * host (reachable, in recovery, streaming, replay lag <= read_max_lag_s),
+ * otherwise the request stays on the primary (fallback, counted). */
 #include "config.h"
 #include <stdatomic.h>
 #include <stdio.h>
@@ -381,19 +381,20 @@ enum pin_db_class pin_db_classify(const char *state)
 
 /* ---- read replica ---------------------------------------------------------- */
 
-#define READ_CHECK_US 1000000      /* a thread checks the standby once a second */
+#define READ_CHECK_US 1000000      /* the standby is checked once a second */
 #define READ_WARN_US 10000000      /* repeated fallback WARN lines: one per 10 s */
 
-/* per thread: the verdict of the last check */
-static __thread int64_t read_checked_us;
-static __thread const char *read_reason;   /* NULL: the standby serves */
-/* all threads: 1 standby in use, 0 not, -1 not known yet (log transitions) */
+/* The verdict is the host's, not a thread's: one thread checks at most once
+ * a second (it wins a compare-and-swap on read_checked_us), the others use
+ * the last verdict.  Measured (README "Read replica"): a check per thread
+ * and second was a fifth of the standby's statements at 300 req/s. */
+static const char *const read_reasons[] = { NULL, "unreachable", "not_standby",
+	"not_streaming", "lag" };
+static _Atomic int64_t read_checked_us;    /* 0: check on the next request */
+static atomic_int read_verdict = 1;        /* index into read_reasons */
+/* 1 standby in use, 0 not, -1 not known yet (log transitions only) */
 static atomic_int read_state = -1;
 static _Atomic int64_t read_warned_us;
-/* bumped by every thread that finds the standby unfit: the others check
- * again on their next request instead of trusting their last verdict */
-static atomic_uint read_epoch;
-static __thread unsigned read_checked_epoch;
 
 static int64_t mono_us(void)
 {
@@ -408,12 +409,13 @@ bool pin_db_read_configured(void)
 	return dsn_read != NULL;
 }
 
-/* The lag as the standby sees it: 0 when it replayed all it received (an
- * idle primary sends nothing, and pg_last_xact_replay_timestamp() stays
- * old), else the age of the last replayed commit.  Without a WAL receiver
- * (the primary unreachable from the standby, or streaming not started) the
- * standby cannot know how far behind it is: not used. */
-static const char *read_check(double *lag)
+/* On the bound standby link.  The lag as the standby sees it: 0 when it
+ * replayed all it received (an idle primary sends nothing, and
+ * pg_last_xact_replay_timestamp() stays old), else the age of the last
+ * replayed commit.  Without a WAL receiver (the primary unreachable from
+ * the standby, or streaming not started) the standby cannot know how far
+ * behind it is: not used.  Returns an index into read_reasons. */
+static int read_check(double *lag)
 {
 	static const char *const sql =
 		"SELECT pg_is_in_recovery(), "
@@ -422,21 +424,21 @@ static const char *read_check(double *lag)
 		"            pg_last_wal_replay_lsn() THEN 0 "
 		"       ELSE COALESCE(extract(epoch FROM now() - "
 		"            pg_last_xact_replay_timestamp()), 0) END";
-	const char *reason = NULL;
+	int reason = 0;
 	PGresult *res;
 
 	*lag = -1;
 	if (!pin_db_conn())
-		return "unreachable";
+		return 1;
 	res = pin_db_exec_raw(sql, 0, NULL);
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
-		reason = "unreachable";
+		reason = 1;
 	else if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
-		reason = "not_standby";
+		reason = 2;
 	else if (strcmp(PQgetvalue(res, 0, 1), "t") != 0)
-		reason = "not_streaming";
+		reason = 3;
 	else if ((*lag = strtod(PQgetvalue(res, 0, 2), NULL)) > read_max_lag_s)
-		reason = "lag";
+		reason = 4;
 	PQclear(res);
 	return reason;
 }
@@ -449,7 +451,6 @@ static void read_note(const char *reason, double lag)
 	snprintf(lbl, sizeof lbl, "reason=\"%s\"", reason);
 	pin_metric_add("pin_db_read_fallback_total", lbl, 1);
 	if (atomic_exchange(&read_state, 0) != 0) {
-		atomic_fetch_add(&read_epoch, 1);
 		pin_metric_set("pin_db_replica_up", NULL, 0);
 		atomic_store(&read_warned_us, now);
 	} else {
@@ -465,35 +466,39 @@ static void read_note(const char *reason, double lag)
 
 bool pin_db_read_bind(void)
 {
-	int64_t now = mono_us();
+	int64_t now = mono_us(), last;
 	double lag = -1;
-	bool fresh = false;
+	int v;
 
 	tsel = NULL;
 	if (!dsn_read)
 		return false;
-	if (!read_checked_us || now - read_checked_us >= READ_CHECK_US ||
-	    now < read_checked_us || (!read_reason &&
-	    read_checked_epoch != atomic_load(&read_epoch))) {
+	last = atomic_load(&read_checked_us);
+	if ((!last || now - last >= READ_CHECK_US || now < last) &&
+	    atomic_compare_exchange_strong(&read_checked_us, &last, now)) {
 		tsel = &trepl;
-		read_checked_epoch = atomic_load(&read_epoch);
-		read_reason = read_check(&lag);
+		v = read_check(&lag);
 		tsel = NULL;
-		read_checked_us = mono_us();
-		fresh = true;
+		atomic_store(&read_verdict, v);
 		if (lag >= 0)
 			pin_metric_set("pin_db_replica_lag_seconds", NULL, lag);
+		if (!v && atomic_exchange(&read_state, 1) != 1) {
+			pin_metric_set("pin_db_replica_up", NULL, 1);
+			pin_log(PIN_LOG_INFO, "read replica in use", NULL);
+		}
 	}
-	if (read_reason) {
-		read_note(read_reason, lag);
+	v = atomic_load(&read_verdict);
+	if (v) {
+		read_note(read_reasons[v], lag);
 		return false;
 	}
-	/* only a check of its own tells that the standby is back */
-	if (fresh && atomic_exchange(&read_state, 1) != 1) {
-		pin_metric_set("pin_db_replica_up", NULL, 1);
-		pin_log(PIN_LOG_INFO, "read replica in use", NULL);
-	}
+	/* the verdict is fit; this thread's own link may not be (yet) */
 	tsel = &trepl;
+	if (!pin_db_conn()) {
+		tsel = NULL;
+		read_note("unreachable", -1);
+		return false;
+	}
 	pin_metric_add("pin_db_replica_reads_total", NULL, 1);
 	return true;
 }
@@ -510,7 +515,7 @@ void pin_db_read_fallback(const char *reason)
 	if (T->in_tx)
 		pin_db_rollback();
 	tsel = NULL;
-	read_checked_us = 0;   /* check again on the next request */
+	atomic_store(&read_checked_us, 0);   /* check again on the next request */
 	read_note(reason, -1);
 }
 
