@@ -11,15 +11,20 @@ b_metric() {
 	curl -sf "$BASE_URL/metrics" | awk -v n="$1" '$1 == n { v = $2 } END { print v + 0 }'
 }
 
-# b_ticks PID...: CPU clock ticks (user + system, with reaped children) of
-# the processes and their direct children (a postmaster: its backends)
+# b_ticks PID: CPU clock ticks (user + system) of the process, or with
+# --backends of a postmaster's backends on the database pin (not WAL replay,
+# walsender, checkpointer, autovacuum: the queries' own cost)
 b_ticks() {
-	local p all=()
-	for p in "$@"; do
-		[[ -n $p ]] || continue
-		all+=("$p")
-		while read -r c; do all+=("$c"); done < <(pgrep -P "$p" || true)
-	done
+	local p c all=()
+	if [[ $1 == --backends ]]; then
+		[[ -n ${2:-} ]] || { echo 0; return; }
+		while read -r c; do
+			tr '\0' ' ' <"/proc/$c/cmdline" 2>/dev/null | grep -qE '^postgres: [^ ]+ pin ' &&
+				all+=("$c")
+		done < <(pgrep -P "$2" || true)
+	else
+		[[ -n ${1:-} ]] && all+=("$1")
+	fi
 	((${#all[@]})) || { echo 0; return; }
 	for p in "${all[@]}"; do cat "/proc/$p/stat" 2>/dev/null || true; done |
 		sed 's/^.*) //' | awk '{ s += $12 + $13 + $14 + $15 } END { print s + 0 }'
@@ -36,17 +41,17 @@ b_replica_run() {
 	local a0 p0 s0 n hz
 	hz=$(getconf CLK_TCK)
 	a0=$(b_ticks "$(cat "$PIDS/api.pid")")
-	p0=$(b_ticks "$(b_pm "$RUN/pg")")
-	s0=$(b_ticks "$(b_pm "$RUN/pg-replica")")
+	p0=$(b_ticks --backends "$(b_pm "$RUN/pg")")
+	s0=$(b_ticks --backends "$(b_pm "$RUN/pg-replica")")
 	r0=$(b_metric pin_db_replica_reads_total)
 	f0=$(curl -sf "$BASE_URL/metrics" | awk '/^pin_db_read_fallback_total/ { s += $2 } END { print s + 0 }')
 	b_wrk "$BASE_URL/api/public/calendar/slots?agentUserId=$B_SHOW&limit=20"
 	n=$(awk '/requests in/ { print $1 }' <<<"$W_OUT")
 	R_API_MS=$(awk -v a="$a0" -v b="$(b_ticks "$(cat "$PIDS/api.pid")")" -v n="$n" -v hz="$hz" \
 		'BEGIN { printf "%.2f", (b - a) * 1000 / hz / n }')
-	R_PRI_MS=$(awk -v a="$p0" -v b="$(b_ticks "$(b_pm "$RUN/pg")")" -v n="$n" -v hz="$hz" \
+	R_PRI_MS=$(awk -v a="$p0" -v b="$(b_ticks --backends "$(b_pm "$RUN/pg")")" -v n="$n" -v hz="$hz" \
 		'BEGIN { printf "%.2f", (b - a) * 1000 / hz / n }')
-	R_SBY_MS=$(awk -v a="$s0" -v b="$(b_ticks "$(b_pm "$RUN/pg-replica")")" -v n="$n" -v hz="$hz" \
+	R_SBY_MS=$(awk -v a="$s0" -v b="$(b_ticks --backends "$(b_pm "$RUN/pg-replica")")" -v n="$n" -v hz="$hz" \
 		'BEGIN { v = (b - a) * 1000 / hz / n; printf "%.2f", (v > 0 ? v : 0) }')
 	r1=$(b_metric pin_db_replica_reads_total)
 	f1=$(curl -sf "$BASE_URL/metrics" | awk '/^pin_db_read_fallback_total/ { s += $2 } END { print s + 0 }')
@@ -109,7 +114,7 @@ bench_replica() {
 	mo=$(b_mean $without)
 	share=$(b_min $share_with)
 	b_ge "$share" 0.99 || ok=false
-	say "replica: CPU ms per request (last round): with the standby: $cpu_with; standby stopped: $cpu_without"
+	say "replica: CPU ms per request of the host and of the database backends (last round): with the standby: $cpu_with; standby stopped: $cpu_without"
 	b_row replica "showcase limit 20, reads on the standby (share >= $share; runs:$with; CPU ms/request $cpu_with)" \
 		"$mw" "req/s" "same host, standby stopped: all reads on the primary (runs:$without; CPU ms/request $cpu_without)" "$mo" \
 		"$(b_div "$mw" "$mo")" "0 errors, share>=0.99" "$ok" "$with50" "$with99"
