@@ -604,8 +604,8 @@ static void handle(FCGX_Request *fr)
 	if (read_body(&r) < 0)
 		goto send;
 	/* a read that tolerates staleness: on the standby when it is fit */
-	if (r.match.e->replica_ok && pin_db_read_bind() && !pin_db_conn())
-		pin_db_read_fallback("unreachable");
+	if (r.match.e->replica_ok)
+		pin_db_read_bind();
 	if (!pin_db_conn()) {
 		pin_respond_problem(&r, 503, "UNAVAILABLE", "database unreachable", NULL);
 		goto send;
