@@ -1,11 +1,20 @@
 /* db.c -- one PostgreSQL connection per thread, reconnecting.
  * A thread never shares its connection.  When the database is down the
  * accessors return NULL and callers answer 503 / retry later; reconnects are
- * attempted at most once per second per thread. */
+ * attempted at most once per second per thread.
+ *
+ * Read replica (pg_dsn_read, issue 15): a thread may own a second link, to a
+ * hot standby.  pin_db_read_bind() points every accessor of this file at it
+ * for one request of a route that tolerates staleness (ABI 1.3
+ * route_replica_ok); the standby is checked at most once a second per
+ * host (reachable, in recovery, streaming, replay lag <= read_max_lag_s),
+ * otherwise the request stays on the primary (fallback, counted). */
 #include "config.h"
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "host.h"
 
 #define MAX_PREPARED 256
@@ -24,13 +33,27 @@ struct tdb {
 };
 
 static char *dsn;
-static __thread struct tdb t;
+static char *dsn_read;              /* pg_dsn_read; NULL: no replica */
+static double read_max_lag_s = 5;
+static __thread struct tdb tprim;   /* the primary */
+static __thread struct tdb trepl;   /* the standby (pg_dsn_read) */
+static __thread struct tdb *tsel;   /* NULL or &trepl during a bound request */
+/* the link the accessors use */
+#define T (tsel ? tsel : &tprim)
+#define ON_REPLICA (tsel == &trepl)
 static atomic_int db_up_global = 1;
 
 void pin_db_set_dsn(const char *d)
 {
 	free(dsn);
 	dsn = d ? strdup(d) : NULL;
+}
+
+void pin_db_set_read_dsn(const char *d, double max_lag_s)
+{
+	free(dsn_read);
+	dsn_read = d && *d ? strdup(d) : NULL;
+	read_max_lag_s = max_lag_s > 0 ? max_lag_s : 5;
 }
 
 static void on_notice(void *arg, const char *message)
@@ -41,55 +64,74 @@ static void on_notice(void *arg, const char *message)
 
 static void forget_prepared(void)
 {
-	for (size_t i = 0; i < t.nprep; i++)
-		free(t.prep[i]);
-	t.nprep = 0;
+	for (size_t i = 0; i < T->nprep; i++)
+		free(T->prep[i]);
+	T->nprep = 0;
 }
 
 static void mark(bool up)
 {
-	if (t.up != up || atomic_load(&db_up_global) != (int)up) {
+	if (ON_REPLICA) {
+		T->up = up;
+		return;
+	}
+	if (T->up != up || atomic_load(&db_up_global) != (int)up) {
 		atomic_store(&db_up_global, up);
 		pin_metric_set("pin_db_up", NULL, up ? 1 : 0);
 	}
-	t.up = up;
+	T->up = up;
 }
 
 PGconn *pin_db_conn(void)
 {
 	int64_t now;
 
-	if (t.conn && PQstatus(t.conn) == CONNECTION_OK)
-		return t.conn;
+	if (T->conn && PQstatus(T->conn) == CONNECTION_OK)
+		return T->conn;
 	now = pin_clock_now_us();
-	if (t.last_attempt_us && now - t.last_attempt_us < 1000000 &&
-	    now >= t.last_attempt_us)
+	if (T->last_attempt_us && now - T->last_attempt_us < 1000000 &&
+	    now >= T->last_attempt_us)
 		return NULL;
-	t.last_attempt_us = now;
-	if (t.conn) {
-		PQfinish(t.conn);
-		t.conn = NULL;
+	T->last_attempt_us = now;
+	if (T->conn) {
+		PQfinish(T->conn);
+		T->conn = NULL;
 	}
 	forget_prepared();
-	t.in_tx = false;
-	t.conn = PQconnectdb(dsn ? dsn : "");
-	if (PQstatus(t.conn) != CONNECTION_OK) {
-		if (t.up || atomic_load(&db_up_global))
+	T->in_tx = false;
+	if (ON_REPLICA) {
+		/* the standby's sessions are told apart in pg_stat_activity */
+		static const char *const kw[] = { "fallback_application_name",
+			"dbname", NULL };
+		const char *const vals[] = { "pin-host-read", dsn_read, NULL };
+		T->conn = PQconnectdbParams(kw, vals, 1);
+	} else {
+		T->conn = PQconnectdb(dsn ? dsn : "");
+	}
+	if (PQstatus(T->conn) != CONNECTION_OK && ON_REPLICA) {
+		PQfinish(T->conn);   /* pin_db_read_bind counts and logs it */
+		T->conn = NULL;
+		T->up = false;
+		memcpy(T->err_state, "08001", 6);
+		return NULL;
+	}
+	if (PQstatus(T->conn) != CONNECTION_OK) {
+		if (T->up || atomic_load(&db_up_global))
 			pin_log(PIN_LOG_ERROR, "database unreachable", "error",
-				PQerrorMessage(t.conn), NULL);
-		PQfinish(t.conn);
-		t.conn = NULL;
+				PQerrorMessage(T->conn), NULL);
+		PQfinish(T->conn);
+		T->conn = NULL;
 		mark(false);
-		memcpy(t.err_state, "08001", 6);
+		memcpy(T->err_state, "08001", 6);
 		pin_metric_add("pin_db_connect_errors_total", NULL, 1);
 		return NULL;
 	}
-	if (!t.up && !atomic_load(&db_up_global))
+	if (!ON_REPLICA && !T->up && !atomic_load(&db_up_global))
 		pin_log(PIN_LOG_INFO, "database reachable again", NULL);
-	PQsetNoticeProcessor(t.conn, on_notice, NULL);
-	PQclear(PQexec(t.conn, "SET TIME ZONE 'UTC'"));
+	PQsetNoticeProcessor(T->conn, on_notice, NULL);
+	PQclear(PQexec(T->conn, "SET TIME ZONE 'UTC'"));
 	mark(true);
-	return t.conn;
+	return T->conn;
 }
 
 bool pin_db_up(void)
@@ -99,11 +141,15 @@ bool pin_db_up(void)
 
 void pin_db_close_thread(void)
 {
-	if (t.conn)
-		PQfinish(t.conn);
-	t.conn = NULL;
-	forget_prepared();
-	t.in_tx = false;
+	tsel = &trepl;
+	for (int i = 0; i < 2; i++) {
+		if (T->conn)
+			PQfinish(T->conn);
+		T->conn = NULL;
+		forget_prepared();
+		T->in_tx = false;
+		tsel = NULL;
+	}
 }
 
 static void check_result(PGresult *res, const char *what)
@@ -112,22 +158,23 @@ static void check_result(PGresult *res, const char *what)
 
 	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
 		return;
-	if (t.conn && PQstatus(t.conn) != CONNECTION_OK) {
-		pin_log(PIN_LOG_ERROR, "database connection lost", NULL);
-		memcpy(t.err_state, "08006", 6);
+	if (T->conn && PQstatus(T->conn) != CONNECTION_OK) {
+		pin_log(ON_REPLICA ? PIN_LOG_WARN : PIN_LOG_ERROR, ON_REPLICA ?
+			"read replica connection lost" : "database connection lost", NULL);
+		memcpy(T->err_state, "08006", 6);
 		mark(false);
-		t.last_attempt_us = 0;   /* reconnect on next use */
+		T->last_attempt_us = 0;   /* reconnect on next use */
 		return;
 	}
 	/* primary message only: DETAIL may carry values (PII) */
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 	if (state && (!strcmp(state, "40P01") || !strcmp(state, "40001")))
-		t.conflict = true;
+		T->conflict = true;
 	/* 25P02 (statement in an aborted transaction) only echoes the cause */
 	if (state && strlen(state) == 5 && strcmp(state, "25P02") != 0)
-		memcpy(t.err_state, state, 6);
-	else if (!state && !t.err_state[0])
-		memcpy(t.err_state, "XX000", 6);
+		memcpy(T->err_state, state, 6);
+	else if (!state && !T->err_state[0])
+		memcpy(T->err_state, "XX000", 6);
 	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
 	/* so may the primary message of a data exception (class 22):
 	 * 'invalid input syntax for type uuid: "<the value>"' */
@@ -149,11 +196,11 @@ static bool retry_after_reconnect(PGresult **res)
 {
 	bool ok;
 
-	if (retried || t.in_tx || !t.conn || PQstatus(t.conn) == CONNECTION_OK)
+	if (retried || T->in_tx || !T->conn || PQstatus(T->conn) == CONNECTION_OK)
 		return false;
 	PQclear(*res);
 	*res = NULL;
-	t.last_attempt_us = 0;
+	T->last_attempt_us = 0;
 	retried = true;
 	ok = pin_db_conn() != NULL;
 	return ok;
@@ -168,7 +215,7 @@ PGresult *pin_db_exec_raw(const char *sql, int n, const char *const *vals)
 		return NULL;
 	res = PQexecParams(c, sql, n, NULL, vals, NULL, NULL, 0);
 	if (PQresultStatus(res) == PGRES_FATAL_ERROR && retry_after_reconnect(&res))
-		res = PQexecParams(t.conn, sql, n, NULL, vals, NULL, NULL, 0);
+		res = PQexecParams(T->conn, sql, n, NULL, vals, NULL, NULL, 0);
 	retried = false;
 	check_result(res, "exec");
 	return res;
@@ -191,18 +238,18 @@ PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
 
 	if (!c)
 		return NULL;
-	for (size_t i = 0; i < t.nprep; i++)
-		if (strcmp(t.prep[i], name) == 0) {
+	for (size_t i = 0; i < T->nprep; i++)
+		if (strcmp(T->prep[i], name) == 0) {
 			have = true;
 			break;
 		}
 	if (!have) {
-		if (t.nprep == MAX_PREPARED)
+		if (T->nprep == MAX_PREPARED)
 			return pin_db_exec(sql, n, vals);
 		res = PQprepare(c, name, sql, n, NULL);
 		if (PQresultStatus(res) == PGRES_FATAL_ERROR &&
 		    retry_after_reconnect(&res)) {
-			c = t.conn;
+			c = T->conn;
 			res = PQprepare(c, name, sql, n, NULL);
 		}
 		retried = false;
@@ -212,7 +259,7 @@ PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
 			return res;
 		}
 		PQclear(res);
-		t.prep[t.nprep++] = strdup(name);
+		T->prep[T->nprep++] = strdup(name);
 	}
 	res = PQexecPrepared(c, name, n, vals, NULL, NULL, 0);
 	if (PQresultStatus(res) == PGRES_FATAL_ERROR && retry_after_reconnect(&res)) {
@@ -243,7 +290,7 @@ int pin_db_begin(void)
 {
 	int rc = simple("BEGIN", NULL);
 
-	t.in_tx = rc == 0;
+	T->in_tx = rc == 0;
 	return rc;
 }
 
@@ -251,32 +298,32 @@ int pin_db_commit(void)
 {
 	int rc = simple("COMMIT", "COMMIT");
 
-	t.in_tx = false;
-	if (rc != 0 && t.conn && PQtransactionStatus(t.conn) != PQTRANS_IDLE)
+	T->in_tx = false;
+	if (rc != 0 && T->conn && PQtransactionStatus(T->conn) != PQTRANS_IDLE)
 		simple("ROLLBACK", NULL);
 	return rc;
 }
 
 void pin_db_rollback(void)
 {
-	t.in_tx = false;
-	if (t.conn && PQstatus(t.conn) == CONNECTION_OK &&
-	    PQtransactionStatus(t.conn) != PQTRANS_IDLE)
+	T->in_tx = false;
+	if (T->conn && PQstatus(T->conn) == CONNECTION_OK &&
+	    PQtransactionStatus(T->conn) != PQTRANS_IDLE)
 		simple("ROLLBACK", NULL);
 }
 
 bool pin_db_take_conflict(void)
 {
-	bool c = t.conflict;
+	bool c = T->conflict;
 
-	t.conflict = false;
+	T->conflict = false;
 	return c;
 }
 
 bool pin_db_in_tx(void)
 {
-	return t.conn && PQstatus(t.conn) == CONNECTION_OK &&
-		PQtransactionStatus(t.conn) != PQTRANS_IDLE;
+	return T->conn && PQstatus(T->conn) == CONNECTION_OK &&
+		PQtransactionStatus(T->conn) != PQTRANS_IDLE;
 }
 
 const char *pin_db_sqlstate(const PGresult *res)
@@ -293,12 +340,12 @@ const char *pin_db_constraint(const PGresult *res)
 
 void pin_db_error_reset(void)
 {
-	t.err_state[0] = '\0';
+	T->err_state[0] = '\0';
 }
 
 const char *pin_db_last_error(void)
 {
-	return t.err_state;
+	return T->err_state;
 }
 
 /* The policy of README "Error classes".  Transient: the same statement can
@@ -330,4 +377,149 @@ enum pin_db_class pin_db_classify(const char *state)
 	if (!strncmp(state, "23", 2))
 		return PIN_DBC_INTEGRITY;
 	return PIN_DBC_PERMANENT;
+}
+
+/* ---- read replica ---------------------------------------------------------- */
+
+#define READ_CHECK_US 1000000      /* the standby is checked once a second */
+#define READ_WARN_US 10000000      /* repeated fallback WARN lines: one per 10 s */
+
+/* The verdict is the host's, not a thread's: one thread checks at most once
+ * a second (it wins a compare-and-swap on read_checked_us), the others use
+ * the last verdict.  Measured (README "Read replica"): a check per thread
+ * and second was a fifth of the standby's statements at 300 req/s. */
+static const char *const read_reasons[] = { NULL, "unreachable", "not_standby",
+	"not_streaming", "lag" };
+static _Atomic int64_t read_checked_us;    /* 0: check on the next request */
+static atomic_int read_verdict = 1;        /* index into read_reasons */
+/* 1 standby in use, 0 not, -1 not known yet (log transitions only) */
+static atomic_int read_state = -1;
+static _Atomic int64_t read_warned_us;
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+bool pin_db_read_configured(void)
+{
+	return dsn_read != NULL;
+}
+
+/* On the bound standby link.  The lag as the standby sees it: 0 when it
+ * replayed all it received (an idle primary sends nothing, and
+ * pg_last_xact_replay_timestamp() stays old), else the age of the last
+ * replayed commit.  Without a WAL receiver (the primary unreachable from
+ * the standby, or streaming not started) the standby cannot know how far
+ * behind it is: not used.  Returns an index into read_reasons. */
+static int read_check(double *lag)
+{
+	static const char *const sql =
+		"SELECT pg_is_in_recovery(), "
+		"  EXISTS (SELECT 1 FROM pg_stat_wal_receiver), "
+		"  CASE WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM "
+		"            pg_last_wal_replay_lsn() THEN 0 "
+		"       ELSE COALESCE(extract(epoch FROM now() - "
+		"            pg_last_xact_replay_timestamp()), 0) END";
+	int reason = 0;
+	PGresult *res;
+
+	*lag = -1;
+	if (!pin_db_conn())
+		return 1;
+	res = pin_db_exec_raw(sql, 0, NULL);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+		reason = 1;
+	else if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
+		reason = 2;
+	else if (strcmp(PQgetvalue(res, 0, 1), "t") != 0)
+		reason = 3;
+	else if ((*lag = strtod(PQgetvalue(res, 0, 2), NULL)) > read_max_lag_s)
+		reason = 4;
+	PQclear(res);
+	return reason;
+}
+
+static void read_note(const char *reason, double lag)
+{
+	int64_t now = mono_us(), last;
+	char lbl[64], lags[32];
+
+	snprintf(lbl, sizeof lbl, "reason=\"%s\"", reason);
+	pin_metric_add("pin_db_read_fallback_total", lbl, 1);
+	if (atomic_exchange(&read_state, 0) != 0) {
+		pin_metric_set("pin_db_replica_up", NULL, 0);
+		atomic_store(&read_warned_us, now);
+	} else {
+		last = atomic_load(&read_warned_us);
+		if (now - last < READ_WARN_US ||
+		    !atomic_compare_exchange_strong(&read_warned_us, &last, now))
+			return;
+	}
+	snprintf(lags, sizeof lags, "%.1f", lag);
+	pin_log(PIN_LOG_WARN, "read replica not used, reads go to the primary",
+		"reason", reason, "lag_s", lag >= 0 ? lags : "unknown", NULL);
+}
+
+bool pin_db_read_bind(void)
+{
+	int64_t now = mono_us(), last;
+	double lag = -1;
+	int v;
+
+	tsel = NULL;
+	if (!dsn_read)
+		return false;
+	last = atomic_load(&read_checked_us);
+	if ((!last || now - last >= READ_CHECK_US || now < last) &&
+	    atomic_compare_exchange_strong(&read_checked_us, &last, now)) {
+		tsel = &trepl;
+		v = read_check(&lag);
+		tsel = NULL;
+		atomic_store(&read_verdict, v);
+		if (lag >= 0)
+			pin_metric_set("pin_db_replica_lag_seconds", NULL, lag);
+		if (!v && atomic_exchange(&read_state, 1) != 1) {
+			pin_metric_set("pin_db_replica_up", NULL, 1);
+			pin_log(PIN_LOG_INFO, "read replica in use", NULL);
+		}
+	}
+	v = atomic_load(&read_verdict);
+	if (v) {
+		read_note(read_reasons[v], lag);
+		return false;
+	}
+	/* the verdict is fit; this thread's own link may not be (yet) */
+	tsel = &trepl;
+	if (!pin_db_conn()) {
+		tsel = NULL;
+		read_note("unreachable", -1);
+		return false;
+	}
+	pin_metric_add("pin_db_replica_reads_total", NULL, 1);
+	return true;
+}
+
+bool pin_db_read_bound(void)
+{
+	return ON_REPLICA;
+}
+
+void pin_db_read_fallback(const char *reason)
+{
+	if (!ON_REPLICA)
+		return;
+	if (T->in_tx)
+		pin_db_rollback();
+	tsel = NULL;
+	atomic_store(&read_checked_us, 0);   /* check again on the next request */
+	read_note(reason, -1);
+}
+
+void pin_db_read_unbind(void)
+{
+	tsel = NULL;
 }

@@ -576,6 +576,10 @@ static int run_with_retry(struct pin_req *r)
 			pin_db_rollback();
 		if (r->responded || rc != PIN_ERR_DB || !pin_db_take_conflict())
 			break;
+		/* on a standby: a conflict with recovery; handle() goes to
+		 * the primary instead of running again here */
+		if (pin_db_read_bound())
+			break;
 		pin_metric_add("pin_http_tx_conflicts_total", NULL, 1);
 		if (attempt == TX_ATTEMPTS) {
 			pin_respond_problem(r, 409, "VERSION_CONFLICT",
@@ -652,18 +656,31 @@ static void handle(FCGX_Request *fr)
 	}
 	if (read_body(&r) < 0)
 		goto send;
+	/* a read that tolerates staleness: on the standby when it is fit */
+	if (r.match.e->replica_ok)
+		pin_db_read_bind();
 	if (!pin_db_conn()) {
 		pin_respond_problem(&r, 503, "UNAVAILABLE", "database unreachable", NULL);
 		goto send;
 	}
 	db_slot_take();
 	rc = run_with_retry(&r);
+	/* the standby failed under the request (stopped, conflict with
+	 * recovery): the handler only reads, so it runs again on the primary */
+	if (!r.responded && rc == PIN_ERR_DB && pin_db_read_bound() &&
+	    pin_db_classify(pin_db_last_error()) == PIN_DBC_TRANSIENT) {
+		pin_db_read_fallback("error");
+		r.nheaders = 0;
+		if (pin_db_conn())
+			rc = run_with_retry(&r);
+	}
 	db_slot_give();
 	if (!r.responded)
 		answer_failure(&r, rc);
 send:
 	if (!r.responded)
 		pin_respond_problem(&r, 500, "INTERNAL", "internal error", NULL);
+	pin_db_read_unbind();
 	write_response(&r);
 	count(&r, label, t0);
 	pin_match_clear(&r.match);

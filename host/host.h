@@ -52,6 +52,18 @@ void pin_arena_track_json(json_object *o);           /* json_object_put at reset
 
 /* ---- db.c: one connection per thread ------------------------------------ */
 void pin_db_set_dsn(const char *dsn);
+/* pg_dsn_read (NULL / "" none) and read_max_lag_s */
+void pin_db_set_read_dsn(const char *dsn, double max_lag_s);
+bool pin_db_read_configured(void);
+/* For one request of a route_replica_ok route: the accessors use this
+ * thread's standby link when it is fit (checked at most once a second),
+ * true; else the primary (pin_db_read_fallback_total{reason}), false. */
+bool pin_db_read_bind(void);
+bool pin_db_read_bound(void);
+/* The bound request failed on the standby: back to the primary (counted
+ * with reason; the next request checks the standby again). */
+void pin_db_read_fallback(const char *reason);
+void pin_db_read_unbind(void);
 PGconn *pin_db_conn(void);          /* connects / reconnects; NULL if down */
 bool pin_db_up(void);               /* last known state of this thread's link */
 void pin_db_close_thread(void);
@@ -133,6 +145,7 @@ struct pin_route_entry {
 	char **segs;          /* pattern split on '/' */
 	int nsegs;
 	const char *plugin;
+	bool replica_ok;      /* ABI 1.3 route_replica_ok: reads go to pg_dsn_read */
 };
 struct pin_job_entry {
 	struct pin_job j;

@@ -75,6 +75,8 @@ static void usage(FILE *f)
 	      "  --listen ADDR          api: unix:/path.sock or host:port\n"
 	      "  --threads N            api: FastCGI threads (default 2 x cores)\n"
 	      "  --pg-dsn DSN           PostgreSQL connection string\n"
+	      "  --pg-dsn-read DSN      api: a hot standby for reads that tolerate\n"
+	      "                         staleness (public showcase); optional\n"
 	      "  --kafka-bootstrap B    host:port list, or @FILE to read it from FILE\n"
 	      "  --once                 worker: run every job once (and the relay), exit\n"
 	      "  --clock-offset-s N     shift the host clock (needs allow_clock_offset)\n"
@@ -173,6 +175,7 @@ int main(int argc, char **argv)
 		{ "listen", required_argument, NULL, 'l' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "pg-dsn", required_argument, NULL, 'd' },
+		{ "pg-dsn-read", required_argument, NULL, 'R' },
 		{ "kafka-bootstrap", required_argument, NULL, 'k' },
 		{ "once", no_argument, NULL, 'o' },
 		{ "clock-offset-s", required_argument, NULL, 'C' },
@@ -201,6 +204,7 @@ int main(int argc, char **argv)
 		case 'l': pin_config_set("listen", optarg); break;
 		case 't': pin_config_set("threads", optarg); break;
 		case 'd': pin_config_set("pg_dsn", optarg); break;
+		case 'R': pin_config_set("pg_dsn_read", optarg); break;
 		case 'k': pin_config_set("kafka_bootstrap", optarg); break;
 		case 'o': once = true; break;
 		case 'C': offset = optarg; break;
@@ -245,6 +249,8 @@ int main(int argc, char **argv)
 		pin_log(PIN_LOG_WARN, "host clock shifted", "offset_s", offset, NULL);
 	}
 	pin_db_set_dsn(pin_config_get("pg_dsn", ""));
+	pin_db_set_read_dsn(pin_config_get("pg_dsn_read", ""),
+		(double)pin_config_int("read_max_lag_s", 5));
 	arena = pin_arena_new();
 	pin_arena_set_current(arena);
 
@@ -334,6 +340,7 @@ out_db:
 	pin_arena_free(arena);
 	pin_db_close_thread();
 	pin_db_set_dsn(NULL);
+	pin_db_set_read_dsn(NULL, 0);
 out_cfg:
 	pin_metrics_free();
 	pin_config_free();

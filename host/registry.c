@@ -156,6 +156,22 @@ bool pin_outbox_known(const char *table)
 	return false;
 }
 
+static int reg_route_replica_ok(struct pin_registrar *reg, const char *method,
+		const char *pattern)
+{
+	if (method && pattern && !strcmp(method, "GET"))
+		for (size_t i = 0; i < pin_reg.nroutes; i++)
+			if (!strcmp(pin_reg.routes[i].r.method, method) &&
+			    !strcmp(pin_reg.routes[i].r.pattern, pattern)) {
+				pin_reg.routes[i].replica_ok = true;
+				return 0;
+			}
+	pin_log(PIN_LOG_ERROR, "route_replica_ok: no such GET route", "plugin",
+		PLUGIN_OF(reg), "method", method ? method : "(null)", "pattern",
+		pattern ? pattern : "(null)", NULL);
+	return -1;
+}
+
 struct pin_registrar *pin_registrar_new(const char *plugin)
 {
 	struct pin_registrar *r = calloc(1, sizeof *r);
@@ -173,6 +189,7 @@ struct pin_registrar *pin_registrar_new(const char *plugin)
 	r->consumer = reg_consumer;
 	r->host_private = p;
 	r->outbox = reg_outbox;
+	r->route_replica_ok = reg_route_replica_ok;
 	return r;
 }
 

@@ -89,8 +89,18 @@ static int slot_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
 	pc_init(api);
-	return pc_register_routes(reg, routes, sizeof(routes) / sizeof(routes[0]),
-			"slots", err, errlen);
+	if (pc_register_routes(reg, routes, sizeof(routes) / sizeof(routes[0]),
+			"slots", err, errlen) < 0)
+		return PIN_ERR;
+	/* the public showcase reads from a standby when the host has one
+	 * (pg_dsn_read): a slot booked a moment ago may show for up to
+	 * read_max_lag_s; the booking itself checks on the primary */
+	if (PIN_API_HAS(reg, route_replica_ok) &&
+	    reg->route_replica_ok(reg, "GET", "/api/public/calendar/slots") < 0) {
+		snprintf(err, errlen, "slots: cannot mark the showcase for the replica");
+		return PIN_ERR;
+	}
+	return 0;
 }
 
 PIN_PLUGIN_DEFINE("slots", PACKAGE_VERSION, slot_init, NULL)

@@ -5,7 +5,7 @@
 #
 #   ./dev bench                  all scenarios below (not `dispatch`)
 #   ./dev bench SCENARIO...      plumbing | showcase | list | booking | publish | relay |
-#                                consumers | reminders | growth
+#                                consumers | reminders | replica | growth
 #                                (relay-scale: the relay with 1, 2, 3 worker hosts)
 #   ./dev bench --check [...]    the same, exit 1 when a ratio misses its target
 #   ./dev bench dispatch [N]     the notify dispatcher (separate, see ./dev)
@@ -303,6 +303,9 @@ source "$BENCH_DIR/consumers.sh"
 # shellcheck source=tests/bench/reminders.sh
 source "$BENCH_DIR/reminders.sh"
 
+# shellcheck source=tests/bench/replica.sh
+source "$BENCH_DIR/replica.sh"
+
 # ---------------------------------------------------------------- growth
 # shellcheck source=tests/bench/growth.sh
 source "$BENCH_DIR/growth.sh"
@@ -340,11 +343,11 @@ bench_report() {
 
 # bench_suite [--check] [SCENARIO...]
 bench_suite() {
-	local check=0 s all=(plumbing showcase list booking publish relay consumers reminders growth) want=()
+	local check=0 s all=(plumbing showcase list booking publish relay consumers reminders replica growth) want=()
 	while (($#)); do
 		case $1 in
 		--check) check=1 ;;
-		plumbing | showcase | list | booking | publish | relay | consumers | reminders | growth) want+=("$1") ;;
+		plumbing | showcase | list | booking | publish | relay | consumers | reminders | replica | growth) want+=("$1") ;;
 		relay-scale) want+=(relay_scale) ;;
 		*) die "unknown bench scenario $1 (${all[*]}, dispatch)" ;;
 		esac

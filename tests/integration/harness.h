@@ -61,6 +61,7 @@ Suite *make_stream_suite(void);   /* real-time in-app: nchan + Chromium */
 Suite *make_delivery_suite(void);   /* issue 10: dispatcher, relay parking */
 Suite *make_input_suite(void);      /* issue 9: strict input, SQLSTATE classes */
 Suite *make_obs_suite(void);     /* issue 11: worker metrics, histograms, promtool */
+Suite *make_replica_suite(void);  /* issue 15: showcase on a hot standby */
 Suite *make_ops_suite(void);     /* stops PostgreSQL for a moment */
 Suite *make_scale_suite(void);   /* issue 15: several worker hosts, failover */
 Suite *make_faults_suite(void);  /* last: fault drills (kill -9, outages, poison) */

@@ -144,6 +144,38 @@ START_TEST(test_not_a_plugin)
 }
 END_TEST
 
+static int noop_route(struct pin_req *r, void *ud)
+{
+	(void)r;
+	(void)ud;
+	return 0;
+}
+
+/* ABI 1.3: route_replica_ok marks a registered GET route, nothing else */
+START_TEST(test_route_replica_ok)
+{
+	struct pin_registrar *reg = pin_registrar_new("unit");
+	const struct pin_route get = { "GET", "/unit/replica/{id}", PIN_ACTOR_PUBLIC,
+		NULL, 0, noop_route, NULL, NULL };
+	const struct pin_route post = { "POST", "/unit/replica/{id}", PIN_ACTOR_PUBLIC,
+		NULL, 0, noop_route, NULL, NULL };
+
+	ck_assert_ptr_nonnull(reg);
+	ck_assert(PIN_API_HAS(reg, route_replica_ok));
+	ck_assert_int_eq(reg->route(reg, &get), 0);
+	ck_assert_int_eq(reg->route(reg, &post), 0);
+	ck_assert(!find_route("/unit/replica/{id}")->replica_ok);
+	ck_assert_int_eq(reg->route_replica_ok(reg, "POST", "/unit/replica/{id}"), -1);
+	ck_assert_int_eq(reg->route_replica_ok(reg, "GET", "/unit/nothing"), -1);
+	ck_assert_int_eq(reg->route_replica_ok(reg, "GET", "/unit/replica/{id}"), 0);
+	for (size_t i = 0; i < pin_reg.nroutes; i++)
+		if (!strcmp(pin_reg.routes[i].r.pattern, "/unit/replica/{id}"))
+			ck_assert(pin_reg.routes[i].replica_ok ==
+				!strcmp(pin_reg.routes[i].r.method, "GET"));
+	pin_registrar_free(reg);
+}
+END_TEST
+
 START_TEST(test_load_list)
 {
 	ck_assert_int_eq(pin_plugins_load("good", FIXTURE_DIR), 0);
@@ -177,6 +209,7 @@ Suite *make_loader_suite(void)
 	tcase_add_test(tc, test_failinit);
 	tcase_add_test(tc, test_missing);
 	tcase_add_test(tc, test_not_a_plugin);
+	tcase_add_test(tc, test_route_replica_ok);
 	tcase_add_test(tc, test_load_list);
 	tcase_add_test(tc, test_load_list_fails_unloads);
 	suite_add_tcase(s, tc);

@@ -38,6 +38,10 @@
  *                    outbox_put keeps writing calendar.outbox, so 1.0
  *                    plugins work unchanged.  The consumer inbox already is
  *                    per registration (pin_consumer.inbox_table).
+ *   2026-12-01  1.3  pin_registrar.route_replica_ok: a registered GET
+ *                    route declares that it only reads and tolerates a few
+ *                    seconds of staleness; with pg_dsn_read set, its
+ *                    api->db() is the hot standby (plugin code unchanged).
  */
 #ifndef PIN_PLUGIN_H
 #define PIN_PLUGIN_H
@@ -52,7 +56,7 @@ extern "C" {
 #endif
 
 #define PIN_ABI_MAJOR 1
-#define PIN_ABI_MINOR 2
+#define PIN_ABI_MINOR 3
 
 /* True when the (size-prefixed) table t has member m. */
 #define PIN_API_HAS(t, m) \
@@ -194,6 +198,16 @@ struct pin_registrar {
 	 *    only registered tables.  Registering one twice (two plugins of one
 	 *    schema) is allowed.  0, or -1 for an invalid name ([a-z0-9_.]). */
 	int (*outbox)(struct pin_registrar *reg, const char *table);
+	/* -- 1.3: the route METHOD PATTERN (registered before, method GET) only
+	 *    reads and tolerates data a few seconds old (at most the host's
+	 *    read_max_lag_s).  When the host has pg_dsn_read, api->db() (and
+	 *    db_exec*) of that route's requests is the thread's connection to
+	 *    the hot standby; writes fail there (SQLSTATE 25006).  The host
+	 *    falls back to the primary when the standby is down or lags.
+	 *    Never mark a read-your-writes path (a caller's own lists right
+	 *    after its POST).  0, or -1 (no such GET route) with a log line. */
+	int (*route_replica_ok)(struct pin_registrar *reg, const char *method,
+			const char *pattern);
 };
 
 /*
