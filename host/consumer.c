@@ -931,12 +931,12 @@ static void batch_finish(struct cons *c, struct bitem *b, size_t n)
 			if (it->msg.created_at_us)
 				last_created = it->msg.created_at_us;
 		}
-		dups += it->dup;
 		if (blocked) {      /* comes again after its partition's seek */
 			it->a = A_RETRY_INFRA;
 			it->skip = true;
-			continue;
+			continue;       /* counted (as a duplicate) when it comes again */
 		}
+		dups += it->dup;
 		if (it->valid && it->a != A_DONE)    /* its log lines carry its trace */
 			msg_trace(&it->msg, header_traceparent(it->m));
 		if (it->a == A_DLQ) {
@@ -1372,7 +1372,9 @@ static void *cons_main(void *arg)
 			b[n++].m = m;
 		if (c->rebal != gen)
 			n = batch_keep_assigned(c, b, n);
-		if (n)
+		if (n == 1)         /* nothing else fetched: no savepoint round trips */
+			handle(c, b[0].m, NULL);
+		else if (n)
 			handle_batch(c, b, n);
 		pin_arena_reset(a);
 	}

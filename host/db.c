@@ -88,6 +88,14 @@ PGconn *pin_db_conn(void)
 
 	if (T->conn && PQstatus(T->conn) == CONNECTION_OK)
 		return T->conn;
+	if (T->in_tx) {
+		/* the transaction died with its link: its statements must not go
+		 * on, in autocommit, on a fresh session (a COMMIT there would
+		 * "succeed" with a warning).  pin_db_commit/rollback clear in_tx;
+		 * the next BEGIN reconnects. */
+		memcpy(T->err_state, "08006", 6);
+		return NULL;
+	}
 	now = pin_clock_now_us();
 	if (T->last_attempt_us && now - T->last_attempt_us < 1000000 &&
 	    now >= T->last_attempt_us)

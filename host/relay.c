@@ -442,12 +442,14 @@ static void unit_release(struct relay *r, struct relay_unit *u, const char *reas
 	if (!u->led)
 		return;
 	snprintf(sh, sizeof(sh), "%d", u->shard);
+	/* the gauge first: once unlocked, another thread of this host may take
+	 * the shard and set it to 1 */
+	pin_metric_set("pin_outbox_relay_shard_leader", u->lab, 0);
 	if (c && PQbackendPID(c) == r->conn_pid)
 		pin_db_exec("SELECT pg_advisory_unlock(hashtext('pin.relay:' || $1) & 2147483647,"
 				" $2::int)", 2, p);
 	u->led = false;
 	u->releasing = false;
-	pin_metric_set("pin_outbox_relay_shard_leader", u->lab, 0);
 	unit_log(u, PIN_LOG_INFO, "outbox relay: shard released", reason, r);
 }
 
@@ -461,6 +463,11 @@ static void session_setup(struct relay *r)
 
 	if (cnt < 1)
 		cnt = 1;
+	/* db.c may have re-run a statement of ours (count_members, try_lock) on
+	 * this new session before we saw its pid: locks it took there are not in
+	 * our books, and a re-entrant advisory lock taken twice would survive one
+	 * unlock and starve its shard.  An adopted session starts with none. */
+	pin_db_exec("SELECT pg_advisory_unlock_all()", 0, NULL);
 	snprintf(sql, sizeof(sql), "SELECT set_config('application_name', 'pin-relay %ld', false),"
 			" set_config('tcp_keepalives_idle', '1', false),"
 			" set_config('tcp_keepalives_interval', '1', false),"
@@ -1030,6 +1037,14 @@ static int unit_feed(struct relay *r, struct relay_unit *u, int *nrows)
 		pin_log(PIN_LOG_INFO, "outbox relay: recreating the kafka producer",
 				"reason", "bootstrap changed", NULL);
 		producer_destroy(r);
+		if (u->nwin) {
+			/* its batches in flight just failed: they go out again
+			 * first (per-key order), not after this one */
+			batch_free(b);
+			*nrows = 0;
+			u->stalled = true;
+			return -1;
+		}
 	}
 	if (!r->rk && producer_create(r) != 0) {
 		batch_free(b);
@@ -1300,6 +1315,17 @@ int pin_relay_run_once(void)
 	pin_arena_set_current(a);
 	gauges_init();
 	units_build(&r);
+	{
+		int same = 0, other = 0;
+
+		/* running relays that split keys by another relay_shards: leading
+		 * "our" shard 0 could publish keys one of them leads too */
+		if (count_members(&r, &same, &other) < 0 || other > 0) {
+			pin_log(PIN_LOG_WARN, "outbox relay: relays with another relay_shards"
+					" are running (or the check failed), --once skips the relay", NULL);
+			goto out;
+		}
+	}
 	lead_round(&r);
 	if (r.any_led != 1) {
 		pin_log(PIN_LOG_INFO, "outbox relay: another host is the leader, skipping", NULL);
