@@ -109,9 +109,15 @@ PGconn *pin_db_conn(void)
 	T->in_tx = false;
 	if (ON_REPLICA) {
 		/* the standby's sessions are told apart in pg_stat_activity */
+		/* a standby that stops answering (no TCP reset) must not hold
+		 * API threads and db_concurrency slots for minutes: bounded
+		 * connect, keepalives, user timeout and statement time (the DSN,
+		 * expanded last, may override them) */
 		static const char *const kw[] = { "fallback_application_name",
-			"dbname", NULL };
-		const char *const vals[] = { "pin-host-read", dsn_read, NULL };
+			"connect_timeout", "tcp_user_timeout", "keepalives_idle",
+			"keepalives_interval", "keepalives_count", "options", "dbname", NULL };
+		const char *const vals[] = { "pin-host-read", "2", "3000", "1", "1", "3",
+			"-c statement_timeout=3000", dsn_read, NULL };
 		T->conn = PQconnectdbParams(kw, vals, 1);
 	} else {
 		T->conn = PQconnectdb(dsn ? dsn : "");
@@ -427,7 +433,7 @@ static int read_check(double *lag)
 {
 	static const char *const sql =
 		"SELECT pg_is_in_recovery(), "
-		"  EXISTS (SELECT 1 FROM pg_stat_wal_receiver), "
+		"  EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming'), "
 		"  CASE WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM "
 		"            pg_last_wal_replay_lsn() THEN 0 "
 		"       ELSE COALESCE(extract(epoch FROM now() - "

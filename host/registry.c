@@ -162,7 +162,10 @@ static int reg_route_replica_ok(struct pin_registrar *reg, const char *method,
 	if (method && pattern && !strcmp(method, "GET"))
 		for (size_t i = 0; i < pin_reg.nroutes; i++)
 			if (!strcmp(pin_reg.routes[i].r.method, method) &&
-			    !strcmp(pin_reg.routes[i].r.pattern, pattern)) {
+			    !strcmp(pin_reg.routes[i].r.pattern, pattern) &&
+			    /* only the plugin's own routes: another's may need
+			     * read-your-writes */
+			    !strcmp(pin_reg.routes[i].plugin, PLUGIN_OF(reg))) {
 				pin_reg.routes[i].replica_ok = true;
 				return 0;
 			}
