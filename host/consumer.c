@@ -206,6 +206,8 @@ static void assigned_gauge(struct cons *c, rd_kafka_t *rk)
 	rd_kafka_topic_partition_list_destroy(l);
 }
 
+static struct lagp *lagp_find(struct cons *c, const char *topic, int32_t part);
+
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 		rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
@@ -227,12 +229,23 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 			struct held *h = held_find(c, parts->elems[i].topic,
 					parts->elems[i].partition);
 
+			char lab[400];
+			struct lagp *s = lagp_find(c, parts->elems[i].topic,
+					parts->elems[i].partition);
+
 			if (h) {
 				part_list_op(c, parts->elems[i].topic,
 						parts->elems[i].partition,
 						RD_KAFKA_OFFSET_INVALID, 1);
 				held_remove(c, h);
 			}
+			/* its new owner reports its lag: a stale series here would
+			 * add a revoked partition's last value to the group's sum */
+			snprintf(lab, sizeof(lab), "%s,topic=\"%s\",partition=\"%d\"", c->labels,
+					parts->elems[i].topic, (int)parts->elems[i].partition);
+			pin_metric_set("pin_consumer_lag_messages", lab, 0);
+			if (s)
+				s->since_us = 0;
 		}
 		if (!coop)
 			held_drop_all(c, true);
@@ -1143,6 +1156,14 @@ static rd_kafka_message_t *next_message(struct cons *c, int wait)
 		return NULL;
 	}
 	return m;
+}
+
+static struct lagp *lagp_find(struct cons *c, const char *topic, int32_t part)
+{
+	for (size_t i = 0; i < c->nlagp; i++)
+		if (c->lagp[i].part == part && !strcmp(c->lagp[i].topic, topic))
+			return &c->lagp[i];
+	return NULL;
 }
 
 static struct lagp *lagp_get(struct cons *c, const char *topic, int32_t part)
