@@ -75,20 +75,7 @@ bench_replica() {
 		profile_up
 	fi
 	b_background
-	say "replica: 3000 Available slots of one agent (SQL)"
-	b_psql <<-EOF
-		DELETE FROM calendar.availability_slots WHERE owner_user_id = '$B_SHOW';
-		INSERT INTO calendar.user_replicas (user_id, display_name, created_at, updated_at)
-		  VALUES ('$B_SHOW', 'Bench Agent', now(), now()) ON CONFLICT (user_id) DO NOTHING;
-		INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, kind, start_at,
-		    end_at, time_zone, created_at, updated_at)
-		  SELECT gen_random_uuid(), '$B_T', '$B_SHOW', 'Showing',
-		    date_trunc('hour', now()) + interval '3 hours' + i * interval '30 minutes',
-		    date_trunc('hour', now()) + interval '3 hours' + (i + 1) * interval '30 minutes',
-		    'Europe/Moscow', now(), now()
-		  FROM generate_series(0, 2999) AS i;
-		ANALYZE calendar.availability_slots;
-	EOF
+	b_showcase_seed
 	# the standby replayed it (ANALYZE's statistics included)
 	B_LSN=$(b_psql -tA -c "SELECT pg_current_wal_lsn()")
 	wait_for "standby catching up" 60 "" b_replica_caught_up || die "the standby does not replay"

@@ -127,10 +127,9 @@ b_limit_row() {
 }
 
 # ---------------------------------------------------------------- showcase
-bench_showcase() {
-	local now lower upper l
-	[[ -n $B_PLUMB ]] || bench_plumbing
-	b_background
+# b_showcase_seed: the showcase agent's 3000 Available slots, in SQL (also
+# the replica scenario's data)
+b_showcase_seed() {
 	say "showcase: 3000 Available slots of one agent (SQL)"
 	b_psql <<-EOF
 		DELETE FROM calendar.availability_slots WHERE owner_user_id = '$B_SHOW';
@@ -145,6 +144,13 @@ bench_showcase() {
 		  FROM generate_series(0, 2999) AS i;
 		ANALYZE calendar.availability_slots;
 	EOF
+}
+
+bench_showcase() {
+	local now lower upper l
+	[[ -n $B_PLUMB ]] || bench_plumbing
+	b_background
+	b_showcase_seed
 	now=$(date +%s)
 	# what the handler sends without from/to: lower = now + 60 min lead
 	# time, upper = its default horizon (slot_list_params)

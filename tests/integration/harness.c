@@ -1233,12 +1233,12 @@ int h_worker_log_lines(const char *n1, const char *n2)
 	return n;
 }
 
-pid_t h_spawn_host(const char *mode, const char *plugins, int64_t clock_offset_s,
-		const char *const *extra_args)
+/* The stack's host command line: mode, config, plugins (NULL: the worker
+ * plugins), plugin dir, database, broker, clock offset.  Fills argv from 0,
+ * returns the count (at most 15). */
+static int host_argv(const char **argv, const char *mode, const char *plugins,
+		int64_t clock_offset_s)
 {
-	const char *argv[64];
-	char *kb = h_sprintf("@%s", h_env("PIN_KAFKA_BOOTSTRAP_FILE"));
-	char *off = h_sprintf("%lld", (long long)clock_offset_s);
 	int n = 0;
 
 	argv[n++] = h_env("PIN_HOST_BIN");
@@ -1253,11 +1253,21 @@ pid_t h_spawn_host(const char *mode, const char *plugins, int64_t clock_offset_s
 	argv[n++] = "--pg-dsn";
 	argv[n++] = h_env("PIN_PG_DSN");
 	argv[n++] = "--kafka-bootstrap";
-	argv[n++] = kb;
+	argv[n++] = h_sprintf("@%s", h_env("PIN_KAFKA_BOOTSTRAP_FILE"));
 	if (clock_offset_s) {
 		argv[n++] = "--clock-offset-s";
-		argv[n++] = off;
+		argv[n++] = h_sprintf("%lld", (long long)clock_offset_s);
 	}
+	return n;
+}
+
+pid_t h_spawn_host(const char *mode, const char *plugins, int64_t clock_offset_s,
+		const char *const *extra_args)
+{
+	const char *argv[64];
+	int n;
+
+	n = host_argv(argv, mode, plugins, clock_offset_s);
 	for (size_t i = 0; extra_args && extra_args[i] && n < 62; i++)
 		argv[n++] = extra_args[i];
 	argv[n] = NULL;
@@ -1325,8 +1335,6 @@ void h_host_start(struct h_host *h, const char *name, const char *mode,
 		const char *plugins, int64_t clock_offset_s, const char *const *env)
 {
 	const char *argv[24];
-	char *kb = h_sprintf("@%s", h_env("PIN_KAFKA_BOOTSTRAP_FILE"));
-	char *off = h_sprintf("%lld", (long long)clock_offset_s);
 	char *log = dev_path(h_sprintf("logs/%s.log", name));
 	char *listen, *textfile;
 	const char *asan = h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL);
@@ -1345,23 +1353,7 @@ void h_host_start(struct h_host *h, const char *name, const char *mode,
 	snprintf(h->url, sizeof(h->url), "http://127.0.0.1:%d/metrics", port);
 	listen = h_sprintf("127.0.0.1:%d", port);
 	textfile = dev_path(h_sprintf("%s.prom", name));
-	argv[n++] = h_env("PIN_HOST_BIN");
-	argv[n++] = "--mode";
-	argv[n++] = mode;
-	argv[n++] = "--config";
-	argv[n++] = h_env("PIN_CONFIG");
-	argv[n++] = "--plugins";
-	argv[n++] = plugins ? plugins : h_env_opt("PIN_WORKER_PLUGINS", "");
-	argv[n++] = "--plugin-dir";
-	argv[n++] = h_env("PIN_PLUGIN_DIR");
-	argv[n++] = "--pg-dsn";
-	argv[n++] = h_env("PIN_PG_DSN");
-	argv[n++] = "--kafka-bootstrap";
-	argv[n++] = kb;
-	if (clock_offset_s) {
-		argv[n++] = "--clock-offset-s";
-		argv[n++] = off;
-	}
+	n = host_argv(argv, mode, plugins, clock_offset_s);
 	argv[n] = NULL;
 	pid = fork();
 	ck_assert(pid >= 0);
