@@ -24,33 +24,7 @@
 #include <string.h>
 #include <time.h>
 #include <librdkafka/rdkafka.h>
-
-static double mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static char *bootstrap(const char *arg)
-{
-	char buf[1024];
-	FILE *f;
-	size_t n;
-
-	if (arg[0] != '@')
-		return strdup(arg);
-	f = fopen(arg + 1, "r");
-	if (!f)
-		return NULL;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		n--;
-	buf[n] = '\0';
-	return strdup(buf);
-}
+#include "benchtool.h"
 
 static rd_kafka_conf_t *conf_new(const char *boot)
 {
@@ -194,19 +168,19 @@ static int consume(const char *boot, const char *topic, long max)
 		want = max;
 	rd_kafka_assign(rk, parts);
 	rd_kafka_topic_partition_list_destroy(parts);
-	deadline = mono() + 120;
-	while (n < want && mono() < deadline) {
+	deadline = bt_mono() + 120;
+	while (n < want && bt_mono() < deadline) {
 		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
 
 		if (!m)
 			continue;
 		if (!m->err) {
 			if (!n)
-				t0 = mono();
+				t0 = bt_mono();
 			for (size_t i = 0; i < m->len; i += 64)     /* touch the bytes */
 				sum += ((const unsigned char *)m->payload)[i];
 			n++;
-			t1 = mono();
+			t1 = bt_mono();
 		}
 		rd_kafka_message_destroy(m);
 	}
@@ -235,7 +209,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: pin-benchconsume produce|consume BOOTSTRAP TOPIC [MAX]\n");
 		return 1;
 	}
-	boot = bootstrap(argv[2]);
+	boot = bt_bootstrap(argv[2]);
 	if (!boot) {
 		fprintf(stderr, "pin-benchconsume: cannot read %s\n", argv[2]);
 		return 1;

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
+#include "benchtool.h"
 
 static long delivered, failed;
 
@@ -31,31 +32,6 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 		failed++;
 	else
 		delivered++;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static char *bootstrap(const char *arg)
-{
-	char buf[1024];
-	FILE *f;
-
-	if (arg[0] != '@')
-		return strdup(arg);
-	if (!(f = fopen(arg + 1, "r")) || !fgets(buf, sizeof(buf), f)) {
-		if (f)
-			fclose(f);
-		return NULL;
-	}
-	fclose(f);
-	buf[strcspn(buf, "\r\n")] = '\0';
-	return strdup(buf);
 }
 
 static int set(rd_kafka_conf_t *c, const char *k, const char *v)
@@ -95,7 +71,7 @@ int main(int argc, char **argv)
 				" --sql 'SELECT topic, key, value ...' [--linger-ms N]\n");
 		return 2;
 	}
-	if (!(boot = bootstrap(boot_arg))) {
+	if (!(boot = bt_bootstrap(boot_arg))) {
 		fprintf(stderr, "pin-benchproduce: no bootstrap address in %s\n", boot_arg);
 		return 1;
 	}
@@ -134,7 +110,7 @@ int main(int argc, char **argv)
 		if (rd_kafka_metadata(rk, 1, NULL, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
 			rd_kafka_metadata_destroy(md);
 	}
-	t0 = now_s();
+	t0 = bt_mono();
 	for (int i = 0; i < n; i++) {
 		rd_kafka_resp_err_t e;
 
@@ -153,7 +129,7 @@ int main(int argc, char **argv)
 	}
 	while (delivered + failed < n)
 		rd_kafka_poll(rk, 10);
-	t1 = now_s();
+	t1 = bt_mono();
 	printf("rows=%d failed=%ld seconds=%.3f rows_per_s=%.0f\n", n, failed, t1 - t0,
 			t1 > t0 ? (double)n / (t1 - t0) : 0);
 	rc = failed ? 1 : 0;

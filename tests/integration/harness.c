@@ -1096,6 +1096,25 @@ void h_broker_stop(void)
 	unlink(h_env("PIN_KAFKA_BOOTSTRAP_FILE"));
 }
 
+/* In a forked child before exec: stdout/stderr appended to LOG; detached:
+ * its own session and stdin from /dev/null; ASAN_OPTIONS when given. */
+static void child_stdio(const char *log, bool detach, const char *asan)
+{
+	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	int nul = detach ? open("/dev/null", O_RDONLY) : -1;
+
+	if (detach)
+		setsid();
+	if (fd >= 0) {
+		dup2(fd, 1);
+		dup2(fd, 2);
+	}
+	if (nul >= 0)
+		dup2(nul, 0);
+	if (asan && *asan)
+		setenv("ASAN_OPTIONS", asan, 1);
+}
+
 /* Forks and execs argv[0] with stdout and stderr appended to log; detach:
  * a session of its own and stdin from /dev/null (a long-lived process);
  * asan (when not empty): its ASAN_OPTIONS.  Returns the child's pid. */
@@ -1106,19 +1125,7 @@ static pid_t spawn_logged(const char *const *argv, const char *log, bool detach,
 
 	ck_assert(pid >= 0);
 	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		int nul = detach ? open("/dev/null", O_RDONLY) : -1;
-
-		if (detach)
-			setsid();
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		if (nul >= 0)
-			dup2(nul, 0);
-		if (asan && *asan)
-			setenv("ASAN_OPTIONS", asan, 1);
+		child_stdio(log, detach, asan);
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
@@ -1358,18 +1365,7 @@ void h_host_start(struct h_host *h, const char *name, const char *mode,
 	pid = fork();
 	ck_assert(pid >= 0);
 	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		int nul = open("/dev/null", O_RDONLY);
-
-		setsid();
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		if (nul >= 0)
-			dup2(nul, 0);
-		if (asan && *asan)
-			setenv("ASAN_OPTIONS", asan, 1);
+		child_stdio(log, true, asan);
 		/* PIN_<KEY> overrides the config file (host/config.c) */
 		setenv("PIN_METRICS_LISTEN", listen, 1);
 		setenv("PIN_METRICS_TEXTFILE", textfile, 1);
