@@ -424,7 +424,9 @@ bool pin_db_read_configured(void)
 }
 
 /* On the bound standby link.  The lag as the standby sees it: 0 when it
- * replayed all it received (an idle primary sends nothing, and
+ * replayed all it received (after a restart the receive position starts at
+ * the segment's beginning, behind the replay position, until WAL arrives;
+ * an idle primary sends nothing, and
  * pg_last_xact_replay_timestamp() stays old), else the age of the last
  * replayed commit.  Without a WAL receiver (the primary unreachable from
  * the standby, or streaming not started) the standby cannot know how far
@@ -434,8 +436,8 @@ static int read_check(double *lag)
 	static const char *const sql =
 		"SELECT pg_is_in_recovery(), "
 		"  EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming'), "
-		"  CASE WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM "
-		"            pg_last_wal_replay_lsn() THEN 0 "
+		"  CASE WHEN pg_last_wal_receive_lsn() IS NULL OR "
+		"            pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn() THEN 0 "
 		"       ELSE COALESCE(extract(epoch FROM now() - "
 		"            pg_last_xact_replay_timestamp()), 0) END";
 	int reason = 0;
