@@ -36,7 +36,7 @@ int pin_outbox_put_to(const char *table, const char *topic, const char *key,
 	}
 	/* the name is checked at registration ([a-z0-9_.]) */
 	snprintf(sql, sizeof sql, "INSERT INTO %s (message_id, topic, key, envelope,"
-			" created_at, traceparent) VALUES ($1, $2, $3, $4::json, $5, $6)", table);
+			" created_at, traceparent) VALUES ($1, $2, $3, $4::jsonb, $5, $6)", table);
 	snprintf(stmt, sizeof stmt, "pin_outbox_put:%s", table);
 	pin_uuid_v7(mid);
 	/* createdAt with millisecond precision, as events.md shows */

@@ -85,7 +85,7 @@ bench_reminders() {
 	t0=$(date +%s.%N)
 	b_psql <<-EOF >/dev/null
 		INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)
-		  SELECT m, topic, key, jsonb_set(envelope::jsonb, '{messageId}', to_jsonb(m::text)), now()
+		  SELECT m, topic, key, jsonb_set(envelope, '{messageId}', to_jsonb(m::text)), now()
 		  FROM (SELECT gen_random_uuid() AS m, * FROM calendar.outbox
 		        WHERE key LIKE 'b0000000-0000-4000-8010-%' AND topic = 'pin.calendar.reminder-due.v1'
 		        ORDER BY id LIMIT $n) AS x;

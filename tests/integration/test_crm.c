@@ -566,7 +566,7 @@ START_TEST(deal_executor_changed_moves_open_events)
 	ck_assert_str_eq(outbox_field(oc, dl, "bookingId"), booking);
 	ck_assert_str_eq(outbox_field(oc, dl, "kind"), "BookingDeadline");
 	ck_assert_str_eq(h_sql_scalar("SELECT string_agg(k, ',' ORDER BY k) FROM calendar.outbox, "
-		"json_object_keys(envelope->'payload') k WHERE topic = $1 AND key = $2", oc, dl),
+		"jsonb_object_keys(envelope->'payload') k WHERE topic = $1 AND key = $2", oc, dl),
 		"bookingId,dealId,endAt,eventId,kind,origin,ownerUserId,previousOwnerUserId,"
 		"previousTenantId,reason,startAt,tenantId,timeZone");
 
