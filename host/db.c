@@ -568,6 +568,16 @@ void pin_db_slot_use(int k)
 	slot_links = k >= 0 && k < pool_n ? &pool[2 * k] : NULL;
 }
 
+void pin_db_pool_connect(void)
+{
+	for (int k = 0; k < pool_n; k++) {
+		pin_db_slot_use(k);
+		if (!pin_db_conn())
+			PRIM->last_attempt_us = 0;   /* the first request tries again */
+	}
+	pin_db_slot_use(-1);
+}
+
 int pin_db_slot_current(void)
 {
 	return slot_links ? (int)((slot_links - pool) / 2) : -1;

@@ -777,6 +777,7 @@ int pin_api_run(const char *listen, int threads)
 			for (int k = (int)cap - 1; k >= 0; k--)
 				gate_free[gate_nfree++] = k;
 			db_capped = true;
+			pin_db_pool_connect();
 		}
 		pin_metric_set("pin_api_db_concurrency", NULL, db_capped ? cap : threads);
 	}

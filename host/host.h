@@ -75,6 +75,9 @@ void pin_db_close_thread(void);
 int pin_db_pool_init(int n);
 void pin_db_slot_use(int k);
 int pin_db_slot_current(void);      /* the slot held, -1 none */
+/* connects every slot's primary link now (host start): the first requests
+ * do not wait for backends to start */
+void pin_db_pool_connect(void);
 void pin_db_pool_close(void);
 PGresult *pin_db_exec(const char *sql, int n, const char *const *vals);
 PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
