@@ -1,5 +1,9 @@
 /* db.c -- one PostgreSQL connection per thread, reconnecting.
- * A thread never shares its connection.  When the database is down the
+ * A thread never shares its connection.  The API host's request threads are
+ * the exception: with a db_concurrency cap they use the connection of the
+ * gate slot they hold (pin_db_slot_use, README "Read paths (session 4)"),
+ * so 4 backends serve 64 threads, warm, instead of 64 used in turn.  When
+ * the database is down the
  * accessors return NULL and callers answer 503 / retry later; reconnects are
  * attempted at most once per second per thread.
  *
@@ -37,10 +41,17 @@ static char *dsn_read;              /* pg_dsn_read; NULL: no replica */
 static double read_max_lag_s = 5;
 static __thread struct tdb tprim;   /* the primary */
 static __thread struct tdb trepl;   /* the standby (pg_dsn_read) */
-static __thread struct tdb *tsel;   /* NULL or &trepl during a bound request */
+/* the links of the gate slot this thread holds (pin_db_slot_use), or NULL:
+ * the thread's own */
+static __thread struct tdb *slot_links;
+static struct tdb *pool;            /* 2 per slot: primary, standby */
+static int pool_n;
+#define PRIM (slot_links ? &slot_links[0] : &tprim)
+#define REPL (slot_links ? &slot_links[1] : &trepl)
+static __thread struct tdb *tsel;   /* NULL or REPL during a bound request */
 /* the link the accessors use */
-#define T (tsel ? tsel : &tprim)
-#define ON_REPLICA (tsel == &trepl)
+#define T (tsel ? tsel : PRIM)
+#define ON_REPLICA (tsel != NULL)
 static atomic_int db_up_global = 1;
 
 void pin_db_set_dsn(const char *d)
@@ -155,7 +166,7 @@ bool pin_db_up(void)
 
 void pin_db_close_thread(void)
 {
-	tsel = &trepl;
+	tsel = REPL;
 	for (int i = 0; i < 2; i++) {
 		if (T->conn)
 			PQfinish(T->conn);
@@ -492,7 +503,7 @@ bool pin_db_read_bind(void)
 	last = atomic_load(&read_checked_us);
 	if ((!last || now - last >= READ_CHECK_US || now < last) &&
 	    atomic_compare_exchange_strong(&read_checked_us, &last, now)) {
-		tsel = &trepl;
+		tsel = REPL;
 		v = read_check(&lag);
 		tsel = NULL;
 		atomic_store(&read_verdict, v);
@@ -509,7 +520,7 @@ bool pin_db_read_bind(void)
 		return false;
 	}
 	/* the verdict is fit; this thread's own link may not be (yet) */
-	tsel = &trepl;
+	tsel = REPL;
 	if (!pin_db_conn()) {
 		tsel = NULL;
 		read_note("unreachable", -1);
@@ -538,4 +549,48 @@ void pin_db_read_fallback(const char *reason)
 void pin_db_read_unbind(void)
 {
 	tsel = NULL;
+}
+
+/* ---- connections per gate slot (API host) ----------------------------- */
+
+int pin_db_pool_init(int n)
+{
+	pool = calloc((size_t)n * 2, sizeof *pool);
+	if (!pool)
+		return -1;
+	pool_n = n;
+	return 0;
+}
+
+void pin_db_slot_use(int k)
+{
+	tsel = NULL;
+	slot_links = k >= 0 && k < pool_n ? &pool[2 * k] : NULL;
+}
+
+void pin_db_pool_connect(void)
+{
+	for (int k = 0; k < pool_n; k++) {
+		pin_db_slot_use(k);
+		if (!pin_db_conn())
+			PRIM->last_attempt_us = 0;   /* the first request tries again */
+	}
+	pin_db_slot_use(-1);
+}
+
+int pin_db_slot_current(void)
+{
+	return slot_links ? (int)((slot_links - pool) / 2) : -1;
+}
+
+void pin_db_pool_close(void)
+{
+	for (int k = 0; k < pool_n; k++) {
+		pin_db_slot_use(k);
+		pin_db_close_thread();
+	}
+	pin_db_slot_use(-1);
+	free(pool);
+	pool = NULL;
+	pool_n = 0;
 }

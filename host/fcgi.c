@@ -65,12 +65,16 @@ static int listen_fd = -1;
  * is a request waiting several rounds, the p99 of issue 13. */
 struct gate_waiter {
 	pthread_cond_t cv;
-	bool go;
+	int slot;                /* -1 until a slot is handed over */
 	struct gate_waiter *next;
 };
 
+/* Each slot has its own PostgreSQL connection (pin_db_slot_use): a request
+ * uses the connection of the slot it holds.  Free slots are a stack, the
+ * slot released last (its backend's caches warmest) is taken first. */
 static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
-static long long gate_free;                  /* slots nobody holds */
+static int *gate_free;                       /* stack of free slots */
+static int gate_nfree;
 static struct gate_waiter *gate_head, *gate_tail;
 static bool db_capped;
 
@@ -81,31 +85,35 @@ static void db_slot_take(void)
 	if (!db_capped)
 		return;
 	pthread_mutex_lock(&gate_mu);
-	if (gate_free > 0 && !gate_head) {
-		gate_free--;
+	if (gate_nfree > 0 && !gate_head) {
+		w.slot = gate_free[--gate_nfree];
 		pthread_mutex_unlock(&gate_mu);
+		pin_db_slot_use(w.slot);
 		return;
 	}
 	pthread_cond_init(&w.cv, NULL);
-	w.go = false;
+	w.slot = -1;
 	w.next = NULL;
 	if (gate_tail)
 		gate_tail->next = &w;
 	else
 		gate_head = &w;
 	gate_tail = &w;
-	while (!w.go)
+	while (w.slot < 0)
 		pthread_cond_wait(&w.cv, &gate_mu);
 	pthread_mutex_unlock(&gate_mu);
 	pthread_cond_destroy(&w.cv);
+	pin_db_slot_use(w.slot);
 }
 
 static void db_slot_give(void)
 {
 	struct gate_waiter *w;
+	int slot = pin_db_slot_current();
 
 	if (!db_capped)
 		return;
+	pin_db_slot_use(-1);
 	pthread_mutex_lock(&gate_mu);
 	w = gate_head;
 	if (w) {
@@ -113,12 +121,23 @@ static void db_slot_give(void)
 		gate_head = w->next;
 		if (!gate_head)
 			gate_tail = NULL;
-		w->go = true;
+		w->slot = slot;
 		pthread_cond_signal(&w->cv);
 	} else {
-		gate_free++;
+		gate_free[gate_nfree++] = slot;
 	}
 	pthread_mutex_unlock(&gate_mu);
+}
+
+/* no thread holds a slot */
+static void gate_close(void)
+{
+	if (db_capped)
+		pin_db_pool_close();
+	db_capped = false;
+	free(gate_free);
+	gate_free = NULL;
+	gate_nfree = 0;
 }
 
 /* ---- accessors --------------------------------------------------------- */
@@ -485,7 +504,11 @@ static void builtin(struct pin_req *r, const char *what)
 	if (!strcmp(what, "healthz")) {
 		respond_text(r, 200, "application/json", "{\"status\":\"ok\"}");
 	} else if (!strcmp(what, "readyz")) {
-		PGresult *res = pin_db_exec("SELECT 1", 0, NULL);
+		PGresult *res;
+
+		db_slot_take();
+		res = pin_db_exec("SELECT 1", 0, NULL);
+		db_slot_give();
 		if (res && PQresultStatus(res) == PGRES_TUPLES_OK)
 			respond_text(r, 200, "application/json",
 				"{\"status\":\"ready\",\"database\":\"up\"}");
@@ -656,14 +679,16 @@ static void handle(FCGX_Request *fr)
 	}
 	if (read_body(&r) < 0)
 		goto send;
+	/* the slot first: its connection is the request's */
+	db_slot_take();
 	/* a read that tolerates staleness: on the standby when it is fit */
 	if (r.match.e->replica_ok)
 		pin_db_read_bind();
 	if (!pin_db_conn()) {
 		pin_respond_problem(&r, 503, "UNAVAILABLE", "database unreachable", NULL);
+		db_slot_give();
 		goto send;
 	}
-	db_slot_take();
 	rc = run_with_retry(&r);
 	/* the standby failed under the request (stopped, conflict with
 	 * recovery): the handler only reads, so it runs again on the primary */
@@ -674,9 +699,10 @@ static void handle(FCGX_Request *fr)
 		if (pin_db_conn())
 			rc = run_with_retry(&r);
 	}
-	db_slot_give();
+	/* answer_failure reads the slot's connection (its last SQLSTATE) */
 	if (!r.responded)
 		answer_failure(&r, rc);
+	db_slot_give();
 send:
 	if (!r.responded)
 		pin_respond_problem(&r, 500, "INTERNAL", "internal error", NULL);
@@ -746,15 +772,20 @@ int pin_api_run(const char *listen, int threads)
 		long long cap = pin_config_int("db_concurrency", 0);
 		if (cap <= 0)
 			cap = 2 * sysconf(_SC_NPROCESSORS_ONLN);
-		if (cap < threads) {
-			gate_free = cap;
+		if (cap < threads && (gate_free = calloc((size_t)cap, sizeof *gate_free)) &&
+		    pin_db_pool_init((int)cap) == 0) {
+			for (int k = (int)cap - 1; k >= 0; k--)
+				gate_free[gate_nfree++] = k;
 			db_capped = true;
+			pin_db_pool_connect();
 		}
 		pin_metric_set("pin_api_db_concurrency", NULL, db_capped ? cap : threads);
 	}
 	tids = calloc((size_t)threads, sizeof *tids);
-	if (!tids)
+	if (!tids) {
+		gate_close();
 		return -1;
+	}
 	for (int i = 0; i < threads; i++) {
 		if (pthread_create(&tids[i], NULL, worker, NULL) != 0)
 			break;
@@ -762,6 +793,7 @@ int pin_api_run(const char *listen, int threads)
 	}
 	if (started == 0) {
 		pin_log(PIN_LOG_ERROR, "no FastCGI thread could be started", NULL);
+		gate_close();
 		close(listen_fd);
 		if (is_unix)
 			unlink(addr);
@@ -796,7 +828,7 @@ int pin_api_run(const char *listen, int threads)
 	if (is_unix)
 		unlink(addr);
 	free(tids);
-	db_capped = false;
+	gate_close();
 	pin_log(PIN_LOG_INFO, "api host stopped", NULL);
 	return 0;
 }

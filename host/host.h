@@ -67,6 +67,18 @@ void pin_db_read_unbind(void);
 PGconn *pin_db_conn(void);          /* connects / reconnects; NULL if down */
 bool pin_db_up(void);               /* last known state of this thread's link */
 void pin_db_close_thread(void);
+/* API host with a db_concurrency cap: one primary + one standby link per
+ * gate slot (n slots), shared by the threads in turn.  pin_db_slot_use(k)
+ * makes slot k's links this thread's until pin_db_slot_use(-1) (the
+ * thread's own links again; also unbinds the standby).  pin_db_pool_close
+ * closes them all (no thread holds a slot then). */
+int pin_db_pool_init(int n);
+void pin_db_slot_use(int k);
+int pin_db_slot_current(void);      /* the slot held, -1 none */
+/* connects every slot's primary link now (host start): the first requests
+ * do not wait for backends to start */
+void pin_db_pool_connect(void);
+void pin_db_pool_close(void);
 PGresult *pin_db_exec(const char *sql, int n, const char *const *vals);
 PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
 		const char *const *vals);

@@ -1,5 +1,6 @@
 /* main.c -- pin-host: flags, config, signals, mode dispatch. */
 #include "config.h"
+#include <malloc.h>
 #include <errno.h>
 #include <dlfcn.h>
 #include <getopt.h>
@@ -194,6 +195,15 @@ int main(int argc, char **argv)
 	int c, rc = 1;
 	struct pin_arena *arena = NULL;
 
+	/* Freed memory stays in the process: glibc gave the top of a thread's
+	 * heap back (madvise DONTNEED) whenever it exceeded 128 KiB free, and
+	 * the next request faulted the pages in again; with 64 threads each
+	 * madvise is a TLB shootdown on every core.  Measured under the event
+	 * list (README "Read paths (session 4)"): madvise + page faults were a
+	 * third of the API host's CPU.  Allocations below 4 MiB (result sets,
+	 * pages of JSON, arena chunks) come from the heaps, not mmap/munmap. */
+	mallopt(M_TRIM_THRESHOLD, 64 << 20);
+	mallopt(M_MMAP_THRESHOLD, 4 << 20);
 	pin_metrics_init();
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
