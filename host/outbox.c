@@ -58,57 +58,27 @@ static const char *envelope_json(json_object *env)
 
 /* ---- the INSERT of outbox rows ------------------------------------------ */
 
-/* growing malloc'd text (the batch's array literals) */
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void sb_put(struct sbuf *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		char *p;
-
-		while (b->len + n + 1 > cap)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-/* one element of a PostgreSQL array literal: NULL, or "..." with " and \
- * escaped */
-static void sb_elem(struct sbuf *b, const char *s, bool first)
+/* one element of a PostgreSQL array literal into f: NULL, or "..." with "
+ * and \ escaped */
+static void arr_elem(FILE *f, const char *s, bool first)
 {
 	if (!first)
-		sb_put(b, ",", 1);
+		fputc(',', f);
 	if (!s) {
-		sb_put(b, "NULL", 4);
+		fputs("NULL", f);
 		return;
 	}
-	sb_put(b, "\"", 1);
+	fputc('"', f);
 	for (const char *run = s;; s++) {
 		if (*s == '"' || *s == '\\' || !*s) {
-			sb_put(b, run, (size_t)(s - run));
+			fwrite(run, 1, (size_t)(s - run), f);
 			if (!*s)
 				break;
-			sb_put(b, "\\", 1);
+			fputc('\\', f);
 			run = s;
 		}
 	}
-	sb_put(b, "\"", 1);
+	fputc('"', f);
 }
 
 /*
@@ -127,7 +97,7 @@ static int outbox_insert(const char *table, const struct ob_row *rows, size_t n)
 		"timestamptz", "text" };
 	char sql[512], stmt[160];
 	const char *vals[OB_NCOLS];
-	struct sbuf arr[OB_NCOLS];
+	struct { FILE *f; char *p; size_t len; } arr[OB_NCOLS];
 	PGresult *res;
 	int rc = 0;
 
@@ -149,21 +119,28 @@ static int outbox_insert(const char *table, const struct ob_row *rows, size_t n)
 		" $2::%s[], $3::%s[], $4::%s[], $5::%s[], $6::%s[])", table, cols, casts[0],
 		casts[1], casts[2], casts[3], casts[4], casts[5]);
 	snprintf(stmt, sizeof stmt, "pin_outbox_put_many:%s", table);
-	memset(arr, 0, sizeof arr);
-	for (int c = 0; c < OB_NCOLS; c++)
-		sb_put(&arr[c], "{", 1);
-	for (size_t i = 0; i < n; i++) {
-		sb_elem(&arr[0], rows[i].message_id, i == 0);
-		sb_elem(&arr[1], rows[i].topic, i == 0);
-		sb_elem(&arr[2], rows[i].key, i == 0);
-		sb_elem(&arr[3], rows[i].envelope, i == 0);
-		sb_elem(&arr[4], rows[i].created_at, i == 0);
-		sb_elem(&arr[5], rows[i].traceparent, i == 0);
+	for (int c = 0; c < OB_NCOLS; c++) {
+		arr[c].p = NULL;
+		arr[c].f = open_memstream(&arr[c].p, &arr[c].len);
+		if (!arr[c].f)
+			rc = PIN_ERR;
+		else
+			fputc('{', arr[c].f);
+	}
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		arr_elem(arr[0].f, rows[i].message_id, i == 0);
+		arr_elem(arr[1].f, rows[i].topic, i == 0);
+		arr_elem(arr[2].f, rows[i].key, i == 0);
+		arr_elem(arr[3].f, rows[i].envelope, i == 0);
+		arr_elem(arr[4].f, rows[i].created_at, i == 0);
+		arr_elem(arr[5].f, rows[i].traceparent, i == 0);
 	}
 	for (int c = 0; c < OB_NCOLS; c++) {
-		sb_put(&arr[c], "}", 1);
-		if (arr[c].oom)
-			rc = PIN_ERR;
+		if (arr[c].f) {
+			fputc('}', arr[c].f);
+			if (ferror(arr[c].f) | fclose(arr[c].f))
+				rc = PIN_ERR;
+		}
 		vals[c] = arr[c].p;
 	}
 	if (rc == 0) {
