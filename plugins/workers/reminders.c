@@ -23,6 +23,11 @@
 #define DEFAULT_BATCH 2000  /* one UPDATE ... RETURNING per batch (issue 13) */
 #define MAX_BATCHES 100     /* per pass (200k rows); the next pass continues */
 
+/* The UPDATE finds the batch's rows by primary key (= ANY of the array of
+ * the locked ids): the join form (FROM due WHERE r.id = due.id) made
+ * PostgreSQL hash-join a sequential scan of the WHOLE table per batch
+ * (1.04 s instead of 0.17 s per 2000 rows with 100k rows in the table,
+ * growing with it), and the event join then a scan of every event. */
 static const char dispatch_sql[] =
 	"WITH due AS ("
 	"  SELECT r.id FROM calendar.event_reminders r "
@@ -31,7 +36,7 @@ static const char dispatch_sql[] =
 	"), sent AS ("
 	"  UPDATE calendar.event_reminders r SET status = 'Sent', sent_at = $1::timestamptz, "
 	"    updated_at = $1::timestamptz "
-	"  FROM due WHERE r.id = due.id "
+	"  WHERE r.id = ANY (ARRAY(SELECT id FROM due)) "
 	"  RETURNING r.id, r.calendar_event_id, r.offset_minutes, r.due_at"
 	") "
 	"SELECT s.id, e.id, e.tenant_id, e.owner_user_id, e.client_user_id, e.kind, "
