@@ -72,4 +72,6 @@ const struct pin_host_api pin_api = {
 	.metric_set = pin_metric_set,
 	.outbox_put_to = pin_outbox_put_to,
 	.metric_observe = pin_metric_observe,
+	/* 1.4 (reminders) */
+	.outbox_put_many = pin_outbox_put_many,
 };

@@ -137,6 +137,9 @@ int pin_outbox_put_to(const char *table, const char *topic, const char *key,
 		const char *event_type, const char *aggregate_type,
 		const char *aggregate_id, json_object *payload);
 #define PIN_OUTBOX_DEFAULT "calendar.outbox"
+/* ABI 1.4: n messages (stride msg_size) into table in one statement */
+int pin_outbox_put_many(const char *table, const struct pin_outbox_msg *msgs,
+		size_t n, size_t msg_size);
 
 /* ---- trace.c ------------------------------------------------------------ */
 /* correlation id of the current invocation (thread-local), may be NULL;

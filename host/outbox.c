@@ -1,50 +1,41 @@
 /* outbox.c -- the transactional outbox writer.  The row keeps the W3C
  * traceparent of the request / job / message that wrote it (the relay
- * sends it as a Kafka header); one INFO line per row with its traceId. */
+ * sends it as a Kafka header).  outbox_put writes one row (one INFO line
+ * with its traceId); outbox_put_many (ABI 1.4) writes a batch in ONE
+ * statement and logs one line for it.  Both build the envelope with
+ * envelope_text() and insert with outbox_insert(), the only SQL that
+ * writes outbox rows. */
 #include "config.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "host.h"
 
-int pin_outbox_put(const char *topic, const char *key, const char *event_type,
-		const char *aggregate_type, const char *aggregate_id,
-		json_object *payload)
-{
-	return pin_outbox_put_to(NULL, topic, key, event_type, aggregate_type,
-			aggregate_id, payload);
-}
+/* One outbox row, its column values as text (traceparent may be NULL). */
+struct ob_row {
+	const char *message_id, *topic, *key, *envelope, *created_at, *traceparent;
+};
 
-int pin_outbox_put_to(const char *table, const char *topic, const char *key,
-		const char *event_type, const char *aggregate_type,
-		const char *aggregate_id, json_object *payload)
+/* createdAt of the envelope and the row: now with millisecond precision, as
+ * events.md shows ("...SS.mmmZ"); ts >= 40 bytes */
+static void created_at(char *ts, size_t len)
 {
-	char sql[256], stmt[160];
-	char mid[37], ts[40];
-	json_object *env;
-	const char *vals[6];
-	PGresult *res;
-	int rc = 0;
 	int64_t now = pin_clock_now_us();
 
-	if (!topic || !key || !event_type || !payload)
-		return PIN_ERR;
-	if (!table)
-		table = PIN_OUTBOX_DEFAULT;
-	if (!pin_outbox_known(table)) {
-		pin_log(PIN_LOG_ERROR, "outbox: table not registered", "table", table, NULL);
-		return PIN_ERR;
-	}
-	/* the name is checked at registration ([a-z0-9_.]) */
-	snprintf(sql, sizeof sql, "INSERT INTO %s (message_id, topic, key, envelope,"
-			" created_at, traceparent) VALUES ($1, $2, $3, $4::jsonb, $5, $6)", table);
-	snprintf(stmt, sizeof stmt, "pin_outbox_put:%s", table);
-	pin_uuid_v7(mid);
-	/* createdAt with millisecond precision, as events.md shows */
 	now -= now % 1000;
-	pin_clock_fmt(now, ts, sizeof ts);
+	pin_clock_fmt(now, ts, len);
 	if (strlen(ts) == 27)   /* "...SS.mmm000Z" -> "...SS.mmmZ" */
 		memmove(ts + 23, ts + 26, 2);
-	env = json_object_new_object();
+}
+
+/* The events.md envelope around payload (borrowed), messageId mid, createdAt
+ * ts, correlationId the thread's trace id.  The caller serialises it
+ * (envelope_json) and puts it. */
+static json_object *envelope_new(const char *mid, const char *ts, const char *event_type,
+		const char *aggregate_type, const char *aggregate_id, json_object *payload)
+{
+	json_object *env = json_object_new_object();
+
 	json_object_object_add(env, "messageId", json_object_new_string(mid));
 	json_object_object_add(env, "eventType", json_object_new_string(event_type));
 	json_object_object_add(env, "contractVersion", json_object_new_int(1));
@@ -56,21 +47,221 @@ int pin_outbox_put_to(const char *table, const char *topic, const char *key,
 	json_object_object_add(env, "correlationId",
 		pin_trace_get() ? json_object_new_string(pin_trace_get()) : NULL);
 	json_object_object_add(env, "payload", json_object_get(payload));
-	vals[0] = mid;
-	vals[1] = topic;
-	vals[2] = key;
-	vals[3] = json_object_to_json_string_ext(env, JSON_C_TO_STRING_PLAIN |
+	return env;
+}
+
+static const char *envelope_json(json_object *env)
+{
+	return json_object_to_json_string_ext(env, JSON_C_TO_STRING_PLAIN |
 			JSON_C_TO_STRING_NOSLASHESCAPE);
-	vals[4] = ts;
-	vals[5] = pin_traceparent_get();
-	res = pin_db_exec_prepared(stmt, sql, 6, vals);
-	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
-		rc = PIN_ERR_DB;
-	} else {
+}
+
+/* ---- the INSERT of outbox rows ------------------------------------------ */
+
+/* one element of a PostgreSQL array literal into f: NULL, or "..." with "
+ * and \ escaped */
+static void arr_elem(FILE *f, const char *s, bool first)
+{
+	if (!first)
+		fputc(',', f);
+	if (!s) {
+		fputs("NULL", f);
+		return;
+	}
+	fputc('"', f);
+	for (const char *run = s;; s++) {
+		if (*s == '"' || *s == '\\' || !*s) {
+			fwrite(run, 1, (size_t)(s - run), f);
+			if (!*s)
+				break;
+			fputc('\\', f);
+			run = s;
+		}
+	}
+	fputc('"', f);
+}
+
+/*
+ * THE statement that writes outbox rows: n rows into table (registered,
+ * checked by the caller), in the caller's transaction.  One row: INSERT ..
+ * VALUES (the statement of tests/bench/booking.sql); more: one INSERT ..
+ * SELECT FROM unnest() of one array per column, so a batch is one round trip
+ * whatever its size.  The column list, their casts and the array order are
+ * the same for both.  0 / PIN_ERR_DB (PIN_ERR: out of memory).
+ */
+#define OB_NCOLS 6
+static int outbox_insert(const char *table, const struct ob_row *rows, size_t n)
+{
+	static const char cols[] = "message_id, topic, key, envelope, created_at, traceparent";
+	static const char *const casts[OB_NCOLS] = { "uuid", "text", "text", "jsonb",
+		"timestamptz", "text" };
+	char sql[512], stmt[160];
+	const char *vals[OB_NCOLS];
+	struct { FILE *f; char *p; size_t len; } arr[OB_NCOLS];
+	PGresult *res;
+	int rc = 0;
+
+	if (n == 1) {
+		snprintf(sql, sizeof sql, "INSERT INTO %s (%s) VALUES ($1::%s, $2::%s, $3::%s,"
+			" $4::%s, $5::%s, $6::%s)", table, cols, casts[0], casts[1], casts[2],
+			casts[3], casts[4], casts[5]);
+		snprintf(stmt, sizeof stmt, "pin_outbox_put:%s", table);
+		vals[0] = rows[0].message_id;
+		vals[1] = rows[0].topic;
+		vals[2] = rows[0].key;
+		vals[3] = rows[0].envelope;
+		vals[4] = rows[0].created_at;
+		vals[5] = rows[0].traceparent;
+		res = pin_db_exec_prepared(stmt, sql, OB_NCOLS, vals);
+		return res && PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : PIN_ERR_DB;
+	}
+	snprintf(sql, sizeof sql, "INSERT INTO %s (%s) SELECT * FROM unnest($1::%s[],"
+		" $2::%s[], $3::%s[], $4::%s[], $5::%s[], $6::%s[])", table, cols, casts[0],
+		casts[1], casts[2], casts[3], casts[4], casts[5]);
+	snprintf(stmt, sizeof stmt, "pin_outbox_put_many:%s", table);
+	for (int c = 0; c < OB_NCOLS; c++) {
+		arr[c].p = NULL;
+		arr[c].f = open_memstream(&arr[c].p, &arr[c].len);
+		if (!arr[c].f)
+			rc = PIN_ERR;
+		else
+			fputc('{', arr[c].f);
+	}
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		arr_elem(arr[0].f, rows[i].message_id, i == 0);
+		arr_elem(arr[1].f, rows[i].topic, i == 0);
+		arr_elem(arr[2].f, rows[i].key, i == 0);
+		arr_elem(arr[3].f, rows[i].envelope, i == 0);
+		arr_elem(arr[4].f, rows[i].created_at, i == 0);
+		arr_elem(arr[5].f, rows[i].traceparent, i == 0);
+	}
+	for (int c = 0; c < OB_NCOLS; c++) {
+		if (arr[c].f) {
+			fputc('}', arr[c].f);
+			if (ferror(arr[c].f) | fclose(arr[c].f))
+				rc = PIN_ERR;
+		}
+		vals[c] = arr[c].p;
+	}
+	if (rc == 0) {
+		res = pin_db_exec_prepared(stmt, sql, OB_NCOLS, vals);
+		if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+			rc = PIN_ERR_DB;
+	}
+	for (int c = 0; c < OB_NCOLS; c++)
+		free(arr[c].p);
+	return rc;
+}
+
+/* ---- the ABI members ---------------------------------------------------- */
+
+int pin_outbox_put(const char *topic, const char *key, const char *event_type,
+		const char *aggregate_type, const char *aggregate_id,
+		json_object *payload)
+{
+	return pin_outbox_put_to(NULL, topic, key, event_type, aggregate_type,
+			aggregate_id, payload);
+}
+
+static bool table_ok(const char **table)
+{
+	if (!*table)
+		*table = PIN_OUTBOX_DEFAULT;
+	if (!pin_outbox_known(*table)) {
+		pin_log(PIN_LOG_ERROR, "outbox: table not registered", "table", *table, NULL);
+		return false;
+	}
+	return true;   /* the name is checked at registration ([a-z0-9_.]) */
+}
+
+int pin_outbox_put_to(const char *table, const char *topic, const char *key,
+		const char *event_type, const char *aggregate_type,
+		const char *aggregate_id, json_object *payload)
+{
+	char mid[37], ts[40];
+	json_object *env;
+	struct ob_row row;
+	int rc;
+
+	if (!topic || !key || !event_type || !payload)
+		return PIN_ERR;
+	if (!table_ok(&table))
+		return PIN_ERR;
+	pin_uuid_v7(mid);
+	created_at(ts, sizeof ts);
+	env = envelope_new(mid, ts, event_type, aggregate_type, aggregate_id, payload);
+	row = (struct ob_row){ mid, topic, key, envelope_json(env), ts,
+		pin_traceparent_get() };
+	rc = outbox_insert(table, &row, 1);
+	if (rc == 0) {
 		pin_metric_add("pin_outbox_written_total", NULL, 1);
 		pin_log(PIN_LOG_INFO, "outbox: event recorded", "messageId", mid,
 				"topic", topic, "eventType", event_type, NULL);
 	}
 	json_object_put(env);
+	return rc;
+}
+
+int pin_outbox_put_many(const char *table, const struct pin_outbox_msg *msgs,
+		size_t n, size_t msg_size)
+{
+	char ts[40], cnt[24];
+	char (*mid)[37];
+	json_object **env;
+	struct ob_row *rows;
+	const char *topic, *event_type, *tp;
+	int rc = 0;
+
+	if (n == 0)
+		return 0;
+	if (!msgs || msg_size < sizeof(struct pin_outbox_msg) || n > (size_t)INT32_MAX)
+		return PIN_ERR;
+#define MSG(i) ((const struct pin_outbox_msg *)(const void *)((const char *)msgs + (i) * msg_size))
+	for (size_t i = 0; i < n; i++)
+		if (!MSG(i)->topic || !MSG(i)->key || !MSG(i)->event_type || !MSG(i)->payload)
+			return PIN_ERR;
+	if (!table_ok(&table))
+		return PIN_ERR;
+	mid = malloc(n * sizeof *mid);
+	env = calloc(n, sizeof *env);
+	rows = malloc(n * sizeof *rows);
+	if (!mid || !env || !rows) {
+		rc = PIN_ERR;
+		goto out;
+	}
+	created_at(ts, sizeof ts);
+	tp = pin_traceparent_get();
+	topic = MSG(0)->topic;
+	event_type = MSG(0)->event_type;
+	for (size_t i = 0; i < n; i++) {
+		const struct pin_outbox_msg *m = MSG(i);
+
+		pin_uuid_v7(mid[i]);
+		env[i] = envelope_new(mid[i], ts, m->event_type, m->aggregate_type,
+				m->aggregate_id, m->payload);
+		rows[i] = (struct ob_row){ mid[i], m->topic, m->key, envelope_json(env[i]),
+			ts, tp };
+		if (strcmp(m->topic, topic) != 0)
+			topic = "(several)";
+		if (strcmp(m->event_type, event_type) != 0)
+			event_type = "(several)";
+	}
+#undef MSG
+	rc = outbox_insert(table, rows, n);
+	if (rc == 0) {
+		pin_metric_add("pin_outbox_written_total", NULL, (double)n);
+		snprintf(cnt, sizeof cnt, "%zu", n);
+		pin_log(PIN_LOG_INFO, "outbox: events recorded", "count", cnt,
+				"firstMessageId", mid[0], "lastMessageId", mid[n - 1],
+				"topic", topic, "eventType", event_type, NULL);
+	}
+out:
+	if (env)
+		for (size_t i = 0; i < n; i++)
+			if (env[i])
+				json_object_put(env[i]);
+	free(rows);
+	free(env);
+	free(mid);
 	return rc;
 }

@@ -9,4 +9,10 @@
 int pc_outbox(const char *topic, const char *key, const char *event_type,
 		const char *aggregate_type, const char *aggregate_id, json_object *payload);
 
+/* The same for n messages into table (NULL = calendar.outbox) in one
+ * statement (api->outbox_put_many, ABI 1.4; a plugin built with this
+ * header needs a 1.4 host anyway).  Releases every msgs[i].payload (ownership
+ * transfers), also on failure.  0 / PIN_ERR_DB: roll back. */
+int pc_outbox_many(const char *table, const struct pin_outbox_msg *msgs, size_t n);
+
 #endif

@@ -2,7 +2,8 @@
  *
  * Each batch is one transaction: Pending reminders with DueAt < now are
  * taken with FOR UPDATE SKIP LOCKED, set to Sent (SentAt = now) and one
- * pin.calendar.reminder-due.v1 per row goes to the outbox.  Two worker hosts
+ * pin.calendar.reminder-due.v1 per row goes to the outbox, all of them in
+ * one statement (api->outbox_put_many).  Two worker hosts
  * never take the same row (SKIP LOCKED), and a second pass finds the rows
  * Sent (idempotent by state).  A concurrent cancel of the event either locks
  * the rows first (the dispatcher skips them, they end Skipped) or waits for
@@ -22,6 +23,11 @@
 #define DEFAULT_BATCH 2000  /* one UPDATE ... RETURNING per batch (issue 13) */
 #define MAX_BATCHES 100     /* per pass (200k rows); the next pass continues */
 
+/* The UPDATE finds the batch's rows by primary key (= ANY of the array of
+ * the locked ids): the join form (FROM due WHERE r.id = due.id) made
+ * PostgreSQL hash-join a sequential scan of the WHOLE table per batch
+ * (1.04 s instead of 0.17 s per 2000 rows with 100k rows in the table,
+ * growing with it), and the event join then a scan of every event. */
 static const char dispatch_sql[] =
 	"WITH due AS ("
 	"  SELECT r.id FROM calendar.event_reminders r "
@@ -30,7 +36,7 @@ static const char dispatch_sql[] =
 	"), sent AS ("
 	"  UPDATE calendar.event_reminders r SET status = 'Sent', sent_at = $1::timestamptz, "
 	"    updated_at = $1::timestamptz "
-	"  FROM due WHERE r.id = due.id "
+	"  WHERE r.id = ANY (ARRAY(SELECT id FROM due)) "
 	"  RETURNING r.id, r.calendar_event_id, r.offset_minutes, r.due_at"
 	") "
 	"SELECT s.id, e.id, e.tenant_id, e.owner_user_id, e.client_user_id, e.kind, "
@@ -59,10 +65,14 @@ static json_object *reminder_due_payload(const PGresult *res, int i)
 	return o;
 }
 
-/* One batch: returns rows sent (>= 0) or PIN_ERR_DB. */
+/* One batch: returns rows sent (>= 0) or PIN_ERR_DB.  Four round trips
+ * whatever its size: BEGIN, the UPDATE .. RETURNING, ONE outbox insert of
+ * all its reminder-due messages (api->outbox_put_many, which logs the one
+ * line of the batch: count and first/last messageId), COMMIT. */
 static int dispatch_batch(int64_t now_us, int batch)
 {
 	const char *params[2];
+	struct pin_outbox_msg *msgs;
 	PGresult *res;
 	int64_t sent_us;
 	int i, n;
@@ -76,6 +86,9 @@ static int dispatch_batch(int64_t now_us, int batch)
 		goto fail;
 	n = PQntuples(res);
 	sent_us = pc_api->now_us();
+	msgs = pc_api->alloc((size_t)(n ? n : 1) * sizeof *msgs);
+	if (!msgs)
+		goto fail;
 	for (i = 0; i < n; i++) {
 		const char *event_id = PQgetvalue(res, i, RD_EVENT);
 
@@ -83,15 +96,15 @@ static int dispatch_batch(int64_t now_us, int batch)
 		pc_api->metric_observe("pin_reminder_lateness_seconds", NULL,
 				(double)(sent_us - pc_col_us(res, i, RD_DUE)) / 1e6);
 		/* the outbox envelope is built by the host; key = EventId */
-		if (pc_outbox(PC_TOPIC_REMINDER_DUE, event_id, "pin.calendar.reminder-due",
-				"CalendarEvent", event_id, reminder_due_payload(res, i)) < 0)
-			goto fail;
+		msgs[i] = (struct pin_outbox_msg){ PC_TOPIC_REMINDER_DUE, event_id,
+			"pin.calendar.reminder-due", "CalendarEvent", event_id,
+			reminder_due_payload(res, i) };
 	}
+	/* all n rows or none: a failure rolls the Sent marks back with them */
+	if (pc_outbox_many(NULL, msgs, (size_t)n) < 0)
+		goto fail;
 	if (pc_api->db_commit() != 0)
 		return PIN_ERR_DB;
-	if (n > 0)
-		pc_api->log(PIN_LOG_INFO, "reminder-dispatch batch", "sent",
-				pc_api->sprintf("%d", n), NULL);
 	return n;
 fail:
 	pc_api->db_rollback();

@@ -38,7 +38,7 @@ b_rem_clean() {
 
 bench_reminders() {
 	local n=${PIN_BENCH_REMINDERS_N:-100000} ev t0 s_disp s_e2e s_relay lat_p99 cycle
-	local r_disp r_e2e r_relay ratio ok=true
+	local r_disp r_e2e r_relay ratio ok=true once
 	ev=$((n / 2))
 	b_rem_clean
 	say "reminders: $ev events x 2 due reminders (SQL)"
@@ -63,13 +63,15 @@ bench_reminders() {
 	"$BIN/pin-host" --mode worker --once --config "$CONF" --plugins "$(worker_plugins)" \
 		--plugin-dir "$PLUGDIR" --pg-dsn "$PG_DSN" --kafka-bootstrap "@$BOOT" \
 		>"$LOGS/bench-reminders-once.log" 2>&1 &
+	once=$!
 	s_disp=$(b_rem_wait "SELECT count(*) FROM calendar.event_reminders r JOIN
 		calendar.calendar_events e ON e.id = r.calendar_event_id
 		WHERE e.owner_user_id::text LIKE 'b0000000-0000-4000-800f-%' AND r.status = 'Sent'" "$n" "$t0")
 	s_e2e=$(b_rem_wait "SELECT count(*) FROM calendar.outbox WHERE key LIKE
 		'b0000000-0000-4000-8010-%' AND topic = 'pin.calendar.reminder-due.v1'
 		AND published_at IS NOT NULL" "$n" "$t0")
-	wait || true
+	# only the --once host: a stack this shell started is its child too
+	wait "$once" || true
 	# the reminders were due 1 h + offset ago when inserted: lateness counted from
 	# the insert (t0), the moment they became due for this bench
 	lat_p99=$(b_psql -tA -c "SELECT round(percentile_cont(0.99) WITHIN GROUP (ORDER BY

@@ -788,6 +788,74 @@ START_TEST(agency_and_pin_manager_views)
 }
 END_TEST
 
+START_TEST(dispatch_batch_one_message_each_all_or_nothing)
+{
+	/* one dispatch batch writes its reminder-due rows with ONE outbox insert
+	 * (api->outbox_put_many): exactly one row per reminder, each with the
+	 * envelope outbox_put writes; a row refused in the middle of the batch
+	 * leaves nothing behind: no reminder Sent without its row, also those
+	 * before it in the batch */
+	struct who w = agent();
+	const char *ids[5], *in_list = "";
+	const struct h_kmsg *m;
+	int i;
+
+	for (i = 0; i < 5; i++) {
+		ids[i] = create_meeting(&w, DAY + 600 * i, "[60,120]");
+		in_list = h_sprintf("%s%s%s", in_list, i ? "," : "", ids[i]);
+	}
+	/* the outbox refuses the rows of the middle event (due 3rd of 5) */
+	h_sql(h_sprintf("ALTER TABLE calendar.outbox ADD CONSTRAINT test_refuse_%.8s "
+		"CHECK (key <> '%s') NOT VALID", ids[2], ids[2]));
+	ck_assert_int_ne(h_run_worker_once(DAY + 3 * 3600), 0);
+	h_sql(h_sprintf("ALTER TABLE calendar.outbox DROP CONSTRAINT test_refuse_%.8s", ids[2]));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.event_reminders WHERE "
+		"status <> 'Pending' AND calendar_event_id = ANY (string_to_array($1, ',')::uuid[])",
+		in_list), 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE topic = $1 "
+		"AND key = ANY (string_to_array($2, ','))", T_REMINDER, in_list), 0);
+
+	/* the next pass sends all 10, one row each */
+	ck_assert_int_eq(h_run_worker_once(DAY + 3 * 3600), 0);
+	for (i = 0; i < 5; i++) {
+		ck_assert_int_eq(rem_count(ids[i], "Sent"), 2);
+		ck_assert_int_eq(outbox_count(T_REMINDER, ids[i]), 2);
+	}
+	ck_assert_int_eq(h_sql_int("SELECT count(DISTINCT o.envelope->'payload'->>'reminderId') "
+		"FROM calendar.outbox o JOIN calendar.event_reminders r "
+		"  ON r.id::text = o.envelope->'payload'->>'reminderId' AND r.status = 'Sent' "
+		"WHERE o.topic = $1 AND o.key = ANY (string_to_array($2, ','))", T_REMINDER, in_list), 10);
+	/* the envelope: what outbox_put writes (the event-created row of the same
+	 * event has the same keys), its own messageId v7 = the row's,
+	 * createdAt = the row's in milliseconds, correlationId = the trace of the
+	 * row's traceparent, aggregate = the event */
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox o, calendar.outbox c "
+		"WHERE o.topic = $1 AND o.key = ANY (string_to_array($2, ',')) "
+		"  AND c.topic = $3 AND c.key = o.key "
+		"  AND (SELECT string_agg(k, ',' ORDER BY k) FROM jsonb_object_keys(o.envelope) k) = "
+		"      (SELECT string_agg(k, ',' ORDER BY k) FROM jsonb_object_keys(c.envelope) k) "
+		"  AND o.envelope->>'messageId' = o.message_id::text "
+		"  AND substr(o.message_id::text, 15, 1) = '7' "
+		"  AND o.envelope->>'eventType' = 'pin.calendar.reminder-due' "
+		"  AND o.envelope->'contractVersion' = '1'::jsonb "
+		"  AND o.envelope->>'aggregateType' = 'CalendarEvent' "
+		"  AND o.envelope->>'aggregateId' = o.key "
+		"  AND o.envelope->'payload'->>'eventId' = o.key "
+		"  AND o.envelope->>'createdAt' ~ '^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z$' "
+		"  AND (o.envelope->>'createdAt')::timestamptz = o.created_at "
+		"  AND o.envelope->>'correlationId' = split_part(o.traceparent, '-', 2)",
+		T_REMINDER, in_list, T_CREATED), 10);
+	ck_assert_int_eq(h_sql_int("SELECT count(DISTINCT message_id) FROM calendar.outbox "
+		"WHERE topic = $1 AND key = ANY (string_to_array($2, ','))", T_REMINDER, in_list), 10);
+	/* and the relay publishes them as any other row */
+	m = h_kafka_wait_key(T_REMINDER, ids[2], 20000);
+	ck_assert_msg(m != NULL, "reminder-due of the refused event not on the broker");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE message_id::text = $1 "
+		"AND key = $2", h_jstr(m->json, "messageId"), ids[2]), 1);
+	assert_keys(h_jget(m->json, "payload"), KEYS_REMINDER);
+}
+END_TEST
+
 /* ------------------------------------------------------------ two workers */
 
 START_TEST(two_worker_hosts_no_duplicates)
@@ -871,6 +939,7 @@ Suite *make_calendar_suite(void)
 	tcase_add_test(rem, reschedule_to_same_start_is_no_move);
 	tcase_add_test(rem, ac_cancel_skips_pending);
 	tcase_add_test(rem, two_worker_hosts_no_duplicates);
+	tcase_add_test(rem, dispatch_batch_one_message_each_all_or_nothing);
 	suite_add_tcase(s, rem);
 	return s;
 }

@@ -42,6 +42,10 @@
  *                    route declares that it only reads and tolerates a few
  *                    seconds of staleness; with pg_dsn_read set, its
  *                    api->db() is the hot standby (plugin code unchanged).
+ *   2026-12-01  1.4  pin_host_api.outbox_put_many (struct pin_outbox_msg):
+ *                    a batch of messages into one outbox table in ONE
+ *                    statement (same envelope as outbox_put, one log line
+ *                    per batch); the reminder dispatcher uses it.
  */
 #ifndef PIN_PLUGIN_H
 #define PIN_PLUGIN_H
@@ -56,7 +60,7 @@ extern "C" {
 #endif
 
 #define PIN_ABI_MAJOR 1
-#define PIN_ABI_MINOR 3
+#define PIN_ABI_MINOR 4
 
 /* True when the (size-prefixed) table t has member m. */
 #define PIN_API_HAS(t, m) \
@@ -149,6 +153,18 @@ struct pin_consume_result {
  */
 typedef enum pin_consume_status (*pin_consumer_fn)(const struct pin_msg *msg,
 		struct pin_consume_result *res, void *ud);
+
+/* One message of api->outbox_put_many (1.4).  All pointers borrowed for the
+ * call; the same meaning as the arguments of outbox_put.  May grow at its
+ * end: the caller passes sizeof(struct pin_outbox_msg) as msg_size. */
+struct pin_outbox_msg {
+	const char *topic;
+	const char *key;
+	const char *event_type;
+	const char *aggregate_type;     /* or NULL */
+	const char *aggregate_id;       /* or NULL */
+	json_object *payload;           /* borrowed (serialised, not kept) */
+};
 
 /* ---- registration records (copied by the host; strings must be static) --- */
 
@@ -317,6 +333,21 @@ struct pin_host_api {
 	 *    name without _bucket/_sum/_count, e.g.
 	 *    "notifications_dispatch_duration_seconds".  Thread-safe, copied. */
 	void (*metric_observe)(const char *name, const char *labels, double v);
+
+	/* -- 1.4: outbox_put of n messages at once into table (NULL =
+	 *    calendar.outbox; a registered one, as outbox_put_to), in the
+	 *    current transaction and in ONE statement: all n rows or none.
+	 *    Each message gets the envelope outbox_put builds (its own
+	 *    messageId v7; createdAt = now, one value for the batch;
+	 *    correlationId and traceparent of the invocation).  One INFO log
+	 *    line per call (count, first/last messageId), not one per row.
+	 *    msgs is an array of n records of msg_size bytes (pass
+	 *    sizeof(struct pin_outbox_msg)).  0 (also for n == 0); PIN_ERR
+	 *    when a message lacks topic, key, event_type or payload (nothing
+	 *    written), for an unregistered table, or out of memory;
+	 *    PIN_ERR_DB (roll the transaction back). */
+	int (*outbox_put_many)(const char *table, const struct pin_outbox_msg *msgs,
+			size_t n, size_t msg_size);
 };
 
 /* ---- the descriptor ----------------------------------------------------- */
