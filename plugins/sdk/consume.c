@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include "sdk/consume.h"
 #include "sdk/body.h"
 
@@ -77,4 +78,12 @@ const char *pc_identity_user(json_object *payload, const char **user_id,
 	if (!*display_name || !**display_name || strlen(*display_name) > 1000)
 		return "displayName is missing, empty or too long";
 	return NULL;
+}
+
+int pc_batch_run_has(const char *const *keys, size_t n, const char *key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcasecmp(keys[i], key))
+			return 1;
+	return 0;
 }

@@ -27,4 +27,12 @@ void pc_contract_check(const struct pin_msg *msg, const char *log_msg,
 const char *pc_identity_user(json_object *payload, const char **user_id,
 		const char **display_name);
 
+/* [consume] Set-based batch handlers (pin_consumer.batch_fn, ABI 1.4)
+ * split a batch into runs of distinct keys, each one multi-row statement:
+ * a key that repeats starts a new run (one key's messages keep their
+ * order).  A run holds at most PC_BATCH_RUN_MAX messages. */
+#define PC_BATCH_RUN_MAX 256
+/* non-zero when key (a uuid text, any case) is among keys[0..n) */
+int pc_batch_run_has(const char *const *keys, size_t n, const char *key);
+
 #endif
