@@ -214,7 +214,9 @@ START_TEST(test_consumer_batch_members)
 {
 	static const char *const topics[] = { "pin.unit.v1", NULL };
 	size_t old = offsetof(struct pin_consumer, batch_fn);
-	struct pin_consumer *c13 = malloc(old);
+	struct pin_consumer full13 = { .group = "unit-13", .topics = topics,
+		.fn = noop_consume };
+	void *c13 = malloc(old);
 	struct pin_consumer c14 = { .group = "unit-14", .topics = topics,
 		.fn = noop_consume, .batch_fn = noop_batch, .batch_max = 32 };
 	struct pin_registrar *reg = pin_registrar_new("unit");
@@ -222,10 +224,7 @@ START_TEST(test_consumer_batch_members)
 
 	ck_assert_ptr_nonnull(reg);
 	ck_assert_ptr_nonnull(c13);
-	memset(c13, 0, old);
-	c13->group = "unit-13";
-	c13->topics = topics;
-	c13->fn = noop_consume;
+	memcpy(c13, &full13, old);
 	pin_registrar_set_minor(reg, 3);
 	ck_assert_int_eq(reg->consumer(reg, c13), 0);
 	pin_registrar_set_minor(reg, 4);
