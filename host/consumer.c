@@ -99,6 +99,7 @@ struct held {
 struct cons {
 	pthread_t thr;
 	const struct pin_consumer_entry *e;
+	size_t sp_max;              /* [consume] most messages of a savepoint batch */
 	rd_kafka_t *rk;
 	rd_kafka_t *dlq;
 	char *boot;                 /* bootstrap the consumer was built with */
@@ -787,7 +788,10 @@ static void handle(struct cons *c, rd_kafka_message_t *m, struct held *h)
  * subtransaction id, and above 64 per transaction PostgreSQL's snapshots of
  * the other sessions overflow their subxid cache.
  * pin_consumer.batch_max (ABI 1.4) caps a consumer's batches below that
- * (the CRM booking consumer: 32, two subxids per message).
+ * (the CRM booking consumer: 32, two subxids per message).  A consumer with
+ * a batch handler takes up to consumer_batch_set_max (500) messages a
+ * batch; when such a batch is larger than a savepoint batch may be and its
+ * handler gives up, its messages take one transaction each.
  *
  * [consume] Set-based batches (pin_consumer.batch_fn, ABI 1.4): after the
  * claim, the batch's new messages go to the batch handler in ONE call (no
@@ -1167,7 +1171,7 @@ static void handle_batch(struct cons *c, struct bitem *b, size_t n)
 		}
 	}
 	rc = batch_tx(c, b, n, c->e->c.batch_fn != NULL);
-	if (rc == 0) {
+	if (rc == 0 && n <= c->sp_max) {
 		/* [consume] the set path gave up: the same transaction's work
 		 * again, one savepoint per message */
 		pin_db_rollback();
@@ -1175,6 +1179,11 @@ static void handle_batch(struct cons *c, struct bitem *b, size_t n)
 		for (i = 0; i < n; i++)
 			bitem_reset(&b[i]);
 		rc = batch_tx(c, b, n, false);
+	} else if (rc == 0) {
+		/* a set batch larger than a savepoint batch may be: one
+		 * transaction per message (no subxid cache overflow) */
+		pin_metric_add("pin_consumer_batch_fallbacks_total", c->labels, 1);
+		rc = -1;
 	}
 	if (rc > 0) {
 		batch_finish(c, b, n);
@@ -1503,6 +1512,18 @@ static void *cons_main(void *arg)
 		bmax = 10000;
 	if (c->e->c.batch_max > 0 && bmax > c->e->c.batch_max)
 		bmax = c->e->c.batch_max;   /* [consume] the consumer's own cap (1.4) */
+	c->sp_max = (size_t)bmax;
+	if (c->e->c.batch_fn && bmax > 1) {
+		/* [consume] no savepoint per message on the set path: larger */
+		long long smax = pin_config_int("consumer_batch_set_max", 500);
+
+		if (smax > 10000)
+			smax = 10000;
+		if (c->e->c.batch_max > 0 && smax > c->e->c.batch_max)
+			smax = c->e->c.batch_max;
+		if (smax > bmax)
+			bmax = smax;
+	}
 	b = calloc((size_t)bmax, sizeof(*b));
 	pin_arena_set_current(a);
 	while (!stopping()) {
