@@ -828,7 +828,7 @@ static bool same_part(const struct bitem *x, const struct bitem *y)
  * 0, or -1 (statement failed). */
 static int batch_claim(struct cons *c, struct bitem *b, size_t n)
 {
-	size_t len = 3, k = 0;
+	size_t len = 3, k = 0, nv = 0, *vidx;
 	char now[40], *arr, *w;
 	const char *p[3];
 	PGresult *r;
@@ -849,6 +849,7 @@ static int batch_claim(struct cons *c, struct bitem *b, size_t n)
 	*w = '\0';
 	if (!k)
 		return 0;
+	vidx = pin_arena_alloc(k * sizeof(*vidx));
 	pin_clock_fmt(pin_clock_now_us(), now, sizeof(now));
 	p[0] = c->e->c.group;
 	p[1] = arr;
@@ -856,16 +857,17 @@ static int batch_claim(struct cons *c, struct bitem *b, size_t n)
 	r = pin_db_exec_prepared("pin_consumer_claim", c->claim_sql, 3, p);
 	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK)
 		return -1;
+	/* [consume] the rows are the array positions (1-based) of the new
+	 * ids, the first copy of an id that is twice in the batch: linear
+	 * also for a 500-message batch */
+	for (size_t i = 0; i < n; i++)
+		if (b[i].valid)
+			vidx[nv++] = i;
 	for (int j = 0; j < PQntuples(r); j++) {
-		const char *id = PQgetvalue(r, j, 0);
+		long long ord = atoll(PQgetvalue(r, j, 0));
 
-		/* the first copy of an id in the batch is the new one */
-		for (size_t i = 0; i < n; i++)
-			if (b[i].valid && !b[i].fresh &&
-					!strcasecmp(b[i].msg.message_id, id)) {
-				b[i].fresh = true;
-				break;
-			}
+		if (ord >= 1 && (size_t)ord <= nv)
+			b[vidx[ord - 1]].fresh = true;
 	}
 	return 0;
 }
@@ -962,7 +964,7 @@ static void batch_finish(struct cons *c, struct bitem *b, size_t n)
 		bool blocked = it->skip;
 
 		for (size_t j = 0; j < i && !blocked; j++)
-			blocked = same_part(&b[j], it) && b[j].a != A_DONE;
+			blocked = b[j].a != A_DONE && same_part(&b[j], it);
 		if (it->processed) {
 			processed++;
 			if (it->msg.created_at_us)
@@ -1126,7 +1128,7 @@ static int batch_tx(struct cons *c, struct bitem *b, size_t n, bool use_set)
 		if (!it->valid)
 			continue;
 		for (size_t j = 0; j < i && !it->skip; j++)
-			it->skip = same_part(&b[j], it) && b[j].a == A_RETRY;
+			it->skip = b[j].a == A_RETRY && same_part(&b[j], it);
 		if (it->skip) {
 			it->unclaim = it->fresh;
 			continue;
@@ -1621,9 +1623,12 @@ int pin_consumers_start(void)
 				" VALUES ($1, $2::uuid, $3::timestamptz) ON CONFLICT DO NOTHING",
 				inbox);
 		snprintf(c->claim_sql, sizeof(c->claim_sql),
-				"INSERT INTO %s (consumer_group, message_id, processed_at)"
-				" SELECT $1, m, $3::timestamptz FROM unnest($2::uuid[]) AS m"
-				" ON CONFLICT DO NOTHING RETURNING message_id", inbox);
+				"WITH ins AS (INSERT INTO %s (consumer_group, message_id,"
+				" processed_at) SELECT $1, m, $3::timestamptz FROM"
+				" unnest($2::uuid[]) AS m ON CONFLICT DO NOTHING"
+				" RETURNING message_id) SELECT min(a.ord) FROM"
+				" unnest($2::uuid[]) WITH ORDINALITY AS a(id, ord)"
+				" JOIN ins ON ins.message_id = a.id GROUP BY a.id", inbox);
 		snprintf(c->unclaim_sql, sizeof(c->unclaim_sql),
 				"DELETE FROM %s WHERE consumer_group = $1"
 				" AND message_id = ANY ($2::uuid[])", inbox);
