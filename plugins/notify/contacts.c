@@ -227,14 +227,7 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
  * message is FATAL (no effect); anything that fails gives the batch back to
  * the host (per-message path).  Contacts are PII: never logged.
  */
-struct run {
-	json_object *rows;
-	const char *user[PC_BATCH_RUN_MAX];
-	size_t n;
-	const char *now;
-};
-
-static enum pin_consume_status run_flush(struct run *u)
+static enum pin_consume_status run_flush(struct pc_batch_run *u)
 {
 	const char *p[2];
 	PGresult *r;
@@ -242,7 +235,7 @@ static enum pin_consume_status run_flush(struct run *u)
 
 	if (!u->n)
 		return PIN_CONSUME_OK;
-	p[0] = json_object_to_json_string_ext(u->rows, JSON_C_TO_STRING_PLAIN);
+	p[0] = pc_batch_run_json(u);
 	p[1] = u->now;
 	r = pc_api->db_exec_prepared("ntf_contact_upsert_set",
 		"INSERT INTO notifications.recipient_contacts AS c (user_id, display_name, "
@@ -262,31 +255,21 @@ static enum pin_consume_status run_flush(struct run *u)
 	else if ((size_t)atol(PQcmdTuples(r)) < u->n)
 		pc_api->metric_add("notifications_contacts_stale_total", NULL,
 				(double)(u->n - (size_t)atol(PQcmdTuples(r))));
-	json_object_put(u->rows);
-	u->rows = json_object_new_array();
-	u->n = 0;
+	pc_batch_run_clear(u);
 	return st;
-}
-
-static void add_str(json_object *o, const char *k, const char *v)
-{
-	json_object_object_add(o, k, v ? json_object_new_string(v) : NULL);
 }
 
 static enum pin_consume_status on_users(const struct pin_msg *const *msgs, size_t n,
 		enum pin_consume_status *st, struct pin_consume_result *res, void *ud)
 {
-	struct run u = { .rows = json_object_new_array() };
+	struct pc_batch_run u;
 	enum pin_consume_status rc = PIN_CONSUME_OK;
-	char now[40];
 
 	(void)ud;
-	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
-	u.now = now;
+	pc_batch_run_init(&u);
 	for (size_t i = 0; i < n && rc == PIN_CONSUME_OK; i++) {
 		struct contact k;
 		json_object *o;
-		char created[40];
 		int deleted;
 
 		st[i] = parse_contact(msgs[i], &res[i], &k, &deleted);
@@ -294,30 +277,25 @@ static enum pin_consume_status on_users(const struct pin_msg *const *msgs, size_
 			rc = PIN_CONSUME_RETRY;
 		if (st[i] != PIN_CONSUME_OK)
 			continue;
-		if (deleted || pc_batch_run_has(u.user, u.n, k.user) ||
-		    u.n == PC_BATCH_RUN_MAX)
+		if (deleted || pc_batch_run_ends(&u, k.user))
 			rc = run_flush(&u);
 		if (deleted) {
 			if (rc == PIN_CONSUME_OK)
 				rc = erase(msgs[i], &res[i], k.user, k.name);
 			continue;
 		}
-		pc_api->fmt_time(msgs[i]->created_at_us, created, sizeof(created));
-		o = json_object_new_object();
-		add_str(o, "user_id", k.user);
-		add_str(o, "display_name", k.name);
-		add_str(o, "email", k.email);
-		add_str(o, "phone", k.phone);
-		add_str(o, "locale", k.locale);
-		add_str(o, "time_zone", k.tz);
-		add_str(o, "status", k.status);
-		add_str(o, "last_event_at", created);
-		json_object_array_add(u.rows, o);
-		u.user[u.n++] = k.user;
+		o = pc_batch_run_add(&u, msgs[i], k.user);
+		pc_batch_row_str(o, "user_id", k.user);
+		pc_batch_row_str(o, "display_name", k.name);
+		pc_batch_row_str(o, "email", k.email);
+		pc_batch_row_str(o, "phone", k.phone);
+		pc_batch_row_str(o, "locale", k.locale);
+		pc_batch_row_str(o, "time_zone", k.tz);
+		pc_batch_row_str(o, "status", k.status);
 	}
 	if (rc == PIN_CONSUME_OK)
 		rc = run_flush(&u);
-	json_object_put(u.rows);
+	pc_batch_run_free(&u);
 	return rc;
 }
 

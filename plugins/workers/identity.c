@@ -143,15 +143,8 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
  * invalid message is FATAL (no effect); a failed statement gives the batch
  * back to the host (per-message path).
  */
-struct run {
-	json_object *rows;
-	const struct pin_msg *msg[PC_BATCH_RUN_MAX];
-	const char *user[PC_BATCH_RUN_MAX];
-	size_t n;
-	const char *now;
-};
-
-static enum pin_consume_status run_flush(struct run *u, struct pin_consume_result *res)
+static enum pin_consume_status run_flush(struct pc_batch_run *u,
+		struct pin_consume_result *res)
 {
 	const char *p[2];
 	PGresult *r;
@@ -159,7 +152,7 @@ static enum pin_consume_status run_flush(struct run *u, struct pin_consume_resul
 
 	if (!u->n)
 		return PIN_CONSUME_OK;
-	p[0] = json_object_to_json_string_ext(u->rows, JSON_C_TO_STRING_PLAIN);
+	p[0] = pc_batch_run_json(u);
 	p[1] = u->now;
 	r = pc_api->db_exec_prepared("identity_upsert_set",
 		"INSERT INTO calendar.user_replicas AS u (user_id, display_name, avatar_url, "
@@ -186,52 +179,41 @@ static enum pin_consume_status run_flush(struct run *u, struct pin_consume_resul
 
 		if (!strcmp(PQgetvalue(r, i, 1), "Active"))
 			continue;
-		while (j < u->n && strcasecmp(u->user[j], id) != 0)
+		while (j < u->n && strcasecmp(u->key[j], id) != 0)
 			j++;
 		if (j < u->n)
-			st = depart(u->msg[j], res, u->user[j]);
+			st = depart(u->msg[j], res, u->key[j]);
 	}
 out:
-	json_object_put(u->rows);
-	u->rows = json_object_new_array();
-	u->n = 0;
+	pc_batch_run_clear(u);
 	return st;
 }
 
 static enum pin_consume_status on_users(const struct pin_msg *const *msgs, size_t n,
 		enum pin_consume_status *st, struct pin_consume_result *res, void *ud)
 {
-	struct run u = { .rows = json_object_new_array() };
+	struct pc_batch_run u;
 	enum pin_consume_status rc = PIN_CONSUME_OK;
-	char now[40];
 
 	(void)ud;
-	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
-	u.now = now;
+	pc_batch_run_init(&u);
 	for (size_t i = 0; i < n && rc == PIN_CONSUME_OK; i++) {
 		struct user_msg m;
 		json_object *o;
-		char created[40];
 
 		if ((st[i] = parse_user(msgs[i], &res[i], &m)) != PIN_CONSUME_OK)
 			continue;
-		if (pc_batch_run_has(u.user, u.n, m.user_id) || u.n == PC_BATCH_RUN_MAX)
+		if (pc_batch_run_ends(&u, m.user_id))
 			rc = run_flush(&u, &res[i]);
-		pc_api->fmt_time(msgs[i]->created_at_us, created, sizeof(created));
-		o = json_object_new_object();
-		json_object_object_add(o, "user_id", json_object_new_string(m.user_id));
-		json_object_object_add(o, "display_name", json_object_new_string(m.name));
-		json_object_object_add(o, "avatar_url",
-				m.avatar ? json_object_new_string(m.avatar) : NULL);
-		json_object_object_add(o, "status", json_object_new_string(m.status));
-		json_object_object_add(o, "last_event_at", json_object_new_string(created));
-		json_object_array_add(u.rows, o);
-		u.msg[u.n] = msgs[i];
-		u.user[u.n++] = m.user_id;
+		o = pc_batch_run_add(&u, msgs[i], m.user_id);
+		pc_batch_row_str(o, "user_id", m.user_id);
+		pc_batch_row_str(o, "display_name", m.name);
+		pc_batch_row_str(o, "avatar_url", m.avatar);
+		pc_batch_row_str(o, "status", m.status);
 	}
 	if (rc == PIN_CONSUME_OK)
 		rc = run_flush(&u, &res[0]);
-	json_object_put(u.rows);
+	pc_batch_run_free(&u);
 	return rc;
 }
 
