@@ -53,8 +53,11 @@
  * <prefix>_dlq_total), pin_consumer_lag_seconds (gauge: now - createdAt of
  * the last message handled), pin_consumer_paused_partitions (gauge),
  * pin_consumer_consume_duration_seconds (histogram: one message, handler and
- * inbox transaction), pin_consumer_partitions_assigned (gauge: partitions
- * held after the last rebalance).
+ * inbox transaction; a set-based batch observes each message's share of
+ * the call; declared with zero buckets at start),
+ * pin_consumer_partitions_assigned (gauge: partitions held after the last
+ * rebalance), pin_consumer_batch_fallbacks_total (consumers with a batch
+ * handler: batches it gave back to the per-message path).
  *
  * Real lag, every consumer_lag_interval_ms (5000) per assigned partition:
  * pin_consumer_lag_messages{group,topic,partition} = high watermark (asked
@@ -96,6 +99,7 @@ struct held {
 struct cons {
 	pthread_t thr;
 	const struct pin_consumer_entry *e;
+	size_t sp_max;              /* [consume] most messages of a savepoint batch */
 	rd_kafka_t *rk;
 	rd_kafka_t *dlq;
 	char *boot;                 /* bootstrap the consumer was built with */
@@ -504,11 +508,8 @@ static void msg_trace(const struct pin_msg *msg, const char *tp)
 	pin_trace_set(corr && *corr ? corr : msg->message_id);
 }
 
-/* a valid envelope: the version warning and the trace id (the W3C
- * traceparent header when the message has one, else correlationId, else
- * messageId) */
-static void note_envelope(struct cons *c, const struct pin_msg *msg,
-		const char *tp)
+/* a valid envelope: the contract-version warning */
+static void note_version(struct cons *c, const struct pin_msg *msg)
 {
 	if (msg->contract_version != 1) {
 		char cv[16];
@@ -519,6 +520,15 @@ static void note_envelope(struct cons *c, const struct pin_msg *msg,
 				"messageId", msg->message_id, "contractVersion", cv, NULL);
 		pin_metric_add("pin_consumer_contract_version_mismatch_total", c->labels, 1);
 	}
+}
+
+/* a valid envelope: the version warning and the trace id (the W3C
+ * traceparent header when the message has one, else correlationId, else
+ * messageId) */
+static void note_envelope(struct cons *c, const struct pin_msg *msg,
+		const char *tp)
+{
+	note_version(c, msg);
 	msg_trace(msg, tp);
 }
 
@@ -777,6 +787,20 @@ static void handle(struct cons *c, rd_kafka_message_t *m, struct held *h)
  * Batches stay <= 64 by default: every savepoint that writes takes a
  * subtransaction id, and above 64 per transaction PostgreSQL's snapshots of
  * the other sessions overflow their subxid cache.
+ * pin_consumer.batch_max (ABI 1.4) caps a consumer's batches below that
+ * (the CRM booking consumer: 32, two subxids per message).  A consumer with
+ * a batch handler takes up to consumer_batch_set_max (500) messages a
+ * batch; when such a batch is larger than a savepoint batch may be and its
+ * handler gives up, its messages take one transaction each.
+ *
+ * [consume] Set-based batches (pin_consumer.batch_fn, ABI 1.4): after the
+ * claim, the batch's new messages go to the batch handler in ONE call (no
+ * savepoints; e.g. one multi-row upsert).  Its per-message verdicts: OK
+ * (applied) or FATAL (no effect: DLQ, inbox row deleted before the COMMIT,
+ * as above).  If it gives up (non-OK return, a RETRY verdict, a failed
+ * statement), the transaction is rolled back and the batch is done again
+ * the savepoint way above (pin_consumer_batch_fallbacks_total), so
+ * retries, holds, SQLSTATE classes and order stay those of fn.
  */
 
 /* one message of a batch */
@@ -804,7 +828,7 @@ static bool same_part(const struct bitem *x, const struct bitem *y)
  * 0, or -1 (statement failed). */
 static int batch_claim(struct cons *c, struct bitem *b, size_t n)
 {
-	size_t len = 3, k = 0;
+	size_t len = 3, k = 0, nv = 0, *vidx;
 	char now[40], *arr, *w;
 	const char *p[3];
 	PGresult *r;
@@ -825,6 +849,7 @@ static int batch_claim(struct cons *c, struct bitem *b, size_t n)
 	*w = '\0';
 	if (!k)
 		return 0;
+	vidx = pin_arena_alloc(k * sizeof(*vidx));
 	pin_clock_fmt(pin_clock_now_us(), now, sizeof(now));
 	p[0] = c->e->c.group;
 	p[1] = arr;
@@ -832,16 +857,17 @@ static int batch_claim(struct cons *c, struct bitem *b, size_t n)
 	r = pin_db_exec_prepared("pin_consumer_claim", c->claim_sql, 3, p);
 	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK)
 		return -1;
+	/* [consume] the rows are the array positions (1-based) of the new
+	 * ids, the first copy of an id that is twice in the batch: linear
+	 * also for a 500-message batch */
+	for (size_t i = 0; i < n; i++)
+		if (b[i].valid)
+			vidx[nv++] = i;
 	for (int j = 0; j < PQntuples(r); j++) {
-		const char *id = PQgetvalue(r, j, 0);
+		long long ord = atoll(PQgetvalue(r, j, 0));
 
-		/* the first copy of an id in the batch is the new one */
-		for (size_t i = 0; i < n; i++)
-			if (b[i].valid && !b[i].fresh &&
-					!strcasecmp(b[i].msg.message_id, id)) {
-				b[i].fresh = true;
-				break;
-			}
+		if (ord >= 1 && (size_t)ord <= nv)
+			b[vidx[ord - 1]].fresh = true;
 	}
 	return 0;
 }
@@ -938,7 +964,7 @@ static void batch_finish(struct cons *c, struct bitem *b, size_t n)
 		bool blocked = it->skip;
 
 		for (size_t j = 0; j < i && !blocked; j++)
-			blocked = same_part(&b[j], it) && b[j].a != A_DONE;
+			blocked = b[j].a != A_DONE && same_part(&b[j], it);
 		if (it->processed) {
 			processed++;
 			if (it->msg.created_at_us)
@@ -995,14 +1021,143 @@ static void batch_finish(struct cons *c, struct bitem *b, size_t n)
 				(double)(pin_clock_now_us() - last_created) / 1e6);
 }
 
+/* a valid item back to "not tried" (the set path gave up) */
+static void bitem_reset(struct bitem *it)
+{
+	if (!it->valid)
+		return;
+	it->a = A_DONE;
+	it->what = NULL;
+	memset(&it->v, 0, sizeof(it->v));
+	it->fresh = it->skip = it->dup = it->processed = it->unclaim = false;
+}
+
+/*
+ * [consume] The set-based path (pin_consumer.batch_fn, ABI 1.4): the new
+ * messages of the claimed batch go to the batch handler in one call.  1:
+ * done as its verdicts say (OK applied, FATAL -> DLQ without effect); 0:
+ * it gave up (non-OK return, a RETRY verdict, a failed statement): the
+ * caller rolls back and takes the per-message savepoints; -1: the batch
+ * cannot go on (infrastructure).
+ */
+static int batch_set(struct cons *c, struct bitem *b, size_t n)
+{
+	const struct pin_msg **msgs = pin_arena_alloc(n * sizeof(*msgs));
+	size_t *idx = pin_arena_alloc(n * sizeof(*idx));
+	enum pin_consume_status *st = pin_arena_alloc(n * sizeof(*st));
+	struct pin_consume_result *res = pin_arena_alloc(n * sizeof(*res));
+	enum pin_consume_status rc;
+	size_t k = 0;
+	double dt;
+
+	for (size_t i = 0; i < n; i++) {
+		struct bitem *it = &b[i];
+
+		if (!it->valid)
+			continue;
+		note_version(c, &it->msg);  /* duplicates count too */
+		if (!it->fresh) {
+			it->a = A_DONE;
+			it->dup = true;
+			continue;
+		}
+		snprintf(it->v.mid, sizeof(it->v.mid), "%s", it->msg.message_id);
+		idx[k] = i;
+		msgs[k] = &it->msg;
+		st[k] = PIN_CONSUME_OK;
+		k++;
+	}
+	if (!k)
+		return 1;
+	pin_trace_start(NULL);      /* one trace for the batch's own writes */
+	pin_db_error_reset();
+	dt = pin_metrics_mono_s();
+	rc = c->e->c.batch_fn(msgs, k, st, res, c->e->c.ud);
+	dt = pin_metrics_mono_s() - dt;
+	pin_trace_set(NULL);
+	if (!pin_db_conn() || !pin_db_in_tx() || !strncmp(pin_db_last_error(), "08", 2))
+		return -1;
+	if (rc != PIN_CONSUME_OK ||
+			PQtransactionStatus(pin_db_conn()) != PQTRANS_INTRANS)
+		return 0;
+	for (size_t j = 0; j < k; j++)
+		if (st[j] != PIN_CONSUME_OK && st[j] != PIN_CONSUME_FATAL)
+			return 0;
+	for (size_t j = 0; j < k; j++) {
+		struct bitem *it = &b[idx[j]];
+
+		/* the histogram's "one message": its share of the call */
+		pin_metric_observe("pin_consumer_consume_duration_seconds", c->labels,
+				dt / (double)k);
+		if (st[j] == PIN_CONSUME_OK) {
+			it->a = A_DONE;
+			it->processed = true;
+			continue;
+		}
+		res[j].code[sizeof(res[j].code) - 1] = '\0';
+		res[j].detail[sizeof(res[j].detail) - 1] = '\0';
+		snprintf(it->v.code, sizeof(it->v.code), "%s",
+				res[j].code[0] ? res[j].code : "NON_RETRIABLE");
+		snprintf(it->v.detail, sizeof(it->v.detail), "%s", res[j].detail);
+		it->a = A_DLQ;
+		it->what = "consumer: message rejected";
+		it->unclaim = true;
+	}
+	return 1;
+}
+
+/* One transaction for the batch: BEGIN, the claim, the set path (use_set)
+ * or one savepoint per new message, the unclaim, COMMIT.  1 committed, 0
+ * the set path gave up (see batch_set), -1 fall back to handle(). */
+static int batch_tx(struct cons *c, struct bitem *b, size_t n, bool use_set)
+{
+	bool first = true;
+
+	if (pin_db_begin() != 0 || batch_claim(c, b, n) != 0)
+		return -1;
+	if (use_set) {
+		int r = batch_set(c, b, n);
+
+		if (r <= 0)
+			return r;
+		goto commit;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct bitem *it = &b[i];
+
+		if (!it->valid)
+			continue;
+		for (size_t j = 0; j < i && !it->skip; j++)
+			it->skip = b[j].a == A_RETRY && same_part(&b[j], it);
+		if (it->skip) {
+			it->unclaim = it->fresh;
+			continue;
+		}
+		if (!it->fresh) {   /* the version warning counts duplicates too */
+			note_envelope(c, &it->msg, NULL);
+			pin_trace_set(NULL);
+			it->a = A_DONE;
+			it->dup = true;
+			continue;
+		}
+		if (!batch_one(c, it, first))
+			return -1;
+		first = false;
+	}
+commit:
+	if (batch_unclaim(c, b, n) != 0 || pin_db_commit() != 0)
+		return -1;
+	return 1;
+}
+
 /*
  * Applies n fresh messages (see the comment above).  Takes ownership of
  * every b[i].m.
  */
 static void handle_batch(struct cons *c, struct bitem *b, size_t n)
 {
-	bool first = true;
 	size_t i;
+	int rc;
 
 	for (i = 0; i < n; i++) {
 		struct bitem *it = &b[i];
@@ -1017,35 +1172,25 @@ static void handle_batch(struct cons *c, struct bitem *b, size_t n)
 			it->valid = true;
 		}
 	}
-	if (pin_db_begin() != 0 || batch_claim(c, b, n) != 0)
-		goto fallback;
-	for (i = 0; i < n; i++) {
-		struct bitem *it = &b[i];
-
-		if (!it->valid)
-			continue;
-		for (size_t j = 0; j < i && !it->skip; j++)
-			it->skip = same_part(&b[j], it) && b[j].a == A_RETRY;
-		if (it->skip) {
-			it->unclaim = it->fresh;
-			continue;
-		}
-		if (!it->fresh) {   /* the version warning counts duplicates too */
-			note_envelope(c, &it->msg, NULL);
-			pin_trace_set(NULL);
-			it->a = A_DONE;
-			it->dup = true;
-			continue;
-		}
-		if (!batch_one(c, it, first))
-			goto fallback;
-		first = false;
+	rc = batch_tx(c, b, n, c->e->c.batch_fn != NULL);
+	if (rc == 0 && n <= c->sp_max) {
+		/* [consume] the set path gave up: the same transaction's work
+		 * again, one savepoint per message */
+		pin_db_rollback();
+		pin_metric_add("pin_consumer_batch_fallbacks_total", c->labels, 1);
+		for (i = 0; i < n; i++)
+			bitem_reset(&b[i]);
+		rc = batch_tx(c, b, n, false);
+	} else if (rc == 0) {
+		/* a set batch larger than a savepoint batch may be: one
+		 * transaction per message (no subxid cache overflow) */
+		pin_metric_add("pin_consumer_batch_fallbacks_total", c->labels, 1);
+		rc = -1;
 	}
-	if (batch_unclaim(c, b, n) != 0 || pin_db_commit() != 0)
-		goto fallback;
-	batch_finish(c, b, n);
-	goto out;
-fallback:
+	if (rc > 0) {
+		batch_finish(c, b, n);
+		goto out;
+	}
 	/* the classic path, one message per transaction */
 	pin_trace_set(NULL);
 	pin_db_rollback();
@@ -1367,6 +1512,20 @@ static void *cons_main(void *arg)
 		bmax = 1;
 	if (bmax > 10000)
 		bmax = 10000;
+	if (c->e->c.batch_max > 0 && bmax > c->e->c.batch_max)
+		bmax = c->e->c.batch_max;   /* [consume] the consumer's own cap (1.4) */
+	c->sp_max = (size_t)bmax;
+	if (c->e->c.batch_fn && bmax > 1) {
+		/* [consume] no savepoint per message on the set path: larger */
+		long long smax = pin_config_int("consumer_batch_set_max", 500);
+
+		if (smax > 10000)
+			smax = 10000;
+		if (c->e->c.batch_max > 0 && smax > c->e->c.batch_max)
+			smax = c->e->c.batch_max;
+		if (smax > bmax)
+			bmax = smax;
+	}
 	b = calloc((size_t)bmax, sizeof(*b));
 	pin_arena_set_current(a);
 	while (!stopping()) {
@@ -1455,14 +1614,21 @@ int pin_consumers_start(void)
 		pin_metric_add("pin_consumer_processed_total", c->labels, 0);
 		pin_metric_add("pin_consumer_retries_total", c->labels, 0);
 		pin_metric_set("pin_consumer_partitions_assigned", c->labels, 0);
+		/* [consume] the histogram before the first message */
+		pin_metric_hist_declare("pin_consumer_consume_duration_seconds", c->labels);
+		if (c->e->c.batch_fn)
+			pin_metric_add("pin_consumer_batch_fallbacks_total", c->labels, 0);
 		snprintf(c->inbox_sql, sizeof(c->inbox_sql),
 				"INSERT INTO %s (consumer_group, message_id, processed_at)"
 				" VALUES ($1, $2::uuid, $3::timestamptz) ON CONFLICT DO NOTHING",
 				inbox);
 		snprintf(c->claim_sql, sizeof(c->claim_sql),
-				"INSERT INTO %s (consumer_group, message_id, processed_at)"
-				" SELECT $1, m, $3::timestamptz FROM unnest($2::uuid[]) AS m"
-				" ON CONFLICT DO NOTHING RETURNING message_id", inbox);
+				"WITH ins AS (INSERT INTO %s (consumer_group, message_id,"
+				" processed_at) SELECT $1, m, $3::timestamptz FROM"
+				" unnest($2::uuid[]) AS m ON CONFLICT DO NOTHING"
+				" RETURNING message_id) SELECT min(a.ord) FROM"
+				" unnest($2::uuid[]) WITH ORDINALITY AS a(id, ord)"
+				" JOIN ins ON ins.message_id = a.id GROUP BY a.id", inbox);
 		snprintf(c->unclaim_sql, sizeof(c->unclaim_sql),
 				"DELETE FROM %s WHERE consumer_group = $1"
 				" AND message_id = ANY ($2::uuid[])", inbox);

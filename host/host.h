@@ -115,6 +115,8 @@ void pin_metric_add(const char *name, const char *labels, double v);
 void pin_metric_set(const char *name, const char *labels, double v);
 /* histogram in seconds (buckets 1 ms .. 60 s) */
 void pin_metric_observe(const char *name, const char *labels, double v);
+/* the histogram series with no observation yet (rendered with zero buckets) */
+void pin_metric_hist_declare(const char *name, const char *labels);
 /* records the process start time (main, first thing) */
 void pin_metrics_init(void);
 /* monotonic seconds, for durations */
@@ -192,6 +194,9 @@ void pin_plugins_unload(void);
 int pin_plugin_load_file(const char *path, char *err, size_t errlen);
 void pin_registry_free(void);
 struct pin_registrar *pin_registrar_new(const char *plugin);
+/* the plugin's abi_minor (default: the host's): which members of the
+ * records it registers exist (pin_consumer.batch_fn from 1.4 on) */
+void pin_registrar_set_minor(struct pin_registrar *r, int abi_minor);
 void pin_registrar_free(struct pin_registrar *r);
 
 /* ---- router.c ----------------------------------------------------------- */

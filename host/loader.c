@@ -69,6 +69,7 @@ int pin_plugin_load_file(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
+	pin_registrar_set_minor(reg, d->abi_minor);
 	if (d->init(&pin_api, reg, ierr, sizeof ierr) != 0) {
 		snprintf(err, errlen, "plugin %s (%s) init failed: %s", d->name, path,
 			ierr[0] ? ierr : "no reason given");

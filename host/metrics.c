@@ -129,6 +129,13 @@ void pin_metric_observe(const char *name, const char *labels, double v)
 	pthread_mutex_unlock(&mu);
 }
 
+void pin_metric_hist_declare(const char *name, const char *labels)
+{
+	pthread_mutex_lock(&mu);
+	get(name, labels, K_HIST);
+	pthread_mutex_unlock(&mu);
+}
+
 static int by_name(const void *a, const void *b)
 {
 	const struct series *x = a, *y = b;

@@ -1,5 +1,6 @@
 /* registry.c -- what plugins registered during init. */
 #include "config.h"
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@ struct pin_registry pin_reg;
 
 struct reg_priv {
 	const char *plugin;
+	int abi_minor;              /* the plugin's: which record members exist */
 };
 
 #define PLUGIN_OF(reg) (((struct reg_priv *)(reg)->host_private)->plugin)
@@ -65,9 +67,16 @@ static int reg_job(struct pin_registrar *reg, const struct pin_job *j)
 
 static int reg_consumer(struct pin_registrar *reg, const struct pin_consumer *c)
 {
-	struct pin_consumer_entry e = { .c = *c, .plugin = PLUGIN_OF(reg) };
+	struct pin_consumer_entry e = { .plugin = PLUGIN_OF(reg) };
 	struct pin_consumer_entry *n;
 	size_t nt = 0;
+
+	/* a plugin built against < 1.4 has a shorter record: batch_fn and
+	 * batch_max stay zero (per-message path, the host's batch size) */
+	memcpy(&e.c, c, ((struct reg_priv *)reg->host_private)->abi_minor >= 4 ?
+			sizeof(e.c) : offsetof(struct pin_consumer, batch_fn));
+	if (e.c.batch_max < 0)
+		e.c.batch_max = 0;
 
 	if (!c->group || !c->topics || !c->fn || !c->topics[0]) {
 		pin_log(PIN_LOG_ERROR, "bad consumer record (group, topics, fn)",
@@ -186,6 +195,7 @@ struct pin_registrar *pin_registrar_new(const char *plugin)
 		return NULL;
 	}
 	p->plugin = plugin;
+	p->abi_minor = PIN_ABI_MINOR;
 	r->size = sizeof *r;
 	r->route = reg_route;
 	r->job = reg_job;
@@ -194,6 +204,11 @@ struct pin_registrar *pin_registrar_new(const char *plugin)
 	r->outbox = reg_outbox;
 	r->route_replica_ok = reg_route_replica_ok;
 	return r;
+}
+
+void pin_registrar_set_minor(struct pin_registrar *r, int abi_minor)
+{
+	((struct reg_priv *)r->host_private)->abi_minor = abi_minor;
 }
 
 void pin_registrar_free(struct pin_registrar *r)

@@ -17,6 +17,7 @@
  * for a Deleted recipient (events.c). */
 #include "config.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "sdk/sdk.h"
 #include "notify.h"
@@ -114,65 +115,90 @@ static enum pin_consume_status erase(const struct pin_msg *msg,
 	return PIN_CONSUME_OK;
 }
 
-static enum pin_consume_status on_user(const struct pin_msg *msg,
-		struct pin_consume_result *res, void *ud)
-{
-	const char *user, *name, *email, *phone, *locale, *tz, *status, *canon, *p[9], *why;
-	char created[40], now[40];
-	int bad = 0;
-	PGresult *r;
+/* the fields of a valid non-Deleted message */
+struct contact {
+	const char *user, *name, *email, *phone, *locale, *tz, *status;
+};
 
-	(void)ud;
+/* Validation shared by both paths.  OK with k filled; OK with *deleted set
+ * for a Deleted message (k->user, k->name only); FATAL; RETRY (the time
+ * zone list is unavailable). */
+static enum pin_consume_status parse_contact(const struct pin_msg *msg,
+		struct pin_consume_result *res, struct contact *k, int *deleted)
+{
+	const char *canon, *why;
+	int bad = 0;
+
+	*deleted = 0;
 	pc_contract_check(msg, "notifications: contract version mismatch",
 			"notifications_contacts_contract_mismatch_total");
-	status = msg->payload ? pc_jstr(msg->payload, "status") : NULL;
-	if (status && !strcmp(status, "Deleted")) {
+	k->status = msg->payload ? pc_jstr(msg->payload, "status") : NULL;
+	if (k->status && !strcmp(k->status, "Deleted")) {
 		/* the erasure needs the id only: a deleted profile may come
 		 * without a name */
-		user = pc_jstr(msg->payload, "userId");
-		if (!user || !pc_api->is_uuid(user) ||
-		    !strcmp(user, "00000000-0000-0000-0000-000000000000"))
+		k->user = pc_jstr(msg->payload, "userId");
+		if (!k->user || !pc_api->is_uuid(k->user) ||
+		    !strcmp(k->user, "00000000-0000-0000-0000-000000000000"))
 			return fatal(res, "userId is missing or not a uuid");
 		if (msg->created_at_us <= 0)
 			return fatal(res, "envelope createdAt is missing");
-		return erase(msg, res, user, pc_jstr(msg->payload, "displayName"));
+		k->name = pc_jstr(msg->payload, "displayName");
+		*deleted = 1;
+		return PIN_CONSUME_OK;
 	}
-	if ((why = pc_identity_user(msg->payload, &user, &name)))
+	if ((why = pc_identity_user(msg->payload, &k->user, &k->name)))
 		return fatal(res, why);
-	email = pc_jstr_opt(msg->payload, "email", &bad);
-	phone = pc_jstr_opt(msg->payload, "phone", &bad);
-	locale = pc_jstr_opt(msg->payload, "locale", &bad);
-	tz = pc_jstr_opt(msg->payload, "timeZone", &bad);
-	status = pc_jstr_opt(msg->payload, "status", &bad);
+	k->email = pc_jstr_opt(msg->payload, "email", &bad);
+	k->phone = pc_jstr_opt(msg->payload, "phone", &bad);
+	k->locale = pc_jstr_opt(msg->payload, "locale", &bad);
+	k->tz = pc_jstr_opt(msg->payload, "timeZone", &bad);
+	k->status = pc_jstr_opt(msg->payload, "status", &bad);
 	if (bad)
 		return fatal(res, "a contact field is not a string");
-	if (!status)
+	if (!k->status)
 		return fatal(res, "status is missing");
-	if ((email && strlen(email) > 320) || (phone && strlen(phone) > 64) ||
-	    (locale && strlen(locale) > 35))
+	if ((k->email && strlen(k->email) > 320) || (k->phone && strlen(k->phone) > 64) ||
+	    (k->locale && strlen(k->locale) > 35))
 		return fatal(res, "a contact field is too long");
-	if (locale && !*locale)
-		locale = NULL;
-	if (tz) {
-		int rc = pc_tz_lookup(tz, &canon);
+	if (k->locale && !*k->locale)
+		k->locale = NULL;
+	if (k->tz) {
+		int rc = pc_tz_lookup(k->tz, &canon);
 
 		if (rc < 0 && rc != PC_E_TZ)
 			return pc_consume_fail(NULL, res, PIN_CONSUME_RETRY, "NTF_DB_ERROR",
 					"time zone list unavailable", NULL);
-		tz = rc == 0 ? canon : NULL;   /* an unknown zone is dropped */
+		k->tz = rc == 0 ? canon : NULL;   /* an unknown zone is dropped */
 	}
 	if (msg->created_at_us <= 0)
 		return fatal(res, "envelope createdAt is missing");
+	return PIN_CONSUME_OK;
+}
 
+static enum pin_consume_status on_user(const struct pin_msg *msg,
+		struct pin_consume_result *res, void *ud)
+{
+	const char *p[9];
+	struct contact k;
+	enum pin_consume_status st;
+	char created[40], now[40];
+	int deleted;
+	PGresult *r;
+
+	(void)ud;
+	if ((st = parse_contact(msg, res, &k, &deleted)) != PIN_CONSUME_OK)
+		return st;
+	if (deleted)
+		return erase(msg, res, k.user, k.name);
 	pc_api->fmt_time(msg->created_at_us, created, sizeof(created));
 	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
-	p[0] = user;
-	p[1] = name;
-	p[2] = email;
-	p[3] = phone;
-	p[4] = locale;
-	p[5] = tz;
-	p[6] = status;
+	p[0] = k.user;
+	p[1] = k.name;
+	p[2] = k.email;
+	p[3] = k.phone;
+	p[4] = k.locale;
+	p[5] = k.tz;
+	p[6] = k.status;
 	p[7] = created;
 	p[8] = now;
 	r = pc_api->db_exec_prepared("ntf_contact_upsert",
@@ -193,9 +219,90 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 	return PIN_CONSUME_OK;
 }
 
+/*
+ * [consume] The set-based batch handler (ABI 1.4 batch_fn): runs of
+ * distinct users (a run ends where a user repeats or at a Deleted message,
+ * whose erasure runs on its own in its place), each run ONE upsert
+ * (json_to_recordset) with on_user's newest-wins condition.  An invalid
+ * message is FATAL (no effect); anything that fails gives the batch back to
+ * the host (per-message path).  Contacts are PII: never logged.
+ */
+static enum pin_consume_status run_flush(struct pc_batch_run *u)
+{
+	const char *p[2];
+	PGresult *r;
+	enum pin_consume_status st = PIN_CONSUME_OK;
+
+	if (!u->n)
+		return PIN_CONSUME_OK;
+	p[0] = pc_batch_run_json(u);
+	p[1] = u->now;
+	r = pc_api->db_exec_prepared("ntf_contact_upsert_set",
+		"INSERT INTO notifications.recipient_contacts AS c (user_id, display_name, "
+		"  email, phone, locale, time_zone, status, last_event_at, updated_at) "
+		"SELECT x.user_id, x.display_name, x.email, x.phone, x.locale, x.time_zone, "
+		"  x.status, x.last_event_at, $2::timestamptz "
+		"FROM json_to_recordset($1::json) AS x(user_id uuid, display_name text, "
+		"  email text, phone text, locale text, time_zone text, status text, "
+		"  last_event_at timestamptz) "
+		"ON CONFLICT (user_id) DO UPDATE SET display_name = EXCLUDED.display_name, "
+		"  email = EXCLUDED.email, phone = EXCLUDED.phone, locale = EXCLUDED.locale, "
+		"  time_zone = EXCLUDED.time_zone, status = EXCLUDED.status, "
+		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
+		"WHERE c.last_event_at < EXCLUDED.last_event_at", 2, p);
+	if (!pc_res_ok(r, PGRES_COMMAND_OK))
+		st = PIN_CONSUME_RETRY;
+	else if ((size_t)atol(PQcmdTuples(r)) < u->n)
+		pc_api->metric_add("notifications_contacts_stale_total", NULL,
+				(double)(u->n - (size_t)atol(PQcmdTuples(r))));
+	pc_batch_run_clear(u);
+	return st;
+}
+
+static enum pin_consume_status on_users(const struct pin_msg *const *msgs, size_t n,
+		enum pin_consume_status *st, struct pin_consume_result *res, void *ud)
+{
+	struct pc_batch_run u;
+	enum pin_consume_status rc = PIN_CONSUME_OK;
+
+	(void)ud;
+	pc_batch_run_init(&u);
+	for (size_t i = 0; i < n && rc == PIN_CONSUME_OK; i++) {
+		struct contact k;
+		json_object *o;
+		int deleted;
+
+		st[i] = parse_contact(msgs[i], &res[i], &k, &deleted);
+		if (st[i] == PIN_CONSUME_RETRY)
+			rc = PIN_CONSUME_RETRY;
+		if (st[i] != PIN_CONSUME_OK)
+			continue;
+		if (deleted || pc_batch_run_ends(&u, k.user))
+			rc = run_flush(&u);
+		if (deleted) {
+			if (rc == PIN_CONSUME_OK)
+				rc = erase(msgs[i], &res[i], k.user, k.name);
+			continue;
+		}
+		o = pc_batch_run_add(&u, msgs[i], k.user);
+		pc_batch_row_str(o, "user_id", k.user);
+		pc_batch_row_str(o, "display_name", k.name);
+		pc_batch_row_str(o, "email", k.email);
+		pc_batch_row_str(o, "phone", k.phone);
+		pc_batch_row_str(o, "locale", k.locale);
+		pc_batch_row_str(o, "time_zone", k.tz);
+		pc_batch_row_str(o, "status", k.status);
+	}
+	if (rc == PIN_CONSUME_OK)
+		rc = run_flush(&u);
+	pc_batch_run_free(&u);
+	return rc;
+}
+
 int ntf_contacts_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { GROUP, topics, NTF_INBOX, on_user, NULL, NULL };
+	struct pin_consumer c = { .group = GROUP, .topics = topics,
+		.inbox_table = NTF_INBOX, .fn = on_user, .batch_fn = on_users };
 
 	return pc_register_consumer(reg, &c, "notify", err, errlen);
 }

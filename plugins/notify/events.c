@@ -910,7 +910,8 @@ static enum pin_consume_status on_event(const struct pin_msg *msg,
 
 int ntf_events_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { GROUP, topics, NTF_INBOX, on_event, NULL, NULL };
+	struct pin_consumer c = { .group = GROUP, .topics = topics,
+		.inbox_table = NTF_INBOX, .fn = on_event };
 
 	/* 0 from the start: the alert's increase() sees the first one */
 	pc_api->metric_add("notifications_template_not_resolved_total", NULL, 0);

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include "sdk/consume.h"
 #include "sdk/body.h"
 
@@ -77,4 +78,59 @@ const char *pc_identity_user(json_object *payload, const char **user_id,
 	if (!*display_name || !**display_name || strlen(*display_name) > 1000)
 		return "displayName is missing, empty or too long";
 	return NULL;
+}
+
+void pc_batch_run_init(struct pc_batch_run *r)
+{
+	r->rows = json_object_new_array();
+	r->n = 0;
+	pc_api->fmt_time(pc_api->now_us(), r->now, sizeof(r->now));
+}
+
+int pc_batch_run_ends(const struct pc_batch_run *r, const char *key)
+{
+	if (r->n == PC_BATCH_RUN_MAX)
+		return 1;
+	for (size_t i = 0; i < r->n; i++)
+		if (!strcasecmp(r->key[i], key))
+			return 1;
+	return 0;
+}
+
+json_object *pc_batch_run_add(struct pc_batch_run *r, const struct pin_msg *msg,
+		const char *key)
+{
+	json_object *o = json_object_new_object();
+	char created[40];
+
+	pc_api->fmt_time(msg->created_at_us, created, sizeof(created));
+	pc_batch_row_str(o, "last_event_at", created);
+	json_object_array_add(r->rows, o);
+	r->msg[r->n] = msg;
+	r->key[r->n++] = key;
+	return o;
+}
+
+const char *pc_batch_run_json(const struct pc_batch_run *r)
+{
+	return json_object_to_json_string_ext(r->rows, JSON_C_TO_STRING_PLAIN);
+}
+
+void pc_batch_run_clear(struct pc_batch_run *r)
+{
+	json_object_put(r->rows);
+	r->rows = json_object_new_array();
+	r->n = 0;
+}
+
+void pc_batch_run_free(struct pc_batch_run *r)
+{
+	json_object_put(r->rows);
+	r->rows = NULL;
+	r->n = 0;
+}
+
+void pc_batch_row_str(json_object *row, const char *col, const char *v)
+{
+	json_object_object_add(row, col, v ? json_object_new_string(v) : NULL);
 }

@@ -27,4 +27,33 @@ void pc_contract_check(const struct pin_msg *msg, const char *log_msg,
 const char *pc_identity_user(json_object *payload, const char **user_id,
 		const char **display_name);
 
+/* [consume] Set-based batch handlers (pin_consumer.batch_fn, ABI 1.4)
+ * split a batch into runs of distinct keys, each one multi-row statement
+ * (json_to_recordset of pc_batch_run_json): a key that repeats starts a new
+ * run, so one key's messages keep their order.  A run holds at most
+ * PC_BATCH_RUN_MAX messages. */
+#define PC_BATCH_RUN_MAX 256
+struct pc_batch_run {
+	json_object *rows;          /* array of row objects */
+	const struct pin_msg *msg[PC_BATCH_RUN_MAX];
+	const char *key[PC_BATCH_RUN_MAX];  /* borrowed (the messages') */
+	size_t n;
+	char now[40];               /* the host clock at init, formatted */
+};
+void pc_batch_run_init(struct pc_batch_run *r);
+/* non-zero when a message of key cannot join the run (it holds key, any
+ * case, already, or it is full): flush the run first */
+int pc_batch_run_ends(const struct pc_batch_run *r, const char *key);
+/* a new row of msg under key (with "last_event_at": msg's createdAt);
+ * the caller adds its columns */
+json_object *pc_batch_run_add(struct pc_batch_run *r, const struct pin_msg *msg,
+		const char *key);
+/* the rows as JSON text (valid until the next change of the run) */
+const char *pc_batch_run_json(const struct pc_batch_run *r);
+/* empties the run (after its statement); _free at the end */
+void pc_batch_run_clear(struct pc_batch_run *r);
+void pc_batch_run_free(struct pc_batch_run *r);
+/* a string column of a row (NULL -> JSON null) */
+void pc_batch_row_str(json_object *row, const char *col, const char *v);
+
 #endif

@@ -682,7 +682,11 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
 
 int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { GROUP, topics, PC_INBOX_TABLE, on_booking, NULL, NULL };
+	struct pin_consumer c = { .group = GROUP, .topics = topics,
+		.inbox_table = PC_INBOX_TABLE, .fn = on_booking,
+		/* [consume] its savepoint + the host's: 2 subxids a message, 32
+		 * stay within PostgreSQL's 64-per-backend subxid cache */
+		.batch_max = 32 };
 
 	/* 0 from the start: the alert's increase() sees the first one */
 	pc_api->metric_add("calendar_crm_booking_sync_replica_not_found_total", NULL, 0);

@@ -257,7 +257,8 @@ static enum pin_consume_status on_deal(const struct pin_msg *msg,
 
 int wrk_crm_deal_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { GROUP, topics, PC_INBOX_TABLE, on_deal, NULL, NULL };
+	struct pin_consumer c = { .group = GROUP, .topics = topics,
+		.inbox_table = PC_INBOX_TABLE, .fn = on_deal };
 
 	return pc_register_consumer(reg, &c, "workers", err, errlen);
 }

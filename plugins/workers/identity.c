@@ -15,6 +15,7 @@
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include "sdk/sdk.h"
 #include "caldomain/event.h"
 #include "caldomain/agent.h"
@@ -55,43 +56,60 @@ static enum pin_consume_status depart(const struct pin_msg *msg,
 	return PIN_CONSUME_OK;
 }
 
-static enum pin_consume_status on_user(const struct pin_msg *msg,
-		struct pin_consume_result *res, void *ud)
-{
-	const char *user_id, *name, *avatar, *status, *p[6], *why;
-	int bad = 0;
-	char created[40], now[40];
-	PGresult *r;
+/* the fields of a valid message */
+struct user_msg {
+	const char *user_id, *name, *avatar, *status;
+};
 
-	(void)ud;
+/* validation shared by both paths: OK with u filled, or FATAL */
+static enum pin_consume_status parse_user(const struct pin_msg *msg,
+		struct pin_consume_result *res, struct user_msg *u)
+{
+	const char *why;
+	int bad = 0;
+
 	pc_contract_check(msg, "identity replica: contract version mismatch",
 			"calendar_identity_contract_mismatch_total");
-	if ((why = pc_identity_user(msg->payload, &user_id, &name)))
+	if ((why = pc_identity_user(msg->payload, &u->user_id, &u->name)))
 		return fatal(res, why);
-	avatar = pc_jstr_opt(msg->payload, "avatarUrl", &bad);
+	u->avatar = pc_jstr_opt(msg->payload, "avatarUrl", &bad);
 	if (bad)
 		return fatal(res, "avatarUrl is not a string");
-	if (avatar && strlen(avatar) > 2048)
+	if (u->avatar && strlen(u->avatar) > 2048)
 		return fatal(res, "avatarUrl is too long");
-	status = pc_jstr(msg->payload, "status");
-	if (!status)
+	u->status = pc_jstr(msg->payload, "status");
+	if (!u->status)
 		return fatal(res, "status is missing");
-	if (strcmp(status, "Active") != 0 && strcmp(status, "Deactivated") != 0) {
+	if (strcmp(u->status, "Active") != 0 && strcmp(u->status, "Deactivated") != 0) {
 		/* fail-safe for an enum value this version does not know */
 		pc_api->log(PIN_LOG_WARN, "unknown user status, stored as Deactivated",
 				"topic", msg->topic, "messageId", msg->message_id, NULL);
 		pc_api->metric_add("pin_calendar_identity_unknown_status_total", NULL, 1);
-		status = "Deactivated";
+		u->status = "Deactivated";
 	}
 	if (msg->created_at_us <= 0)
 		return fatal(res, "envelope createdAt is missing");
+	return PIN_CONSUME_OK;
+}
 
+static enum pin_consume_status on_user(const struct pin_msg *msg,
+		struct pin_consume_result *res, void *ud)
+{
+	const char *p[6];
+	struct user_msg u;
+	enum pin_consume_status st;
+	char created[40], now[40];
+	PGresult *r;
+
+	(void)ud;
+	if ((st = parse_user(msg, res, &u)) != PIN_CONSUME_OK)
+		return st;
 	pc_api->fmt_time(msg->created_at_us, created, sizeof(created));
 	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
-	p[0] = user_id;
-	p[1] = name;
-	p[2] = avatar;
-	p[3] = status;
+	p[0] = u.user_id;
+	p[1] = u.name;
+	p[2] = u.avatar;
+	p[3] = u.status;
 	p[4] = created;
 	p[5] = now;
 	r = pc_api->db_exec_prepared("identity_upsert",
@@ -112,13 +130,97 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 		return PIN_CONSUME_OK;
 	}
 	if (strcmp(PQgetvalue(r, 0, 0), "Active") != 0)
-		return depart(msg, res, user_id);
+		return depart(msg, res, u.user_id);
 	return PIN_CONSUME_OK;
+}
+
+/*
+ * [consume] The set-based batch handler (ABI 1.4 batch_fn): the batch's
+ * valid messages become runs of distinct users (a run ends where a user
+ * repeats, so one user's messages apply in order, as one by one), each run
+ * ONE upsert (json_to_recordset) with the same newest-wins condition as
+ * on_user; the departure cascade for every row it left not Active.  An
+ * invalid message is FATAL (no effect); a failed statement gives the batch
+ * back to the host (per-message path).
+ */
+static enum pin_consume_status run_flush(struct pc_batch_run *u,
+		struct pin_consume_result *res)
+{
+	const char *p[2];
+	PGresult *r;
+	enum pin_consume_status st = PIN_CONSUME_OK;
+
+	if (!u->n)
+		return PIN_CONSUME_OK;
+	p[0] = pc_batch_run_json(u);
+	p[1] = u->now;
+	r = pc_api->db_exec_prepared("identity_upsert_set",
+		"INSERT INTO calendar.user_replicas AS u (user_id, display_name, avatar_url, "
+		"  status, last_event_at, created_at, updated_at) "
+		"SELECT x.user_id, x.display_name, x.avatar_url, x.status, x.last_event_at, "
+		"  $2::timestamptz, $2::timestamptz "
+		"FROM json_to_recordset($1::json) AS x(user_id uuid, display_name text, "
+		"  avatar_url text, status text, last_event_at timestamptz) "
+		"ON CONFLICT (user_id) DO UPDATE SET display_name = EXCLUDED.display_name, "
+		"  avatar_url = EXCLUDED.avatar_url, status = EXCLUDED.status, "
+		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
+		"WHERE u.last_event_at IS NULL OR u.last_event_at < EXCLUDED.last_event_at "
+		"RETURNING u.user_id, u.status", 2, p);
+	if (!pc_res_ok(r, PGRES_TUPLES_OK)) {
+		st = PIN_CONSUME_RETRY;
+		goto out;
+	}
+	if ((size_t)PQntuples(r) < u->n)
+		pc_api->metric_add("pin_calendar_identity_stale_total", NULL,
+				(double)(u->n - (size_t)PQntuples(r)));
+	for (int i = 0; i < PQntuples(r) && st == PIN_CONSUME_OK; i++) {
+		const char *id = PQgetvalue(r, i, 0);
+		size_t j = 0;
+
+		if (!strcmp(PQgetvalue(r, i, 1), "Active"))
+			continue;
+		while (j < u->n && strcasecmp(u->key[j], id) != 0)
+			j++;
+		if (j < u->n)
+			st = depart(u->msg[j], res, u->key[j]);
+	}
+out:
+	pc_batch_run_clear(u);
+	return st;
+}
+
+static enum pin_consume_status on_users(const struct pin_msg *const *msgs, size_t n,
+		enum pin_consume_status *st, struct pin_consume_result *res, void *ud)
+{
+	struct pc_batch_run u;
+	enum pin_consume_status rc = PIN_CONSUME_OK;
+
+	(void)ud;
+	pc_batch_run_init(&u);
+	for (size_t i = 0; i < n && rc == PIN_CONSUME_OK; i++) {
+		struct user_msg m;
+		json_object *o;
+
+		if ((st[i] = parse_user(msgs[i], &res[i], &m)) != PIN_CONSUME_OK)
+			continue;
+		if (pc_batch_run_ends(&u, m.user_id))
+			rc = run_flush(&u, &res[i]);
+		o = pc_batch_run_add(&u, msgs[i], m.user_id);
+		pc_batch_row_str(o, "user_id", m.user_id);
+		pc_batch_row_str(o, "display_name", m.name);
+		pc_batch_row_str(o, "avatar_url", m.avatar);
+		pc_batch_row_str(o, "status", m.status);
+	}
+	if (rc == PIN_CONSUME_OK)
+		rc = run_flush(&u, &res[0]);
+	pc_batch_run_free(&u);
+	return rc;
 }
 
 int wrk_identity_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { GROUP, topics, PC_INBOX_TABLE, on_user, NULL, NULL };
+	struct pin_consumer c = { .group = GROUP, .topics = topics,
+		.inbox_table = PC_INBOX_TABLE, .fn = on_user, .batch_fn = on_users };
 
 	return pc_register_consumer(reg, &c, "workers", err, errlen);
 }

@@ -376,6 +376,83 @@ START_TEST(consumer_batch_savepoints)
 }
 END_TEST
 
+/* (g) [consume] the set-based batch path (ABI 1.4 batch_fn, group
+ * test-consumer-batch): OK, FATAL, OK, OK produced as one record batch
+ * reach the batch handler in one call: the OK ones apply once (one set
+ * INSERT: payload_kind "ok-set"), the FATAL one goes to the DLQ without an
+ * inbox row or effect.  The same four envelopes produced again (a
+ * redelivery / replay) change nothing: their inbox rows make them
+ * duplicates.  A batch whose set statement fails ("setfail") is rolled back
+ * as a whole and applied through the per-message handler: each message
+ * once, none of the rolled-back "ok-set" rows left. */
+START_TEST(consumer_batch_set_based)
+{
+	char *key = h_uuid(), *ok1 = h_uuid(), *bad = h_uuid(), *ok2 = h_uuid();
+	char *ok3 = h_uuid(), *ok4 = h_uuid(), *sf = h_uuid(), *ok5 = h_uuid();
+	const char *inbox_sql = "SELECT count(*) FROM calendar.inbox WHERE"
+		" consumer_group = 'test-consumer-batch' AND message_id = $1::uuid";
+	const char *kind_sql = "SELECT string_agg(payload_kind, ',') FROM calendar.test_seen"
+		" WHERE message_id = $1::uuid";
+	const char *dlq = "test-consumer-batch.dlq", *topic = "pin.test.batch.v1";
+	const char *batch[4], *batch2[3];
+	struct h_kmsgs *l;
+	int idx, count;
+
+	k_setup();
+	batch[0] = k_envelope(ok1, key, "ok");
+	batch[1] = k_envelope(bad, key, "fatal");
+	batch[2] = k_envelope(ok2, key, "ok");
+	batch[3] = k_envelope(ok3, key, "ok");
+	ck_assert_int_eq(h_kafka_produce_batch(topic, key, batch, 4), 0);
+	ck_assert_msg(k_wait_count(SEEN_SQL, ok3, 1, 90) == 1,
+			"the last message of the batch not applied within 90 s");
+	ck_assert_str_eq(h_sql_scalar(kind_sql, ok1), "ok-set");
+	ck_assert_str_eq(h_sql_scalar(kind_sql, ok2), "ok-set");
+	ck_assert_str_eq(h_sql_scalar(kind_sql, ok3), "ok-set");
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, bad), 0);
+	ck_assert_int_eq(h_sql_int(inbox_sql, ok1), 1);
+	ck_assert_int_eq(h_sql_int(inbox_sql, ok3), 1);
+	ck_assert_int_eq(h_sql_int(inbox_sql, bad), 0);
+	l = k_wait_topic(dlq, bad, 30, &idx, &count);
+	ck_assert_msg(idx >= 0, "the FATAL message of the set batch not in the DLQ");
+	ck_assert_int_eq(count, 1);
+	ck_assert_str_eq(h_kmsg_header(&l->v[idx], "x-error-code"), "TEST_FATAL");
+
+	/* the same envelopes again: the FATAL one (no inbox row) is rejected
+	 * again, the others are duplicates */
+	ck_assert_int_eq(h_kafka_produce_batch(topic, key, batch, 4), 0);
+	for (int64_t end = h_now_ms() + 60000; h_now_ms() < end; h_sleep_ms(500)) {
+		k_find(h_kafka_read_all(dlq, 10000), bad, &count);
+		if (count >= 2)
+			break;
+	}
+	ck_assert_msg(count == 2, "the redelivered batch was not consumed (DLQ count %d)",
+			count);
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, ok1), 1);
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, ok2), 1);
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, ok3), 1);
+	ck_assert_int_eq(h_sql_int(inbox_sql, ok1), 1);
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, bad), 0);
+
+	/* a set statement that fails: the whole batch per message instead */
+	batch2[0] = k_envelope(ok4, key, "ok");
+	batch2[1] = k_envelope(sf, key, "setfail");
+	batch2[2] = k_envelope(ok5, key, "ok");
+	ck_assert_int_eq(h_kafka_produce_batch(topic, key, batch2, 3), 0);
+	ck_assert_msg(k_wait_count(SEEN_SQL, ok5, 1, 90) == 1,
+			"the fallen-back batch not applied within 90 s");
+	ck_assert_str_eq(h_sql_scalar(kind_sql, ok4), "ok");
+	ck_assert_str_eq(h_sql_scalar(kind_sql, sf), "setfail");
+	ck_assert_str_eq(h_sql_scalar(kind_sql, ok5), "ok");
+	ck_assert_int_eq(h_sql_int(inbox_sql, sf), 1);
+	/* nothing comes twice afterwards */
+	h_sleep_ms(2000);
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, ok4), 1);
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, ok5), 1);
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, ok1), 1);
+}
+END_TEST
+
 /* (b) broker down: rows stay unpublished; broker back: published once */
 START_TEST(relay_survives_broker_outage)
 {
@@ -421,6 +498,7 @@ Suite *make_kafka_suite(void)
 	tcase_add_test(tc, consumer_retries);
 	tcase_add_test(tc, consumer_dlq);
 	tcase_add_test(tc, consumer_batch_savepoints);
+	tcase_add_test(tc, consumer_batch_set_based);
 	/* last: restarts the broker (a new, empty mock cluster) */
 	tcase_add_test(tc, relay_survives_broker_outage);
 	suite_add_tcase(s, tc);

@@ -95,6 +95,13 @@ START_TEST(worker_metrics_endpoint)
 			strstr(g.body, "pin_outbox_relay_leader")), 20000),
 		"no job histogram / relay gauge: %.2000s", g.body);
 	ck_assert(strstr(g.body, "# TYPE pin_job_duration_seconds histogram") != NULL);
+	/* [consume] every consumer's histogram from the start: test-consumer-batch
+	 * gets no message in this suite */
+	ck_assert_msg(strstr(g.body, "pin_consumer_consume_duration_seconds_bucket{"
+			"group=\"test-consumer-batch\",le=\"+Inf\"} 0\n") != NULL,
+		"no zero histogram of an idle consumer");
+	ck_assert(strstr(g.body, "pin_consumer_consume_duration_seconds_count{"
+			"group=\"calendar-identity-users\"}") != NULL);
 
 	g = fetch(worker_url("/healthz"));
 	ck_assert_int_eq(g.status, 200);

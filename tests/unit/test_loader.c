@@ -6,7 +6,9 @@
  * plugin's init runs and its route and job land in pin_reg with the plugin's
  * name; pin_plugins_load() returning -1 has already unloaded everything
  * (host.h). */
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <check.h>
@@ -176,6 +178,71 @@ START_TEST(test_route_replica_ok)
 }
 END_TEST
 
+static enum pin_consume_status noop_consume(const struct pin_msg *m,
+		struct pin_consume_result *res, void *ud)
+{
+	(void)m;
+	(void)res;
+	(void)ud;
+	return PIN_CONSUME_OK;
+}
+
+static enum pin_consume_status noop_batch(const struct pin_msg *const *m, size_t n,
+		enum pin_consume_status *st, struct pin_consume_result *res, void *ud)
+{
+	(void)m;
+	(void)n;
+	(void)st;
+	(void)res;
+	(void)ud;
+	return PIN_CONSUME_OK;
+}
+
+static const struct pin_consumer_entry *find_consumer(const char *group)
+{
+	for (size_t i = 0; i < pin_reg.nconsumers; i++)
+		if (!strcmp(pin_reg.consumers[i].c.group, group))
+			return &pin_reg.consumers[i];
+	return NULL;
+}
+
+/* [consume] ABI 1.4: batch_fn and batch_max are read from 1.4 plugins
+ * only; a 1.3 plugin's record ends before them (a record of exactly that
+ * size on the heap: ASan would see a read past it) and registers a
+ * per-message consumer with the host's batch size */
+START_TEST(test_consumer_batch_members)
+{
+	static const char *const topics[] = { "pin.unit.v1", NULL };
+	size_t old = offsetof(struct pin_consumer, batch_fn);
+	struct pin_consumer full13 = { .group = "unit-13", .topics = topics,
+		.fn = noop_consume };
+	void *c13 = malloc(old);
+	struct pin_consumer c14 = { .group = "unit-14", .topics = topics,
+		.fn = noop_consume, .batch_fn = noop_batch, .batch_max = 32 };
+	struct pin_registrar *reg = pin_registrar_new("unit");
+	const struct pin_consumer_entry *e;
+
+	ck_assert_ptr_nonnull(reg);
+	ck_assert_ptr_nonnull(c13);
+	memcpy(c13, &full13, old);
+	pin_registrar_set_minor(reg, 3);
+	ck_assert_int_eq(reg->consumer(reg, c13), 0);
+	pin_registrar_set_minor(reg, 4);
+	ck_assert_int_eq(reg->consumer(reg, &c14), 0);
+	e = find_consumer("unit-13");
+	ck_assert_ptr_nonnull(e);
+	ck_assert_ptr_null(e->c.batch_fn);
+	ck_assert_int_eq(e->c.batch_max, 0);
+	ck_assert_ptr_eq(e->c.fn, noop_consume);
+	e = find_consumer("unit-14");
+	ck_assert_ptr_nonnull(e);
+	ck_assert_ptr_eq(e->c.batch_fn, noop_batch);
+	ck_assert_int_eq(e->c.batch_max, 32);
+	free(c13);
+	pin_registrar_free(reg);
+}
+END_TEST
+
 START_TEST(test_load_list)
 {
 	ck_assert_int_eq(pin_plugins_load("good", FIXTURE_DIR), 0);
@@ -210,6 +277,7 @@ Suite *make_loader_suite(void)
 	tcase_add_test(tc, test_missing);
 	tcase_add_test(tc, test_not_a_plugin);
 	tcase_add_test(tc, test_route_replica_ok);
+	tcase_add_test(tc, test_consumer_batch_members);
 	tcase_add_test(tc, test_load_list);
 	tcase_add_test(tc, test_load_list_fails_unloads);
 	suite_add_tcase(s, tc);

@@ -46,6 +46,13 @@
  *                    a batch of messages into one outbox table in ONE
  *                    statement (same envelope as outbox_put, one log line
  *                    per batch); the reminder dispatcher uses it.
+ *   2026-12-01  1.4  [consume] pin_consumer.batch_fn: an optional set-based
+ *                    batch handler (pin_consumer_batch_fn), and
+ *                    pin_consumer.batch_max: the consumer's own cap on the
+ *                    messages of one batch transaction.  The host reads
+ *                    them only from plugins built against >= 1.4 (older
+ *                    plugins' records end before them); without batch_fn a
+ *                    consumer keeps the per-message path.
  */
 #ifndef PIN_PLUGIN_H
 #define PIN_PLUGIN_H
@@ -165,6 +172,35 @@ struct pin_outbox_msg {
 	const char *aggregate_id;       /* or NULL */
 	json_object *payload;           /* borrowed (serialised, not kept) */
 };
+/*
+ * 1.4 [consume]: set-based batch handler (optional; pin_consumer.batch_fn).
+ * Called inside the host's batch transaction, after the inbox rows of the
+ * batch were claimed, with the n (>= 1) NEW messages of the batch in the
+ * order they were polled (duplicates, invalid envelopes and messages behind
+ * a held one are not passed).  It applies their effects on api->db()
+ * WITHOUT beginning or committing -- e.g. one multi-row upsert for all of
+ * them -- and sets st[i] per message (preset to PIN_CONSUME_OK, res[i]
+ * zeroed):
+ *   PIN_CONSUME_OK     msgs[i]'s effects are done;
+ *   PIN_CONSUME_FATAL  msgs[i] has NO effect in the transaction; it goes to
+ *                      the DLQ with res[i] (its inbox row is removed), the
+ *                      others commit;
+ *   PIN_CONSUME_RETRY  not a verdict of its own: see below.
+ * Return PIN_CONSUME_OK when the batch is done as st[] says.  Any other
+ * return, a RETRY in st[], or a failed statement (the transaction is
+ * aborted) makes the host roll the WHOLE batch back and apply the same
+ * messages again through fn, one savepoint per message (retries, DLQ codes
+ * and per-key order as for a consumer without batch_fn).  So the batch
+ * handler may give up on anything it does not want to do set-based; fn must
+ * be able to handle every message.  Effects of one key must keep the
+ * messages' order (e.g. a multi-row upsert must not hold one key twice:
+ * split the batch where a key repeats).  Process memory effects (metrics,
+ * logs) of a batch that is rolled back are not undone.  Outbox rows
+ * written here carry one trace id for the whole batch.
+ */
+typedef enum pin_consume_status (*pin_consumer_batch_fn)(
+		const struct pin_msg *const *msgs, size_t n,
+		enum pin_consume_status *st, struct pin_consume_result *res, void *ud);
 
 /* ---- registration records (copied by the host; strings must be static) --- */
 
@@ -194,6 +230,12 @@ struct pin_consumer {
 	pin_consumer_fn fn;
 	void *ud;                   /* transfers */
 	void (*ud_free)(void *ud);
+	/* -- 1.4 [consume]: read only from plugins built against >= 1.4 */
+	pin_consumer_batch_fn batch_fn;  /* NULL: per-message path only */
+	int batch_max;              /* > 0: at most this many messages per batch
+	                               transaction (below the host's
+	                               consumer_batch_max), e.g. 32 for a handler
+	                               that takes 2 subtransactions per message */
 };
 
 /*
