@@ -96,10 +96,11 @@ START_TEST(worker_metrics_endpoint)
 		"no job histogram / relay gauge: %.2000s", g.body);
 	ck_assert(strstr(g.body, "# TYPE pin_job_duration_seconds histogram") != NULL);
 	/* [consume] every consumer's histogram from the start: test-consumer-batch
-	 * gets no message in this suite */
+	 * gets no message in this suite (it does in the kafka suite before it in a
+	 * full run: then its count is not 0, the series is there either way) */
 	ck_assert_msg(strstr(g.body, "pin_consumer_consume_duration_seconds_bucket{"
-			"group=\"test-consumer-batch\",le=\"+Inf\"} 0\n") != NULL,
-		"no zero histogram of an idle consumer");
+			"group=\"test-consumer-batch\",le=\"+Inf\"} ") != NULL,
+		"no histogram of an idle consumer");
 	ck_assert(strstr(g.body, "pin_consumer_consume_duration_seconds_count{"
 			"group=\"calendar-identity-users\"}") != NULL);
 
