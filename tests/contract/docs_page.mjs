@@ -113,6 +113,13 @@ try {
 	browser.kill('SIGTERM');
 	await Promise.race([new Promise((r) => browser.on('exit', r)), sleep(3000)]);
 	if (browser.exitCode === null) browser.kill('SIGKILL');
-	rmSync(profile, { recursive: true, force: true });
+	// chromium's helper processes may still write into the profile after the
+	// browser exited (ENOTEMPTY seen in CI): retry, and never let the clean-up
+	// of a temporary directory decide the check
+	try {
+		rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+	} catch (e) {
+		console.error(`docs page: temporary profile ${profile} left behind: ${e.code || e}`);
+	}
 }
 process.exit(rc);
