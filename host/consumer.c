@@ -57,7 +57,9 @@
  * the call; declared with zero buckets at start),
  * pin_consumer_partitions_assigned (gauge: partitions held after the last
  * rebalance), pin_consumer_batch_fallbacks_total (consumers with a batch
- * handler: batches it gave back to the per-message path).
+ * handler: batches it gave back to the per-message path),
+ * pin_consumer_offset_commit_failures_total (offset commits that failed;
+ * their offsets are committed again while the partition stays assigned).
  *
  * Real lag, every consumer_lag_interval_ms (5000) per assigned partition:
  * pin_consumer_lag_messages{group,topic,partition} = high watermark (asked
@@ -133,6 +135,10 @@ struct cons {
 	} *wm;
 	size_t nwm;
 	int wm_new;                 /* a partition was registered: ask now */
+	/* offsets whose commit failed, retried while their partition stays
+	 * assigned (commit_retry), dropped on revoke */
+	rd_kafka_topic_partition_list_t *uncommitted;
+	int64_t next_commit_retry_us;
 };
 
 /* outcome of one attempt at a message */
@@ -212,6 +218,81 @@ static void assigned_gauge(struct cons *c, rd_kafka_t *rk)
 
 static struct lagp *lagp_find(struct cons *c, const char *topic, int32_t part);
 
+/* Commits offs (synchronously).  A failed commit is not lost: its offsets
+ * are kept in c->uncommitted and commit_retry() commits them again while
+ * the partitions stay assigned.  Without that, a consumer that had caught
+ * up showed lag (high watermark - committed) until the partition's next
+ * message, and a restart redelivered what it had done (the inbox dedupes).
+ * A later successful commit of a partition supersedes its kept offset. */
+static void commit_offsets(struct cons *c, const rd_kafka_topic_partition_list_t *offs)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_copy(offs);
+	rd_kafka_resp_err_t e = rd_kafka_commit(c->rk, l, 0);
+
+	for (int i = 0; e == RD_KAFKA_RESP_ERR_NO_ERROR && i < l->cnt; i++)
+		if (l->elems[i].err)
+			e = l->elems[i].err;
+	if (e) {
+		pin_log(PIN_LOG_WARN, "consumer: offset commit failed (retried while"
+				" the partition stays assigned)", "group", c->e->c.group,
+				"error", rd_kafka_err2str(e), NULL);
+		pin_metric_add("pin_consumer_offset_commit_failures_total", c->labels, 1);
+		if (!c->uncommitted)
+			c->uncommitted = rd_kafka_topic_partition_list_new(l->cnt);
+		c->next_commit_retry_us = pin_clock_now_us() + 1000000;
+	}
+	for (int i = 0; c->uncommitted && i < l->cnt; i++) {
+		rd_kafka_topic_partition_t *p = &l->elems[i], *u =
+			rd_kafka_topic_partition_list_find(c->uncommitted, p->topic, p->partition);
+
+		if (e && !u)
+			u = rd_kafka_topic_partition_list_add(c->uncommitted, p->topic,
+					p->partition);
+		if (e && u->offset < p->offset)
+			u->offset = p->offset;
+		else if (!e && u && u->offset <= p->offset)
+			rd_kafka_topic_partition_list_del(c->uncommitted, p->topic, p->partition);
+	}
+	rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* The kept offsets of partitions still assigned, committed again (at most
+ * once a second); those of partitions gone elsewhere are dropped: their new
+ * owner redelivers from the group's committed offset. */
+static void commit_retry(struct cons *c)
+{
+	rd_kafka_topic_partition_list_t *a = NULL, *todo;
+
+	if (!c->uncommitted || !c->uncommitted->cnt ||
+			pin_clock_now_us() < c->next_commit_retry_us)
+		return;
+	c->next_commit_retry_us = pin_clock_now_us() + 1000000;
+	if (rd_kafka_assignment(c->rk, &a) != RD_KAFKA_RESP_ERR_NO_ERROR || !a)
+		return;
+	todo = rd_kafka_topic_partition_list_new(c->uncommitted->cnt);
+	for (int i = 0; i < c->uncommitted->cnt; i++) {
+		rd_kafka_topic_partition_t *u = &c->uncommitted->elems[i];
+
+		if (rd_kafka_topic_partition_list_find(a, u->topic, u->partition))
+			rd_kafka_topic_partition_list_add(todo, u->topic,
+					u->partition)->offset = u->offset;
+	}
+	rd_kafka_topic_partition_list_destroy(a);
+	rd_kafka_topic_partition_list_destroy(c->uncommitted);
+	c->uncommitted = NULL;
+	if (todo->cnt)
+		commit_offsets(c, todo);
+	rd_kafka_topic_partition_list_destroy(todo);
+}
+
+/* revoked partitions: their kept offsets are no longer ours to commit */
+static void uncommitted_revoke(struct cons *c, const rd_kafka_topic_partition_list_t *parts)
+{
+	for (int i = 0; c->uncommitted && i < parts->cnt; i++)
+		rd_kafka_topic_partition_list_del(c->uncommitted, parts->elems[i].topic,
+				parts->elems[i].partition);
+}
+
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 		rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
@@ -253,6 +334,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 		}
 		if (!coop)
 			held_drop_all(c, true);
+		uncommitted_revoke(c, parts);
 		if (coop)
 			e = rd_kafka_incremental_unassign(rk, parts);
 		else
@@ -330,6 +412,9 @@ static void consumer_destroy(struct cons *c)
 {
 	if (c->rk) {
 		held_drop_all(c, false);
+		if (c->uncommitted)
+			rd_kafka_topic_partition_list_destroy(c->uncommitted);
+		c->uncommitted = NULL;
 		rd_kafka_consumer_close(c->rk);
 		rd_kafka_destroy(c->rk);
 		c->rk = NULL;
@@ -652,12 +737,12 @@ static enum attempt attempt(struct cons *c, const rd_kafka_message_t *m,
 
 static void commit_offset(struct cons *c, const rd_kafka_message_t *m)
 {
-	rd_kafka_resp_err_t e = rd_kafka_commit_message(c->rk, m, 0);
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
 
-	if (e)
-		pin_log(PIN_LOG_WARN, "consumer: offset commit failed (message will be"
-				" redelivered, the inbox dedupes)", "group", c->e->c.group,
-				"error", rd_kafka_err2str(e), NULL);
+	rd_kafka_topic_partition_list_add(l, rd_kafka_topic_name(m->rkt),
+			m->partition)->offset = m->offset + 1;
+	commit_offsets(c, l);
+	rd_kafka_topic_partition_list_destroy(l);
 }
 
 static int backoff_next(int cur)
@@ -1003,14 +1088,8 @@ static void batch_finish(struct cons *c, struct bitem *b, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if (!b[i].held)
 			rd_kafka_message_destroy(b[i].m);
-	if (offs->cnt) {
-		rd_kafka_resp_err_t e = rd_kafka_commit(c->rk, offs, 0);
-
-		if (e)
-			pin_log(PIN_LOG_WARN, "consumer: offset commit failed (messages will be"
-					" redelivered, the inbox dedupes)", "group", c->e->c.group,
-					"error", rd_kafka_err2str(e), NULL);
-	}
+	if (offs->cnt)
+		commit_offsets(c, offs);
 	rd_kafka_topic_partition_list_destroy(offs);
 	if (processed)
 		pin_metric_add("pin_consumer_processed_total", c->labels, processed);
@@ -1535,6 +1614,7 @@ static void *cons_main(void *arg)
 
 		if (!ensure_consumer(c, &next_boot_check))
 			continue;
+		commit_retry(c);
 		lag_sample(c);
 		m = next_message(c, retry_due(c, a));
 		if (!m)
@@ -1613,6 +1693,7 @@ int pin_consumers_start(void)
 		pin_metric_add("pin_dlq_total", c->labels, 0);
 		pin_metric_add("pin_consumer_processed_total", c->labels, 0);
 		pin_metric_add("pin_consumer_retries_total", c->labels, 0);
+		pin_metric_add("pin_consumer_offset_commit_failures_total", c->labels, 0);
 		pin_metric_set("pin_consumer_partitions_assigned", c->labels, 0);
 		/* [consume] the histogram before the first message */
 		pin_metric_hist_declare("pin_consumer_consume_duration_seconds", c->labels);

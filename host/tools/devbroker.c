@@ -16,6 +16,12 @@
  * of the cluster down (connections closed, new ones refused), SIGUSR2 brings
  * them back -- same port, same topics, messages and committed offsets, like
  * a real broker restarted over its log.
+ *
+ * Error injection (tests/integration/test_obs.c): SIGURG reads
+ * "<api key> <count> <error code>" from PATH.inject (next to the bootstrap
+ * file) and makes the next <count> requests of that Kafka API fail with that
+ * error (rd_kafka_mock_push_request_errors), e.g. "8 3 28": three
+ * OffsetCommit requests answered INVALID_COMMIT_OFFSET_SIZE.
  */
 #include "config.h"
 
@@ -117,6 +123,33 @@ static int create_topic(rd_kafka_mock_cluster_t *mc, const char *name, int parts
 	return 0;
 }
 
+/* SIGURG: the next requests of one API fail (see the head comment) */
+static void inject(rd_kafka_mock_cluster_t *mc, const char *bootstrap_file)
+{
+	char path[4096];
+	int key = -1, cnt = 0, err = 0;
+	FILE *f;
+
+	if (!bootstrap_file)
+		return;
+	snprintf(path, sizeof(path), "%s.inject", bootstrap_file);
+	f = fopen(path, "r");
+	if (!f || fscanf(f, "%d %d %d", &key, &cnt, &err) != 3 || key < 0 ||
+			cnt < 1 || cnt > 1000) {
+		fprintf(stderr, "pin-devbroker: %s: expected \"<api key> <count>"
+				" <error code>\"\n", path);
+		if (f)
+			fclose(f);
+		return;
+	}
+	fclose(f);
+	for (int i = 0; i < cnt; i++)
+		rd_kafka_mock_push_request_errors(mc, (int16_t)key, 1,
+				(rd_kafka_resp_err_t)err);
+	fprintf(stderr, "pin-devbroker: the next %d requests of API %d fail with"
+			" error %d\n", cnt, key, err);
+}
+
 int main(int argc, char **argv)
 {
 	const char *bootstrap_file = NULL;
@@ -172,6 +205,7 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGUSR1);
 	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIGURG);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -210,6 +244,10 @@ int main(int argc, char **argv)
 
 		if (sigwait(&set, &sig) != 0)
 			goto out;
+		if (sig == SIGURG) {
+			inject(mc, bootstrap_file);
+			continue;
+		}
 		if (sig != SIGUSR1 && sig != SIGUSR2)
 			break;
 		for (int id = 1; id <= brokers && !e; id++)

@@ -1190,6 +1190,17 @@ void h_broker_up(void)
 	broker_signal(SIGUSR2);
 }
 
+void h_broker_inject(int api_key, int count, int err)
+{
+	const char *boot = h_env("PIN_KAFKA_BOOTSTRAP_FILE");
+	FILE *f = fopen(h_sprintf("%s.inject", boot), "w");
+
+	ck_assert_msg(f, "cannot write %s.inject: %s", boot, strerror(errno));
+	fprintf(f, "%d %d %d\n", api_key, count, err);
+	ck_assert(fclose(f) == 0);
+	broker_signal(SIGURG);
+}
+
 /* ------------------------------------------------------------ hosts */
 
 long h_host_pid(const char *name)

@@ -254,6 +254,9 @@ void h_broker_start(void);
  * and committed offsets -- a broker restart over its log. */
 void h_broker_down(void);
 void h_broker_up(void);
+/* The next count requests of Kafka API api_key (8: OffsetCommit) fail with
+ * error err (the dev broker's error injection, SIGURG). */
+void h_broker_inject(int api_key, int count, int err);
 
 /* ---- hosts ---------------------------------------------------------------- */
 /* Runs PIN_HOST_BIN --mode worker --once with the stack's config and the

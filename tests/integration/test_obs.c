@@ -196,6 +196,25 @@ static double worker_lag(void)
 	return lag_sum(fetch(h_env("PIN_WORKER_METRICS_URL")).body);
 }
 
+/* the test group's lag series and commit failures, for failure messages */
+static char *lag_lines(void)
+{
+	const char *m = fetch(h_env("PIN_WORKER_METRICS_URL")).body;
+	char *out = h_strdup("");
+
+	for (const char *p = m; p && *p; ) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+
+		if (!strncmp(p, LAG_PREFIX, strlen(LAG_PREFIX)) || !strncmp(p,
+				"pin_consumer_offset_commit_failures_total{group=\"test-consumer\"}",
+				strlen("pin_consumer_offset_commit_failures_total{group=\"test-consumer\"}")))
+			out = h_sprintf("%s%.*s\n", out, (int)len, p);
+		p = nl ? nl + 1 : NULL;
+	}
+	return out;
+}
+
 static double worker_age(void)
 {
 	return age_of(fetch(h_env("PIN_WORKER_METRICS_URL")).body);
@@ -213,7 +232,7 @@ START_TEST(stalled_consumer_lag_grows)
 	h_sql("CREATE TABLE IF NOT EXISTS calendar.test_seen"
 		" (message_id uuid, payload_kind text, attempts int)");
 	ck_assert_msg(H_WAIT_UNTIL(worker_lag() == 0, 30000),
-		"test group lag not 0 at the start: %g", worker_lag());
+		"test group lag not 0 at the start: %g\n%s", worker_lag(), lag_lines());
 	ck_assert(h_kafka_produce(topic, key, envelope(key, "stall")) == 0);
 	ck_assert(h_kafka_produce(topic, key, envelope(key, "noop")) == 0);
 	ck_assert_msg(H_WAIT_UNTIL((l1 = worker_lag()) >= 2, 10000),
@@ -228,7 +247,47 @@ START_TEST(stalled_consumer_lag_grows)
 		"age did not grow: %g then %g", a1, a2);
 	/* the stall ends (20 s deadline -> DLQ): lag and age back to 0 */
 	ck_assert_msg(H_WAIT_UNTIL(worker_lag() == 0 && worker_age() == 0, 45000),
-		"lag stayed %g, age %g", worker_lag(), worker_age());
+		"lag stayed %g, age %g\n%s", worker_lag(), worker_age(), lag_lines());
+}
+END_TEST
+
+/* the test group's failed offset commits so far */
+static double commit_failures(void)
+{
+	const char *k = "pin_consumer_offset_commit_failures_total{group=\"test-consumer\"} ";
+	const char *p = strstr(fetch(h_env("PIN_WORKER_METRICS_URL")).body, k);
+
+	return p ? atof(p + strlen(k)) : -1;
+}
+
+/* An offset commit that fails is committed again: the broker refuses the
+ * next three OffsetCommit requests, the consumer applies one message, and
+ * the group's committed offset still catches up (lag back to 0) without a
+ * further message on that partition.  Before, the lag stayed at 1 until the
+ * partition's next message (and a restart redelivered it). */
+START_TEST(failed_offset_commit_is_retried)
+{
+	const char *topic = "pin.test.events.v1";
+	char *key = h_uuid();
+	char *env = envelope(key, "ok");
+	double f0, f1 = -1;
+
+	h_sql("CREATE TABLE IF NOT EXISTS calendar.test_seen"
+		" (message_id uuid, payload_kind text, attempts int)");
+	ck_assert_msg(H_WAIT_UNTIL(worker_lag() == 0, 30000),
+		"test group lag not 0 at the start: %g\n%s", worker_lag(), lag_lines());
+	ck_assert_msg((f0 = commit_failures()) >= 0, "no commit failure counter:\n%s",
+		lag_lines());
+	h_broker_inject(8, 3, 28);      /* OffsetCommit -> INVALID_COMMIT_OFFSET_SIZE */
+	ck_assert(h_kafka_produce(topic, key, env) == 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM calendar.test_seen"
+		" WHERE payload_kind = 'ok' AND message_id = ($1::json->>'messageId')::uuid",
+		env) == 1, 20000), "the message was not applied");
+	ck_assert_msg(H_WAIT_UNTIL((f1 = commit_failures()) > f0, 10000),
+		"no failed commit counted (%g -> %g): the injection missed", f0, f1);
+	ck_assert_msg(H_WAIT_UNTIL(worker_lag() == 0, 20000),
+		"lag stayed %g after the failed commits (%g):\n%s", worker_lag(),
+		commit_failures() - f0, lag_lines());
 }
 END_TEST
 
@@ -447,6 +506,7 @@ Suite *make_obs_suite(void)
 	suite_add_tcase(s, tc);
 	tc = h_tcase("lag", 120);
 	tcase_add_test(tc, stalled_consumer_lag_grows);
+	tcase_add_test(tc, failed_offset_commit_is_retried);
 	suite_add_tcase(s, tc);
 	tc = h_tcase("trace", 60);
 	tcase_add_test(tc, trace_context_request_to_consumer);
