@@ -38,6 +38,8 @@ struct pc_batch_run {
 	const struct pin_msg *msg[PC_BATCH_RUN_MAX];
 	const char *key[PC_BATCH_RUN_MAX];  /* borrowed (the messages') */
 	size_t n;
+	int alone;                  /* pc_batch_runs: a run of one message that
+	                             * applies on its own (see below) */
 	char now[40];               /* the host clock at init, formatted */
 };
 void pc_batch_run_init(struct pc_batch_run *r);
@@ -55,5 +57,31 @@ void pc_batch_run_clear(struct pc_batch_run *r);
 void pc_batch_run_free(struct pc_batch_run *r);
 /* a string column of a row (NULL -> JSON null) */
 void pc_batch_row_str(json_object *row, const char *col, const char *v);
+
+/*
+ * The driver of a run-based batch handler: msgs[0..n) in order, each
+ * validated by parse, st[i] set, the runs cut where a key repeats (or a
+ * run is full) and each handed to flush; returns the batch handler's
+ * result (pin_consumer.batch_fn).
+ *
+ * parse(msg, res, row, &key, &alone, ud): OK with key (borrowed from msg)
+ *   and the message's columns added to row (which holds "last_event_at"
+ *   already; the driver owns row); OK with alone set: the message applies
+ *   on its own -- the run before it is flushed, then a run of just this
+ *   message (run->alone = 1) goes to flush; FATAL (no effect: st[i]);
+ *   RETRY: the batch gives up (the host takes the per-message path).
+ * flush(run, res, ud): the run's statement(s); res is the result of the
+ *   message that ended the run (msgs[0]'s for the last run).  Anything but
+ *   OK gives the batch up.  The driver empties the run afterwards.
+ * After a give-up no further message is parsed or flushed.
+ */
+typedef enum pin_consume_status (*pc_batch_parse_fn)(const struct pin_msg *msg,
+		struct pin_consume_result *res, json_object *row, const char **key,
+		int *alone, void *ud);
+typedef enum pin_consume_status (*pc_batch_flush_fn)(struct pc_batch_run *run,
+		struct pin_consume_result *res, void *ud);
+enum pin_consume_status pc_batch_runs(const struct pin_msg *const *msgs, size_t n,
+		enum pin_consume_status *st, struct pin_consume_result *res,
+		pc_batch_parse_fn parse, pc_batch_flush_fn flush, void *ud);
 
 #endif
