@@ -1,6 +1,8 @@
 /* consume.c -- helpers of Kafka consumers. */
 #include "config.h"
+#include <ctype.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -85,17 +87,33 @@ void pc_batch_run_init(struct pc_batch_run *r)
 	r->rows = json_object_new_array();
 	r->n = 0;
 	r->alone = 0;
+	memset(r->slot, 0, sizeof(r->slot));
 	pc_api->fmt_time(pc_api->now_us(), r->now, sizeof(r->now));
+}
+
+/* FNV-1a of the key, case-folded */
+static size_t key_hash(const char *k)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *k; k++) {
+		h ^= (unsigned char)tolower((unsigned char)*k);
+		h *= 16777619u;
+	}
+	return h & (PC_BATCH_RUN_SLOTS - 1);
+}
+
+long pc_batch_run_find(const struct pc_batch_run *r, const char *key)
+{
+	for (size_t s = key_hash(key); r->slot[s]; s = (s + 1) & (PC_BATCH_RUN_SLOTS - 1))
+		if (!strcasecmp(r->key[r->slot[s] - 1], key))
+			return (long)r->slot[s] - 1;
+	return -1;
 }
 
 int pc_batch_run_ends(const struct pc_batch_run *r, const char *key)
 {
-	if (r->n == PC_BATCH_RUN_MAX)
-		return 1;
-	for (size_t i = 0; i < r->n; i++)
-		if (!strcasecmp(r->key[i], key))
-			return 1;
-	return 0;
+	return r->n == PC_BATCH_RUN_MAX || pc_batch_run_find(r, key) >= 0;
 }
 
 /* a new row object of msg: "last_event_at" (its createdAt) */
@@ -113,7 +131,12 @@ static json_object *row_new(const struct pin_msg *msg)
 static void run_append(struct pc_batch_run *r, const struct pin_msg *msg,
 		const char *key, json_object *row)
 {
+	size_t s = key_hash(key);
+
 	json_object_array_add(r->rows, row);
+	while (r->slot[s])      /* a key twice: both stay findable (the first) */
+		s = (s + 1) & (PC_BATCH_RUN_SLOTS - 1);
+	r->slot[s] = (unsigned short)(r->n + 1);
 	r->msg[r->n] = msg;
 	r->key[r->n++] = key;
 }
@@ -138,6 +161,7 @@ void pc_batch_run_clear(struct pc_batch_run *r)
 	r->rows = json_object_new_array();
 	r->n = 0;
 	r->alone = 0;
+	memset(r->slot, 0, sizeof(r->slot));
 }
 
 void pc_batch_run_free(struct pc_batch_run *r)

@@ -31,12 +31,16 @@ const char *pc_identity_user(json_object *payload, const char **user_id,
  * split a batch into runs of distinct keys, each one multi-row statement
  * (json_to_recordset of pc_batch_run_json): a key that repeats starts a new
  * run, so one key's messages keep their order.  A run holds at most
- * PC_BATCH_RUN_MAX messages. */
-#define PC_BATCH_RUN_MAX 256
+ * PC_BATCH_RUN_MAX messages (a batch of consumer_batch_set_max's default,
+ * 500, is one run).  Keys are found through a hash (case-insensitive):
+ * linear time per run. */
+#define PC_BATCH_RUN_MAX 512
+#define PC_BATCH_RUN_SLOTS 1024     /* power of two, >= 2 x PC_BATCH_RUN_MAX */
 struct pc_batch_run {
 	json_object *rows;          /* array of row objects */
 	const struct pin_msg *msg[PC_BATCH_RUN_MAX];
 	const char *key[PC_BATCH_RUN_MAX];  /* borrowed (the messages') */
+	unsigned short slot[PC_BATCH_RUN_SLOTS];    /* key index + 1; 0 free */
 	size_t n;
 	int alone;                  /* pc_batch_runs: a run of one message that
 	                             * applies on its own (see below) */
@@ -46,6 +50,8 @@ void pc_batch_run_init(struct pc_batch_run *r);
 /* non-zero when a message of key cannot join the run (it holds key, any
  * case, already, or it is full): flush the run first */
 int pc_batch_run_ends(const struct pc_batch_run *r, const char *key);
+/* the index of the run's message of key (any case), or -1 */
+long pc_batch_run_find(const struct pc_batch_run *r, const char *key);
 /* a new row of msg under key (with "last_event_at": msg's createdAt);
  * the caller adds its columns */
 json_object *pc_batch_run_add(struct pc_batch_run *r, const struct pin_msg *msg,

@@ -171,14 +171,11 @@ static enum pin_consume_status run_flush(struct pc_batch_run *u,
 		pc_api->metric_add("pin_calendar_identity_stale_total", NULL,
 				(double)(u->n - (size_t)PQntuples(r)));
 	for (int i = 0; i < PQntuples(r) && st == PIN_CONSUME_OK; i++) {
-		const char *id = PQgetvalue(r, i, 0);
-		size_t j = 0;
+		long j;
 
 		if (!strcmp(PQgetvalue(r, i, 1), "Active"))
 			continue;
-		while (j < u->n && strcasecmp(u->key[j], id) != 0)
-			j++;
-		if (j < u->n)
+		if ((j = pc_batch_run_find(u, PQgetvalue(r, i, 0))) >= 0)
 			st = depart(u->msg[j], res, u->key[j]);
 	}
 	return st;
