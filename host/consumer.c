@@ -19,7 +19,9 @@
  *     processing goes on;
  *   - BEGIN; inbox insert (group, messageId) ON CONFLICT DO NOTHING; no row
  *     -> duplicate: COMMIT, offset committed, pin_consumer_duplicates_total;
- *   - handler: OK -> COMMIT, then the offset is committed (sync);
+ *   - handler: OK -> COMMIT, then the offset is committed (asynchronously
+ *     unless consumer_commit_async = 0; a failed commit is committed again
+ *     while the partition stays assigned);
  *     RETRY -> ROLLBACK, the partition is paused and the message held;
  *     it is retried with exponential backoff (consumer_backoff_initial_ms
  *     1000 doubling to consumer_backoff_max_ms 60000) until the deadline
@@ -45,7 +47,9 @@
  * Config: kafka_session_timeout_ms (6000), kafka_heartbeat_interval_ms
  * (500), kafka_assignment_strategy ("range"; "cooperative-sticky" works too),
  * consumer_retry_deadline_s, consumer_backoff_initial_ms,
- * consumer_backoff_max_ms.
+ * consumer_backoff_max_ms, kafka_fetch_wait_max_ms (100: librdkafka's
+ * fetch.wait.max.ms; the dev broker answers an empty fetch only after it),
+ * consumer_commit_async (1).
  *
  * Metrics (label group="..."): pin_consumer_processed_total,
  * pin_consumer_duplicates_total, pin_consumer_retries_total,
@@ -115,6 +119,7 @@ struct cons {
 	size_t nheld, capheld;
 	bool started;
 	bool create_failing;        /* log creation failures once */
+	bool commit_async;          /* [ident] consumer_commit_async */
 	int64_t next_lag_us;        /* next lag sample */
 	struct lagp {               /* per partition: when lag > 0 began to stall */
 		char topic[200];
@@ -135,9 +140,9 @@ struct cons {
 	} *wm;
 	size_t nwm;
 	int wm_new;                 /* a partition was registered: ask now */
-	/* offsets whose commit failed, retried while their partition stays
-	 * assigned (commit_retry), dropped on revoke */
-	rd_kafka_topic_partition_list_t *uncommitted;
+	/* per partition the highest offset asked to commit, .err set while its
+	 * last commit failed (commit_retry); dropped on revoke */
+	rd_kafka_topic_partition_list_t *commits;
 	int64_t next_commit_retry_us;
 };
 
@@ -218,78 +223,99 @@ static void assigned_gauge(struct cons *c, rd_kafka_t *rk)
 
 static struct lagp *lagp_find(struct cons *c, const char *topic, int32_t part);
 
-/* Commits offs (synchronously).  A failed commit is not lost: its offsets
- * are kept in c->uncommitted and commit_retry() commits them again while
- * the partitions stay assigned.  Without that, a consumer that had caught
- * up showed lag (high watermark - committed) until the partition's next
- * message, and a restart redelivered what it had done (the inbox dedupes).
- * A later successful commit of a partition supersedes its kept offset. */
+/* Offset commits.  The highest offset asked for is kept per partition
+ * (c->commits; its .err marks a partition whose last commit failed).  A
+ * failure -- at once, or for an asynchronous commit later in
+ * offset_commit_cb -- marks the partitions, and commit_retry() commits their
+ * highest offset again, at most once a second, while they stay assigned.
+ * The offsets asked for only grow within an assignment, so a retry never
+ * moves the group's offset back, also when an older commit's failure is
+ * reported after a newer one succeeded; a revoked partition is forgotten
+ * (commits_revoke: its new owner redelivers from the committed offset, the
+ * inbox dedupes).  Without the retry a consumer that had caught up showed
+ * lag (high watermark - committed) until the partition's next message, and a
+ * restart redelivered what it had done. */
+static void commit_failed(struct cons *c, const rd_kafka_topic_partition_list_t *offs,
+		rd_kafka_resp_err_t err)
+{
+	pin_log(PIN_LOG_WARN, "consumer: offset commit failed (retried while the"
+			" partition stays assigned)", "group", c->e->c.group, "error",
+			rd_kafka_err2str(err), NULL);
+	pin_metric_add("pin_consumer_offset_commit_failures_total", c->labels, 1);
+	for (int i = 0; c->commits && i < offs->cnt; i++) {
+		const rd_kafka_topic_partition_t *p = &offs->elems[i];
+		rd_kafka_topic_partition_t *u = rd_kafka_topic_partition_list_find(
+				c->commits, p->topic, p->partition);
+
+		if (u && (p->err || err))
+			u->err = p->err ? p->err : err;
+	}
+	c->next_commit_retry_us = pin_clock_now_us() + 1000000;
+}
+
+/* the first error of a commit's result, NO_ERROR if none */
+static rd_kafka_resp_err_t commit_error(rd_kafka_resp_err_t err,
+		const rd_kafka_topic_partition_list_t *offs)
+{
+	for (int i = 0; !err && offs && i < offs->cnt; i++)
+		err = offs->elems[i].err;
+	return err;
+}
+
 static void commit_offsets(struct cons *c, const rd_kafka_topic_partition_list_t *offs)
 {
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_copy(offs);
-	rd_kafka_resp_err_t e = rd_kafka_commit(c->rk, l, 0);
+	rd_kafka_resp_err_t e;
 
-	for (int i = 0; e == RD_KAFKA_RESP_ERR_NO_ERROR && i < l->cnt; i++)
-		if (l->elems[i].err)
-			e = l->elems[i].err;
-	if (e) {
-		pin_log(PIN_LOG_WARN, "consumer: offset commit failed (retried while"
-				" the partition stays assigned)", "group", c->e->c.group,
-				"error", rd_kafka_err2str(e), NULL);
-		pin_metric_add("pin_consumer_offset_commit_failures_total", c->labels, 1);
-		if (!c->uncommitted)
-			c->uncommitted = rd_kafka_topic_partition_list_new(l->cnt);
-		c->next_commit_retry_us = pin_clock_now_us() + 1000000;
-	}
-	for (int i = 0; c->uncommitted && i < l->cnt; i++) {
+	if (!c->commits)
+		c->commits = rd_kafka_topic_partition_list_new(l->cnt);
+	for (int i = 0; i < l->cnt; i++) {
 		rd_kafka_topic_partition_t *p = &l->elems[i], *u =
-			rd_kafka_topic_partition_list_find(c->uncommitted, p->topic, p->partition);
+			rd_kafka_topic_partition_list_find(c->commits, p->topic, p->partition);
 
-		if (e && !u)
-			u = rd_kafka_topic_partition_list_add(c->uncommitted, p->topic,
-					p->partition);
-		if (e && u->offset < p->offset)
+		if (!u)
+			u = rd_kafka_topic_partition_list_add(c->commits, p->topic, p->partition);
+		if (u->offset < p->offset)
 			u->offset = p->offset;
-		else if (!e && u && u->offset <= p->offset)
-			rd_kafka_topic_partition_list_del(c->uncommitted, p->topic, p->partition);
+		u->err = RD_KAFKA_RESP_ERR_NO_ERROR;   /* this commit covers it */
 	}
+	e = rd_kafka_commit(c->rk, l, c->commit_async);
+	if (!c->commit_async)
+		e = commit_error(e, l);
+	if (e)
+		commit_failed(c, l, e);
 	rd_kafka_topic_partition_list_destroy(l);
 }
 
-/* The kept offsets of partitions still assigned, committed again (at most
- * once a second); those of partitions gone elsewhere are dropped: their new
- * owner redelivers from the group's committed offset. */
+/* the marked partitions still assigned: their highest offset again */
 static void commit_retry(struct cons *c)
 {
 	rd_kafka_topic_partition_list_t *a = NULL, *todo;
 
-	if (!c->uncommitted || !c->uncommitted->cnt ||
-			pin_clock_now_us() < c->next_commit_retry_us)
+	if (!c->commits || pin_clock_now_us() < c->next_commit_retry_us)
 		return;
-	c->next_commit_retry_us = pin_clock_now_us() + 1000000;
+	c->next_commit_retry_us = INT64_MAX;    /* until the next failure */
 	if (rd_kafka_assignment(c->rk, &a) != RD_KAFKA_RESP_ERR_NO_ERROR || !a)
 		return;
-	todo = rd_kafka_topic_partition_list_new(c->uncommitted->cnt);
-	for (int i = 0; i < c->uncommitted->cnt; i++) {
-		rd_kafka_topic_partition_t *u = &c->uncommitted->elems[i];
+	todo = rd_kafka_topic_partition_list_new(c->commits->cnt);
+	for (int i = 0; i < c->commits->cnt; i++) {
+		rd_kafka_topic_partition_t *u = &c->commits->elems[i];
 
-		if (rd_kafka_topic_partition_list_find(a, u->topic, u->partition))
+		if (u->err && rd_kafka_topic_partition_list_find(a, u->topic, u->partition))
 			rd_kafka_topic_partition_list_add(todo, u->topic,
 					u->partition)->offset = u->offset;
 	}
 	rd_kafka_topic_partition_list_destroy(a);
-	rd_kafka_topic_partition_list_destroy(c->uncommitted);
-	c->uncommitted = NULL;
 	if (todo->cnt)
 		commit_offsets(c, todo);
 	rd_kafka_topic_partition_list_destroy(todo);
 }
 
-/* revoked partitions: their kept offsets are no longer ours to commit */
-static void uncommitted_revoke(struct cons *c, const rd_kafka_topic_partition_list_t *parts)
+/* revoked partitions: no longer ours to commit */
+static void commits_revoke(struct cons *c, const rd_kafka_topic_partition_list_t *parts)
 {
-	for (int i = 0; c->uncommitted && i < parts->cnt; i++)
-		rd_kafka_topic_partition_list_del(c->uncommitted, parts->elems[i].topic,
+	for (int i = 0; c->commits && i < parts->cnt; i++)
+		rd_kafka_topic_partition_list_del(c->commits, parts->elems[i].topic,
 				parts->elems[i].partition);
 }
 
@@ -334,7 +360,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 		}
 		if (!coop)
 			held_drop_all(c, true);
-		uncommitted_revoke(c, parts);
+		commits_revoke(c, parts);
 		if (coop)
 			e = rd_kafka_incremental_unassign(rk, parts);
 		else
@@ -348,10 +374,27 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 	assigned_gauge(c, rk);
 }
 
+/* [ident] the result of an asynchronous offset commit (served by
+ * rd_kafka_consumer_poll on the consumer thread): a failure is committed
+ * again (commit_failed, commit_retry); until then a crash or a rebalance
+ * only redelivers, and the inbox turns the messages into duplicates.  A
+ * synchronous commit's result is handled where it is made. */
+static void offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+		rd_kafka_topic_partition_list_t *offs, void *opaque)
+{
+	struct cons *c = opaque;
+
+	(void)rk;
+	if (!c->commit_async || err == RD_KAFKA_RESP_ERR__NO_OFFSET)
+		return;
+	if ((err = commit_error(err, offs)) && offs)
+		commit_failed(c, offs, err);
+}
+
 static int consumer_create(struct cons *c)
 {
 	char err[512];
-	char sto[24], hb[24];
+	char sto[24], hb[24], fw[24];
 	rd_kafka_conf_t *conf;
 	rd_kafka_topic_partition_list_t *topics = NULL;
 	rd_kafka_resp_err_t e;
@@ -362,12 +405,14 @@ static int consumer_create(struct cons *c)
 		goto fail;
 	snprintf(sto, sizeof(sto), "%lld", pin_config_int("kafka_session_timeout_ms", 6000));
 	snprintf(hb, sizeof(hb), "%lld", pin_config_int("kafka_heartbeat_interval_ms", 500));
+	snprintf(fw, sizeof(fw), "%lld", pin_config_int("kafka_fetch_wait_max_ms", 100));
 	if (pin_kafka_conf_set(conf, "group.id", c->e->c.group, err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "enable.auto.offset.store", "false", err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "auto.offset.reset", "earliest", err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "session.timeout.ms", sto, err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "heartbeat.interval.ms", hb, err, sizeof(err)) ||
+			pin_kafka_conf_set(conf, "fetch.wait.max.ms", fw, err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "partition.assignment.strategy",
 				pin_config_get("kafka_assignment_strategy", "range"),
 				err, sizeof(err)) ||
@@ -376,6 +421,7 @@ static int consumer_create(struct cons *c)
 		goto fail;
 	}
 	rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+	rd_kafka_conf_set_offset_commit_cb(conf, offset_commit_cb);
 	rd_kafka_conf_set_opaque(conf, c);
 	c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
 	if (!c->rk) {
@@ -412,9 +458,9 @@ static void consumer_destroy(struct cons *c)
 {
 	if (c->rk) {
 		held_drop_all(c, false);
-		if (c->uncommitted)
-			rd_kafka_topic_partition_list_destroy(c->uncommitted);
-		c->uncommitted = NULL;
+		if (c->commits)
+			rd_kafka_topic_partition_list_destroy(c->commits);
+		c->commits = NULL;
 		rd_kafka_consumer_close(c->rk);
 		rd_kafka_destroy(c->rk);
 		c->rk = NULL;
@@ -858,7 +904,7 @@ static void handle(struct cons *c, rd_kafka_message_t *m, struct held *h)
  *   row is deleted again before the COMMIT); COMMIT; then, in order, the
  *   DLQ writes (acks awaited), the holds of RETRY messages (partition
  *   paused, the batch's later messages of that partition dropped: they come
- *   again after the seek) and ONE synchronous offset commit per batch (per
+ *   again after the seek) and ONE offset commit per batch (asynchronous, per
  *   partition: after the last message that is done).
  * Equivalence with one transaction per message: a message's effects and its
  * inbox row still commit together (same transaction) or not at all (its
@@ -909,11 +955,23 @@ static bool same_part(const struct bitem *x, const struct bitem *y)
 		!strcmp(rd_kafka_topic_name(x->m->rkt), rd_kafka_topic_name(y->m->rkt));
 }
 
+/* FNV-1a of a uuid's text, case-folded */
+static size_t id_hash(const char *id)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *id; id++) {
+		h ^= (unsigned char)tolower((unsigned char)*id);
+		h *= 16777619u;
+	}
+	return h;
+}
+
 /* the inbox rows of the batch's valid messages: b[i].fresh for the new ones.
  * 0, or -1 (statement failed). */
 static int batch_claim(struct cons *c, struct bitem *b, size_t n)
 {
-	size_t len = 3, k = 0, nv = 0, *vidx;
+	size_t len = 3, k = 0, nv = 0, nslot, *vidx, *slot;
 	char now[40], *arr, *w;
 	const char *p[3];
 	PGresult *r;
@@ -942,17 +1000,38 @@ static int batch_claim(struct cons *c, struct bitem *b, size_t n)
 	r = pin_db_exec_prepared("pin_consumer_claim", c->claim_sql, 3, p);
 	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK)
 		return -1;
-	/* [consume] the rows are the array positions (1-based) of the new
-	 * ids, the first copy of an id that is twice in the batch: linear
-	 * also for a 500-message batch */
-	for (size_t i = 0; i < n; i++)
-		if (b[i].valid)
-			vidx[nv++] = i;
-	for (int j = 0; j < PQntuples(r); j++) {
-		long long ord = atoll(PQgetvalue(r, j, 0));
+	/* [ident] the rows are the new ids; each marks the first valid
+	 * message of that id (a hash of the batch's ids: linear also for a
+	 * large batch; no join in SQL) */
+	nslot = 1;
+	while (nslot < 2 * k)
+		nslot <<= 1;
+	slot = pin_arena_alloc(nslot * sizeof(*slot));
+	memset(slot, 0, nslot * sizeof(*slot));
+	for (size_t i = 0; i < n; i++) {
+		size_t h;
 
-		if (ord >= 1 && (size_t)ord <= nv)
-			b[vidx[ord - 1]].fresh = true;
+		if (!b[i].valid)
+			continue;
+		vidx[nv] = i;
+		for (h = id_hash(b[i].msg.message_id) & (nslot - 1); slot[h];
+				h = (h + 1) & (nslot - 1))
+			if (!strcasecmp(b[vidx[slot[h] - 1]].msg.message_id,
+					b[i].msg.message_id))
+				break;
+		if (!slot[h])
+			slot[h] = ++nv;
+		else
+			nv++;       /* a later copy: never found (the first is) */
+	}
+	for (int j = 0; j < PQntuples(r); j++) {
+		const char *id = PQgetvalue(r, j, 0);
+
+		for (size_t h = id_hash(id) & (nslot - 1); slot[h]; h = (h + 1) & (nslot - 1))
+			if (!strcasecmp(b[vidx[slot[h] - 1]].msg.message_id, id)) {
+				b[vidx[slot[h] - 1]].fresh = true;
+				break;
+			}
 	}
 	return 0;
 }
@@ -1043,13 +1122,17 @@ static void batch_finish(struct cons *c, struct bitem *b, size_t n)
 	rd_kafka_topic_partition_list_t *offs = rd_kafka_topic_partition_list_new((int)n);
 	int64_t now = pin_clock_now_us(), last_created = 0;
 	double processed = 0, dups = 0;
+	/* [ident] the earlier items that are not done (usually none): an
+	 * item of their partition waits; linear for a large batch */
+	const struct bitem **undone = pin_arena_alloc(n * sizeof(*undone));
+	size_t nundone = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		struct bitem *it = &b[i];
 		bool blocked = it->skip;
 
-		for (size_t j = 0; j < i && !blocked; j++)
-			blocked = b[j].a != A_DONE && same_part(&b[j], it);
+		for (size_t j = 0; j < nundone && !blocked; j++)
+			blocked = same_part(undone[j], it);
 		if (it->processed) {
 			processed++;
 			if (it->msg.created_at_us)
@@ -1058,6 +1141,7 @@ static void batch_finish(struct cons *c, struct bitem *b, size_t n)
 		if (blocked) {      /* comes again after its partition's seek */
 			it->a = A_RETRY_INFRA;
 			it->skip = true;
+			undone[nundone++] = it;
 			continue;       /* counted (as a duplicate) when it comes again */
 		}
 		dups += it->dup;
@@ -1081,6 +1165,7 @@ static void batch_finish(struct cons *c, struct bitem *b, size_t n)
 		} else {
 			hold(c, it->m, NULL, it->a, &it->v, now);   /* takes it->m */
 			it->held = true;
+			undone[nundone++] = it;
 		}
 		pin_trace_set(NULL);
 	}
@@ -1624,12 +1709,15 @@ static void *cons_main(void *arg)
 			pin_arena_reset(a);
 			continue;
 		}
-		/* the batch: what is already fetched, without waiting */
-		memset(b, 0, sizeof(*b) * (size_t)bmax);
+		/* the batch: what is already fetched, without waiting (only
+		 * the items used are cleared: a set batch's array is large) */
+		memset(b, 0, sizeof(*b));
 		b[0].m = m;
 		gen = c->rebal;
-		while (n < (size_t)bmax && (m = next_message(c, 0)))
+		while (n < (size_t)bmax && (m = next_message(c, 0))) {
+			memset(&b[n], 0, sizeof(*b));
 			b[n++].m = m;
+		}
 		if (c->rebal != gen)
 			n = batch_keep_assigned(c, b, n);
 		if (n == 1)         /* nothing else fetched: no savepoint round trips */
@@ -1680,6 +1768,7 @@ int pin_consumers_start(void)
 		const char *inbox;
 
 		c->e = &pin_reg.consumers[i];
+		c->commit_async = pin_config_int("consumer_commit_async", 1) != 0;
 		inbox = c->e->c.inbox_table ? c->e->c.inbox_table : "calendar.inbox";
 		if (!table_name_ok(inbox)) {
 			pin_log(PIN_LOG_ERROR, "consumer: invalid inbox table name",
@@ -1704,12 +1793,9 @@ int pin_consumers_start(void)
 				" VALUES ($1, $2::uuid, $3::timestamptz) ON CONFLICT DO NOTHING",
 				inbox);
 		snprintf(c->claim_sql, sizeof(c->claim_sql),
-				"WITH ins AS (INSERT INTO %s (consumer_group, message_id,"
-				" processed_at) SELECT $1, m, $3::timestamptz FROM"
-				" unnest($2::uuid[]) AS m ON CONFLICT DO NOTHING"
-				" RETURNING message_id) SELECT min(a.ord) FROM"
-				" unnest($2::uuid[]) WITH ORDINALITY AS a(id, ord)"
-				" JOIN ins ON ins.message_id = a.id GROUP BY a.id", inbox);
+				"INSERT INTO %s (consumer_group, message_id, processed_at)"
+				" SELECT $1, m, $3::timestamptz FROM unnest($2::uuid[]) AS m"
+				" ON CONFLICT DO NOTHING RETURNING message_id", inbox);
 		snprintf(c->unclaim_sql, sizeof(c->unclaim_sql),
 				"DELETE FROM %s WHERE consumer_group = $1"
 				" AND message_id = ANY ($2::uuid[])", inbox);

@@ -221,20 +221,22 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 
 /*
  * [consume] The set-based batch handler (ABI 1.4 batch_fn): runs of
- * distinct users (a run ends where a user repeats or at a Deleted message,
- * whose erasure runs on its own in its place), each run ONE upsert
+ * distinct users (pc_batch_runs: a run ends where a user repeats; a Deleted
+ * message's erasure runs on its own in its place), each run ONE upsert
  * (json_to_recordset) with on_user's newest-wins condition.  An invalid
  * message is FATAL (no effect); anything that fails gives the batch back to
  * the host (per-message path).  Contacts are PII: never logged.
  */
-static enum pin_consume_status run_flush(struct pc_batch_run *u)
+static enum pin_consume_status run_flush(struct pc_batch_run *u,
+		struct pin_consume_result *res, void *ud)
 {
 	const char *p[2];
 	PGresult *r;
-	enum pin_consume_status st = PIN_CONSUME_OK;
 
-	if (!u->n)
-		return PIN_CONSUME_OK;
+	(void)ud;
+	if (u->alone)       /* a Deleted message */
+		return erase(u->msg[0], res, u->key[0],
+				pc_jstr(u->msg[0]->payload, "displayName"));
 	p[0] = pc_batch_run_json(u);
 	p[1] = u->now;
 	r = pc_api->db_exec_prepared("ntf_contact_upsert_set",
@@ -251,52 +253,42 @@ static enum pin_consume_status run_flush(struct pc_batch_run *u)
 		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
 		"WHERE c.last_event_at < EXCLUDED.last_event_at", 2, p);
 	if (!pc_res_ok(r, PGRES_COMMAND_OK))
-		st = PIN_CONSUME_RETRY;
-	else if ((size_t)atol(PQcmdTuples(r)) < u->n)
+		return PIN_CONSUME_RETRY;
+	if ((size_t)atol(PQcmdTuples(r)) < u->n)
 		pc_api->metric_add("notifications_contacts_stale_total", NULL,
 				(double)(u->n - (size_t)atol(PQcmdTuples(r))));
-	pc_batch_run_clear(u);
-	return st;
+	return PIN_CONSUME_OK;
+}
+
+/* pc_batch_runs' parse: a row of the run keyed by the user, or a Deleted
+ * message alone */
+static enum pin_consume_status run_parse(const struct pin_msg *msg,
+		struct pin_consume_result *res, json_object *o, const char **key,
+		int *alone, void *ud)
+{
+	struct contact k;
+	enum pin_consume_status st;
+
+	(void)ud;
+	if ((st = parse_contact(msg, res, &k, alone)) != PIN_CONSUME_OK)
+		return st;
+	*key = k.user;
+	if (*alone)
+		return PIN_CONSUME_OK;
+	pc_batch_row_str(o, "user_id", k.user);
+	pc_batch_row_str(o, "display_name", k.name);
+	pc_batch_row_str(o, "email", k.email);
+	pc_batch_row_str(o, "phone", k.phone);
+	pc_batch_row_str(o, "locale", k.locale);
+	pc_batch_row_str(o, "time_zone", k.tz);
+	pc_batch_row_str(o, "status", k.status);
+	return PIN_CONSUME_OK;
 }
 
 static enum pin_consume_status on_users(const struct pin_msg *const *msgs, size_t n,
 		enum pin_consume_status *st, struct pin_consume_result *res, void *ud)
 {
-	struct pc_batch_run u;
-	enum pin_consume_status rc = PIN_CONSUME_OK;
-
-	(void)ud;
-	pc_batch_run_init(&u);
-	for (size_t i = 0; i < n && rc == PIN_CONSUME_OK; i++) {
-		struct contact k;
-		json_object *o;
-		int deleted;
-
-		st[i] = parse_contact(msgs[i], &res[i], &k, &deleted);
-		if (st[i] == PIN_CONSUME_RETRY)
-			rc = PIN_CONSUME_RETRY;
-		if (st[i] != PIN_CONSUME_OK)
-			continue;
-		if (deleted || pc_batch_run_ends(&u, k.user))
-			rc = run_flush(&u);
-		if (deleted) {
-			if (rc == PIN_CONSUME_OK)
-				rc = erase(msgs[i], &res[i], k.user, k.name);
-			continue;
-		}
-		o = pc_batch_run_add(&u, msgs[i], k.user);
-		pc_batch_row_str(o, "user_id", k.user);
-		pc_batch_row_str(o, "display_name", k.name);
-		pc_batch_row_str(o, "email", k.email);
-		pc_batch_row_str(o, "phone", k.phone);
-		pc_batch_row_str(o, "locale", k.locale);
-		pc_batch_row_str(o, "time_zone", k.tz);
-		pc_batch_row_str(o, "status", k.status);
-	}
-	if (rc == PIN_CONSUME_OK)
-		rc = run_flush(&u);
-	pc_batch_run_free(&u);
-	return rc;
+	return pc_batch_runs(msgs, n, st, res, run_parse, run_flush, ud);
 }
 
 int ntf_contacts_register(struct pin_registrar *reg, char *err, size_t errlen)

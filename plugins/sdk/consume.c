@@ -1,6 +1,8 @@
 /* consume.c -- helpers of Kafka consumers. */
 #include "config.h"
+#include <ctype.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -84,30 +86,67 @@ void pc_batch_run_init(struct pc_batch_run *r)
 {
 	r->rows = json_object_new_array();
 	r->n = 0;
+	r->alone = 0;
+	memset(r->slot, 0, sizeof(r->slot));
 	pc_api->fmt_time(pc_api->now_us(), r->now, sizeof(r->now));
+}
+
+/* FNV-1a of the key, case-folded */
+static size_t key_hash(const char *k)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *k; k++) {
+		h ^= (unsigned char)tolower((unsigned char)*k);
+		h *= 16777619u;
+	}
+	return h & (PC_BATCH_RUN_SLOTS - 1);
+}
+
+long pc_batch_run_find(const struct pc_batch_run *r, const char *key)
+{
+	for (size_t s = key_hash(key); r->slot[s]; s = (s + 1) & (PC_BATCH_RUN_SLOTS - 1))
+		if (!strcasecmp(r->key[r->slot[s] - 1], key))
+			return (long)r->slot[s] - 1;
+	return -1;
 }
 
 int pc_batch_run_ends(const struct pc_batch_run *r, const char *key)
 {
-	if (r->n == PC_BATCH_RUN_MAX)
-		return 1;
-	for (size_t i = 0; i < r->n; i++)
-		if (!strcasecmp(r->key[i], key))
-			return 1;
-	return 0;
+	return r->n == PC_BATCH_RUN_MAX || pc_batch_run_find(r, key) >= 0;
 }
 
-json_object *pc_batch_run_add(struct pc_batch_run *r, const struct pin_msg *msg,
-		const char *key)
+/* a new row object of msg: "last_event_at" (its createdAt) */
+static json_object *row_new(const struct pin_msg *msg)
 {
 	json_object *o = json_object_new_object();
 	char created[40];
 
 	pc_api->fmt_time(msg->created_at_us, created, sizeof(created));
 	pc_batch_row_str(o, "last_event_at", created);
-	json_object_array_add(r->rows, o);
+	return o;
+}
+
+/* appends row (owned by the run from now on) */
+static void run_append(struct pc_batch_run *r, const struct pin_msg *msg,
+		const char *key, json_object *row)
+{
+	size_t s = key_hash(key);
+
+	json_object_array_add(r->rows, row);
+	while (r->slot[s])      /* a key twice: both stay findable (the first) */
+		s = (s + 1) & (PC_BATCH_RUN_SLOTS - 1);
+	r->slot[s] = (unsigned short)(r->n + 1);
 	r->msg[r->n] = msg;
 	r->key[r->n++] = key;
+}
+
+json_object *pc_batch_run_add(struct pc_batch_run *r, const struct pin_msg *msg,
+		const char *key)
+{
+	json_object *o = row_new(msg);
+
+	run_append(r, msg, key, o);
 	return o;
 }
 
@@ -121,6 +160,8 @@ void pc_batch_run_clear(struct pc_batch_run *r)
 	json_object_put(r->rows);
 	r->rows = json_object_new_array();
 	r->n = 0;
+	r->alone = 0;
+	memset(r->slot, 0, sizeof(r->slot));
 }
 
 void pc_batch_run_free(struct pc_batch_run *r)
@@ -133,4 +174,54 @@ void pc_batch_run_free(struct pc_batch_run *r)
 void pc_batch_row_str(json_object *row, const char *col, const char *v)
 {
 	json_object_object_add(row, col, v ? json_object_new_string(v) : NULL);
+}
+
+/* flush of a non-empty run, then emptied */
+static enum pin_consume_status run_flush(struct pc_batch_run *r,
+		struct pin_consume_result *res, pc_batch_flush_fn flush, void *ud)
+{
+	enum pin_consume_status st;
+
+	if (!r->n)
+		return PIN_CONSUME_OK;
+	st = flush(r, res, ud);
+	pc_batch_run_clear(r);
+	return st;
+}
+
+enum pin_consume_status pc_batch_runs(const struct pin_msg *const *msgs, size_t n,
+		enum pin_consume_status *st, struct pin_consume_result *res,
+		pc_batch_parse_fn parse, pc_batch_flush_fn flush, void *ud)
+{
+	struct pc_batch_run u;
+	enum pin_consume_status rc = PIN_CONSUME_OK;
+
+	pc_batch_run_init(&u);
+	for (size_t i = 0; i < n && rc == PIN_CONSUME_OK; i++) {
+		json_object *row = row_new(msgs[i]);
+		const char *key = NULL;
+		int alone = 0;
+
+		st[i] = parse(msgs[i], &res[i], row, &key, &alone, ud);
+		if (st[i] == PIN_CONSUME_RETRY)
+			rc = PIN_CONSUME_RETRY;
+		if (st[i] != PIN_CONSUME_OK) {
+			json_object_put(row);
+			continue;
+		}
+		if (alone || pc_batch_run_ends(&u, key))
+			rc = run_flush(&u, &res[i], flush, ud);
+		run_append(&u, msgs[i], key, row);
+		if (alone) {
+			u.alone = 1;
+			if (rc == PIN_CONSUME_OK)
+				rc = run_flush(&u, &res[i], flush, ud);
+			else
+				pc_batch_run_clear(&u);
+		}
+	}
+	if (rc == PIN_CONSUME_OK)
+		rc = run_flush(&u, &res[0], flush, ud);
+	pc_batch_run_free(&u);
+	return rc;
 }

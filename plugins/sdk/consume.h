@@ -31,19 +31,27 @@ const char *pc_identity_user(json_object *payload, const char **user_id,
  * split a batch into runs of distinct keys, each one multi-row statement
  * (json_to_recordset of pc_batch_run_json): a key that repeats starts a new
  * run, so one key's messages keep their order.  A run holds at most
- * PC_BATCH_RUN_MAX messages. */
-#define PC_BATCH_RUN_MAX 256
+ * PC_BATCH_RUN_MAX messages (a batch of consumer_batch_set_max's default,
+ * 500, is one run).  Keys are found through a hash (case-insensitive):
+ * linear time per run. */
+#define PC_BATCH_RUN_MAX 512
+#define PC_BATCH_RUN_SLOTS 1024     /* power of two, >= 2 x PC_BATCH_RUN_MAX */
 struct pc_batch_run {
 	json_object *rows;          /* array of row objects */
 	const struct pin_msg *msg[PC_BATCH_RUN_MAX];
 	const char *key[PC_BATCH_RUN_MAX];  /* borrowed (the messages') */
+	unsigned short slot[PC_BATCH_RUN_SLOTS];    /* key index + 1; 0 free */
 	size_t n;
+	int alone;                  /* pc_batch_runs: a run of one message that
+	                             * applies on its own (see below) */
 	char now[40];               /* the host clock at init, formatted */
 };
 void pc_batch_run_init(struct pc_batch_run *r);
 /* non-zero when a message of key cannot join the run (it holds key, any
  * case, already, or it is full): flush the run first */
 int pc_batch_run_ends(const struct pc_batch_run *r, const char *key);
+/* the index of the run's message of key (any case), or -1 */
+long pc_batch_run_find(const struct pc_batch_run *r, const char *key);
 /* a new row of msg under key (with "last_event_at": msg's createdAt);
  * the caller adds its columns */
 json_object *pc_batch_run_add(struct pc_batch_run *r, const struct pin_msg *msg,
@@ -55,5 +63,31 @@ void pc_batch_run_clear(struct pc_batch_run *r);
 void pc_batch_run_free(struct pc_batch_run *r);
 /* a string column of a row (NULL -> JSON null) */
 void pc_batch_row_str(json_object *row, const char *col, const char *v);
+
+/*
+ * The driver of a run-based batch handler: msgs[0..n) in order, each
+ * validated by parse, st[i] set, the runs cut where a key repeats (or a
+ * run is full) and each handed to flush; returns the batch handler's
+ * result (pin_consumer.batch_fn).
+ *
+ * parse(msg, res, row, &key, &alone, ud): OK with key (borrowed from msg)
+ *   and the message's columns added to row (which holds "last_event_at"
+ *   already; the driver owns row); OK with alone set: the message applies
+ *   on its own -- the run before it is flushed, then a run of just this
+ *   message (run->alone = 1) goes to flush; FATAL (no effect: st[i]);
+ *   RETRY: the batch gives up (the host takes the per-message path).
+ * flush(run, res, ud): the run's statement(s); res is the result of the
+ *   message that ended the run (msgs[0]'s for the last run).  Anything but
+ *   OK gives the batch up.  The driver empties the run afterwards.
+ * After a give-up no further message is parsed or flushed.
+ */
+typedef enum pin_consume_status (*pc_batch_parse_fn)(const struct pin_msg *msg,
+		struct pin_consume_result *res, json_object *row, const char **key,
+		int *alone, void *ud);
+typedef enum pin_consume_status (*pc_batch_flush_fn)(struct pc_batch_run *run,
+		struct pin_consume_result *res, void *ud);
+enum pin_consume_status pc_batch_runs(const struct pin_msg *const *msgs, size_t n,
+		enum pin_consume_status *st, struct pin_consume_result *res,
+		pc_batch_parse_fn parse, pc_batch_flush_fn flush, void *ud);
 
 #endif

@@ -136,22 +136,21 @@ static enum pin_consume_status on_user(const struct pin_msg *msg,
 
 /*
  * [consume] The set-based batch handler (ABI 1.4 batch_fn): the batch's
- * valid messages become runs of distinct users (a run ends where a user
- * repeats, so one user's messages apply in order, as one by one), each run
- * ONE upsert (json_to_recordset) with the same newest-wins condition as
- * on_user; the departure cascade for every row it left not Active.  An
- * invalid message is FATAL (no effect); a failed statement gives the batch
- * back to the host (per-message path).
+ * valid messages become runs of distinct users (pc_batch_runs: a run ends
+ * where a user repeats, so one user's messages apply in order, as one by
+ * one), each run ONE upsert (json_to_recordset) with the same newest-wins
+ * condition as on_user; the departure cascade for every row it left not
+ * Active.  An invalid message is FATAL (no effect); a failed statement
+ * gives the batch back to the host (per-message path).
  */
 static enum pin_consume_status run_flush(struct pc_batch_run *u,
-		struct pin_consume_result *res)
+		struct pin_consume_result *res, void *ud)
 {
 	const char *p[2];
 	PGresult *r;
 	enum pin_consume_status st = PIN_CONSUME_OK;
 
-	if (!u->n)
-		return PIN_CONSUME_OK;
+	(void)ud;
 	p[0] = pc_batch_run_json(u);
 	p[1] = u->now;
 	r = pc_api->db_exec_prepared("identity_upsert_set",
@@ -166,55 +165,46 @@ static enum pin_consume_status run_flush(struct pc_batch_run *u,
 		"  last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
 		"WHERE u.last_event_at IS NULL OR u.last_event_at < EXCLUDED.last_event_at "
 		"RETURNING u.user_id, u.status", 2, p);
-	if (!pc_res_ok(r, PGRES_TUPLES_OK)) {
-		st = PIN_CONSUME_RETRY;
-		goto out;
-	}
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
+		return PIN_CONSUME_RETRY;
 	if ((size_t)PQntuples(r) < u->n)
 		pc_api->metric_add("pin_calendar_identity_stale_total", NULL,
 				(double)(u->n - (size_t)PQntuples(r)));
 	for (int i = 0; i < PQntuples(r) && st == PIN_CONSUME_OK; i++) {
-		const char *id = PQgetvalue(r, i, 0);
-		size_t j = 0;
+		long j;
 
 		if (!strcmp(PQgetvalue(r, i, 1), "Active"))
 			continue;
-		while (j < u->n && strcasecmp(u->key[j], id) != 0)
-			j++;
-		if (j < u->n)
+		if ((j = pc_batch_run_find(u, PQgetvalue(r, i, 0))) >= 0)
 			st = depart(u->msg[j], res, u->key[j]);
 	}
-out:
-	pc_batch_run_clear(u);
 	return st;
+}
+
+/* pc_batch_runs' parse: a row of the run keyed by the user */
+static enum pin_consume_status run_parse(const struct pin_msg *msg,
+		struct pin_consume_result *res, json_object *o, const char **key,
+		int *alone, void *ud)
+{
+	struct user_msg m;
+	enum pin_consume_status st;
+
+	(void)alone;
+	(void)ud;
+	if ((st = parse_user(msg, res, &m)) != PIN_CONSUME_OK)
+		return st;
+	*key = m.user_id;
+	pc_batch_row_str(o, "user_id", m.user_id);
+	pc_batch_row_str(o, "display_name", m.name);
+	pc_batch_row_str(o, "avatar_url", m.avatar);
+	pc_batch_row_str(o, "status", m.status);
+	return PIN_CONSUME_OK;
 }
 
 static enum pin_consume_status on_users(const struct pin_msg *const *msgs, size_t n,
 		enum pin_consume_status *st, struct pin_consume_result *res, void *ud)
 {
-	struct pc_batch_run u;
-	enum pin_consume_status rc = PIN_CONSUME_OK;
-
-	(void)ud;
-	pc_batch_run_init(&u);
-	for (size_t i = 0; i < n && rc == PIN_CONSUME_OK; i++) {
-		struct user_msg m;
-		json_object *o;
-
-		if ((st[i] = parse_user(msgs[i], &res[i], &m)) != PIN_CONSUME_OK)
-			continue;
-		if (pc_batch_run_ends(&u, m.user_id))
-			rc = run_flush(&u, &res[i]);
-		o = pc_batch_run_add(&u, msgs[i], m.user_id);
-		pc_batch_row_str(o, "user_id", m.user_id);
-		pc_batch_row_str(o, "display_name", m.name);
-		pc_batch_row_str(o, "avatar_url", m.avatar);
-		pc_batch_row_str(o, "status", m.status);
-	}
-	if (rc == PIN_CONSUME_OK)
-		rc = run_flush(&u, &res[0]);
-	pc_batch_run_free(&u);
-	return rc;
+	return pc_batch_runs(msgs, n, st, res, run_parse, run_flush, ud);
 }
 
 int wrk_identity_register(struct pin_registrar *reg, char *err, size_t errlen)
