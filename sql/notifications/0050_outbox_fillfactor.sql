@@ -1,0 +1,12 @@
+-- 0050_outbox_fillfactor.sql -- issue 13: the relay's mark is cheaper when
+-- the published version of a row fits on the row's own page.
+-- Marking a row published (UPDATE .. SET published_at) writes a new version
+-- of the whole ~1 KB row; published_at is in the partial indexes' predicate,
+-- so the update is never HOT.  With full pages every new version went to
+-- another page (free-space map, a second page dirtied and logged per row).
+-- Pages filled to half keep room for the published version next to the old
+-- one: the mark of 1000 rows used about half the backend CPU (README "Outbox
+-- relay figures", session 5).  Applies to pages written from now on.  The
+-- price: published rows stay on half-full pages until housekeeping deletes
+-- them (7 days), so the table takes up to twice the space it took.
+ALTER TABLE notifications.outbox SET (fillfactor = 50);
