@@ -482,33 +482,11 @@ static int count_reason(const PGresult *res, const char *reason)
 	return c;
 }
 
-/*
- * One publisher per owner at a time (shared with a departure,
- * caldomain/agent.h).  This lock is what keeps two active slots of one owner
- * from overlapping (there is no exclusion constraint since
- * sql/calendar/0640_slots_owner_lock.sql):
- *
- *   INVARIANT: a statement that gives a slot an active status (Available,
- *   Booked) it did not have, or that sets start_at / end_at of an active
- *   slot, runs in a transaction holding the owner's cal_agent_slots_lock and
- *   has checked, after taking it, that the slot overlaps no active slot of
- *   the owner.
- *
- * Here: lock, then calendar.slot_plan (a new READ COMMITTED snapshot that
- * sees every slot a previous holder committed: the lock is released after
- * the commit is visible) skips every candidate that overlaps, then the
- * INSERT, all in one transaction; two concurrent publishes of one owner run
- * one after the other, the later one skipping what the earlier one created
- * (reason "overlap"), exactly as two sequential ones.  Every other writer of
- * availability_slots only changes status, never from Expired / Archived
- * back to an active one, so it cannot create an overlap.  A new writer that
- * creates slots or moves them in time must take this lock first (or bring
- * the constraint back).  tests/integration/test_slots.c
- * (concurrent_overlapping_publishes) checks it.
- *
- * An agent whose identity replica is not Active is refused: 409
- * AGENT_UNAVAILABLE (PC_E_RESPONDED).  0 / PC_E_RESPONDED / PIN_ERR_DB.
- */
+/* One publisher per owner at a time (shared with a departure,
+ * caldomain/agent.h): the overlap check of slot_plan then sees every
+ * committed slot, and the exclusion constraint is the safety net.  An agent
+ * whose identity replica is not Active is refused: 409 AGENT_UNAVAILABLE
+ * (PC_E_RESPONDED).  0 / PC_E_RESPONDED / PIN_ERR_DB. */
 static int owner_lock(struct pin_req *r, const char *owner)
 {
 	int rc;
@@ -566,10 +544,10 @@ static PGresult *insert_batch(const struct batch_in *in, const struct pin_princi
  * (ids[k] for the k-th kept slot, 37 bytes each).  One INSERT .. SELECT FROM
  * unnest(..) without RETURNING: the 201 body is built from what is sent
  * (issue 13: RETURNING the 480 rows and formatting them in SQL cost ~10 ms
- * of PostgreSQL CPU).  The caller holds the owner's lock (owner_lock: no
- * overlap check here).  0 or PIN_ERR_DB.
+ * of PostgreSQL CPU).  0; PC_E_RESPONDED after 409 when a concurrent slot
+ * overlaps; PIN_ERR_DB.
  */
-static int insert_slots(const char *batch_id, const PGresult *pl,
+static int insert_slots(struct pin_req *r, const char *batch_id, const PGresult *pl,
 		int keep, char (*ids)[37])
 {
 	const char *p[3];
@@ -613,7 +591,15 @@ static int insert_slots(const char *batch_id, const PGresult *pl,
 		"  b.property_object_id, b.location, b.created_at, b.created_at, 1 "
 		"FROM unnest($2::uuid[], $3::timestamptz[]) AS u (id, s) "
 		"JOIN calendar.slot_batches b ON b.id = $1::uuid", 3, p);
-	return pc_res_ok(res, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
+	if (pc_res_ok(res, PGRES_COMMAND_OK))
+		return 0;
+	if (res && strcmp(pc_api->db_sqlstate(res), "23P01") == 0) {
+		pc_problem(r, 409, "SLOT_NOT_AVAILABLE",
+			"a slot of the batch overlaps an active slot created "
+			"concurrently; publish again");
+		return PC_E_RESPONDED;
+	}
+	return PIN_ERR_DB;
 }
 
 /* A kept slot as slot_json() gives it for the inserted row (SLOT_COLS order):
@@ -720,8 +706,11 @@ int slot_h_publish(struct pin_req *r, void *ud)
 		goto out;
 	}
 	ids = pc_api->alloc((size_t)(keep > 0 ? keep : 1) * sizeof(*ids));
-	if ((rc = insert_slots(batch_id, pl, keep, ids)) < 0)
+	if ((rc = insert_slots(r, batch_id, pl, keep, ids)) < 0) {
+		if (rc == PC_E_RESPONDED)
+			rc = PIN_OK;
 		goto out;
+	}
 	if (!(body = publish_body(bres, ids, pl, keep))) {
 		rc = PIN_ERR;
 		goto out;

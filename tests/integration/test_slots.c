@@ -1083,7 +1083,7 @@ END_TEST
 
 /* ------------------------------------------------------------ overlaps, limits */
 
-START_TEST(overlap_with_existing)
+START_TEST(overlap_with_existing_and_exclusion_constraint)
 {
 	struct agent a = new_agent();
 	const char *win = "[{\"daysOfWeek\":[1,2,3,4,5],\"from\":\"09:00\",\"to\":\"12:00\"}]";
@@ -1104,6 +1104,18 @@ START_TEST(overlap_with_existing)
 	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "created")), 0);
 	ck_assert_int_eq((int)json_object_array_length(arr(r->json, "skipped")), created * 2 / 3);
 	ck_assert_str_eq(idx_str(arr(r->json, "skipped"), 0, "reason"), "overlap");
+	/* the database refuses an overlapping active slot on its own */
+	{
+		PGresult *res = PQexecParams(h_pg(),
+			"INSERT INTO calendar.availability_slots (id, tenant_id, owner_user_id, kind, "
+			"  start_at, end_at, time_zone, created_at, updated_at) "
+			"SELECT gen_random_uuid(), tenant_id, owner_user_id, kind, start_at + interval '10 min', "
+			"  end_at + interval '10 min', time_zone, created_at, updated_at "
+			"FROM calendar.availability_slots WHERE owner_user_id = $1 LIMIT 1",
+			1, NULL, (const char *const[]){ a.sub }, NULL, NULL, 0);
+		ck_assert_str_eq(PQresultErrorField(res, PG_DIAG_SQLSTATE), "23P01");
+		PQclear(res);
+	}
 	/* archived slots no longer block their time: the shifted batch now fits */
 	r = h_post(h_sprintf(BATCHES "/%s/archive", batch1), a.token, NULL);
 	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
@@ -1117,9 +1129,10 @@ START_TEST(overlap_with_existing)
 END_TEST
 
 /* Overlapping publishes of one owner fired at once (one connection each):
- * the owner's lock (sql/calendar/0640_slots_owner_lock.sql, owner_lock() in
- * plugins/slots/batch.c; there is no exclusion constraint) runs them one
- * after the other, so the answers are those of sequential publishes: one
+ * the owner's lock (owner_lock() in plugins/slots/batch.c) runs them one
+ * after the other, so the answers are those of sequential publishes (the
+ * exclusion constraint ex_availability_slots_owner_active is the database's
+ * guarantee; with the lock it is never hit, no 409 SLOT_NOT_AVAILABLE): one
  * creates its slots, every other one is a 201 that creates nothing and skips
  * every slot as "overlap" (each slot of either body overlaps one of the
  * other's).  No two active slots of the owner overlap in the table. */
@@ -1920,7 +1933,7 @@ Suite *make_slots_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = h_tcase("batches", 60);
-	tcase_add_test(tc, overlap_with_existing);
+	tcase_add_test(tc, overlap_with_existing_and_exclusion_constraint);
 	tcase_add_test(tc, concurrent_overlapping_publishes);
 	tcase_add_test(tc, batch_too_large_writes_nothing);
 	tcase_add_test(tc, batch_limit_counts_created_slots);
