@@ -416,6 +416,69 @@ struct h_resp *h_request_opts(const char *method, const char *path,
 	return track(r, resp_destroy);
 }
 
+struct h_resp **h_post_all(const char *path, int n, char *const *bodies,
+		char *const *tokens, const char *source_ip)
+{
+	char *url = h_sprintf("%s%s", h_env("PIN_BASE_URL"), path);
+	struct h_resp **out = track(calloc((size_t)n, sizeof(*out)), free);
+	struct curl_slist **hdr = calloc((size_t)n, sizeof(*hdr));
+	struct h_buf *body = calloc((size_t)n, sizeof(*body));
+	CURL **eh = calloc((size_t)n, sizeof(*eh));
+	CURLM *mh = curl_multi_init();
+	int i, running = 0;
+
+	ck_assert_msg(out && hdr && body && eh && mh, "out of memory");
+	for (i = 0; i < n; i++) {
+		out[i] = calloc(1, sizeof(**out));
+		ck_assert(out[i] != NULL);
+		hdr[i] = curl_slist_append(NULL, "Content-Type: application/json");
+		hdr[i] = curl_slist_append(hdr[i], "Accept: application/json");
+		hdr[i] = curl_slist_append(hdr[i], "Expect:");
+		if (tokens[i])
+			hdr[i] = curl_slist_append(hdr[i],
+					h_sprintf("Authorization: Bearer %s", tokens[i]));
+		eh[i] = curl_easy_init();
+		ck_assert(eh[i] != NULL);
+		curl_easy_setopt(eh[i], CURLOPT_URL, url);
+		curl_easy_setopt(eh[i], CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(eh[i], CURLOPT_POSTFIELDS, bodies[i]);
+		curl_easy_setopt(eh[i], CURLOPT_HTTPHEADER, hdr[i]);
+		curl_easy_setopt(eh[i], CURLOPT_WRITEFUNCTION, h_curl_write);
+		curl_easy_setopt(eh[i], CURLOPT_WRITEDATA, &body[i]);
+		curl_easy_setopt(eh[i], CURLOPT_HEADERFUNCTION, on_header);
+		curl_easy_setopt(eh[i], CURLOPT_HEADERDATA, out[i]);
+		if (source_ip)
+			curl_easy_setopt(eh[i], CURLOPT_INTERFACE, source_ip);
+		curl_easy_setopt(eh[i], CURLOPT_TIMEOUT, 60L);
+		curl_easy_setopt(eh[i], CURLOPT_FORBID_REUSE, 1L);
+		curl_multi_add_handle(mh, eh[i]);
+	}
+	do {
+		curl_multi_perform(mh, &running);
+		if (running)
+			curl_multi_poll(mh, NULL, 0, 1000, NULL);
+	} while (running);
+	for (i = 0; i < n; i++) {
+		struct h_resp *r = out[i];
+
+		curl_easy_getinfo(eh[i], CURLINFO_RESPONSE_CODE, &r->status);
+		r->body = body[i].p ? body[i].p : strdup("");
+		r->body_len = body[i].n;
+		if (r->body_len > 0)
+			r->json = json_tokener_parse(r->body);
+		contract_record_http("POST", path, r);
+		track(r, resp_destroy);
+		curl_multi_remove_handle(mh, eh[i]);
+		curl_easy_cleanup(eh[i]);
+		curl_slist_free_all(hdr[i]);
+	}
+	curl_multi_cleanup(mh);
+	free(eh);
+	free(body);
+	free(hdr);
+	return out;
+}
+
 /* Copies the const char * arguments of ap up to the NULL into out (at most
  * max of them) and ends out with NULL (out holds max + 1). */
 static void va_strings(const char **out, size_t max, va_list ap)

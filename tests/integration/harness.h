@@ -117,6 +117,12 @@ struct h_resp *h_request_opts(const char *method, const char *path,
 #define h_get(path, token) h_request("GET", (path), (token), NULL)
 #define h_post(path, token, body) h_request("POST", (path), (token), (body))
 void h_resp_free(struct h_resp *r);
+/* n POSTs of bodies[i] with Bearer tokens[i] (NULL: none) to path, all in
+ * flight at once (curl multi, one connection each), from source_ip when not
+ * NULL.  The responses in request order (harness-owned array). */
+struct h_resp **h_post_all(const char *path, int n, char *const *bodies,
+		char *const *tokens, const char *source_ip);
+
 /* A harness-owned response made from json (ownership passes to it): body is
  * its text.  For results computed outside HTTP that the same assertions read. */
 struct h_resp *h_resp_json(long status, json_object *json);

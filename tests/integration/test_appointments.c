@@ -219,50 +219,15 @@ static struct h_resp *post_path(const char *path, const char *id, const char *ac
  * errs[i] = problem code or NULL (harness strings). */
 static void fire(int n, char *const *bodies, char *const *tokens, long *codes, char **errs)
 {
-	char *url = h_sprintf("%s%s", h_env("PIN_BASE_URL"), PUB);
-	const char *race_ip = RACE_IP;
-	CURLM *mh = curl_multi_init();
-	CURL *eh[RACE_N];
-	struct curl_slist *hdr[RACE_N];
-	struct h_buf out[RACE_N];
-	int i, running = 0;
+	struct h_resp **r;
+	int i;
 
 	ck_assert_int_le(n, RACE_N);
+	r = h_post_all(PUB, n, bodies, tokens, RACE_IP);
 	for (i = 0; i < n; i++) {
-		memset(&out[i], 0, sizeof(out[i]));
-		hdr[i] = curl_slist_append(NULL, "Content-Type: application/json");
-		hdr[i] = curl_slist_append(hdr[i], h_sprintf("Authorization: Bearer %s", tokens[i]));
-		eh[i] = curl_easy_init();
-		curl_easy_setopt(eh[i], CURLOPT_URL, url);
-		curl_easy_setopt(eh[i], CURLOPT_POSTFIELDS, bodies[i]);
-		curl_easy_setopt(eh[i], CURLOPT_HTTPHEADER, hdr[i]);
-		curl_easy_setopt(eh[i], CURLOPT_WRITEFUNCTION, h_curl_write);
-		curl_easy_setopt(eh[i], CURLOPT_WRITEDATA, &out[i]);
-		if (race_ip)
-			curl_easy_setopt(eh[i], CURLOPT_INTERFACE, race_ip);
-		curl_easy_setopt(eh[i], CURLOPT_TIMEOUT, 60L);
-		curl_easy_setopt(eh[i], CURLOPT_FORBID_REUSE, 1L);
-		curl_multi_add_handle(mh, eh[i]);
+		codes[i] = r[i]->status;
+		errs[i] = h_jstr(r[i]->json, "code") ? h_strdup(h_jstr(r[i]->json, "code")) : NULL;
 	}
-	do {
-		curl_multi_perform(mh, &running);
-		if (running)
-			curl_multi_poll(mh, NULL, 0, 1000, NULL);
-	} while (running);
-	for (i = 0; i < n; i++) {
-		json_object *j = out[i].p ? json_tokener_parse(out[i].p) : NULL;
-
-		codes[i] = 0;
-		curl_easy_getinfo(eh[i], CURLINFO_RESPONSE_CODE, &codes[i]);
-		errs[i] = h_jstr(j, "code") ? h_strdup(h_jstr(j, "code")) : NULL;
-		if (j)
-			json_object_put(j);
-		curl_multi_remove_handle(mh, eh[i]);
-		curl_easy_cleanup(eh[i]);
-		curl_slist_free_all(hdr[i]);
-		free(out[i].p);
-	}
-	curl_multi_cleanup(mh);
 }
 
 START_TEST(race_exactly_one_winner)

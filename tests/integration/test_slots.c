@@ -1128,6 +1128,67 @@ START_TEST(overlap_with_existing_and_exclusion_constraint)
 }
 END_TEST
 
+/* Overlapping publishes of one owner fired at once (one connection each):
+ * the owner's lock (owner_lock() in plugins/slots/batch.c) runs them one
+ * after the other, so the answers are those of sequential publishes (the
+ * exclusion constraint ex_availability_slots_owner_active is the database's
+ * guarantee; with the lock it is never hit, no 409 SLOT_NOT_AVAILABLE): one
+ * creates its slots, every other one is a 201 that creates nothing and skips
+ * every slot as "overlap" (each slot of either body overlaps one of the
+ * other's).  No two active slots of the owner overlap in the table. */
+#define CONC_N 8
+START_TEST(concurrent_overlapping_publishes)
+{
+	struct agent a = new_agent();
+	char *bodies[CONC_N], *tokens[CONC_N];
+	struct h_resp **r;
+	int i, winner = -1, created = 0;
+
+	for (i = 0; i < CONC_N; i++) {
+		/* even: 09:00-12:00 in 60 minutes; odd: 09:30-11:30 */
+		bodies[i] = batch_body("Europe/Berlin", i % 2 ?
+			"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"09:30\",\"to\":\"11:30\"}]" :
+			"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"09:00\",\"to\":\"12:00\"}]",
+			h_date_in(10), h_date_in(16), 60, NULL);
+		tokens[i] = a.token;
+	}
+	r = h_post_all(BATCHES, CONC_N, bodies, tokens, NULL);
+	for (i = 0; i < CONC_N; i++) {
+		json_object *sk;
+		int c;
+		size_t j;
+
+		ck_assert_msg(r[i]->status == 201, "publish %d: %ld %s", i, r[i]->status,
+				r[i]->body);
+		c = json_object_get_int(h_jget(r[i]->json, "created"));
+		sk = arr(r[i]->json, "skipped");
+		if (c > 0) {
+			ck_assert_msg(winner < 0, "publishes %d and %d both created slots",
+					winner, i);
+			winner = i;
+			created = c;
+			ck_assert_int_eq(c, 7 * (i % 2 ? 2 : 3));
+			ck_assert_int_eq((int)json_object_array_length(sk), 0);
+			continue;
+		}
+		ck_assert_int_eq((int)json_object_array_length(arr(r[i]->json, "slots")), 0);
+		ck_assert_int_eq((int)json_object_array_length(sk), 7 * (i % 2 ? 2 : 3));
+		for (j = 0; j < json_object_array_length(sk); j++)
+			ck_assert_str_eq(idx_str(sk, j, "reason"), "overlap");
+	}
+	ck_assert_msg(winner >= 0, "no publish created slots");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.slot_batches "
+		"WHERE owner_user_id = $1", a.sub), CONC_N);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots "
+		"WHERE owner_user_id = $1 AND status IN ('Available', 'Booked')", a.sub), created);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots x "
+		"JOIN calendar.availability_slots y ON y.owner_user_id = x.owner_user_id "
+		"  AND y.id <> x.id AND y.start_at < x.end_at AND x.start_at < y.end_at "
+		"WHERE x.owner_user_id = $1 AND x.status IN ('Available', 'Booked') "
+		"  AND y.status IN ('Available', 'Booked')", a.sub), 0);
+}
+END_TEST
+
 START_TEST(batch_too_large_writes_nothing)
 {
 	struct agent a = new_agent();
@@ -1873,6 +1934,7 @@ Suite *make_slots_suite(void)
 
 	tc = h_tcase("batches", 60);
 	tcase_add_test(tc, overlap_with_existing_and_exclusion_constraint);
+	tcase_add_test(tc, concurrent_overlapping_publishes);
 	tcase_add_test(tc, batch_too_large_writes_nothing);
 	tcase_add_test(tc, batch_limit_counts_created_slots);
 	tcase_add_test(tc, publish_idempotency_key);
