@@ -960,6 +960,8 @@ START_TEST(created_batch_set_based)
 	ck_assert_int_eq(inbox_count(BGROUP, p[0]), 1);
 	ck_assert_str_eq(link_status(b4, "Reserve"), "Cancelled");
 	ck_assert_str_eq(link_status(b5, "Reserve"), "Cancelled");
+	/* in place, not given back (the per-message path logs "consumed" again) */
+	ck_assert_int_eq(h_worker_log_lines("\"msg\":\"crm booking sync: consumed\"", p[0]), 1);
 
 	batch[0] = created_env(m[0], b1, created_payload(b1, d.id, at));
 	batch[1] = created_env(m[1], b2, created_payload(b2, d.id, at));
@@ -982,6 +984,9 @@ START_TEST(created_batch_set_based)
 		"$5::uuid, $6::uuid)", BGROUP, m[0], m[1], m[2], m[4], m[5]), 1);
 	ck_assert_int_eq(h_sql_int("SELECT count(DISTINCT created_at) FROM "
 		"calendar.calendar_events WHERE booking_id IN ($1::uuid, $2::uuid)", b1, b2), 1);
+	ck_assert_int_eq(h_worker_log_lines("crm booking sync: deadlines created (batch)",
+		h_sprintf("\"firstMessageId\":\"%s\"", m[0])), 1);
+	ck_assert_int_eq(h_worker_log_lines("\"msg\":\"crm booking sync: consumed\"", m[0]), 0);
 	/* the same effects as the per-message path */
 	ck_assert_str_eq(event_shape(b1), ref_shape);
 	ck_assert_str_eq(event_shape(b2), ref_shape);
