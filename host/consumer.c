@@ -918,11 +918,12 @@ static void handle(struct cons *c, rd_kafka_message_t *m, struct held *h)
  * Batches stay <= 64 by default: every savepoint that writes takes a
  * subtransaction id, and above 64 per transaction PostgreSQL's snapshots of
  * the other sessions overflow their subxid cache.
- * pin_consumer.batch_max (ABI 1.4) caps a consumer's batches below that
- * (the CRM booking consumer: 32, two subxids per message).  A consumer with
- * a batch handler takes up to consumer_batch_set_max (500) messages a
- * batch; when such a batch is larger than a savepoint batch may be and its
- * handler gives up, its messages take one transaction each.
+ * pin_consumer.batch_max (ABI 1.4) caps a consumer's savepoint batches
+ * below that (the CRM booking consumer: 32, two subxids per message).  A
+ * consumer with a batch handler takes up to consumer_batch_set_max (500)
+ * messages a batch, whatever its batch_max; when such a batch is larger
+ * than a savepoint batch may be and its handler gives up, its messages take
+ * one transaction each.
  *
  * [consume] Set-based batches (pin_consumer.batch_fn, ABI 1.4): after the
  * claim, the batch's new messages go to the batch handler in ONE call (no
@@ -1685,8 +1686,8 @@ static void *cons_main(void *arg)
 
 		if (smax > 10000)
 			smax = 10000;
-		if (c->e->c.batch_max > 0 && smax > c->e->c.batch_max)
-			smax = c->e->c.batch_max;
+		/* [crm] batch_max caps the savepoint batches only (its reason,
+		 * the subxid cache, does not apply to a set batch) */
 		if (smax > bmax)
 			bmax = smax;
 	}

@@ -16,7 +16,9 @@
 #include "config.h"
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "sdk/sdk.h"
 #include "caldomain/event.h"
 #include "caldomain/schema.h"
@@ -680,6 +682,319 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
 	return st;
 }
 
+/* ------------------------------------------------ [crm] set-based batches
+ *
+ * The batch handler (pin_consumer.batch_fn, ABI 1.4).  booking-created, the
+ * bulk of the group's traffic, is applied set-based: the batch's valid
+ * created messages become runs of distinct bookings (a booking that repeats
+ * starts a new run, so its second message sees the first one's link: a
+ * business duplicate, exactly as one by one), and a run is FOUR statements
+ * whatever its size: the deal replicas locked FOR SHARE, the existing
+ * Reserve links locked FOR UPDATE (the lock order of on_created), ONE
+ * INSERT of the links, events and reminders (data-modifying CTEs; an Open
+ * link whose insert met a concurrent one creates no event), and ONE outbox
+ * statement of the event-created messages (pc_outbox_many: the envelopes of
+ * outbox_put).  The decisions are on_created's / deadline_create's: a
+ * terminal deal or a deadline already past -> tombstone; a link that
+ * exists -> skipped; a deadline outside the instant range -> FATAL
+ * (CODE_INVALID) like a bad payload.  A missing replica (RETRY with the
+ * 24 h deadline) gives the batch back to the host's per-message path.
+ *
+ * The other topics (confirmed / paid / expired / cancelled) are rare: each
+ * is handled in its place in the batch by dispatch_retrying (the run before
+ * it is flushed first, so one booking's messages apply in order), at most
+ * INPLACE_MAX of them (each takes a subtransaction); anything but OK there
+ * gives the batch back.  A failed statement does too (the host rolls back
+ * and takes fn, one savepoint per message).  Logs: one line per run (count,
+ * first and last messageId), the skips and failures per message.
+ */
+#define INPLACE_MAX 24
+
+#define RUN_MAX PC_BATCH_RUN_MAX
+struct created_run {
+	size_t n;
+	struct bctx c[RUN_MAX];         /* validated, distinct bookings */
+	int64_t at[RUN_MAX];
+	enum pin_consume_status *st[RUN_MAX];
+	const char *want[RUN_MAX];     /* the new event's id, or NULL */
+};
+
+/* "{a,b,...}" of the run's ids (which: 0 bookings, 1 deals) */
+static const char *run_ids(const struct created_run *r, int which)
+{
+	size_t len = 3 + r->n * 37;
+	char *s = pc_api->alloc(len), *w = s;
+
+	*w++ = '{';
+	for (size_t i = 0; i < r->n; i++) {
+		if (i)
+			*w++ = ',';
+		memcpy(w, which ? r->c[i].deal_id : r->c[i].booking_id, 36);
+		w += 36;
+	}
+	*w++ = '}';
+	*w = '\0';
+	return s;
+}
+
+static int ci_row(const PGresult *res, int col, const char *id)
+{
+	for (int k = 0; k < PQntuples(res); k++)
+		if (!strcasecmp(PQgetvalue(res, k, col), id))
+			return k;
+	return -1;
+}
+
+/* The run's statements (see above).  PIN_CONSUME_OK: every message has its
+ * verdict in *st; RETRY: give the batch back. */
+static enum pin_consume_status run_apply(struct created_run *r)
+{
+	static const char *const sql_route =
+		"SELECT deal_id, agency_company_id, executor_agent_user_id, is_terminal "
+		"FROM calendar.crm_deal_replicas WHERE deal_id = ANY ($1::uuid[]) "
+		"ORDER BY deal_id FOR SHARE";
+	static const char *const sql_links =
+		"SELECT booking_id, calendar_event_id IS NOT NULL "
+		"FROM calendar.booking_deadline_links "
+		"WHERE booking_id = ANY ($1::uuid[]) AND phase = 'Reserve' "
+		"ORDER BY booking_id FOR UPDATE";
+	int offs[2];
+	size_t noffs = wrk_crm_phase_offsets("Reserve", offs), nnew = 0;
+	const char *p[6], *offs_pg = pc_pg_int_array(offs, noffs);
+	json_object *rows = json_object_new_array(), *rems = json_object_new_array();
+	struct pin_outbox_msg *ob;
+	PGresult *rt, *lk, *ins;
+	int64_t now = r->c[0].now;
+	char now_s[40];
+	enum pin_consume_status ret = PIN_CONSUME_RETRY;
+
+	if (!(rt = pc_api->db_exec_prepared("crmb_set_route", sql_route, 1,
+			(p[0] = run_ids(r, 1), p))) || !pc_res_ok(rt, PGRES_TUPLES_OK))
+		goto out;
+	if (!(lk = pc_api->db_exec_prepared("crmb_set_links", sql_links, 1,
+			(p[0] = run_ids(r, 0), p))) || !pc_res_ok(lk, PGRES_TUPLES_OK))
+		goto out;
+	for (size_t i = 0; i < r->n; i++) {
+		struct bctx *c = &r->c[i];
+		int k = ci_row(rt, 0, c->deal_id), l = ci_row(lk, 0, c->booking_id);
+		json_object *o;
+		char ev[37];
+
+		r->want[i] = NULL;
+		if (k < 0 || (strcmp(PQgetvalue(rt, k, 3), "t") &&
+				(PQgetisnull(rt, k, 1) || PQgetisnull(rt, k, 2))))
+			goto out;       /* no routed replica: the per-message path */
+		if (l >= 0) {       /* on_created: the link exists */
+			skipped(c, !strcmp(PQgetvalue(lk, l, 1), "t") ? "business-duplicate" :
+					"late-after-terminal", "Reserve");
+			continue;
+		}
+		o = json_object_new_object();
+		json_object_object_add(o, "i", json_object_new_int((int)i));
+		pc_batch_row_str(o, "booking_id", c->booking_id);
+		pc_batch_row_str(o, "deal_id", c->deal_id);
+		pc_batch_row_str(o, "last_event_at", c->msg->created_at_us > 0 ?
+				pc_time_param(c->msg->created_at_us) : NULL);
+		if (!strcmp(PQgetvalue(rt, k, 3), "t")) {
+			skipped(c, "deal-terminal-skip", "Reserve");
+			json_object_array_add(rows, o);
+			continue;
+		}
+		pc_batch_row_str(o, "tenant_id", PQgetvalue(rt, k, 1));
+		if (r->at[i] <= c->now) {
+			skipped(c, "deadline-in-past", "Reserve");
+			json_object_array_add(rows, o);
+			continue;
+		}
+		if (pc_rule_event_instants(r->at[i], 0, 0, offs, noffs) != 0) {
+			json_object_put(o);
+			*r->st[i] = invalid(c, "the deadline leaves the supported instant range");
+			continue;
+		}
+		pc_api->uuid_v7(ev);
+		r->want[i] = pc_api->strdup(ev);
+		pc_batch_row_str(o, "event_id", ev);
+		pc_batch_row_str(o, "owner_id", PQgetvalue(rt, k, 2));
+		pc_batch_row_str(o, "property_id", c->property_id);
+		pc_batch_row_str(o, "at", pc_time_param(r->at[i]));
+		json_object_array_add(rows, o);
+		for (size_t j = 0; j < noffs; j++) {
+			json_object *m = json_object_new_object();
+			int64_t due;
+			enum pc_rem_status rs = pc_rule_reminder(r->at[i], offs[j], now, &due);
+			char rid[37];
+
+			pc_api->uuid_v7(rid);
+			pc_batch_row_str(m, "id", rid);
+			pc_batch_row_str(m, "event_id", ev);
+			json_object_object_add(m, "off", json_object_new_int(offs[j]));
+			pc_batch_row_str(m, "due", pc_time_param(due));
+			pc_batch_row_str(m, "st", pc_rem_status_name(rs));
+			json_object_array_add(rems, m);
+		}
+		nnew++;
+	}
+	ret = PIN_CONSUME_OK;
+	if (!json_object_array_length(rows))
+		goto out;
+	pc_api->fmt_time(now, now_s, sizeof(now_s));
+	p[0] = json_object_to_json_string_ext(rows, JSON_C_TO_STRING_PLAIN);
+	p[1] = json_object_to_json_string_ext(rems, JSON_C_TO_STRING_PLAIN);
+	p[2] = now_s;
+	p[3] = wrk_crm_title_prefix("Reserve");
+	p[4] = DEADLINE_TZ;
+	p[5] = offs_pg;
+	/* links first; an event (and its reminders) only for an Open link that
+	 * was inserted (a concurrent delivery's link wins, as in
+	 * link_insert_open).  The foreign keys are checked at the statement's
+	 * end, when every row exists. */
+	ins = pc_api->db_exec_prepared("crmb_set_insert",
+		"WITH x AS (SELECT * FROM json_to_recordset($1::json) AS x(i int, booking_id uuid, "
+		"    deal_id uuid, tenant_id uuid, event_id uuid, owner_id uuid, property_id uuid, "
+		"    at timestamptz, last_event_at timestamptz)), "
+		"l AS (INSERT INTO calendar.booking_deadline_links (booking_id, phase, deal_id, "
+		"    tenant_id, calendar_event_id, status, created_at, updated_at, last_event_at) "
+		"  SELECT booking_id, 'Reserve', deal_id, tenant_id, event_id, "
+		"    CASE WHEN event_id IS NULL THEN 'Cancelled' ELSE 'Open' END, "
+		"    $3::timestamptz, $3::timestamptz, last_event_at FROM x ORDER BY i "
+		"  ON CONFLICT (booking_id, phase) DO NOTHING RETURNING calendar_event_id), "
+		"e AS (INSERT INTO calendar.calendar_events AS e (id, tenant_id, owner_user_id, "
+		"    kind, origin, status, priority, title, start_at, time_zone, deal_id, "
+		"    booking_id, property_object_id, reminder_offsets_minutes, created_at, "
+		"    updated_at, version) "
+		"  SELECT x.event_id, x.tenant_id, x.owner_id, 'BookingDeadline', 'CrmBooking', "
+		"    'Planned', 'Critical', $4 || to_char(x.at AT TIME ZONE $5, 'DD.MM.YYYY HH24:MI'), "
+		"    x.at, $5, x.deal_id, x.booking_id, x.property_id, $6::int[], $3::timestamptz, "
+		"    $3::timestamptz, 1 "
+		"  FROM x JOIN l ON l.calendar_event_id = x.event_id ORDER BY x.i RETURNING e.*), "
+		"r AS (INSERT INTO calendar.event_reminders (id, calendar_event_id, offset_minutes, "
+		"    due_at, status, created_at, updated_at) "
+		"  SELECT m.id, m.event_id, m.off, m.due, m.st, $3::timestamptz, $3::timestamptz "
+		"  FROM json_to_recordset($2::json) AS m(id uuid, event_id uuid, off int, "
+		"    due timestamptz, st text) JOIN l ON l.calendar_event_id = m.event_id) "
+		"SELECT " PC_EVENT_COLS ", x.i FROM e JOIN x ON x.event_id = e.id ORDER BY x.i",
+		6, p);
+	if (!pc_res_ok(ins, PGRES_TUPLES_OK)) {
+		ret = PIN_CONSUME_RETRY;
+		goto out;
+	}
+	if ((size_t)PQntuples(ins) < nnew)      /* a concurrent delivery won */
+		for (size_t i = 0; i < r->n; i++)
+			if (r->want[i] && ci_row(ins, PC_EC_ID, r->want[i]) < 0)
+				skipped(&r->c[i], "business-duplicate", "Reserve");
+	if (PQntuples(ins) == 0)
+		goto out;
+	{
+		int n = PQntuples(ins);
+
+		ob = pc_api->alloc((size_t)n * sizeof(*ob));
+		for (int k = 0; k < n; k++) {
+			const char *id = PQgetvalue(ins, k, PC_EC_ID);
+
+			ob[k] = (struct pin_outbox_msg){ .topic = PC_TOPIC_EVENT_CREATED, .key = id,
+				.event_type = "pin.calendar.event-created",
+				.aggregate_type = "CalendarEvent", .aggregate_id = id,
+				.payload = pc_payload_event_created(ins, k) };
+		}
+		if (pc_outbox_many(NULL, ob, (size_t)n) < 0) {
+			ret = PIN_CONSUME_RETRY;
+			goto out;
+		}
+		pc_api->metric_add("pin_calendar_events_created_total", "origin=\"CrmBooking\"", n);
+		pc_api->metric_add("calendar_crm_booking_sync_deadlines_created_total",
+				"phase=\"Reserve\"", n);
+		pc_api->log(PIN_LOG_INFO, "crm booking sync: deadlines created (batch)",
+				"count", pc_api->sprintf("%d", n),
+				"firstMessageId", r->c[atoi(PQgetvalue(ins, 0, PC_EC__N))].msg->message_id,
+				"lastMessageId", r->c[atoi(PQgetvalue(ins, n - 1, PC_EC__N))].msg->message_id,
+				"phase", "Reserve", NULL);
+	}
+out:
+	json_object_put(rows);
+	json_object_put(rems);
+	return ret;
+}
+static int run_has(const struct created_run *r, const char *booking_id)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (!strcasecmp(r->c[i].booking_id, booking_id))
+			return 1;
+	return 0;
+}
+
+/* run_apply() of a non-empty run, then empties it */
+static enum pin_consume_status run_flush(struct created_run *r)
+{
+	enum pin_consume_status st = r->n ? run_apply(r) : PIN_CONSUME_OK;
+
+	for (size_t i = 0; i < r->n && st == PIN_CONSUME_OK; i++)
+		if (*r->st[i] == PIN_CONSUME_OK)
+			held_forget(r->c[i].msg->message_id);
+	r->n = 0;
+	return st;
+}
+
+static enum pin_consume_status on_bookings(const struct pin_msg *const *msgs, size_t n,
+		enum pin_consume_status *st, struct pin_consume_result *res, void *ud)
+{
+	struct created_run *r = pc_api->alloc(sizeof(*r));
+	enum pin_consume_status rc = PIN_CONSUME_OK;
+	int64_t t0 = pc_api->now_us(), dt;
+	int inplace = 0;
+
+	(void)ud;
+	r->n = 0;
+	for (size_t i = 0; i < n && rc == PIN_CONSUME_OK; i++) {
+		struct bctx c;
+		const char *bad;
+		int64_t at = 0;
+
+		memset(&c, 0, sizeof(c));
+		c.msg = msgs[i];
+		c.res = &res[i];
+		c.now = t0;
+		pc_contract_check(msgs[i], "crm booking sync: contract version mismatch",
+				"calendar_crm_booking_sync_contract_mismatch_total");
+		if ((bad = validate(&c, msgs[i]->payload, msgs[i]->topic, &at))) {
+			st[i] = invalid(&c, bad);
+			continue;
+		}
+		if (!strcmp(msgs[i]->topic, T_CREATED)) {
+			if ((r->n == RUN_MAX || run_has(r, c.booking_id)) &&
+					(rc = run_flush(r)) != PIN_CONSUME_OK)
+				break;
+			r->c[r->n] = c;
+			r->at[r->n] = at;
+			r->st[r->n++] = &st[i];
+			continue;
+		}
+		/* another topic: in its place, after the run before it */
+		if ((rc = run_flush(r)) != PIN_CONSUME_OK)
+			break;
+		if (++inplace > INPLACE_MAX) {
+			rc = PIN_CONSUME_RETRY;
+			break;
+		}
+		log_ev(&c, "crm booking sync: consumed", NULL);
+		c.now = pc_api->now_us();
+		st[i] = dispatch_retrying(&c, at);
+		if (st[i] != PIN_CONSUME_OK)
+			rc = PIN_CONSUME_RETRY;     /* its failure: the per-message path */
+		else
+			held_forget(msgs[i]->message_id);
+	}
+	if (rc == PIN_CONSUME_OK)
+		rc = run_flush(r);
+	dt = pc_api->now_us() - t0;
+	for (size_t i = 0; i < n; i++)
+		pc_api->metric_observe("calendar_crm_booking_sync_consume_duration_seconds",
+				NULL, (double)dt / 1e6 / (double)n);
+	if (msgs[n - 1]->created_at_us > 0)
+		pc_api->metric_set("calendar_crm_booking_sync_lag_seconds", NULL,
+				(double)(t0 - msgs[n - 1]->created_at_us) / 1e6);
+	return rc;
+}
+
 int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
 	struct pin_consumer c = { .group = GROUP, .topics = topics,
@@ -688,6 +1003,10 @@ int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen
 		 * stay within PostgreSQL's 64-per-backend subxid cache */
 		.batch_max = 32 };
 
+	/* [crm] the set-based batch handler; crm_booking.batch_set = 0 leaves
+	 * the group on the savepoint path (A/B of the bench) */
+	if (pc_api->config_int("crm_booking.batch_set", 1) != 0)
+		c.batch_fn = on_bookings;
 	/* 0 from the start: the alert's increase() sees the first one */
 	pc_api->metric_add("calendar_crm_booking_sync_replica_not_found_total", NULL, 0);
 	return pc_register_consumer(reg, &c, "workers", err, errlen);

@@ -885,6 +885,143 @@ START_TEST(replica_deadline_to_dlq_counted)
 }
 END_TEST
 
+/* ------------------------------------------------------- [crm] set batches */
+
+/* the columns of a booking's Reserve event that do not name the booking:
+ * equal for two bookings of one deal with the same deadline */
+static char *event_shape(const char *booking)
+{
+	return h_sql_scalar("SELECT row(e.tenant_id, e.owner_user_id, e.kind, e.origin, "
+		"e.status, e.priority, e.title, e.description, e.location, e.start_at, e.end_at, "
+		"e.time_zone, e.client_user_id, e.lead_id, e.deal_id, e.project_id, "
+		"e.appointment_id, e.reminder_offsets_minutes, e.cancel_reason, e.version, "
+		"e.created_by_user_id, e.created_at = e.updated_at, "
+		"(SELECT string_agg(r.offset_minutes || ':' || r.status || ':' || "
+		"  (e.start_at - r.due_at) || ':' || (r.created_at = e.created_at), ',') "
+		"  FROM calendar.event_reminders r WHERE r.calendar_event_id = e.id), "
+		"(SELECT row(l.status, l.tenant_id, l.deal_id, l.last_event_at IS NOT NULL) "
+		"  FROM calendar.booking_deadline_links l WHERE l.calendar_event_id = e.id))::text "
+		"FROM calendar.calendar_events e WHERE e.booking_id = $1", booking);
+}
+
+/* the event-created envelope of a booking's event without its own ids and
+ * instants (and the count of such rows, which must be 1) */
+static char *created_envelope_shape(const char *booking)
+{
+	return h_sql_scalar("SELECT count(*) OVER () || ' ' || o.topic || ' ' || "
+		"(o.key = e.id::text) || ' ' || (o.envelope ?& ARRAY['messageId', 'createdAt', "
+		"'aggregateId', 'correlationId']) || ' ' || "
+		"jsonb_set(o.envelope - 'messageId' - 'createdAt' - 'aggregateId' - 'correlationId', "
+		"  '{payload}', (o.envelope->'payload') - 'eventId' - 'bookingId' - "
+		"  'propertyObjectId')::text "
+		"FROM calendar.outbox o JOIN calendar.calendar_events e ON o.key = e.id::text "
+		"WHERE e.booking_id = $1 AND o.topic = 'pin.calendar.event-created.v1'", booking);
+}
+
+static char *created_env(const char *mid, const char *booking, const char *payload)
+{
+	return h_envelope(mid, "pin.crm.booking-created", "Booking", booking, h_iso_in(0),
+			payload);
+}
+
+/* The set-based batch handler: one record batch of booking-created with two
+ * new bookings, a booking twice, a bad payload, a deadline already past and
+ * a booking whose Reserve phase was closed by booking-paid (two paid
+ * messages: one batch, handled in place); the effects equal the per-message
+ * path's (a single message takes it); the same envelopes again change
+ * nothing. */
+START_TEST(created_batch_set_based)
+{
+	struct deal d = new_deal();
+	char *at = h_iso_in(7200), *ref = h_uuid(), *b1 = h_uuid(), *b2 = h_uuid(),
+		*b3 = h_uuid(), *b4 = h_uuid(), *b5 = h_uuid(), *b6 = h_uuid();
+	char *m[7], *p[2];
+	const char *batch[7], *pb[2], *code;
+	char *ref_shape, *ref_env;
+
+	for (int i = 0; i < 7; i++)
+		m[i] = h_new_mid();
+	/* the per-message path's effects (a lone message) */
+	booking_send(T_CREATED, ref, created_payload(ref, d.id, at));
+	ref_shape = event_shape(ref);
+	ref_env = created_envelope_shape(ref);
+	ck_assert_ptr_nonnull(ref_shape);
+	ck_assert_ptr_nonnull(ref_env);
+
+	/* two booking-paid before created, one record batch: Reserve tombstones */
+	p[0] = h_new_mid();
+	p[1] = h_new_mid();
+	pb[0] = h_envelope(p[0], "pin.crm.booking-paid", "Booking", b4, h_iso_in(0),
+		only_booking(b4));
+	pb[1] = h_envelope(p[1], "pin.crm.booking-paid", "Booking", b5, h_iso_in(0),
+		only_booking(b5));
+	ck_assert_int_eq(h_kafka_produce_batch(T_PAID, b4, pb, 2), 0);
+	ck_assert_msg(H_WAIT_UNTIL(inbox_count(BGROUP, p[1]) == 1, WAIT_MS), "paid not handled");
+	ck_assert_int_eq(inbox_count(BGROUP, p[0]), 1);
+	ck_assert_str_eq(link_status(b4, "Reserve"), "Cancelled");
+	ck_assert_str_eq(link_status(b5, "Reserve"), "Cancelled");
+	/* in place, not given back (the per-message path logs "consumed" again) */
+	ck_assert_int_eq(h_worker_log_lines("\"msg\":\"crm booking sync: consumed\"", p[0]), 1);
+
+	batch[0] = created_env(m[0], b1, created_payload(b1, d.id, at));
+	batch[1] = created_env(m[1], b2, created_payload(b2, d.id, at));
+	batch[2] = created_env(m[2], b1, created_payload(b1, d.id, at));  /* b1 again */
+	batch[3] = created_env(m[3], b1, "{\"bookingId\":\"nope\"}");
+	batch[4] = created_env(m[4], b3, created_payload(b3, d.id, h_iso_in(-60)));
+	batch[5] = created_env(m[5], b4, created_payload(b4, d.id, at));
+	ck_assert_int_eq(h_kafka_produce_batch(T_CREATED, b1, batch, 6), 0);
+	ck_assert_msg(H_WAIT_UNTIL(inbox_count(BGROUP, m[5]) == 1, WAIT_MS),
+		"the batch was not applied");
+	for (int i = 0; i < 6; i++)
+		ck_assert_int_eq(inbox_count(BGROUP, m[i]), i == 3 ? 0 : 1);
+	ck_assert_msg((code = h_kafka_error_code(BGROUP ".dlq", WAIT_MS, value_has, m[3])) != NULL,
+		"the bad payload is not in the DLQ");
+	ck_assert_str_eq(code, "CAL_BOOKING_SYNC_INVALID_PAYLOAD");
+	/* one transaction, and the set path: one `now` for both events (the
+	 * per-message path takes the clock per message) */
+	ck_assert_int_eq(h_sql_int("SELECT count(DISTINCT processed_at) FROM calendar.inbox "
+		"WHERE consumer_group = $1 AND message_id IN ($2::uuid, $3::uuid, $4::uuid, "
+		"$5::uuid, $6::uuid)", BGROUP, m[0], m[1], m[2], m[4], m[5]), 1);
+	ck_assert_int_eq(h_sql_int("SELECT count(DISTINCT created_at) FROM "
+		"calendar.calendar_events WHERE booking_id IN ($1::uuid, $2::uuid)", b1, b2), 1);
+	ck_assert_int_eq(h_worker_log_lines("crm booking sync: deadlines created (batch)",
+		h_sprintf("\"firstMessageId\":\"%s\"", m[0])), 1);
+	ck_assert_int_eq(h_worker_log_lines("\"msg\":\"crm booking sync: consumed\"", m[0]), 0);
+	/* the same effects as the per-message path */
+	ck_assert_str_eq(event_shape(b1), ref_shape);
+	ck_assert_str_eq(event_shape(b2), ref_shape);
+	ck_assert_str_eq(created_envelope_shape(b1), ref_env);
+	ck_assert_str_eq(created_envelope_shape(b2), ref_env);
+	ck_assert_str_eq(link_status(b1, "Reserve"), "Open");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+		"WHERE booking_id = $1", b1), 1);
+	/* a deadline already past: tombstone with the tenant, no event */
+	ck_assert_str_eq(link_status(b3, "Reserve"), "Cancelled");
+	ck_assert_ptr_null(link_event(b3, "Reserve"));
+	ck_assert_str_eq(h_sql_scalar("SELECT tenant_id::text FROM calendar.booking_deadline_links "
+		"WHERE booking_id = $1 AND phase = 'Reserve'", b3), d.agency);
+	/* paid before created: no Reserve deadline */
+	ck_assert_str_eq(link_status(b4, "Reserve"), "Cancelled");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+		"WHERE booking_id IN ($1::uuid, $2::uuid, $3::uuid)", b3, b4, b5), 0);
+
+	/* the same envelopes again, a new booking behind them: no new effect */
+	batch[6] = created_env(m[6], b6, created_payload(b6, d.id, at));
+	ck_assert_int_eq(h_kafka_produce_batch(T_CREATED, b1, batch, 7), 0);
+	ck_assert_msg(H_WAIT_UNTIL(inbox_count(BGROUP, m[6]) == 1, WAIT_MS),
+		"the message behind the redelivered batch was not applied");
+	ck_assert_str_eq(event_shape(b6), ref_shape);
+	ck_assert_str_eq(created_envelope_shape(b1), ref_env);     /* still one row */
+	ck_assert_str_eq(created_envelope_shape(b2), ref_env);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+		"WHERE booking_id IN ($1::uuid, $2::uuid, $3::uuid, $4::uuid)", b1, b2, b3, b4), 2);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.booking_deadline_links "
+		"WHERE booking_id IN ($1::uuid, $2::uuid, $3::uuid, $4::uuid)", b1, b2, b3, b4), 4);
+	ck_assert_int_eq(inbox_count(BGROUP, m[0]), 1);
+	ck_assert_int_eq(inbox_count(BGROUP, m[3]), 0);
+}
+END_TEST
+
 Suite *make_crm_suite(void)
 {
 	Suite *s = suite_create("crm");
@@ -919,6 +1056,10 @@ Suite *make_crm_suite(void)
 	tcase_add_test(tc, contract_version_mismatch_applied);
 	tcase_add_test(tc, concurrent_modification_retried_then_dlq);
 	tcase_add_test(tc, replica_deadline_to_dlq_counted);
+	suite_add_tcase(s, tc);
+
+	tc = h_tcase("batch", 300);
+	tcase_add_test(tc, created_batch_set_based);
 	suite_add_tcase(s, tc);
 	return s;
 }

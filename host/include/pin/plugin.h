@@ -53,6 +53,9 @@
  *                    them only from plugins built against >= 1.4 (older
  *                    plugins' records end before them); without batch_fn a
  *                    consumer keeps the per-message path.
+ *   2026-12-02  1.4  [crm] pin_consumer.batch_max caps the savepoint
+ *                    batches only; a set batch (batch_fn) may be larger
+ *                    (consumer_batch_set_max).  No layout change.
  */
 #ifndef PIN_PLUGIN_H
 #define PIN_PLUGIN_H
@@ -232,10 +235,12 @@ struct pin_consumer {
 	void (*ud_free)(void *ud);
 	/* -- 1.4 [consume]: read only from plugins built against >= 1.4 */
 	pin_consumer_batch_fn batch_fn;  /* NULL: per-message path only */
-	int batch_max;              /* > 0: at most this many messages per batch
-	                               transaction (below the host's
-	                               consumer_batch_max), e.g. 32 for a handler
-	                               that takes 2 subtransactions per message */
+	int batch_max;              /* > 0: at most this many messages per
+	                               savepoint batch transaction (below the
+	                               host's consumer_batch_max), e.g. 32 for a
+	                               handler that takes 2 subtransactions per
+	                               message; set batches (batch_fn) are capped
+	                               by consumer_batch_set_max only */
 };
 
 /*
