@@ -263,18 +263,19 @@ static enum pin_consume_status run_flush(struct pc_batch_run *u,
 /* pc_batch_runs' parse: a row of the run keyed by the user, or a Deleted
  * message alone */
 static enum pin_consume_status run_parse(const struct pin_msg *msg,
-		struct pin_consume_result *res, json_object *o, const char **key,
-		int *alone, void *ud)
+		struct pin_consume_result *res, struct pc_batch_item *it, void *ud)
 {
 	struct contact k;
 	enum pin_consume_status st;
+	json_object *o;
 
 	(void)ud;
-	if ((st = parse_contact(msg, res, &k, alone)) != PIN_CONSUME_OK)
+	if ((st = parse_contact(msg, res, &k, &it->alone)) != PIN_CONSUME_OK)
 		return st;
-	*key = k.user;
-	if (*alone)
+	it->key = k.user;
+	if (it->alone)
 		return PIN_CONSUME_OK;
+	o = pc_batch_item_row(it);
 	pc_batch_row_str(o, "user_id", k.user);
 	pc_batch_row_str(o, "display_name", k.name);
 	pc_batch_row_str(o, "email", k.email);

@@ -87,12 +87,13 @@ void pc_batch_run_init(struct pc_batch_run *r)
 	r->rows = json_object_new_array();
 	r->n = 0;
 	r->alone = 0;
+	r->st = NULL;
+	r->res = NULL;
 	memset(r->slot, 0, sizeof(r->slot));
 	pc_api->fmt_time(pc_api->now_us(), r->now, sizeof(r->now));
 }
 
-/* FNV-1a of the key, case-folded */
-static size_t key_hash(const char *k)
+uint32_t pc_key_hash(const char *k)
 {
 	uint32_t h = 2166136261u;
 
@@ -100,12 +101,17 @@ static size_t key_hash(const char *k)
 		h ^= (unsigned char)tolower((unsigned char)*k);
 		h *= 16777619u;
 	}
-	return h & (PC_BATCH_RUN_SLOTS - 1);
+	return h;
+}
+
+static size_t key_slot(const char *k)
+{
+	return pc_key_hash(k) & (PC_BATCH_RUN_SLOTS - 1);
 }
 
 long pc_batch_run_find(const struct pc_batch_run *r, const char *key)
 {
-	for (size_t s = key_hash(key); r->slot[s]; s = (s + 1) & (PC_BATCH_RUN_SLOTS - 1))
+	for (size_t s = key_slot(key); r->slot[s]; s = (s + 1) & (PC_BATCH_RUN_SLOTS - 1))
 		if (!strcasecmp(r->key[r->slot[s] - 1], key))
 			return (long)r->slot[s] - 1;
 	return -1;
@@ -116,38 +122,65 @@ int pc_batch_run_ends(const struct pc_batch_run *r, const char *key)
 	return r->n == PC_BATCH_RUN_MAX || pc_batch_run_find(r, key) >= 0;
 }
 
-/* a new row object of msg: "last_event_at" (its createdAt) */
-static json_object *row_new(const struct pin_msg *msg)
+void pc_col_index_init(struct pc_col_index *ix, const PGresult *res, int col)
 {
-	json_object *o = json_object_new_object();
-	char created[40];
+	int n = PQntuples(res);
+	size_t slots = 16;
 
-	pc_api->fmt_time(msg->created_at_us, created, sizeof(created));
-	pc_batch_row_str(o, "last_event_at", created);
-	return o;
+	while (slots < 2 * (size_t)n)
+		slots *= 2;
+	ix->res = res;
+	ix->col = col;
+	ix->mask = slots - 1;
+	ix->slot = pc_api->alloc(slots * sizeof(*ix->slot));
+	memset(ix->slot, 0, slots * sizeof(*ix->slot));
+	for (int k = 0; k < n; k++) {
+		const char *v = PQgetvalue(res, k, col);
+		size_t s;
+
+		if (pc_col_index_find(ix, v) >= 0)
+			continue;       /* the first row of a value stays */
+		for (s = pc_key_hash(v) & ix->mask; ix->slot[s]; s = (s + 1) & ix->mask)
+			;
+		ix->slot[s] = k + 1;
+	}
 }
 
-/* appends row (owned by the run from now on) */
-static void run_append(struct pc_batch_run *r, const struct pin_msg *msg,
-		const char *key, json_object *row)
+int pc_col_index_find(const struct pc_col_index *ix, const char *v)
 {
-	size_t s = key_hash(key);
+	for (size_t s = pc_key_hash(v) & ix->mask; ix->slot[s]; s = (s + 1) & ix->mask)
+		if (!strcasecmp(PQgetvalue(ix->res, ix->slot[s] - 1, ix->col), v))
+			return ix->slot[s] - 1;
+	return -1;
+}
 
-	json_object_array_add(r->rows, row);
+json_object *pc_batch_item_row(struct pc_batch_item *it)
+{
+	char created[40];
+
+	if (!it->row) {
+		it->row = json_object_new_object();
+		pc_api->fmt_time(it->msg->created_at_us, created, sizeof(created));
+		pc_batch_row_str(it->row, "last_event_at", created);
+	}
+	return it->row;
+}
+
+/* appends the item (its row, if any, owned by the run from now on) as
+ * message i of the batch */
+static void run_append(struct pc_batch_run *r, const struct pc_batch_item *it, size_t i)
+{
+	size_t s = key_slot(it->key);
+
+	if (it->row)
+		json_object_array_add(r->rows, it->row);
 	while (r->slot[s])      /* a key twice: both stay findable (the first) */
 		s = (s + 1) & (PC_BATCH_RUN_SLOTS - 1);
 	r->slot[s] = (unsigned short)(r->n + 1);
-	r->msg[r->n] = msg;
-	r->key[r->n++] = key;
-}
-
-json_object *pc_batch_run_add(struct pc_batch_run *r, const struct pin_msg *msg,
-		const char *key)
-{
-	json_object *o = row_new(msg);
-
-	run_append(r, msg, key, o);
-	return o;
+	r->msg[r->n] = it->msg;
+	r->data[r->n] = it->data;
+	r->idx[r->n] = i;
+	r->key[r->n++] = it->key;
 }
 
 const char *pc_batch_run_json(const struct pc_batch_run *r)
@@ -197,22 +230,22 @@ enum pin_consume_status pc_batch_runs(const struct pin_msg *const *msgs, size_t 
 	enum pin_consume_status rc = PIN_CONSUME_OK;
 
 	pc_batch_run_init(&u);
+	u.st = st;
+	u.res = res;
 	for (size_t i = 0; i < n && rc == PIN_CONSUME_OK; i++) {
-		json_object *row = row_new(msgs[i]);
-		const char *key = NULL;
-		int alone = 0;
+		struct pc_batch_item it = { .msg = msgs[i] };
 
-		st[i] = parse(msgs[i], &res[i], row, &key, &alone, ud);
+		st[i] = parse(msgs[i], &res[i], &it, ud);
 		if (st[i] == PIN_CONSUME_RETRY)
 			rc = PIN_CONSUME_RETRY;
 		if (st[i] != PIN_CONSUME_OK) {
-			json_object_put(row);
+			json_object_put(it.row);
 			continue;
 		}
-		if (alone || pc_batch_run_ends(&u, key))
+		if (it.alone || pc_batch_run_ends(&u, it.key))
 			rc = run_flush(&u, &res[i], flush, ud);
-		run_append(&u, msgs[i], key, row);
-		if (alone) {
+		run_append(&u, &it, i);
+		if (it.alone) {
 			u.alone = 1;
 			if (rc == PIN_CONSUME_OK)
 				rc = run_flush(&u, &res[i], flush, ud);

@@ -37,13 +37,21 @@ const char *pc_identity_user(json_object *payload, const char **user_id,
 #define PC_BATCH_RUN_MAX 512
 #define PC_BATCH_RUN_SLOTS 1024     /* power of two, >= 2 x PC_BATCH_RUN_MAX */
 struct pc_batch_run {
-	json_object *rows;          /* array of row objects */
+	json_object *rows;          /* array of the row objects made (see
+	                             * pc_batch_item_row), in run order */
 	const struct pin_msg *msg[PC_BATCH_RUN_MAX];
 	const char *key[PC_BATCH_RUN_MAX];  /* borrowed (the messages') */
+	void *data[PC_BATCH_RUN_MAX];       /* the parse's item->data */
+	size_t idx[PC_BATCH_RUN_MAX];       /* pc_batch_runs: the batch index */
 	unsigned short slot[PC_BATCH_RUN_SLOTS];    /* key index + 1; 0 free */
 	size_t n;
 	int alone;                  /* pc_batch_runs: a run of one message that
 	                             * applies on its own (see below) */
+	/* pc_batch_runs: the batch's verdicts and results (st[idx[j]] is the
+	 * verdict of the run's message j; a flush may set it to FATAL, with
+	 * res[idx[j]] filled: that message has no effect) */
+	enum pin_consume_status *st;
+	struct pin_consume_result *res;
 	char now[40];               /* the host clock at init, formatted */
 };
 void pc_batch_run_init(struct pc_batch_run *r);
@@ -52,10 +60,6 @@ void pc_batch_run_init(struct pc_batch_run *r);
 int pc_batch_run_ends(const struct pc_batch_run *r, const char *key);
 /* the index of the run's message of key (any case), or -1 */
 long pc_batch_run_find(const struct pc_batch_run *r, const char *key);
-/* a new row of msg under key (with "last_event_at": msg's createdAt);
- * the caller adds its columns */
-json_object *pc_batch_run_add(struct pc_batch_run *r, const struct pin_msg *msg,
-		const char *key);
 /* the rows as JSON text (valid until the next change of the run) */
 const char *pc_batch_run_json(const struct pc_batch_run *r);
 /* empties the run (after its statement); _free at the end */
@@ -64,26 +68,59 @@ void pc_batch_run_free(struct pc_batch_run *r);
 /* a string column of a row (NULL -> JSON null) */
 void pc_batch_row_str(json_object *row, const char *col, const char *v);
 
+/* FNV-1a of a key, case-folded (the hash of the runs and of pc_col_index) */
+uint32_t pc_key_hash(const char *k);
+
+/*
+ * The rows of a libpq result by the text of one column, case-insensitive
+ * (a uuid column against ids of payloads): pc_col_index_find is O(1), where
+ * a scan of the result per lookup made a multi-row statement quadratic.
+ * The index borrows res (keep it alive) and lives in the request arena.
+ * A value in several rows: the first row.
+ */
+struct pc_col_index {
+	const PGresult *res;
+	int col;
+	size_t mask;                /* slots - 1 */
+	int *slot;                  /* row + 1; 0 free */
+};
+void pc_col_index_init(struct pc_col_index *ix, const PGresult *res, int col);
+/* the first row whose column equals v (any case), or -1 */
+int pc_col_index_find(const struct pc_col_index *ix, const char *v);
+
 /*
  * The driver of a run-based batch handler: msgs[0..n) in order, each
  * validated by parse, st[i] set, the runs cut where a key repeats (or a
  * run is full) and each handed to flush; returns the batch handler's
  * result (pin_consumer.batch_fn).
  *
- * parse(msg, res, row, &key, &alone, ud): OK with key (borrowed from msg)
- *   and the message's columns added to row (which holds "last_event_at"
- *   already; the driver owns row); OK with alone set: the message applies
- *   on its own -- the run before it is flushed, then a run of just this
- *   message (run->alone = 1) goes to flush; FATAL (no effect: st[i]);
- *   RETRY: the batch gives up (the host takes the per-message path).
+ * parse(msg, res, item, ud), item zeroed but for msg: OK with item->key
+ *   (borrowed from msg) and, as the plugin needs, item->data (kept in the
+ *   run as run->data[j]; the plugin owns it, e.g. arena memory) and a row
+ *   (pc_batch_item_row: a json-c object with "last_event_at", msg's
+ *   createdAt, owned by the driver; the caller adds its columns; a message
+ *   that makes none has no row in run->rows); OK with item->alone set: the
+ *   message applies on its own -- the run before it is flushed, then a run
+ *   of just this message (run->alone = 1) goes to flush; FATAL (no effect:
+ *   st[i]); RETRY: the batch gives up (the host takes the per-message path).
  * flush(run, res, ud): the run's statement(s); res is the result of the
- *   message that ended the run (msgs[0]'s for the last run).  Anything but
- *   OK gives the batch up.  The driver empties the run afterwards.
+ *   message that ended the run (msgs[0]'s for the last run).  It may set a
+ *   run message's verdict to FATAL (struct pc_batch_run: st, res, idx).
+ *   Anything but OK gives the batch up.  The driver empties the run
+ *   afterwards.
  * After a give-up no further message is parsed or flushed.
  */
+struct pc_batch_item {
+	const struct pin_msg *msg;
+	const char *key;
+	int alone;
+	void *data;
+	json_object *row;           /* pc_batch_item_row */
+};
+/* item's row, made on the first call */
+json_object *pc_batch_item_row(struct pc_batch_item *item);
 typedef enum pin_consume_status (*pc_batch_parse_fn)(const struct pin_msg *msg,
-		struct pin_consume_result *res, json_object *row, const char **key,
-		int *alone, void *ud);
+		struct pin_consume_result *res, struct pc_batch_item *item, void *ud);
 typedef enum pin_consume_status (*pc_batch_flush_fn)(struct pc_batch_run *run,
 		struct pin_consume_result *res, void *ud);
 enum pin_consume_status pc_batch_runs(const struct pin_msg *const *msgs, size_t n,

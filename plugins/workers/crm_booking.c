@@ -684,7 +684,8 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
 
 /* ------------------------------------------------ [crm] set-based batches
  *
- * The batch handler (pin_consumer.batch_fn, ABI 1.4).  booking-created, the
+ * The batch handler (pin_consumer.batch_fn, ABI 1.4; driven by the SDK's
+ * pc_batch_runs, as identity and notify's contacts).  booking-created, the
  * bulk of the group's traffic, is applied set-based: the batch's valid
  * created messages become runs of distinct bookings (a booking that repeats
  * starts a new run, so its second message sees the first one's link: a
@@ -710,26 +711,36 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
  */
 #define INPLACE_MAX 24
 
-#define RUN_MAX PC_BATCH_RUN_MAX
-struct created_run {
-	size_t n;
-	struct bctx c[RUN_MAX];         /* validated, distinct bookings */
-	int64_t at[RUN_MAX];
-	enum pin_consume_status *st[RUN_MAX];
-	const char *want[RUN_MAX];     /* the new event's id, or NULL */
+/* a validated message of a set batch (pc_batch_runs' item data) */
+struct set_item {
+	struct bctx c;
+	int64_t at;
 };
 
-/* "{a,b,...}" of the run's ids (which: 0 bookings, 1 deals) */
-static const char *run_ids(const struct created_run *r, int which)
+/* pc_batch_runs' ud */
+struct set_batch {
+	int64_t t0;
+	int inplace;                /* in-place messages so far */
+};
+
+static struct set_item *set_item(const struct pc_batch_run *run, size_t j)
 {
-	size_t len = 3 + r->n * 37;
+	return run->data[j];
+}
+
+/* "{a,b,...}" of the run's ids (which: 0 bookings, 1 deals) */
+static const char *run_ids(const struct pc_batch_run *run, int which)
+{
+	size_t len = 3 + run->n * 37;
 	char *s = pc_api->alloc(len), *w = s;
 
 	*w++ = '{';
-	for (size_t i = 0; i < r->n; i++) {
+	for (size_t i = 0; i < run->n; i++) {
+		const struct bctx *c = &set_item(run, i)->c;
+
 		if (i)
 			*w++ = ',';
-		memcpy(w, which ? r->c[i].deal_id : r->c[i].booking_id, 36);
+		memcpy(w, which ? c->deal_id : c->booking_id, 36);
 		w += 36;
 	}
 	*w++ = '}';
@@ -737,17 +748,10 @@ static const char *run_ids(const struct created_run *r, int which)
 	return s;
 }
 
-static int ci_row(const PGresult *res, int col, const char *id)
-{
-	for (int k = 0; k < PQntuples(res); k++)
-		if (!strcasecmp(PQgetvalue(res, k, col), id))
-			return k;
-	return -1;
-}
-
-/* The run's statements (see above).  PIN_CONSUME_OK: every message has its
- * verdict in *st; RETRY: give the batch back. */
-static enum pin_consume_status run_apply(struct created_run *r)
+/* The statements of a run of created messages (see above).
+ * PIN_CONSUME_OK: every message has its verdict (run->st); RETRY: give the
+ * batch back. */
+static enum pin_consume_status run_apply(struct pc_batch_run *run)
 {
 	static const char *const sql_route =
 		"SELECT deal_id, agency_company_id, executor_agent_user_id, is_terminal "
@@ -763,24 +767,32 @@ static enum pin_consume_status run_apply(struct created_run *r)
 	const char *p[6], *offs_pg = pc_pg_int_array(offs, noffs);
 	json_object *rows = json_object_new_array(), *rems = json_object_new_array();
 	struct pin_outbox_msg *ob;
+	struct pc_col_index deals, links;
 	PGresult *rt, *lk, *ins;
-	int64_t now = r->c[0].now;
+	int64_t now = set_item(run, 0)->c.now;
 	char now_s[40];
+	/* per run message: a new event was asked for / came back */
+	char *want = pc_api->alloc(run->n), *got = pc_api->alloc(run->n);
 	enum pin_consume_status ret = PIN_CONSUME_RETRY;
 
+	memset(want, 0, run->n);
+	memset(got, 0, run->n);
 	if (!(rt = pc_api->db_exec_prepared("crmb_set_route", sql_route, 1,
-			(p[0] = run_ids(r, 1), p))) || !pc_res_ok(rt, PGRES_TUPLES_OK))
+			(p[0] = run_ids(run, 1), p))) || !pc_res_ok(rt, PGRES_TUPLES_OK))
 		goto out;
 	if (!(lk = pc_api->db_exec_prepared("crmb_set_links", sql_links, 1,
-			(p[0] = run_ids(r, 0), p))) || !pc_res_ok(lk, PGRES_TUPLES_OK))
+			(p[0] = run_ids(run, 0), p))) || !pc_res_ok(lk, PGRES_TUPLES_OK))
 		goto out;
-	for (size_t i = 0; i < r->n; i++) {
-		struct bctx *c = &r->c[i];
-		int k = ci_row(rt, 0, c->deal_id), l = ci_row(lk, 0, c->booking_id);
+	pc_col_index_init(&deals, rt, 0);
+	pc_col_index_init(&links, lk, 0);
+	for (size_t i = 0; i < run->n; i++) {
+		struct set_item *x = set_item(run, i);
+		struct bctx *c = &x->c;
+		int k = pc_col_index_find(&deals, c->deal_id);
+		int l = pc_col_index_find(&links, c->booking_id);
 		json_object *o;
 		char ev[37];
 
-		r->want[i] = NULL;
 		if (k < 0 || (strcmp(PQgetvalue(rt, k, 3), "t") &&
 				(PQgetisnull(rt, k, 1) || PQgetisnull(rt, k, 2))))
 			goto out;       /* no routed replica: the per-message path */
@@ -801,27 +813,28 @@ static enum pin_consume_status run_apply(struct created_run *r)
 			continue;
 		}
 		pc_batch_row_str(o, "tenant_id", PQgetvalue(rt, k, 1));
-		if (r->at[i] <= c->now) {
+		if (x->at <= c->now) {
 			skipped(c, "deadline-in-past", "Reserve");
 			json_object_array_add(rows, o);
 			continue;
 		}
-		if (pc_rule_event_instants(r->at[i], 0, 0, offs, noffs) != 0) {
+		if (pc_rule_event_instants(x->at, 0, 0, offs, noffs) != 0) {
 			json_object_put(o);
-			*r->st[i] = invalid(c, "the deadline leaves the supported instant range");
+			run->st[run->idx[i]] = invalid(c,
+					"the deadline leaves the supported instant range");
 			continue;
 		}
 		pc_api->uuid_v7(ev);
-		r->want[i] = pc_api->strdup(ev);
+		want[i] = 1;
 		pc_batch_row_str(o, "event_id", ev);
 		pc_batch_row_str(o, "owner_id", PQgetvalue(rt, k, 2));
 		pc_batch_row_str(o, "property_id", c->property_id);
-		pc_batch_row_str(o, "at", pc_time_param(r->at[i]));
+		pc_batch_row_str(o, "at", pc_time_param(x->at));
 		json_object_array_add(rows, o);
 		for (size_t j = 0; j < noffs; j++) {
 			json_object *m = json_object_new_object();
 			int64_t due;
-			enum pc_rem_status rs = pc_rule_reminder(r->at[i], offs[j], now, &due);
+			enum pc_rem_status rs = pc_rule_reminder(x->at, offs[j], now, &due);
 			char rid[37];
 
 			pc_api->uuid_v7(rid);
@@ -878,10 +891,12 @@ static enum pin_consume_status run_apply(struct created_run *r)
 		ret = PIN_CONSUME_RETRY;
 		goto out;
 	}
+	for (int k = 0; k < PQntuples(ins); k++)
+		got[atoi(PQgetvalue(ins, k, PC_EC__N))] = 1;
 	if ((size_t)PQntuples(ins) < nnew)      /* a concurrent delivery won */
-		for (size_t i = 0; i < r->n; i++)
-			if (r->want[i] && ci_row(ins, PC_EC_ID, r->want[i]) < 0)
-				skipped(&r->c[i], "business-duplicate", "Reserve");
+		for (size_t i = 0; i < run->n; i++)
+			if (want[i] && !got[i])
+				skipped(&set_item(run, i)->c, "business-duplicate", "Reserve");
 	if (PQntuples(ins) == 0)
 		goto out;
 	{
@@ -905,8 +920,8 @@ static enum pin_consume_status run_apply(struct created_run *r)
 				"phase=\"Reserve\"", n);
 		pc_api->log(PIN_LOG_INFO, "crm booking sync: deadlines created (batch)",
 				"count", pc_api->sprintf("%d", n),
-				"firstMessageId", r->c[atoi(PQgetvalue(ins, 0, PC_EC__N))].msg->message_id,
-				"lastMessageId", r->c[atoi(PQgetvalue(ins, n - 1, PC_EC__N))].msg->message_id,
+				"firstMessageId", run->msg[atoi(PQgetvalue(ins, 0, PC_EC__N))]->message_id,
+				"lastMessageId", run->msg[atoi(PQgetvalue(ins, n - 1, PC_EC__N))]->message_id,
 				"phase", "Reserve", NULL);
 	}
 out:
@@ -914,84 +929,72 @@ out:
 	json_object_put(rems);
 	return ret;
 }
-static int run_has(const struct created_run *r, const char *booking_id)
+
+/* pc_batch_runs' parse: created messages join the run of their booking;
+ * the other topics apply alone, in their place */
+static enum pin_consume_status set_parse(const struct pin_msg *msg,
+		struct pin_consume_result *res, struct pc_batch_item *it, void *ud)
 {
-	for (size_t i = 0; i < r->n; i++)
-		if (!strcasecmp(r->c[i].booking_id, booking_id))
-			return 1;
-	return 0;
+	struct set_batch *b = ud;
+	struct set_item *x = pc_api->alloc(sizeof(*x));
+	const char *bad;
+
+	memset(x, 0, sizeof(*x));
+	x->c.msg = msg;
+	x->c.res = res;
+	x->c.now = b->t0;
+	pc_contract_check(msg, "crm booking sync: contract version mismatch",
+			"calendar_crm_booking_sync_contract_mismatch_total");
+	if ((bad = validate(&x->c, msg->payload, msg->topic, &x->at)))
+		return invalid(&x->c, bad);
+	it->key = x->c.booking_id;
+	it->data = x;
+	it->alone = strcmp(msg->topic, T_CREATED) != 0;
+	return PIN_CONSUME_OK;
 }
 
-/* run_apply() of a non-empty run, then empties it */
-static enum pin_consume_status run_flush(struct created_run *r)
+/* pc_batch_runs' flush: a run of created messages, or an in-place one */
+static enum pin_consume_status set_flush(struct pc_batch_run *run,
+		struct pin_consume_result *res, void *ud)
 {
-	enum pin_consume_status st = r->n ? run_apply(r) : PIN_CONSUME_OK;
+	struct set_batch *b = ud;
+	struct set_item *x = set_item(run, 0);
+	enum pin_consume_status st;
 
-	for (size_t i = 0; i < r->n && st == PIN_CONSUME_OK; i++)
-		if (*r->st[i] == PIN_CONSUME_OK)
-			held_forget(r->c[i].msg->message_id);
-	r->n = 0;
-	return st;
+	(void)res;
+	if (!run->alone) {
+		st = run_apply(run);
+		for (size_t j = 0; j < run->n && st == PIN_CONSUME_OK; j++)
+			if (run->st[run->idx[j]] == PIN_CONSUME_OK)
+				held_forget(run->msg[j]->message_id);
+		return st;
+	}
+	if (++b->inplace > INPLACE_MAX)
+		return PIN_CONSUME_RETRY;
+	log_ev(&x->c, "crm booking sync: consumed", NULL);
+	x->c.now = pc_api->now_us();
+	if (dispatch_retrying(&x->c, x->at) != PIN_CONSUME_OK)
+		return PIN_CONSUME_RETRY;       /* its failure: the per-message path */
+	held_forget(run->msg[0]->message_id);
+	return PIN_CONSUME_OK;
 }
 
 static enum pin_consume_status on_bookings(const struct pin_msg *const *msgs, size_t n,
 		enum pin_consume_status *st, struct pin_consume_result *res, void *ud)
 {
-	struct created_run *r = pc_api->alloc(sizeof(*r));
-	enum pin_consume_status rc = PIN_CONSUME_OK;
-	int64_t t0 = pc_api->now_us(), dt;
-	int inplace = 0;
+	struct set_batch b = { .t0 = pc_api->now_us() };
+	enum pin_consume_status rc;
+	int64_t dt;
 
 	(void)ud;
-	r->n = 0;
-	for (size_t i = 0; i < n && rc == PIN_CONSUME_OK; i++) {
-		struct bctx c;
-		const char *bad;
-		int64_t at = 0;
-
-		memset(&c, 0, sizeof(c));
-		c.msg = msgs[i];
-		c.res = &res[i];
-		c.now = t0;
-		pc_contract_check(msgs[i], "crm booking sync: contract version mismatch",
-				"calendar_crm_booking_sync_contract_mismatch_total");
-		if ((bad = validate(&c, msgs[i]->payload, msgs[i]->topic, &at))) {
-			st[i] = invalid(&c, bad);
-			continue;
-		}
-		if (!strcmp(msgs[i]->topic, T_CREATED)) {
-			if ((r->n == RUN_MAX || run_has(r, c.booking_id)) &&
-					(rc = run_flush(r)) != PIN_CONSUME_OK)
-				break;
-			r->c[r->n] = c;
-			r->at[r->n] = at;
-			r->st[r->n++] = &st[i];
-			continue;
-		}
-		/* another topic: in its place, after the run before it */
-		if ((rc = run_flush(r)) != PIN_CONSUME_OK)
-			break;
-		if (++inplace > INPLACE_MAX) {
-			rc = PIN_CONSUME_RETRY;
-			break;
-		}
-		log_ev(&c, "crm booking sync: consumed", NULL);
-		c.now = pc_api->now_us();
-		st[i] = dispatch_retrying(&c, at);
-		if (st[i] != PIN_CONSUME_OK)
-			rc = PIN_CONSUME_RETRY;     /* its failure: the per-message path */
-		else
-			held_forget(msgs[i]->message_id);
-	}
-	if (rc == PIN_CONSUME_OK)
-		rc = run_flush(r);
-	dt = pc_api->now_us() - t0;
+	rc = pc_batch_runs(msgs, n, st, res, set_parse, set_flush, &b);
+	dt = pc_api->now_us() - b.t0;
 	for (size_t i = 0; i < n; i++)
 		pc_api->metric_observe("calendar_crm_booking_sync_consume_duration_seconds",
 				NULL, (double)dt / 1e6 / (double)n);
 	if (msgs[n - 1]->created_at_us > 0)
 		pc_api->metric_set("calendar_crm_booking_sync_lag_seconds", NULL,
-				(double)(t0 - msgs[n - 1]->created_at_us) / 1e6);
+				(double)(b.t0 - msgs[n - 1]->created_at_us) / 1e6);
 	return rc;
 }
 

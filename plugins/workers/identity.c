@@ -183,17 +183,17 @@ static enum pin_consume_status run_flush(struct pc_batch_run *u,
 
 /* pc_batch_runs' parse: a row of the run keyed by the user */
 static enum pin_consume_status run_parse(const struct pin_msg *msg,
-		struct pin_consume_result *res, json_object *o, const char **key,
-		int *alone, void *ud)
+		struct pin_consume_result *res, struct pc_batch_item *it, void *ud)
 {
 	struct user_msg m;
 	enum pin_consume_status st;
+	json_object *o;
 
-	(void)alone;
 	(void)ud;
 	if ((st = parse_user(msg, res, &m)) != PIN_CONSUME_OK)
 		return st;
-	*key = m.user_id;
+	it->key = m.user_id;
+	o = pc_batch_item_row(it);
 	pc_batch_row_str(o, "user_id", m.user_id);
 	pc_batch_row_str(o, "display_name", m.name);
 	pc_batch_row_str(o, "avatar_url", m.avatar);
