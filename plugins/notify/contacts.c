@@ -237,7 +237,8 @@ static enum pin_consume_status run_flush(struct pc_batch_run *u,
 	if (u->alone)       /* a Deleted message */
 		return erase(u->msg[0], res, u->key[0],
 				pc_jstr(u->msg[0]->payload, "displayName"));
-	p[0] = pc_batch_run_json(u);
+	if (!(p[0] = pc_batch_run_json(u)))
+		return PIN_CONSUME_RETRY;
 	p[1] = u->now;
 	r = pc_api->db_exec_prepared("ntf_contact_upsert_set",
 		"INSERT INTO notifications.recipient_contacts AS c (user_id, display_name, "
@@ -267,7 +268,7 @@ static enum pin_consume_status run_parse(const struct pin_msg *msg,
 {
 	struct contact k;
 	enum pin_consume_status st;
-	json_object *o;
+	struct pc_jt *o;
 
 	(void)ud;
 	if ((st = parse_contact(msg, res, &k, &it->alone)) != PIN_CONSUME_OK)

@@ -84,7 +84,9 @@ const char *pc_identity_user(json_object *payload, const char **user_id,
 
 void pc_batch_run_init(struct pc_batch_run *r)
 {
-	r->rows = json_object_new_array();
+	pc_jt_init(&r->rows, 64 * 1024);
+	pc_jt_arr(&r->rows);
+	r->closed = 0;
 	r->n = 0;
 	r->alone = 0;
 	r->st = NULL;
@@ -154,14 +156,13 @@ int pc_col_index_find(const struct pc_col_index *ix, const char *v)
 	return -1;
 }
 
-json_object *pc_batch_item_row(struct pc_batch_item *it)
+struct pc_jt *pc_batch_item_row(struct pc_batch_item *it)
 {
-	char created[40];
-
 	if (!it->row) {
-		it->row = json_object_new_object();
-		pc_api->fmt_time(it->msg->created_at_us, created, sizeof(created));
-		pc_batch_row_str(it->row, "last_event_at", created);
+		it->row = it->buf_;
+		pc_jt_reset(it->row);
+		pc_jt_obj(it->row);
+		PC_JT_KV(it->row, "last_event_at", pc_jt_time(it->row, it->msg->created_at_us));
 	}
 	return it->row;
 }
@@ -172,8 +173,10 @@ static void run_append(struct pc_batch_run *r, const struct pc_batch_item *it, s
 {
 	size_t s = key_slot(it->key);
 
-	if (it->row)
-		json_object_array_add(r->rows, it->row);
+	if (it->row) {
+		pc_jt_end_obj(it->row);
+		pc_jt_raw(&r->rows, it->row->buf, it->row->len);
+	}
 	while (r->slot[s])      /* a key twice: both stay findable (the first) */
 		s = (s + 1) & (PC_BATCH_RUN_SLOTS - 1);
 	r->slot[s] = (unsigned short)(r->n + 1);
@@ -183,15 +186,23 @@ static void run_append(struct pc_batch_run *r, const struct pc_batch_item *it, s
 	r->key[r->n++] = it->key;
 }
 
-const char *pc_batch_run_json(const struct pc_batch_run *r)
+const char *pc_batch_run_json(struct pc_batch_run *r)
 {
-	return json_object_to_json_string_ext(r->rows, JSON_C_TO_STRING_PLAIN);
+	if (!r->closed) {
+		pc_jt_end_arr(&r->rows);
+		r->closed = 1;
+	}
+	if (r->rows.failed || !r->rows.buf)
+		return NULL;
+	r->rows.buf[r->rows.len] = '\0';
+	return r->rows.buf;
 }
 
 void pc_batch_run_clear(struct pc_batch_run *r)
 {
-	json_object_put(r->rows);
-	r->rows = json_object_new_array();
+	pc_jt_reset(&r->rows);
+	pc_jt_arr(&r->rows);
+	r->closed = 0;
 	r->n = 0;
 	r->alone = 0;
 	memset(r->slot, 0, sizeof(r->slot));
@@ -199,14 +210,13 @@ void pc_batch_run_clear(struct pc_batch_run *r)
 
 void pc_batch_run_free(struct pc_batch_run *r)
 {
-	json_object_put(r->rows);
-	r->rows = NULL;
+	pc_jt_free(&r->rows);
 	r->n = 0;
 }
 
-void pc_batch_row_str(json_object *row, const char *col, const char *v)
+void pc_batch_row_str(struct pc_jt *row, const char *col, const char *v)
 {
-	json_object_object_add(row, col, v ? json_object_new_string(v) : NULL);
+	PC_JT_KV(row, col, pc_jt_str(row, v));
 }
 
 /* flush of a non-empty run, then emptied */
@@ -227,21 +237,21 @@ enum pin_consume_status pc_batch_runs(const struct pin_msg *const *msgs, size_t 
 		pc_batch_parse_fn parse, pc_batch_flush_fn flush, void *ud)
 {
 	struct pc_batch_run u;
+	struct pc_jt row;           /* one message's row, copied into the run */
 	enum pin_consume_status rc = PIN_CONSUME_OK;
 
+	pc_jt_init(&row, 1024);
 	pc_batch_run_init(&u);
 	u.st = st;
 	u.res = res;
 	for (size_t i = 0; i < n && rc == PIN_CONSUME_OK; i++) {
-		struct pc_batch_item it = { .msg = msgs[i] };
+		struct pc_batch_item it = { .msg = msgs[i], .buf_ = &row };
 
 		st[i] = parse(msgs[i], &res[i], &it, ud);
 		if (st[i] == PIN_CONSUME_RETRY)
 			rc = PIN_CONSUME_RETRY;
-		if (st[i] != PIN_CONSUME_OK) {
-			json_object_put(it.row);
+		if (st[i] != PIN_CONSUME_OK)
 			continue;
-		}
 		if (it.alone || pc_batch_run_ends(&u, it.key))
 			rc = run_flush(&u, &res[i], flush, ud);
 		run_append(&u, &it, i);
@@ -256,5 +266,6 @@ enum pin_consume_status pc_batch_runs(const struct pin_msg *const *msgs, size_t 
 	if (rc == PIN_CONSUME_OK)
 		rc = run_flush(&u, &res[0], flush, ud);
 	pc_batch_run_free(&u);
+	pc_jt_free(&row);
 	return rc;
 }

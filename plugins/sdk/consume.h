@@ -4,6 +4,7 @@
 #define PIN_SDK_CONSUME_H
 
 #include "sdk/core.h"
+#include "sdk/jtext.h"
 
 /* Fills res->code and res->detail and returns st (RETRY or FATAL).  With
  * log_msg, also a WARN line: messageId, topic, code, detail (no PII); msg
@@ -37,8 +38,9 @@ const char *pc_identity_user(json_object *payload, const char **user_id,
 #define PC_BATCH_RUN_MAX 512
 #define PC_BATCH_RUN_SLOTS 1024     /* power of two, >= 2 x PC_BATCH_RUN_MAX */
 struct pc_batch_run {
-	json_object *rows;          /* array of the row objects made (see
-	                             * pc_batch_item_row), in run order */
+	struct pc_jt rows;          /* JSON text: the array of the rows made
+	                             * (pc_batch_item_row), in run order */
+	int closed;                 /* rows' ']' written (pc_batch_run_json) */
 	const struct pin_msg *msg[PC_BATCH_RUN_MAX];
 	const char *key[PC_BATCH_RUN_MAX];  /* borrowed (the messages') */
 	void *data[PC_BATCH_RUN_MAX];       /* the parse's item->data */
@@ -60,13 +62,14 @@ void pc_batch_run_init(struct pc_batch_run *r);
 int pc_batch_run_ends(const struct pc_batch_run *r, const char *key);
 /* the index of the run's message of key (any case), or -1 */
 long pc_batch_run_find(const struct pc_batch_run *r, const char *key);
-/* the rows as JSON text (valid until the next change of the run) */
-const char *pc_batch_run_json(const struct pc_batch_run *r);
+/* the rows as JSON text (valid until the run is cleared), NULL after a
+ * failed allocation (give the batch up) */
+const char *pc_batch_run_json(struct pc_batch_run *r);
 /* empties the run (after its statement); _free at the end */
 void pc_batch_run_clear(struct pc_batch_run *r);
 void pc_batch_run_free(struct pc_batch_run *r);
 /* a string column of a row (NULL -> JSON null) */
-void pc_batch_row_str(json_object *row, const char *col, const char *v);
+void pc_batch_row_str(struct pc_jt *row, const char *col, const char *v);
 
 /* FNV-1a of a key, case-folded (the hash of the runs and of pc_col_index) */
 uint32_t pc_key_hash(const char *k);
@@ -97,9 +100,9 @@ int pc_col_index_find(const struct pc_col_index *ix, const char *v);
  * parse(msg, res, item, ud), item zeroed but for msg: OK with item->key
  *   (borrowed from msg) and, as the plugin needs, item->data (kept in the
  *   run as run->data[j]; the plugin owns it, e.g. arena memory) and a row
- *   (pc_batch_item_row: a json-c object with "last_event_at", msg's
- *   createdAt, owned by the driver; the caller adds its columns; a message
- *   that makes none has no row in run->rows); OK with item->alone set: the
+ *   (pc_batch_item_row: an open JSON object written as text, with
+ *   "last_event_at", msg's createdAt; the caller adds its columns, the
+ *   driver closes it; a message that makes none has no row in run->rows); OK with item->alone set: the
  *   message applies on its own -- the run before it is flushed, then a run
  *   of just this message (run->alone = 1) goes to flush; FATAL (no effect:
  *   st[i]); RETRY: the batch gives up (the host takes the per-message path).
@@ -115,10 +118,12 @@ struct pc_batch_item {
 	const char *key;
 	int alone;
 	void *data;
-	json_object *row;           /* pc_batch_item_row */
+	struct pc_jt *row;          /* pc_batch_item_row; NULL: none */
+	struct pc_jt *buf_;         /* the driver's writer of rows */
 };
-/* item's row, made on the first call */
-json_object *pc_batch_item_row(struct pc_batch_item *item);
+/* item's row, made on the first call (rows are text, not json-c objects:
+ * no allocation per row) */
+struct pc_jt *pc_batch_item_row(struct pc_batch_item *item);
 typedef enum pin_consume_status (*pc_batch_parse_fn)(const struct pin_msg *msg,
 		struct pin_consume_result *res, struct pc_batch_item *item, void *ud);
 typedef enum pin_consume_status (*pc_batch_flush_fn)(struct pc_batch_run *run,

@@ -24,6 +24,12 @@ void pc_jt_init(struct pc_jt *w, size_t hint)
 	w->cap = hint < 64 ? 64 : hint;
 }
 
+void pc_jt_reset(struct pc_jt *w)
+{
+	w->len = 0;
+	w->comma = 0;
+}
+
 void pc_jt_free(struct pc_jt *w)
 {
 	free(w->buf);

@@ -38,6 +38,8 @@ struct pc_jt {
 
 /* Empty writer with room for hint bytes (allocated on first write). */
 void pc_jt_init(struct pc_jt *w, size_t hint);
+/* Empties the writer, keeping its buffer (a writer reused per row). */
+void pc_jt_reset(struct pc_jt *w);
 /* Frees the buffer (also after pc_jt_take / pc_jt_body: then a no-op). */
 void pc_jt_free(struct pc_jt *w);
 

@@ -763,9 +763,9 @@ static enum pin_consume_status run_apply(struct pc_batch_run *run)
 		"WHERE booking_id = ANY ($1::uuid[]) AND phase = 'Reserve' "
 		"ORDER BY booking_id FOR UPDATE";
 	int offs[2];
-	size_t noffs = wrk_crm_phase_offsets("Reserve", offs), nnew = 0;
+	size_t noffs = wrk_crm_phase_offsets("Reserve", offs), nnew = 0, nrows = 0;
 	const char *p[6], *offs_pg = pc_pg_int_array(offs, noffs);
-	json_object *rows = json_object_new_array(), *rems = json_object_new_array();
+	struct pc_jt rows, rems, o;     /* JSON text: rows, reminders, one row */
 	struct pin_outbox_msg *ob;
 	struct pc_col_index deals, links;
 	PGresult *rt, *lk, *ins;
@@ -775,6 +775,11 @@ static enum pin_consume_status run_apply(struct pc_batch_run *run)
 	char *want = pc_api->alloc(run->n), *got = pc_api->alloc(run->n);
 	enum pin_consume_status ret = PIN_CONSUME_RETRY;
 
+	pc_jt_init(&rows, 64 * 1024);
+	pc_jt_init(&rems, 64 * 1024);
+	pc_jt_init(&o, 1024);
+	pc_jt_arr(&rows);
+	pc_jt_arr(&rems);
 	memset(want, 0, run->n);
 	memset(got, 0, run->n);
 	if (!(rt = pc_api->db_exec_prepared("crmb_set_route", sql_route, 1,
@@ -790,7 +795,6 @@ static enum pin_consume_status run_apply(struct pc_batch_run *run)
 		struct bctx *c = &x->c;
 		int k = pc_col_index_find(&deals, c->deal_id);
 		int l = pc_col_index_find(&links, c->booking_id);
-		json_object *o;
 		char ev[37];
 
 		if (k < 0 || (strcmp(PQgetvalue(rt, k, 3), "t") &&
@@ -801,58 +805,67 @@ static enum pin_consume_status run_apply(struct pc_batch_run *run)
 					"late-after-terminal", "Reserve");
 			continue;
 		}
-		o = json_object_new_object();
-		json_object_object_add(o, "i", json_object_new_int((int)i));
-		pc_batch_row_str(o, "booking_id", c->booking_id);
-		pc_batch_row_str(o, "deal_id", c->deal_id);
-		pc_batch_row_str(o, "last_event_at", c->msg->created_at_us > 0 ?
-				pc_time_param(c->msg->created_at_us) : NULL);
+		pc_jt_reset(&o);
+		pc_jt_obj(&o);
+		PC_JT_KV(&o, "i", pc_jt_int(&o, (int64_t)i));
+		pc_batch_row_str(&o, "booking_id", c->booking_id);
+		pc_batch_row_str(&o, "deal_id", c->deal_id);
+		if (c->msg->created_at_us > 0)
+			PC_JT_KV(&o, "last_event_at", pc_jt_time(&o, c->msg->created_at_us));
 		if (!strcmp(PQgetvalue(rt, k, 3), "t")) {
 			skipped(c, "deal-terminal-skip", "Reserve");
-			json_object_array_add(rows, o);
-			continue;
+			goto row;
 		}
-		pc_batch_row_str(o, "tenant_id", PQgetvalue(rt, k, 1));
+		pc_batch_row_str(&o, "tenant_id", PQgetvalue(rt, k, 1));
 		if (x->at <= c->now) {
 			skipped(c, "deadline-in-past", "Reserve");
-			json_object_array_add(rows, o);
-			continue;
+			goto row;
 		}
 		if (pc_rule_event_instants(x->at, 0, 0, offs, noffs) != 0) {
-			json_object_put(o);
 			run->st[run->idx[i]] = invalid(c,
 					"the deadline leaves the supported instant range");
 			continue;
 		}
 		pc_api->uuid_v7(ev);
 		want[i] = 1;
-		pc_batch_row_str(o, "event_id", ev);
-		pc_batch_row_str(o, "owner_id", PQgetvalue(rt, k, 2));
-		pc_batch_row_str(o, "property_id", c->property_id);
-		pc_batch_row_str(o, "at", pc_time_param(x->at));
-		json_object_array_add(rows, o);
+		pc_batch_row_str(&o, "event_id", ev);
+		pc_batch_row_str(&o, "owner_id", PQgetvalue(rt, k, 2));
+		pc_batch_row_str(&o, "property_id", c->property_id);
+		PC_JT_KV(&o, "at", pc_jt_time(&o, x->at));
 		for (size_t j = 0; j < noffs; j++) {
-			json_object *m = json_object_new_object();
 			int64_t due;
 			enum pc_rem_status rs = pc_rule_reminder(x->at, offs[j], now, &due);
 			char rid[37];
 
 			pc_api->uuid_v7(rid);
-			pc_batch_row_str(m, "id", rid);
-			pc_batch_row_str(m, "event_id", ev);
-			json_object_object_add(m, "off", json_object_new_int(offs[j]));
-			pc_batch_row_str(m, "due", pc_time_param(due));
-			pc_batch_row_str(m, "st", pc_rem_status_name(rs));
-			json_object_array_add(rems, m);
+			pc_jt_obj(&rems);
+			pc_batch_row_str(&rems, "id", rid);
+			pc_batch_row_str(&rems, "event_id", ev);
+			PC_JT_KV(&rems, "off", pc_jt_int(&rems, offs[j]));
+			PC_JT_KV(&rems, "due", pc_jt_time(&rems, due));
+			pc_batch_row_str(&rems, "st", pc_rem_status_name(rs));
+			pc_jt_end_obj(&rems);
 		}
 		nnew++;
+row:
+		pc_jt_end_obj(&o);
+		pc_jt_raw(&rows, o.buf, o.len);
+		nrows++;
 	}
 	ret = PIN_CONSUME_OK;
-	if (!json_object_array_length(rows))
+	if (!nrows)
 		goto out;
+	pc_jt_end_arr(&rows);
+	pc_jt_end_arr(&rems);
+	if (rows.failed || rems.failed || o.failed) {
+		ret = PIN_CONSUME_RETRY;
+		goto out;
+	}
+	rows.buf[rows.len] = '\0';
+	rems.buf[rems.len] = '\0';
 	pc_api->fmt_time(now, now_s, sizeof(now_s));
-	p[0] = json_object_to_json_string_ext(rows, JSON_C_TO_STRING_PLAIN);
-	p[1] = json_object_to_json_string_ext(rems, JSON_C_TO_STRING_PLAIN);
+	p[0] = rows.buf;
+	p[1] = rems.buf;
 	p[2] = now_s;
 	p[3] = wrk_crm_title_prefix("Reserve");
 	p[4] = DEADLINE_TZ;
@@ -925,8 +938,9 @@ static enum pin_consume_status run_apply(struct pc_batch_run *run)
 				"phase", "Reserve", NULL);
 	}
 out:
-	json_object_put(rows);
-	json_object_put(rems);
+	pc_jt_free(&rows);
+	pc_jt_free(&rems);
+	pc_jt_free(&o);
 	return ret;
 }
 

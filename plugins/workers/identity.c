@@ -151,7 +151,8 @@ static enum pin_consume_status run_flush(struct pc_batch_run *u,
 	enum pin_consume_status st = PIN_CONSUME_OK;
 
 	(void)ud;
-	p[0] = pc_batch_run_json(u);
+	if (!(p[0] = pc_batch_run_json(u)))
+		return PIN_CONSUME_RETRY;
 	p[1] = u->now;
 	r = pc_api->db_exec_prepared("identity_upsert_set",
 		"INSERT INTO calendar.user_replicas AS u (user_id, display_name, avatar_url, "
@@ -187,7 +188,7 @@ static enum pin_consume_status run_parse(const struct pin_msg *msg,
 {
 	struct user_msg m;
 	enum pin_consume_status st;
-	json_object *o;
+	struct pc_jt *o;
 
 	(void)ud;
 	if ((st = parse_user(msg, res, &m)) != PIN_CONSUME_OK)
