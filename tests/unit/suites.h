@@ -15,5 +15,6 @@ Suite *make_slots_rules_suite(void);
 Suite *make_crm_rules_suite(void);
 Suite *make_text_suite(void);
 Suite *make_jtext_suite(void);
+Suite *make_consume_suite(void);
 
 #endif
