@@ -160,7 +160,7 @@ static enum pin_consume_status drive(size_t n, const char *const *pl,
 		enum pin_consume_status *st, struct pin_consume_result *res)
 {
 	struct pin_msg m[16];
-	const struct pin_msg *mp[16];
+	const struct pin_msg *mp[16] = { NULL };
 	enum pin_consume_status rc;
 
 	seen[0] = '\0';
