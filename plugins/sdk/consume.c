@@ -175,7 +175,10 @@ static void run_append(struct pc_batch_run *r, const struct pc_batch_item *it, s
 
 	if (it->row) {
 		pc_jt_end_obj(it->row);
-		pc_jt_raw(&r->rows, it->row->buf, it->row->len);
+		if (it->row->failed)    /* no half row: pc_batch_run_json says NULL */
+			r->rows.failed = 1;
+		else
+			pc_jt_raw(&r->rows, it->row->buf, it->row->len);
 	}
 	while (r->slot[s])      /* a key twice: both stay findable (the first) */
 		s = (s + 1) & (PC_BATCH_RUN_SLOTS - 1);
