@@ -520,7 +520,7 @@ static int load_msgs(struct ctx **cs, size_t n)
 		"  to_char(x.en AT TIME ZONE x.tz, 'Mon FMDD, YYYY FMHH12:MI AM'), "
 		"  to_char(x.d AT TIME ZONE x.tz, 'DD.MM.YYYY HH24:MI'), "
 		"  to_char(x.d AT TIME ZONE x.tz, 'Mon FMDD, YYYY FMHH12:MI AM') "
-		"FROM ROWS FROM (json_to_recordset($1::json) AS (e uuid, a uuid, "
+		"FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (e uuid, a uuid, "
 		"  s timestamptz, en timestamptz, d timestamptz, tz text)) "
 		"  WITH ORDINALITY AS x(e, a, s, en, d, tz, n) ORDER BY x.n", 1, p);
 	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != k)
@@ -597,7 +597,7 @@ static int load_users(struct ctx **cs, size_t n, PGresult **out)
 		"    coalesce(s.overrides -> q.k, '{}'::jsonb) AS ovr, "
 		"    s.quiet_from AS qf, s.quiet_to AS qt, "
 		"    ct.status IS NOT DISTINCT FROM 'Deleted' AS deleted "
-		"  FROM ROWS FROM (json_to_recordset($1::json) AS (u uuid, k text, "
+		"  FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (u uuid, k text, "
 		"    now timestamptz)) WITH ORDINALITY AS q(u, k, now, n) "
 		"  LEFT JOIN notifications.user_notification_settings s ON s.user_id = q.u "
 		"  LEFT JOIN notifications.recipient_contacts ct ON ct.user_id = q.u) "
@@ -671,7 +671,7 @@ static int load_templates(struct ctx **cs, size_t n, struct tpl_pairs *tp)
 		"SELECT t.kind, t.role, t.channel, t.title_template, t.body_template, t.locale "
 		"FROM notifications.notification_templates t "
 		"WHERE t.status = 'Active' AND (t.kind, t.role) IN "
-		"  (SELECT x.k, x.r FROM json_to_recordset($1::json) AS x(k text, r text))",
+		"  (SELECT x.k, x.r FROM jsonb_to_recordset($1::jsonb) AS x(k text, r text))",
 		1, p);
 	if (!pc_res_ok(r, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
@@ -911,7 +911,7 @@ static int insert_rows(struct ctx **cs, struct pc_jt *w)
 	if (!(p[0] = jt_text(w)))
 		return PIN_ERR_DB;
 	r = pc_api->db_exec_prepared("ntf_insert",
-		"WITH x AS (SELECT * FROM json_to_recordset($1::json) AS x(m int, id uuid, "
+		"WITH x AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(m int, id uuid, "
 		"    u uuid, tn uuid, k text, ch text, g text, r text, ti text, b text, "
 		"    dl text, p jsonb, l text, nb timestamptz, s uuid, e text, sj uuid, "
 		"    rm uuid, c timestamptz)), "
