@@ -418,7 +418,7 @@ static const char *deep_link(struct ctx *c)
  *              the effective settings at the message's now;
  *   ntf_tpl    the Active templates of the group's (kind, role) pairs
  *              (read per group, in the transaction: no cache to invalidate);
- *   ntf_final  per message that states a final (record_final; the set path
+ *   ntf_final_record  per message that states a final (the set path
  *              applies such a message alone);
  *   ntf_insert every notification row of the group, ON CONFLICT DO NOTHING,
  *              in message order, RETURNING which message each new row is of.
@@ -427,12 +427,7 @@ static const char *deep_link(struct ctx *c)
  * the group still open gets RETRY NTF_DB_ERROR (the set path gives up).
  */
 
-/* the input rows of a statement, as JSON text */
-static void jt_row_begin(struct pc_jt *w)
-{
-	pc_jt_obj(w);
-}
-
+/* the input rows of a statement, as JSON text (sdk/jtext) */
 static void jt_kv(struct pc_jt *w, const char *k, const char *v)
 {
 	PC_JT_KV(w, k, pc_jt_str(w, v));
@@ -457,7 +452,8 @@ static void db_fail(struct ctx *c, const char *detail)
 	c->st = pc_consume_fail(NULL, c->res, PIN_CONSUME_RETRY, "NTF_DB_ERROR", detail, NULL);
 }
 
-static int open_(const struct ctx *c)
+/* the message still needs its rows (its answer is not known yet) */
+static int pending(const struct ctx *c)
 {
 	return !c->done;
 }
@@ -465,7 +461,7 @@ static int open_(const struct ctx *c)
 static int db_fail_all(struct ctx **cs, size_t n, const char *detail)
 {
 	for (size_t i = 0; i < n; i++)
-		if (open_(cs[i]) || cs[i]->final_rec)
+		if (pending(cs[i]) || cs[i]->final_rec)
 			db_fail(cs[i], detail);
 	return PIN_ERR_DB;
 }
@@ -492,9 +488,9 @@ static int load_msgs(struct ctx **cs, size_t n)
 	for (i = 0; i < n; i++) {
 		struct ctx *c = cs[i];
 
-		if (!open_(c))
+		if (!pending(c))
 			continue;
-		jt_row_begin(&w);
+		pc_jt_obj(&w);
 		jt_kv(&w, "e", guarded(c) ? c->event_id : NULL);
 		jt_kv(&w, "a", guarded(c) ? c->appointment_id : NULL);
 		jt_kv(&w, "s", c->start);
@@ -529,7 +525,7 @@ static int load_msgs(struct ctx **cs, size_t n)
 		struct ctx *c = cs[i];
 		const char *state;
 
-		if (!open_(c))
+		if (!pending(c))
 			continue;
 		state = pc_col(r, k, 0);
 		/* [0] ru, [1] en of start, end, deadline */
@@ -566,14 +562,14 @@ static int load_users(struct ctx **cs, size_t n, PGresult **out)
 
 		for (int j = 0; j < 5; j++) {
 			c->user[j] = -1;
-			if (!open_(c) || !u[j])
+			if (!pending(c) || !u[j])
 				continue;
 			for (int e = 0; e < j && c->user[j] < 0; e++)      /* owner = agent */
 				if (u[e] && !strcmp(u[e], u[j]))
 					c->user[j] = c->user[e];
 			if (c->user[j] >= 0)
 				continue;
-			jt_row_begin(&w);
+			pc_jt_obj(&w);
 			jt_kv(&w, "u", u[j]);
 			jt_kv(&w, "k", c->kind);
 			jt_kv(&w, "now", c->now);
@@ -651,7 +647,7 @@ static int load_templates(struct ctx **cs, size_t n, struct tpl_pairs *tp)
 	tp->n = 0;
 	tp->r = NULL;
 	for (size_t i = 0; i < n; i++)
-		for (int j = 0; open_(cs[i]) && j < cs[i]->n; j++)
+		for (int j = 0; pending(cs[i]) && j < cs[i]->n; j++)
 			if ((cs[i]->tpl[j] = tpl_pair(tp, cs[i]->kind, cs[i]->r[j].role)) < 0)
 				return PIN_ERR_DB;      /* more than a batch can hold */
 	if (!tp->n)
@@ -659,7 +655,7 @@ static int load_templates(struct ctx **cs, size_t n, struct tpl_pairs *tp)
 	pc_jt_init(&w, 64 * (size_t)tp->n);
 	pc_jt_arr(&w);
 	for (int i = 0; i < tp->n; i++) {
-		jt_row_begin(&w);
+		pc_jt_obj(&w);
 		jt_kv(&w, "k", tp->kind[i]);
 		jt_kv(&w, "r", tp->role[i]);
 		pc_jt_end_obj(&w);
@@ -839,7 +835,7 @@ static void note_row(struct pc_jt *w, size_t m, const struct ctx *c,
 	char id[37];
 
 	pc_api->uuid_v7(id);
-	jt_row_begin(w);
+	pc_jt_obj(w);
 	PC_JT_KV(w, "m", pc_jt_int(w, (int64_t)m));
 	jt_kv(w, "id", id);
 	jt_kv(w, "u", rc->user);
@@ -975,7 +971,7 @@ static int apply(struct ctx **cs, size_t n)
 	if (load_users(cs, n, &users) < 0 || load_templates(cs, n, &tp) < 0)
 		return db_fail_all(cs, n, "recipient settings / templates lookup failed");
 	for (i = 0; i < n; i++)
-		if (open_(cs[i]))
+		if (pending(cs[i]))
 			template_check(cs[i], &tp);
 	for (i = 0; i < n; i++)
 		if (cs[i]->final_rec && !(cs[i]->done && cs[i]->st == PIN_CONSUME_FATAL) &&
@@ -984,11 +980,11 @@ static int apply(struct ctx **cs, size_t n)
 	pc_jt_init(&w, 2048 * n);
 	pc_jt_arr(&w);
 	for (i = 0; i < n; i++)
-		for (int j = 0; open_(cs[i]) && j < cs[i]->n; j++)
+		for (int j = 0; pending(cs[i]) && j < cs[i]->n; j++)
 			fan_out(&w, i, cs[i], &cs[i]->r[j], cs[i]->tpl[j], users, &tp);
 	pc_jt_end_arr(&w);
 	for (i = 0; i < n; i++)
-		k += open_(cs[i]) ? cs[i]->rows : 0;
+		k += pending(cs[i]) ? cs[i]->rows : 0;
 	if (!k)
 		pc_jt_free(&w);
 	else if (insert_rows(cs, &w) < 0)
