@@ -67,6 +67,19 @@ struct ctx {
 	const char *kind, *urgency, *subject_id, *filtered;
 	struct rcpt r[MAX_RCPT];
 	int n;
+	/* applying (apply()): the answer once known, the looked-up data */
+	struct pin_consume_result *res;
+	enum pin_consume_status st;
+	int done;               /* st is the answer */
+	const char *skip_reason;        /* an OK without rows: logged at the end */
+	int final_rec;          /* the message states a final (record_final) */
+	int64_t t0;             /* the host clock when the message was taken */
+	char now[40];           /* the same, formatted */
+	const char *lt[6];      /* start, end, deadline in ru / en format */
+	int user[5];            /* apply's user rows: agent, investor, owner,
+	                         * client, previous owner; -1 none */
+	int tpl[MAX_RCPT];      /* per recipient: apply's template pair */
+	int rows, created;      /* notification rows built / inserted */
 };
 
 static const char *const nil_uuid = "00000000-0000-0000-0000-000000000000";
@@ -392,134 +405,306 @@ static const char *deep_link(struct ctx *c)
 	return pc_api->sprintf("/calendar/events/%s", c->event_id);
 }
 
-/* Local times of the message in both locale formats (event time zone). */
-struct local_times {
-	const char *start[2], *end[2], *deadline[2];   /* [0] ru, [1] en */
-};
+/* ------------------------------------------------- applying one or a run */
 
-static int load_times(struct ctx *c, struct local_times *lt)
+/*
+ * apply() does the database part of a group of classified messages -- one
+ * message on the per-message path, a run of the set path -- in a fixed
+ * number of statements whatever the group's size (session 6; before: about
+ * 10 per reminder):
+ *   ntf_msgs   the after-final guard and the local times of every message
+ *              to enqueue;
+ *   ntf_users  per (message, involved user): the contact replica's name and
+ *              the effective settings at the message's now;
+ *   ntf_tpl    the Active templates of the group's (kind, role) pairs
+ *              (read per group, in the transaction: no cache to invalidate);
+ *   ntf_final_record  per message that states a final (the set path
+ *              applies such a message alone);
+ *   ntf_insert every notification row of the group, ON CONFLICT DO NOTHING,
+ *              in message order, RETURNING which message each new row is of.
+ * A message without an Active template for one of its recipients is FATAL
+ * before anything of it is written.  A failed statement: every message of
+ * the group still open gets RETRY NTF_DB_ERROR (the set path gives up).
+ */
+
+/* the input rows of a statement, as JSON text (sdk/jtext) */
+static void jt_kv(struct pc_jt *w, const char *k, const char *v)
 {
-	const char *p[4] = { c->start, c->end, c->deadline, c->tz };
-	PGresult *r = pc_api->db_exec_prepared("ntf_times",
-		"SELECT to_char($1::timestamptz AT TIME ZONE $4, 'DD.MM.YYYY HH24:MI'), "
-		"  to_char($1::timestamptz AT TIME ZONE $4, 'Mon FMDD, YYYY FMHH12:MI AM'), "
-		"  to_char($2::timestamptz AT TIME ZONE $4, 'DD.MM.YYYY HH24:MI'), "
-		"  to_char($2::timestamptz AT TIME ZONE $4, 'Mon FMDD, YYYY FMHH12:MI AM'), "
-		"  to_char($3::timestamptz AT TIME ZONE $4, 'DD.MM.YYYY HH24:MI'), "
-		"  to_char($3::timestamptz AT TIME ZONE $4, 'Mon FMDD, YYYY FMHH12:MI AM')",
-		4, p);
-	int i;
+	PC_JT_KV(w, k, pc_jt_str(w, v));
+}
 
-	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
+static const char *jt_text(struct pc_jt *w)
+{
+	size_t len;
+	char *t = pc_jt_take(w, &len), *s;
+
+	if (!t)
+		return NULL;
+	s = pc_api->strdup(t);
+	free(t);
+	return s;
+}
+
+/* The message failed on the database: RETRY (the partition is held). */
+static void db_fail(struct ctx *c, const char *detail)
+{
+	c->done = 1;
+	c->st = pc_consume_fail(NULL, c->res, PIN_CONSUME_RETRY, "NTF_DB_ERROR", detail, NULL);
+}
+
+/* the message still needs its rows (its answer is not known yet) */
+static int pending(const struct ctx *c)
+{
+	return !c->done;
+}
+
+static int db_fail_all(struct ctx **cs, size_t n, const char *detail)
+{
+	for (size_t i = 0; i < n; i++)
+		if (pending(cs[i]) || cs[i]->final_rec)
+			db_fail(cs[i], detail);
+	return PIN_ERR_DB;
+}
+
+/* A message (not itself final) about a subject whose final state is
+ * recorded builds nothing (seeds 001, 002: cross-topic order is not
+ * guaranteed). */
+static int guarded(const struct ctx *c)
+{
+	return c->t != T_EVENT_STATUS && c->t != T_APT_CANCELLED && c->t != T_APT_COMPLETED;
+}
+
+/* ntf_msgs: after-final states and local times of the open messages. */
+static int load_msgs(struct ctx **cs, size_t n)
+{
+	struct pc_jt w;
+	const char *p[1];
+	PGresult *r;
+	size_t i;
+	int k = 0;
+
+	pc_jt_init(&w, 256 * n);
+	pc_jt_arr(&w);
+	for (i = 0; i < n; i++) {
+		struct ctx *c = cs[i];
+
+		if (!pending(c))
+			continue;
+		pc_jt_obj(&w);
+		jt_kv(&w, "e", guarded(c) ? c->event_id : NULL);
+		jt_kv(&w, "a", guarded(c) ? c->appointment_id : NULL);
+		jt_kv(&w, "s", c->start);
+		jt_kv(&w, "en", c->end);
+		jt_kv(&w, "d", c->deadline);
+		jt_kv(&w, "tz", c->tz);
+		pc_jt_end_obj(&w);
+		k++;
+	}
+	pc_jt_end_arr(&w);
+	if (!k) {
+		pc_jt_free(&w);
+		return 0;
+	}
+	if (!(p[0] = jt_text(&w)))
 		return PIN_ERR_DB;
-	for (i = 0; i < 2; i++) {
-		lt->start[i] = PQgetisnull(r, 0, i) ? NULL : PQgetvalue(r, 0, i);
-		lt->end[i] = PQgetisnull(r, 0, 2 + i) ? NULL : PQgetvalue(r, 0, 2 + i);
-		lt->deadline[i] = PQgetisnull(r, 0, 4 + i) ? NULL : PQgetvalue(r, 0, 4 + i);
+	r = pc_api->db_exec_prepared("ntf_msgs",
+		"SELECT (SELECT f.final_state FROM notifications.subject_final_states f "
+		"    WHERE f.subject_id IN (x.e, x.a) LIMIT 1), "
+		"  to_char(x.s AT TIME ZONE x.tz, 'DD.MM.YYYY HH24:MI'), "
+		"  to_char(x.s AT TIME ZONE x.tz, 'Mon FMDD, YYYY FMHH12:MI AM'), "
+		"  to_char(x.en AT TIME ZONE x.tz, 'DD.MM.YYYY HH24:MI'), "
+		"  to_char(x.en AT TIME ZONE x.tz, 'Mon FMDD, YYYY FMHH12:MI AM'), "
+		"  to_char(x.d AT TIME ZONE x.tz, 'DD.MM.YYYY HH24:MI'), "
+		"  to_char(x.d AT TIME ZONE x.tz, 'Mon FMDD, YYYY FMHH12:MI AM') "
+		"FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (e uuid, a uuid, "
+		"  s timestamptz, en timestamptz, d timestamptz, tz text)) "
+		"  WITH ORDINALITY AS x(e, a, s, en, d, tz, n) ORDER BY x.n", 1, p);
+	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != k)
+		return PIN_ERR_DB;
+	for (i = 0, k = 0; i < n; i++) {
+		struct ctx *c = cs[i];
+		const char *state;
+
+		if (!pending(c))
+			continue;
+		state = pc_col(r, k, 0);
+		/* [0] ru, [1] en of start, end, deadline */
+		for (int j = 0; j < 6; j++)
+			c->lt[j] = pc_col(r, k, 1 + j);
+		k++;
+		if (state) {
+			pc_api->log(PIN_LOG_WARN, "notifications: skipped-stale (after final)",
+					"messageId", c->msg->message_id, "topic", c->msg->topic,
+					"finalState", state, NULL);
+			pc_api->metric_add("notifications_skipped_total",
+					"reason=\"after-final\"", 1);
+			c->done = 1;
+			c->st = PIN_CONSUME_OK;
+		}
 	}
 	return 0;
 }
 
-/* Display name of user from the contact replica, or NULL. */
-static const char *display_name(const char *user)
+/* ntf_users: per open message and involved user its name and settings. */
+static int load_users(struct ctx **cs, size_t n, PGresult **out)
 {
-	const char *p[1] = { user };
+	struct pc_jt w;
+	const char *p[1];
 	PGresult *r;
+	int k = 0;
 
-	if (!user)
-		return NULL;
-	r = pc_api->db_exec_prepared("ntf_contact_name",
-		"SELECT display_name FROM notifications.recipient_contacts WHERE user_id = $1::uuid",
-		1, p);
-	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
-		return NULL;
-	return pc_col(r, 0, 0);         /* NULL: erased (a Deleted user) */
-}
+	*out = NULL;
+	pc_jt_init(&w, 128 * n);
+	pc_jt_arr(&w);
+	for (size_t i = 0; i < n; i++) {
+		struct ctx *c = cs[i];
+		const char *u[5] = { c->agent, c->investor, c->owner, c->client, c->prev_owner };
 
-struct names {
-	const char *agent, *investor, *owner, *client, *prev_owner;
-};
-
-/* The recipient's effective settings at now. */
-struct settings {
-	const char *locale;
-	int mute;
-	const char *ovr[3];     /* per channel: "true" / "false" / "" (no override) */
-	const char *quiet_end;  /* non-NULL: now is inside the quiet window */
-	int deleted;            /* the contact replica says Deleted (erased) */
-};
-
-static int load_settings(struct ctx *c, const char *user, const char *now,
-		struct settings *s)
-{
-	const char *p[3] = { user, now, c->kind };
-	PGresult *r = pc_api->db_exec_prepared("ntf_settings",
+		for (int j = 0; j < 5; j++) {
+			c->user[j] = -1;
+			if (!pending(c) || !u[j])
+				continue;
+			for (int e = 0; e < j && c->user[j] < 0; e++)      /* owner = agent */
+				if (u[e] && !strcmp(u[e], u[j]))
+					c->user[j] = c->user[e];
+			if (c->user[j] >= 0)
+				continue;
+			pc_jt_obj(&w);
+			jt_kv(&w, "u", u[j]);
+			jt_kv(&w, "k", c->kind);
+			jt_kv(&w, "now", c->now);
+			pc_jt_end_obj(&w);
+			c->user[j] = k++;
+		}
+	}
+	pc_jt_end_arr(&w);
+	if (!k) {
+		pc_jt_free(&w);
+		return 0;
+	}
+	if (!(p[0] = jt_text(&w)))
+		return PIN_ERR_DB;
+	r = pc_api->db_exec_prepared("ntf_users",
 		"WITH x AS ("
-		"  SELECT coalesce(s.locale, c.locale, 'ru') AS locale, "
-		"    coalesce(s.time_zone, c.time_zone, 'Europe/Moscow') AS tz, "
+		"  SELECT q.n, q.now, ct.display_name AS name, "
+		"    coalesce(s.locale, ct.locale, 'ru') AS locale, "
+		"    coalesce(s.time_zone, ct.time_zone, 'Europe/Moscow') AS tz, "
 		"    coalesce(s.global_mute, false) AS mute, "
-		"    coalesce(s.overrides -> $3, '{}'::jsonb) AS ovr, "
+		"    coalesce(s.overrides -> q.k, '{}'::jsonb) AS ovr, "
 		"    s.quiet_from AS qf, s.quiet_to AS qt, "
-		"    c.status IS NOT DISTINCT FROM 'Deleted' AS deleted "
-		"  FROM (SELECT $1::uuid AS u) q "
+		"    ct.status IS NOT DISTINCT FROM 'Deleted' AS deleted "
+		"  FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (u uuid, k text, "
+		"    now timestamptz)) WITH ORDINALITY AS q(u, k, now, n) "
 		"  LEFT JOIN notifications.user_notification_settings s ON s.user_id = q.u "
-		"  LEFT JOIN notifications.recipient_contacts c ON c.user_id = q.u) "
+		"  LEFT JOIN notifications.recipient_contacts ct ON ct.user_id = q.u) "
 		"SELECT x.locale, x.mute, coalesce(x.ovr ->> 'InApp', ''), "
 		"  coalesce(x.ovr ->> 'Email', ''), coalesce(x.ovr ->> 'Sms', ''), "
 		"  CASE WHEN x.qf IS NULL THEN NULL "
 		"    WHEN (CASE WHEN x.qf < x.qt THEN b.lt >= x.qf AND b.lt < x.qt "
 		"               ELSE b.lt >= x.qf OR b.lt < x.qt END) "
 		"    THEN (CASE WHEN b.lt < x.qt THEN b.ld + x.qt ELSE b.ld + 1 + x.qt END) "
-		"         AT TIME ZONE x.tz END, x.deleted "
-		"FROM x, LATERAL (SELECT $2::timestamptz AT TIME ZONE x.tz AS lts) a, "
-		"  LATERAL (SELECT a.lts::time AS lt, a.lts::date AS ld) b",
-		3, p);
-
-	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
-		return PIN_ERR_DB;
-	s->locale = PQgetvalue(r, 0, 0);
-	s->mute = !strcmp(PQgetvalue(r, 0, 1), "t");
-	s->ovr[0] = PQgetvalue(r, 0, 2);
-	s->ovr[1] = PQgetvalue(r, 0, 3);
-	s->ovr[2] = PQgetvalue(r, 0, 4);
-	s->quiet_end = PQgetisnull(r, 0, 5) ? NULL : PQgetvalue(r, 0, 5);
-	s->deleted = !strcmp(PQgetvalue(r, 0, 6), "t");
-	return 0;
-}
-
-/* The Active templates of (kind, role): every channel and locale in one
- * query (a handful of rows; uq_notification_templates makes (channel,
- * locale) unique).  0 with *out, PIN_ERR_DB. */
-static int templates_of(const char *kind, const char *role, PGresult **out)
-{
-	const char *p[2] = { kind, role };
-	PGresult *r = pc_api->db_exec_prepared("ntf_templates_of",
-		"SELECT channel, title_template, body_template, locale "
-		"FROM notifications.notification_templates "
-		"WHERE kind = $1 AND role = $2 AND status = 'Active'", 2, p);
-
-	*out = NULL;
-	if (!pc_res_ok(r, PGRES_TUPLES_OK))
+		"         AT TIME ZONE x.tz END, x.deleted, x.name "
+		"FROM x, LATERAL (SELECT x.now AT TIME ZONE x.tz AS lts) a, "
+		"  LATERAL (SELECT a.lts::time AS lt, a.lts::date AS ld) b "
+		"ORDER BY x.n", 1, p);
+	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != k)
 		return PIN_ERR_DB;
 	*out = r;
 	return 0;
 }
 
-/* The template of channel for locale from templates_of's rows: the locale
- * itself, else its language (the part before '-'), else ru.  *title, *body,
- * *loc all NULL when there is none. */
-static void template_pick(const PGresult *r, const char *channel, const char *locale,
-		const char **title, const char **body, const char **loc)
+/* The (kind, role) pairs of a group's recipients. */
+#define TPL_PAIRS_MAX 128
+struct tpl_pairs {
+	const char *kind[TPL_PAIRS_MAX], *role[TPL_PAIRS_MAX];
+	int n;
+	const PGresult *r;      /* kind, role, channel, title, body, locale */
+};
+
+static int tpl_pair(struct tpl_pairs *tp, const char *kind, const char *role)
+{
+	int i;
+
+	for (i = 0; i < tp->n; i++)
+		if (!strcmp(tp->kind[i], kind) && !strcmp(tp->role[i], role))
+			return i;
+	if (tp->n == TPL_PAIRS_MAX)
+		return -1;
+	tp->kind[tp->n] = kind;
+	tp->role[tp->n] = role;
+	return tp->n++;
+}
+
+/* ntf_tpl: the Active templates of the open messages' (kind, role) pairs
+ * (every channel and locale; uq_notification_templates makes (kind, role,
+ * channel, locale) unique). */
+static int load_templates(struct ctx **cs, size_t n, struct tpl_pairs *tp)
+{
+	struct pc_jt w;
+	const char *p[1];
+	PGresult *r;
+
+	tp->n = 0;
+	tp->r = NULL;
+	for (size_t i = 0; i < n; i++)
+		for (int j = 0; pending(cs[i]) && j < cs[i]->n; j++)
+			if ((cs[i]->tpl[j] = tpl_pair(tp, cs[i]->kind, cs[i]->r[j].role)) < 0)
+				return PIN_ERR_DB;      /* more than a batch can hold */
+	if (!tp->n)
+		return 0;
+	pc_jt_init(&w, 64 * (size_t)tp->n);
+	pc_jt_arr(&w);
+	for (int i = 0; i < tp->n; i++) {
+		pc_jt_obj(&w);
+		jt_kv(&w, "k", tp->kind[i]);
+		jt_kv(&w, "r", tp->role[i]);
+		pc_jt_end_obj(&w);
+	}
+	pc_jt_end_arr(&w);
+	if (!(p[0] = jt_text(&w)))
+		return PIN_ERR_DB;
+	r = pc_api->db_exec_prepared("ntf_tpl",
+		"SELECT t.kind, t.role, t.channel, t.title_template, t.body_template, t.locale "
+		"FROM notifications.notification_templates t "
+		"WHERE t.status = 'Active' AND (t.kind, t.role) IN "
+		"  (SELECT x.k, x.r FROM jsonb_to_recordset($1::jsonb) AS x(k text, r text))",
+		1, p);
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	tp->r = r;
+	return 0;
+}
+
+static int tpl_match(const struct tpl_pairs *tp, int pair, int row)
+{
+	return !strcmp(PQgetvalue(tp->r, row, 0), tp->kind[pair]) &&
+		!strcmp(PQgetvalue(tp->r, row, 1), tp->role[pair]);
+}
+
+/* non-zero when the pair has an Active template (any channel, locale) */
+static int tpl_any(const struct tpl_pairs *tp, int pair)
+{
+	for (int i = 0; tp->r && i < PQntuples(tp->r); i++)
+		if (tpl_match(tp, pair, i))
+			return 1;
+	return 0;
+}
+
+/* The template of channel for locale among the pair's: the locale itself,
+ * else its language (the part before '-'), else ru.  *title, *body, *loc
+ * all NULL when there is none. */
+static void template_pick(const struct tpl_pairs *tp, int pair, const char *channel,
+		const char *locale, const char **title, const char **body, const char **loc)
 {
 	size_t lang = strcspn(locale, "-");
 	int best = 3;
 
 	*title = *body = *loc = NULL;
-	for (int i = 0; i < PQntuples(r); i++) {
-		const char *l = PQgetvalue(r, i, 3);
+	for (int i = 0; i < PQntuples(tp->r); i++) {
+		const char *l = PQgetvalue(tp->r, i, 5);
 		int pref;
 
-		if (strcmp(PQgetvalue(r, i, 0), channel) != 0)
+		if (!tpl_match(tp, pair, i) || strcmp(PQgetvalue(tp->r, i, 2), channel) != 0)
 			continue;
 		if (!strcmp(l, locale))
 			pref = 0;
@@ -531,15 +716,13 @@ static void template_pick(const PGresult *r, const char *channel, const char *lo
 			continue;
 		if (pref < best) {
 			best = pref;
-			*title = PQgetvalue(r, i, 1);
-			*body = PQgetvalue(r, i, 2);
+			*title = PQgetvalue(tp->r, i, 3);
+			*body = PQgetvalue(tp->r, i, 4);
 			*loc = l;
 		}
 	}
 }
 
-/* The final state of a subject a final message states (Cancelled,
- * Completed, Expired, NoShow), else NULL; *type is the subject's type. */
 static const char *final_state_of(const struct ctx *c, const char **type)
 {
 	*type = "Appointment";
@@ -585,52 +768,44 @@ static int record_final(const struct ctx *c, int64_t now_us)
 	return pc_res_ok(r, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
 }
 
-/* After-final guard: the recorded final state of the message's event or
- * appointment.  0 with *state (NULL when none), PIN_ERR_DB. */
-static int after_final(const struct ctx *c, const char **state)
-{
-	const char *p[2] = { c->event_id, c->appointment_id };
-	PGresult *r = pc_api->db_exec_prepared("ntf_after_final",
-		"SELECT final_state FROM notifications.subject_final_states "
-		"WHERE subject_id IN ($1::uuid, $2::uuid) LIMIT 1", 2, p);
-
-	*state = NULL;
-	if (!pc_res_ok(r, PGRES_TUPLES_OK))
-		return PIN_ERR_DB;
-	if (PQntuples(r) == 1)
-		*state = PQgetvalue(r, 0, 0);
-	return 0;
-}
-
 static int default_channel(const char *kind, int ch)
 {
 	return ch != 2 || !strcmp(kind, "AppointmentReminder");
 }
 
+/* The name of involved user j (agent, investor, owner, client, previous
+ * owner) from the contact replica, or NULL (none, or erased). */
+static const char *name_of(const struct ctx *c, const PGresult *users, int j)
+{
+	return c->user[j] < 0 ? NULL : pc_col(users, c->user[j], 7);
+}
+
 /* Renders the title and body templates for locale loc (in place). */
-static void render(const struct ctx *c, const struct names *nm,
-		const struct local_times *lt, const char *loc, const char **title,
-		const char **body)
+static void render(const struct ctx *c, const PGresult *users, const char *loc,
+		const char **title, const char **body)
 {
 	int ru = !strncmp(loc, "ru", 2), en = !ru;
 	const char *fallback = ru ? "(имя не указано)" : "(name unknown)";
 	const char *reason = c->cancel_reason ? c->cancel_reason :
 			ru ? "не указана" : "not specified";
+	const char *nm[5];
 	char offset[32];
 
+	for (int j = 0; j < 5; j++)
+		nm[j] = name_of(c, users, j);
 	ntf_offset_text((int)c->offset_min, loc, offset, sizeof(offset));
 	{
 		struct ntf_var v[] = {
-			{ "start", lt->start[en] },
-			{ "end", lt->end[en] },
-			{ "confirmDeadline", lt->deadline[en] },
+			{ "start", c->lt[0 + en] },
+			{ "end", c->lt[2 + en] },
+			{ "confirmDeadline", c->lt[4 + en] },
 			{ "timeZone", c->tz },
 			{ "offset", offset },
-			{ "agentName", nm->agent ? nm->agent : fallback },
-			{ "investorName", nm->investor ? nm->investor : fallback },
-			{ "ownerName", nm->owner ? nm->owner : fallback },
-			{ "clientName", nm->client ? nm->client : fallback },
-			{ "previousOwnerName", nm->prev_owner ? nm->prev_owner : fallback },
+			{ "agentName", nm[0] ? nm[0] : fallback },
+			{ "investorName", nm[1] ? nm[1] : fallback },
+			{ "ownerName", nm[2] ? nm[2] : fallback },
+			{ "clientName", nm[3] ? nm[3] : fallback },
+			{ "previousOwnerName", nm[4] ? nm[4] : fallback },
 			{ "cancelReason", reason },
 		};
 		size_t nv = sizeof(v) / sizeof(v[0]);
@@ -640,278 +815,354 @@ static void render(const struct ctx *c, const struct names *nm,
 	}
 }
 
-/* One notification row to be written. */
-struct note {
-	const char *channel, *title, *body, *locale, *not_before;
-};
-
-/* Inserts the recipient's k notifications in one statement (a duplicate of
- * the source message is skipped) and counts them.  0 / PIN_ERR_DB. */
-static int insert_notes(const struct ctx *c, const struct rcpt *rc, const struct note *n,
-		int k, const char *link, const char *payload, const char *now, int *created)
+/* The row of users (ntf_users) of recipient rc of c. */
+static int rcpt_row(const struct ctx *c, const struct rcpt *rc)
 {
-	json_object *rows = json_object_new_array();
-	const char *p[13];
-	int i, j, got;
-	PGresult *r;
+	const char *u[5] = { c->agent, c->investor, c->owner, c->client, c->prev_owner };
 
-	for (i = 0; i < k; i++) {
-		json_object *o = json_object_new_object();
-		char id[37];
-
-		pc_api->uuid_v7(id);
-		json_object_object_add(o, "id", json_object_new_string(id));
-		json_object_object_add(o, "channel", json_object_new_string(n[i].channel));
-		json_object_object_add(o, "title", json_object_new_string(n[i].title));
-		json_object_object_add(o, "body", json_object_new_string(n[i].body));
-		json_object_object_add(o, "locale", json_object_new_string(n[i].locale));
-		json_object_object_add(o, "not_before", n[i].not_before ?
-				json_object_new_string(n[i].not_before) : NULL);
-		json_object_array_add(rows, o);
-	}
-	p[0] = pc_api->sprintf("%s", json_object_to_json_string_ext(rows,
-			JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-	json_object_put(rows);
-	p[1] = rc->user;
-	p[2] = rc->tenant;
-	p[3] = c->kind;
-	p[4] = c->urgency;
-	p[5] = rc->role;
-	p[6] = link;
-	p[7] = payload;
-	p[8] = c->msg->message_id;
-	p[9] = c->msg->event_type ? c->msg->event_type : c->msg->topic;
-	p[10] = c->subject_id;
-	p[11] = c->reminder_id;
-	p[12] = now;
-	r = pc_api->db_exec_prepared("ntf_insert_rows",
-		"INSERT INTO notifications.notifications (id, recipient_user_id, "
-		"  tenant_id, kind, channel, urgency, status, role, title, body, "
-		"  deep_link, payload, locale, not_before, source_message_id, "
-		"  source_event_type, subject_id, reminder_id, created_at) "
-		"SELECT x.id, $2::uuid, $3::uuid, $4, x.channel, $5, 'Pending', $6, x.title, "
-		"  x.body, $7, $8::jsonb, x.locale, x.not_before, $9::uuid, $10, $11::uuid, "
-		"  $12::uuid, $13::timestamptz "
-		"FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, channel text, title text, "
-		"  body text, locale text, not_before timestamptz) "
-		"ON CONFLICT DO NOTHING RETURNING channel", 13, p);
-	if (!pc_res_ok(r, PGRES_TUPLES_OK))
-		return PIN_ERR_DB;
-	for (i = 0; i < k; i++) {
-		for (got = 0, j = 0; j < PQntuples(r) && !got; j++)
-			got = !strcmp(PQgetvalue(r, j, 0), n[i].channel);
-		if (got) {
-			(*created)++;
-			pc_api->metric_add("notifications_enqueued_total", pc_api->sprintf(
-				"kind=\"%s\",channel=\"%s\"", c->kind, n[i].channel), 1);
-		} else {
-			pc_api->metric_add("notifications_skipped_total", "reason=\"duplicate\"", 1);
-		}
-	}
-	return 0;
+	for (int j = 0; j < 5; j++)
+		if (u[j] && !strcmp(u[j], rc->user))
+			return c->user[j];
+	return -1;
 }
 
-/* The notifications of one recipient, one per enabled channel with a
- * template, written in one statement.  0 (*skipped = 1 when the role has no
- * templates at all), PIN_ERR_DB. */
-static int fan_out(struct ctx *c, const struct rcpt *rc, const struct names *nm,
-		const struct local_times *lt, const char *now, int *created, int *skipped)
+/* One notification row (an element of ntf_insert's input) of message m. */
+static void note_row(struct pc_jt *w, size_t m, const struct ctx *c,
+		const struct rcpt *rc, const char *channel, const char *title,
+		const char *body, const char *locale, const char *not_before,
+		const char *link, const char *payload)
 {
-	struct settings s;
-	struct note n[3];
-	PGresult *tpl;
-	const char *link, *payload;
-	int ch, k = 0, rv, critical = !strcmp(c->urgency, "Critical");
+	char id[37];
 
-	*skipped = 0;
-	if ((rv = templates_of(c->kind, rc->role, &tpl)) < 0)
-		return rv;
-	if (PQntuples(tpl) == 0) {
-		*skipped = 1;
-		return 0;
-	}
-	if ((rv = load_settings(c, rc->user, now, &s)) < 0)
-		return rv;
-	if (s.deleted) {                        /* erased user: nothing for them */
+	pc_api->uuid_v7(id);
+	pc_jt_obj(w);
+	PC_JT_KV(w, "m", pc_jt_int(w, (int64_t)m));
+	jt_kv(w, "id", id);
+	jt_kv(w, "u", rc->user);
+	jt_kv(w, "tn", rc->tenant);
+	jt_kv(w, "k", c->kind);
+	jt_kv(w, "ch", channel);
+	jt_kv(w, "g", c->urgency);
+	jt_kv(w, "r", rc->role);
+	jt_kv(w, "ti", title);
+	jt_kv(w, "b", body);
+	jt_kv(w, "dl", link);
+	pc_jt_key(w, "p");
+	pc_jt_raw(w, payload, strlen(payload));
+	jt_kv(w, "l", locale);
+	jt_kv(w, "nb", not_before);
+	jt_kv(w, "s", c->msg->message_id);
+	jt_kv(w, "e", c->msg->event_type ? c->msg->event_type : c->msg->topic);
+	jt_kv(w, "sj", c->subject_id);
+	jt_kv(w, "rm", c->reminder_id);
+	jt_kv(w, "c", c->now);
+	pc_jt_end_obj(w);
+}
+
+/* The rows of recipient rc of message m (one per enabled channel with a
+ * template) into w; c->rows counts them. */
+static void fan_out(struct pc_jt *w, size_t m, struct ctx *c, const struct rcpt *rc,
+		int pair, const PGresult *users, const struct tpl_pairs *tp)
+{
+	int row = rcpt_row(c, rc), critical = !strcmp(c->urgency, "Critical");
+	const char *locale = PQgetvalue(users, row, 0), *quiet_end = pc_col(users, row, 5);
+	const char *link = NULL, *payload = NULL;
+	int mute = !strcmp(PQgetvalue(users, row, 1), "t");
+
+	if (!strcmp(PQgetvalue(users, row, 6), "t")) {  /* erased user: nothing for them */
 		pc_api->metric_add("notifications_skipped_total",
 				"reason=\"recipient-deleted\"", 1);
-		return 0;
+		return;
 	}
-	payload = notification_payload(c, rc->role);
-	link = deep_link(c);
-	for (ch = 0; ch < 3; ch++) {
-		int on = s.ovr[ch][0] ? !strcmp(s.ovr[ch], "true") : default_channel(c->kind, ch);
-		struct note *x = &n[k];
+	for (int ch = 0; ch < 3; ch++) {
+		const char *ovr = PQgetvalue(users, row, 2 + ch);    /* "true"/"false"/"" */
+		int on = ovr[0] ? !strcmp(ovr, "true") : default_channel(c->kind, ch);
+		const char *title, *body, *loc;
 
 		if (!on)
 			continue;                       /* opt-out holds for Critical too */
-		if (s.mute && !critical && ch != 0)
+		if (mute && !critical && ch != 0)
 			continue;                       /* GlobalMute: InApp only */
-		x->channel = ntf_channels[ch];
-		template_pick(tpl, x->channel, s.locale, &x->title, &x->body, &x->locale);
-		if (!x->body)
+		template_pick(tp, pair, ntf_channels[ch], locale, &title, &body, &loc);
+		if (!body)
 			continue;                       /* no body for this channel */
-		x->not_before = NULL;
-		if (ch == 2 && !critical && s.quiet_end)
-			x->not_before = s.quiet_end;    /* interruptive, quiet hours */
-		render(c, nm, lt, x->locale, &x->title, &x->body);
-		k++;
+		if (!payload) {
+			payload = notification_payload(c, rc->role);
+			link = deep_link(c);
+		}
+		render(c, users, loc, &title, &body);
+		/* interruptive, quiet hours */
+		note_row(w, m, c, rc, ntf_channels[ch], title, body, loc,
+				ch == 2 && !critical ? quiet_end : NULL, link, payload);
+		c->rows++;
 	}
-	return k ? insert_notes(c, rc, n, k, link, payload, now, created) : 0;
+}
+
+/* ntf_insert: the rows of w; each new row counts for its message. */
+static int insert_rows(struct ctx **cs, struct pc_jt *w)
+{
+	const char *p[1];
+	PGresult *r;
+
+	if (!(p[0] = jt_text(w)))
+		return PIN_ERR_DB;
+	r = pc_api->db_exec_prepared("ntf_insert",
+		"WITH x AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(m int, id uuid, "
+		"    u uuid, tn uuid, k text, ch text, g text, r text, ti text, b text, "
+		"    dl text, p jsonb, l text, nb timestamptz, s uuid, e text, sj uuid, "
+		"    rm uuid, c timestamptz)), "
+		"  i AS (INSERT INTO notifications.notifications (id, recipient_user_id, "
+		"    tenant_id, kind, channel, urgency, status, role, title, body, "
+		"    deep_link, payload, locale, not_before, source_message_id, "
+		"    source_event_type, subject_id, reminder_id, created_at) "
+		"  SELECT x.id, x.u, x.tn, x.k, x.ch, x.g, 'Pending', x.r, x.ti, x.b, x.dl, "
+		"    x.p, x.l, x.nb, x.s, x.e, x.sj, x.rm, x.c FROM x "
+		"  ON CONFLICT DO NOTHING RETURNING id) "
+		"SELECT x.m, x.ch FROM i JOIN x ON x.id = i.id", 1, p);
+	if (!pc_res_ok(r, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct ctx *c = cs[atoi(PQgetvalue(r, i, 0))];
+
+		c->created++;
+		pc_api->metric_add("notifications_enqueued_total", pc_api->sprintf(
+			"kind=\"%s\",channel=\"%s\"", c->kind, PQgetvalue(r, i, 1)), 1);
+	}
+	return 0;
 }
 
 static enum pin_consume_status fail(struct pin_consume_result *res, const char *code,
 		const char *detail)
 {
-	int db = !strcmp(code, "NTF_DB_ERROR");
-
-	if (!db)
-		pc_api->metric_add("notifications_dlq_total", NULL, 1);
-	return pc_consume_fail(NULL, res, db ? PIN_CONSUME_RETRY : PIN_CONSUME_FATAL,
-			code, detail, NULL);
+	pc_api->metric_add("notifications_dlq_total", NULL, 1);
+	return pc_consume_fail(NULL, res, PIN_CONSUME_FATAL, code, detail, NULL);
 }
 
-static enum pin_consume_status skip(struct ctx *c, const char *log_msg, const char *reason)
+/* An open message one of whose recipients has no Active template: FATAL
+ * NTF_TEMPLATE_NOT_RESOLVED (nothing of it is written). */
+static void template_check(struct ctx *c, const struct tpl_pairs *tp)
 {
-	pc_api->log(PIN_LOG_INFO, log_msg, "messageId", c->msg->message_id,
-			"topic", c->msg->topic, "reason", reason, NULL);
-	pc_api->metric_add("notifications_skipped_total",
-			pc_api->sprintf("reason=\"%s\"", reason), 1);
-	return PIN_CONSUME_OK;
+	for (int i = 0; i < c->n; i++) {
+		if (tpl_any(tp, c->tpl[i]))
+			continue;
+		pc_api->log(PIN_LOG_ERROR, "notifications: no active template",
+				"messageId", c->msg->message_id, "kind", c->kind,
+				"role", c->r[i].role, NULL);
+		pc_api->metric_add("notifications_template_not_resolved_total", NULL, 1);
+		c->done = 1;
+		c->st = fail(c->res, NTF_CODE_TEMPLATE, pc_api->sprintf(
+			"no Active template for %s / %s", c->kind, c->r[i].role));
+		return;
+	}
 }
 
-/* The contract of the message: topic, payload fields, mapping.  PIN_CONSUME_OK
- * to go on; otherwise the answer (a failure, or a filtered skip) with *done. */
-static enum pin_consume_status classify(struct ctx *c, struct pin_consume_result *res,
-		int64_t now_us, int *done)
+/* The database part of cs[0..n) (see above).  0, or PIN_ERR_DB after a
+ * failed statement (the open messages got RETRY). */
+static int apply(struct ctx **cs, size_t n)
+{
+	struct tpl_pairs tp;
+	PGresult *users = NULL;
+	struct pc_jt w;
+	size_t i;
+	int k = 0;
+
+	if (load_msgs(cs, n) < 0)
+		return db_fail_all(cs, n, "after-final lookup / local times failed");
+	if (load_users(cs, n, &users) < 0 || load_templates(cs, n, &tp) < 0)
+		return db_fail_all(cs, n, "recipient settings / templates lookup failed");
+	for (i = 0; i < n; i++)
+		if (pending(cs[i]))
+			template_check(cs[i], &tp);
+	for (i = 0; i < n; i++)
+		if (cs[i]->final_rec && !(cs[i]->done && cs[i]->st == PIN_CONSUME_FATAL) &&
+		    record_final(cs[i], cs[i]->t0) < 0)
+			return db_fail_all(cs, n, "final state record failed");
+	pc_jt_init(&w, 2048 * n);
+	pc_jt_arr(&w);
+	for (i = 0; i < n; i++)
+		for (int j = 0; pending(cs[i]) && j < cs[i]->n; j++)
+			fan_out(&w, i, cs[i], &cs[i]->r[j], cs[i]->tpl[j], users, &tp);
+	pc_jt_end_arr(&w);
+	for (i = 0; i < n; i++)
+		k += pending(cs[i]) ? cs[i]->rows : 0;
+	if (!k)
+		pc_jt_free(&w);
+	else if (insert_rows(cs, &w) < 0)
+		return db_fail_all(cs, n, "notification insert failed");
+	return 0;
+}
+
+/* The end of a message: its log lines and metrics; its answer. */
+static enum pin_consume_status finish(struct ctx *c)
 {
 	const struct pin_msg *msg = c->msg;
 
-	*done = 1;
+	if (c->skip_reason && c->st == PIN_CONSUME_OK) {
+		const char *log_msg = !strcmp(c->skip_reason, "stale-reminder") ?
+				"notifications: skipped-stale" : "notifications: filtered";
+
+		pc_api->log(PIN_LOG_INFO, log_msg, "messageId", msg->message_id,
+				"topic", msg->topic, "reason", c->skip_reason, NULL);
+		pc_api->metric_add("notifications_skipped_total",
+				pc_api->sprintf("reason=\"%s\"", c->skip_reason), 1);
+	}
+	if (c->done)
+		return c->st;
+	for (int i = c->created; i < c->rows; i++)
+		pc_api->metric_add("notifications_skipped_total", "reason=\"duplicate\"", 1);
+	pc_api->log(PIN_LOG_INFO, "notifications: enqueued", "messageId", msg->message_id,
+			"topic", msg->topic, "kind", c->kind,
+			"created", pc_api->sprintf("%d", c->created),
+			"recipients", pc_api->sprintf("%s%s%s", c->r[0].user,
+				c->n > 1 ? "," : "", c->n > 1 ? c->r[1].user : ""), NULL);
+	pc_api->metric_observe("notifications_enqueue_duration_seconds", NULL,
+			(double)(pc_api->now_us() - c->t0) / 1e6);
+	return PIN_CONSUME_OK;
+}
+
+/* A message that builds nothing (filtered, stale): OK, logged at the end. */
+static void skip(struct ctx *c, const char *reason)
+{
+	c->done = 1;
+	c->st = PIN_CONSUME_OK;
+	c->skip_reason = reason;
+}
+
+/* The contract of the message, without the database: topic, payload
+ * fields, mapping, the stale guard.  c->done when that is the answer. */
+static void classify(struct ctx *c, const struct pin_msg *msg,
+		struct pin_consume_result *res)
+{
+	memset(c, 0, sizeof(*c));
+	c->msg = msg;
+	c->p = msg->payload;
+	c->res = res;
+	c->t0 = pc_api->now_us();
+	pc_api->fmt_time(c->t0, c->now, sizeof(c->now));
+	c->done = 1;
+	pc_contract_check(msg, "notifications: contract version mismatch",
+			"notifications_contract_mismatch_total");
 	for (c->t = 0; c->t < T__N; c->t++)
 		if (!strcmp(msg->topic, topics[c->t]))
 			break;
-	if (c->t == T__N)
-		return fail(res, NTF_CODE_INVALID, "unexpected topic");
-	if (!c->p || !json_object_is_type(c->p, json_type_object))
-		return fail(res, NTF_CODE_INVALID, "payload is not an object");
+	if (c->t == T__N) {
+		c->st = fail(res, NTF_CODE_INVALID, "unexpected topic");
+		return;
+	}
+	if (!c->p || !json_object_is_type(c->p, json_type_object)) {
+		c->st = fail(res, NTF_CODE_INVALID, "payload is not an object");
+		return;
+	}
 	if (msg->created_at_us > 0)
 		pc_api->metric_set("notifications_consumer_lag_seconds", NULL,
-				(double)(now_us - msg->created_at_us) / 1e6);
+				(double)(c->t0 - msg->created_at_us) / 1e6);
 	read_payload(c);
 	if (!c->bad)
 		map(c);
-	if (c->bad)
-		return fail(res, NTF_CODE_INVALID, pc_api->sprintf(
+	if (c->bad) {
+		c->st = fail(res, NTF_CODE_INVALID, pc_api->sprintf(
 				"field %s is missing or invalid", c->bad));
-	if (record_final(c, now_us) < 0)
-		return fail(res, "NTF_DB_ERROR", "final state record failed");
+		return;
+	}
+	c->done = 0;
+	c->final_rec = final_state_of(c, &(const char *){ NULL }) != NULL;
 	if (c->filtered)
-		return skip(c, "notifications: filtered", c->filtered);
-	if (c->n == 0)
-		return skip(c, "notifications: filtered", "no-recipient");
-	if (c->t == T_REMINDER && c->start_us < now_us)
-		return skip(c, "notifications: skipped-stale", "stale-reminder");
-	*done = 0;
-	return PIN_CONSUME_OK;
+		skip(c, c->filtered);
+	else if (c->n == 0)
+		skip(c, "no-recipient");
+	else if (c->t == T_REMINDER && c->start_us < c->t0)
+		skip(c, "stale-reminder");
 }
 
-/* A message that is not itself final (created, rescheduled, owner changed,
- * confirmed, reminder) about an event / appointment whose final state is
- * recorded builds nothing: skipped, reason after-final (seeds 001, 002:
- * cross-topic order is not guaranteed).  PIN_CONSUME_OK to go on, else the
- * answer with *done. */
-static enum pin_consume_status after_final_guard(struct ctx *c,
-		struct pin_consume_result *res, int *done)
-{
-	const char *state;
-
-	*done = 0;
-	if (c->t == T_EVENT_STATUS || c->t == T_APT_CANCELLED || c->t == T_APT_COMPLETED)
-		return PIN_CONSUME_OK;
-	*done = 1;
-	if (after_final(c, &state) < 0)
-		return fail(res, "NTF_DB_ERROR", "after-final lookup failed");
-	if (state) {
-		pc_api->log(PIN_LOG_WARN, "notifications: skipped-stale (after final)",
-				"messageId", c->msg->message_id, "topic", c->msg->topic,
-				"finalState", state, NULL);
-		pc_api->metric_add("notifications_skipped_total", "reason=\"after-final\"", 1);
-		return PIN_CONSUME_OK;
-	}
-	*done = 0;
-	return PIN_CONSUME_OK;
-}
-
-/* The notifications of every recipient; *created counts the new rows. */
-static enum pin_consume_status enqueue(struct ctx *c, struct pin_consume_result *res,
-		int64_t now_us, int *created)
-{
-	struct names nm;
-	struct local_times lt;
-	char now[40];
-	int i, skipped;
-
-	if (load_times(c, &lt) < 0)
-		return fail(res, "NTF_DB_ERROR", "local time rendering failed");
-	nm.agent = display_name(c->agent);
-	nm.investor = display_name(c->investor);
-	nm.owner = display_name(c->owner);
-	nm.client = display_name(c->client);
-	nm.prev_owner = display_name(c->prev_owner);
-	pc_api->fmt_time(now_us, now, sizeof(now));
-	for (i = 0; i < c->n; i++) {
-		if (fan_out(c, &c->r[i], &nm, &lt, now, created, &skipped) < 0)
-			return fail(res, "NTF_DB_ERROR", "notification insert failed");
-		if (skipped) {
-			pc_api->log(PIN_LOG_ERROR, "notifications: no active template",
-					"messageId", c->msg->message_id, "kind", c->kind,
-					"role", c->r[i].role, NULL);
-			pc_api->metric_add("notifications_template_not_resolved_total", NULL, 1);
-			return fail(res, NTF_CODE_TEMPLATE, pc_api->sprintf(
-				"no Active template for %s / %s", c->kind, c->r[i].role));
-		}
-	}
-	return PIN_CONSUME_OK;
-}
-
+/* The per-message handler (the savepoint path and the fallback of the set
+ * path): the same steps as a set run of one message. */
 static enum pin_consume_status on_event(const struct pin_msg *msg,
 		struct pin_consume_result *res, void *ud)
 {
-	struct ctx c;
-	int64_t t0 = pc_api->now_us(), now_us = t0;
-	enum pin_consume_status st;
-	int done, created = 0;
+	struct ctx c, *cs[1] = { &c };
 
 	(void)ud;
-	memset(&c, 0, sizeof(c));
-	c.msg = msg;
-	c.p = msg->payload;
-	pc_contract_check(msg, "notifications: contract version mismatch",
-			"notifications_contract_mismatch_total");
-	st = classify(&c, res, now_us, &done);
-	if (done)
-		return st;
-	st = after_final_guard(&c, res, &done);
-	if (done)
-		return st;
-	st = enqueue(&c, res, now_us, &created);
-	if (st != PIN_CONSUME_OK)
-		return st;
-	pc_api->log(PIN_LOG_INFO, "notifications: enqueued", "messageId", msg->message_id,
-			"topic", msg->topic, "kind", c.kind,
-			"created", pc_api->sprintf("%d", created),
-			"recipients", pc_api->sprintf("%s%s%s", c.r[0].user,
-				c.n > 1 ? "," : "", c.n > 1 ? c.r[1].user : ""), NULL);
-	pc_api->metric_observe("notifications_enqueue_duration_seconds", NULL,
-			(double)(pc_api->now_us() - t0) / 1e6);
+	classify(&c, msg, res);
+	if (c.done && (c.st != PIN_CONSUME_OK || !c.final_rec)) {
+		if (c.st != PIN_CONSUME_OK)
+			return c.st;
+		return finish(&c);
+	}
+	(void)apply(cs, 1);
+	return finish(&c);
+}
+
+/*
+ * The set path (pin_consumer.batch_fn, session 6): the batch's messages are
+ * classified in C, cut into runs of distinct Kafka keys (pc_batch_runs: a
+ * key that repeats starts a new run, so one key's messages keep their
+ * order), and each run is applied by apply() in one go.  A message that
+ * states a final (cancelled, completed...) applies alone, after the run
+ * before it, so the after-final guard of every later message sees it and
+ * no earlier one does -- as one by one.  Verdicts: OK, or FATAL with no
+ * effect (invalid payload, no Active template); a failed statement gives
+ * the batch up (the host rolls it back and takes the per-message path).
+ */
+struct batch {
+	struct ctx *cs;                 /* the messages parse accepted, in order */
+	size_t n, next;                 /* accepted; handed to apply already */
+	enum pin_consume_status *st;    /* the host's verdicts ... */
+	struct pin_consume_result *res; /* ... and results, by batch index */
+};
+
+static enum pin_consume_status batch_parse(const struct pin_msg *msg,
+		struct pin_consume_result *res, json_object *row, const char **key,
+		int *alone, void *ud)
+{
+	struct batch *b = ud;
+	struct ctx *c = &b->cs[b->n];
+
+	(void)row;
+	classify(c, msg, res);
+	if (c->done && c->st != PIN_CONSUME_OK)
+		return c->st;                   /* FATAL, nothing done */
+	b->n++;
+	*key = msg->key ? msg->key : msg->message_id;
+	*alone = c->final_rec;
 	return PIN_CONSUME_OK;
+}
+
+static enum pin_consume_status batch_flush(struct pc_batch_run *run,
+		struct pin_consume_result *res, void *ud)
+{
+	struct batch *b = ud;
+	struct ctx **cs = pc_api->alloc(run->n * sizeof(*cs));
+	size_t i;
+
+	(void)res;
+	for (i = 0; i < run->n; i++)
+		cs[i] = &b->cs[b->next + i];
+	b->next += run->n;
+	if (apply(cs, run->n) < 0)
+		return PIN_CONSUME_RETRY;
+	for (i = 0; i < run->n; i++)
+		b->st[cs[i]->res - b->res] = finish(cs[i]);
+	return PIN_CONSUME_OK;
+}
+
+static enum pin_consume_status on_events(const struct pin_msg *const *msgs, size_t n,
+		enum pin_consume_status *st, struct pin_consume_result *res, void *ud)
+{
+	struct batch b = { .st = st, .res = res };
+	enum pin_consume_status rc;
+
+	(void)ud;
+	if (!(b.cs = calloc(n, sizeof(*b.cs))))
+		return PIN_CONSUME_RETRY;
+	rc = pc_batch_runs(msgs, n, st, res, batch_parse, batch_flush, &b);
+	free(b.cs);
+	return rc;
 }
 
 int ntf_events_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
 	struct pin_consumer c = { .group = GROUP, .topics = topics,
-		.inbox_table = NTF_INBOX, .fn = on_event };
+		.inbox_table = NTF_INBOX, .fn = on_event, .batch_fn = on_events };
 
 	/* 0 from the start: the alert's increase() sees the first one */
 	pc_api->metric_add("notifications_template_not_resolved_total", NULL, 0);

@@ -1075,6 +1075,12 @@ static void on_delivery_count(rd_kafka_t *rk, const rd_kafka_message_t *m, void 
 int h_kafka_produce_batch(const char *topic, const char *key, const char *const *values,
 		int n)
 {
+	return h_kafka_produce_batch_keys(topic, NULL, key, values, n);
+}
+
+int h_kafka_produce_batch_keys(const char *topic, const char *const *keys,
+		const char *key, const char *const *values, int n)
+{
 	rd_kafka_conf_t *c = kconf();
 	rd_kafka_t *rk;
 	char err[256];
@@ -1091,8 +1097,11 @@ int h_kafka_produce_batch(const char *topic, const char *key, const char *const 
 		return -1;
 	}
 	for (int i = 0; i < n; i++) {
+		const char *k = keys ? keys[i] : key;
 		rd_kafka_resp_err_t e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
-				RD_KAFKA_V_KEY(key, strlen(key)),
+				RD_KAFKA_V_KEY(k, strlen(k)),
+				/* several keys: all in partition 0, one record batch */
+				RD_KAFKA_V_PARTITION(keys ? 0 : RD_KAFKA_PARTITION_UA),
 				RD_KAFKA_V_VALUE((void *)values[i], strlen(values[i])),
 				RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
 
@@ -1101,7 +1110,7 @@ int h_kafka_produce_batch(const char *topic, const char *key, const char *const 
 			rd_kafka_destroy(rk);
 			return -1;
 		}
-		contract_record_kafka("test", topic, -1, -1, key, values[i], strlen(values[i]));
+		contract_record_kafka("test", topic, -1, -1, k, values[i], strlen(values[i]));
 	}
 	rd_kafka_flush(rk, 10000);
 	rd_kafka_destroy(rk);

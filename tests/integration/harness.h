@@ -249,6 +249,10 @@ int h_kafka_produce_raw(const char *topic, const char *key, const void *value,
  * for every delivery.  0 ok, -1 error. */
 int h_kafka_produce_batch(const char *topic, const char *key, const char *const *values,
 		int n);
+/* The same with a key per message (keys[i]), all in partition 0 (key is
+ * not used then): one record batch holding several keys. */
+int h_kafka_produce_batch_keys(const char *topic, const char *const *keys,
+		const char *key, const char *const *values, int n);
 
 /* Stops the dev broker of the stack (SIGTERM, waits for exit). */
 void h_broker_stop(void);

@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,6 +438,7 @@ START_TEST(reminders_critical_quiet_hours_and_stale)
 }
 END_TEST
 
+
 /* INV-NTF-4 quiet hours (Normal Sms deferred to the window's end, InApp and
  * Email not), INV-UNS-4 GlobalMute (Normal -> InApp only; Critical bypass),
  * INV-UNS-3 / INV-NTF-3 overrides (opt-in, and opt-out even for Critical). */
@@ -484,6 +486,124 @@ static bool key_is(const struct h_kmsg *m, void *ud)
 {
 	return m->key && !strcmp(m->key, (const char *)ud);
 }
+
+/* The rows of source message mid without their ids: recipient role,
+ * channel, kind, urgency, tenant, locale, not_before, title, body and the
+ * payload without its own ids, ordered (compares a set batch with the
+ * per-message path). */
+static const char *rows_of(const char *mid)
+{
+	const char *s = h_sql_scalar("SELECT coalesce(string_agg(concat_ws('|', role, "
+		"channel, kind, urgency, tenant_id IS NOT NULL, locale, coalesce(not_before::text, "
+		"'-'), title, body, (payload - 'reminderId' - 'eventId' - 'appointmentId' "
+		"- 'tenantId')::text, status), ';' ORDER BY role, channel), '') "
+		"FROM notifications.notifications WHERE source_message_id = $1::uuid", mid);
+
+	return s ? s : "";
+}
+
+/* [fanout] Session 6: reminder-due messages of several keys in ONE record
+ * batch take the set path (pin_consumer.batch_fn: runs of distinct keys,
+ * a fixed number of statements per run): after-final guard, stale guard,
+ * a FATAL payload (DLQ, no inbox row), the ReminderId key across runs (the
+ * same reminder again, same key: a new run, nothing more), names, locale
+ * and settings as the per-message path gives them for the same message
+ * alone; one transaction; the same batch again adds nothing. */
+START_TEST(reminder_batch_set_based)
+{
+	const char *tenant = h_uuid(), *topic = "pin.calendar.reminder-due.v1";
+	const char *o_ref = h_uuid(), *c_ref = h_uuid(), *owner = h_uuid(), *client = h_uuid();
+	const char *apt_done = h_uuid(), *o_fin = h_uuid(), *o_stale = h_uuid();
+	const char *ev[6], *mid[6], *keys[7], *vals[7], *ref, *rem2 = h_uuid(), *got;
+	const char *quiet = h_sprintf("{\"quietHours\":{\"from\":\"%s\",\"to\":\"%s\"}}",
+		moscow_hhmm(-60), moscow_hhmm(60));
+	double fb0;
+	struct h_host w;
+
+	h_host_stack_worker(&w);
+	for (int i = 0; i < 6; i++) {
+		ev[i] = h_uuid();
+		mid[i] = h_new_mid();
+	}
+	contact(o_ref, "Анна Владелец", NULL);
+	contact(owner, "Анна Владелец", NULL);
+	contact(c_ref, "Bob Client", "en");
+	contact(client, "Bob Client", "en");
+	put_settings(c_ref, quiet);
+	put_settings(client, quiet);
+	/* the reference: the same reminder alone (per-message path) */
+	ref = ntf_send("reminder-due", ev[0], "CalendarEvent",
+		reminder(h_uuid(), ev[0], tenant, o_ref, c_ref, h_uuid(), START));
+	ck_assert_int_eq(count_for(o_ref), 3);
+	/* a final appointment: its reminder in the batch builds nothing */
+	ntf_send("appointment-cancelled", apt_done, "Appointment", apt_cancelled(apt_done,
+		tenant, o_fin, h_uuid(), "CancelledByAgent", NULL));
+
+	fb0 = h_host_metric(&w, "pin_consumer_batch_fallbacks_total{group=\"" GROUP "\"}");
+	keys[0] = ev[1];        /* after final */
+	vals[0] = ENV_FIXED(mid[0], "pin.calendar.reminder-due", "CalendarEvent", ev[1],
+		reminder(h_uuid(), ev[1], tenant, o_fin, NULL, apt_done, START));
+	keys[1] = ev[2];        /* the reference's twin */
+	vals[1] = ENV_FIXED(mid[1], "pin.calendar.reminder-due", "CalendarEvent", ev[2],
+		reminder(rem2, ev[2], tenant, owner, client, h_uuid(), START));
+	keys[2] = ev[3];        /* same users, another event: same run */
+	vals[2] = ENV_FIXED(mid[2], "pin.calendar.reminder-due", "CalendarEvent", ev[3],
+		reminder(h_uuid(), ev[3], tenant, owner, client, h_uuid(), START));
+	keys[3] = ev[4];        /* invalid: offsetMinutes missing */
+	vals[3] = ENV_FIXED(mid[3], "pin.calendar.reminder-due", "CalendarEvent", ev[4],
+		h_sprintf("{\"reminderId\":\"%s\",\"eventId\":\"%s\",\"tenantId\":\"%s\","
+		"\"ownerUserId\":\"%s\",\"clientUserId\":null,\"kind\":\"Showing\","
+		"\"startAt\":\"" START "\",\"timeZone\":\"Europe/Moscow\",\"appointmentId\":null}",
+		h_uuid(), ev[4], tenant, owner));
+	keys[4] = ev[5];        /* stale */
+	vals[4] = ENV_FIXED(mid[4], "pin.calendar.reminder-due", "CalendarEvent", ev[5],
+		reminder(h_uuid(), ev[5], tenant, o_stale, NULL, NULL, "2020-01-01T09:00:00Z"));
+	keys[5] = ev[2];        /* the same reminder row again (another messageId) */
+	vals[5] = ENV_FIXED(mid[5], "pin.calendar.reminder-due", "CalendarEvent", ev[2],
+		reminder(rem2, ev[2], tenant, owner, client, h_uuid(), START));
+	ck_assert_int_eq(h_kafka_produce_batch_keys(topic, keys, NULL, vals, 6), 0);
+	ck_assert_msg(H_WAIT_UNTIL(processed(mid[5]), WAIT_MS), "batch not consumed");
+	got = h_kafka_error_code(GROUP ".dlq", WAIT_MS, key_is, (void *)ev[4]);
+	ck_assert_msg(got && !strcmp(got, "NTF_INVALID_PAYLOAD"), "DLQ code %s", got ? got : "(none)");
+	ck_assert(!processed(mid[3]));
+	/* one transaction for the batch */
+	ck_assert_int_eq(h_sql_int("SELECT count(DISTINCT processed_at) FROM "
+		"notifications.processed_messages WHERE consumer_group = '" GROUP "' AND "
+		"message_id IN ($1::uuid, $2::uuid, $3::uuid, $4::uuid, $5::uuid)",
+		mid[0], mid[1], mid[2], mid[4], mid[5]), 1);
+	ck_assert_int_eq(count_for(o_fin), 0);
+	ck_assert_int_eq(count_for(o_stale), 0);
+	ck_assert_str_eq(rows_of(mid[1]), rows_of(ref));
+	ck_assert_str_eq(rows_of(mid[2]), rows_of(ref));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM notifications.notifications "
+		"WHERE source_message_id = $1::uuid", mid[5]), 0);
+	ck_assert_int_eq(count_for(owner), 6);
+	ck_assert_int_eq(count_for(client), 6);
+	/* the set path did it (no fall back to the per-message path) */
+	{
+		double fb = h_host_metric(&w, "pin_consumer_batch_fallbacks_total{group=\""
+			GROUP "\"}");
+
+		ck_assert_msg((isnan(fb0) && isnan(fb)) || fb == fb0, "fallbacks %g -> %g",
+			fb0, fb);
+	}
+	/* the same batch again (+ a sentinel): nothing more */
+	{
+		const char *ev7 = h_uuid(), *o7 = h_uuid(), *m7 = h_new_mid();
+
+		keys[6] = ev7;
+		vals[6] = ENV_FIXED(m7, "pin.calendar.reminder-due", "CalendarEvent", ev7,
+			reminder(h_uuid(), ev7, tenant, o7, NULL, NULL, START));
+		ck_assert_int_eq(h_kafka_produce_batch_keys(topic, keys, NULL, vals, 7), 0);
+		ck_assert_msg(H_WAIT_UNTIL(processed(m7), WAIT_MS), "sentinel not consumed");
+		ck_assert_int_eq(count_for(o7), 2);
+	}
+	ck_assert_int_eq(count_for(owner), 6);
+	ck_assert_int_eq(count_for(client), 6);
+	ck_assert_int_eq(count_for(o_fin), 0);
+	ck_assert_int_eq(count_for(o_stale), 0);
+}
+END_TEST
 
 /* Seed 001 AC: a payload without a required id -> NTF_INVALID_PAYLOAD, DLQ
  * (header x-error-code); later messages keep flowing. */
@@ -1109,6 +1229,7 @@ Suite *make_notify_suite(void)
 	tcase_add_test(tc, event_family_mapping);
 	tcase_add_test(tc, reminders_critical_quiet_hours_and_stale);
 	tcase_add_test(tc, settings_quiet_mute_overrides);
+	tcase_add_test(tc, reminder_batch_set_based);
 	tcase_add_test(tc, invalid_payload_to_dlq);
 	tcase_add_test(tc, contact_replica_newest_wins);
 	tcase_add_test(tc, end_to_end_through_calendar_api);
