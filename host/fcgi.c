@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcgiapp.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,13 +60,21 @@ static int listen_fd = -1;
  * wait here, in the host, instead of in the kernel's run queue.
  *
  * The wait is first come, first served: a released slot is handed to the
- * oldest waiter (each waits on its own condition variable).  A counting
+ * oldest waiter (each waits on its own semaphore).  A counting
  * semaphore lets a thread that arrives just then take the slot before the
  * woken waiter runs, and that waiter queues again: on a loaded machine that
- * is a request waiting several rounds, the p99 of issue 13. */
+ * is a request waiting several rounds, the p99 of issue 13.
+ *
+ * The waiter sleeps on its own semaphore, posted after the gate's mutex is
+ * released.  A condition variable had to be signalled under the mutex (the
+ * waiter lives on its own stack), and the woken waiter then blocked again
+ * on that mutex: one more sleep and wake-up per queued request (README
+ * "Read paths (session 6)").  glibc's sem_post may still be returning when
+ * the waiter has seen the post and left (its frame gone): glibc supports
+ * that (sem_destroy right after sem_wait returns). */
 struct gate_waiter {
-	pthread_cond_t cv;
-	int slot;                /* -1 until a slot is handed over */
+	sem_t handed;            /* posted once slot is set */
+	int slot;
 	struct gate_waiter *next;
 };
 
@@ -91,7 +100,7 @@ static void db_slot_take(void)
 		pin_db_slot_use(w.slot);
 		return;
 	}
-	pthread_cond_init(&w.cv, NULL);
+	sem_init(&w.handed, 0, 0);
 	w.slot = -1;
 	w.next = NULL;
 	if (gate_tail)
@@ -99,10 +108,10 @@ static void db_slot_take(void)
 	else
 		gate_head = &w;
 	gate_tail = &w;
-	while (w.slot < 0)
-		pthread_cond_wait(&w.cv, &gate_mu);
 	pthread_mutex_unlock(&gate_mu);
-	pthread_cond_destroy(&w.cv);
+	while (sem_wait(&w.handed) != 0)
+		;                        /* EINTR (SIGUSR1 of the drain) */
+	sem_destroy(&w.handed);
 	pin_db_slot_use(w.slot);
 }
 
@@ -122,11 +131,12 @@ static void db_slot_give(void)
 		if (!gate_head)
 			gate_tail = NULL;
 		w->slot = slot;
-		pthread_cond_signal(&w->cv);
 	} else {
 		gate_free[gate_nfree++] = slot;
 	}
 	pthread_mutex_unlock(&gate_mu);
+	if (w)
+		sem_post(&w->handed);   /* w may be gone once this returns */
 }
 
 /* no thread holds a slot */
