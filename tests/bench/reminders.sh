@@ -21,7 +21,7 @@
 # The figures come from the rows' own timestamps; the script only polls a
 # cheap "is anything left" query (LIMIT 1, 0.2 s apart) to know when to read
 # them.  Session 6: it used to poll count(*) of every bench row (a join over
-# the reminders and events, 0.2-1.8 s of PostgreSQL CPU per poll, back to
+# the reminders and events, 0.3-1.8 s per poll at load 17, back to
 # back) and to time the anchor from before its 100k-row INSERT: on 2 cores the
 # poller took a large share of the CPU the dispatcher and the relay measure.
 #
