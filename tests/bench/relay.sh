@@ -3,7 +3,8 @@
 # the same rows' bytes to the same dev broker, in the same run.
 #
 # N rows (PIN_BENCH_RELAY_ROWS, 100000) of ~850-byte envelopes are written
-# into calendar.outbox in ONE transaction (SQL, topic pin.bench.relay.v1,
+# into calendar.outbox (and its pending queue, as the host's writer does)
+# in ONE transaction (SQL, topic pin.bench.relay.v1,
 # which nothing consumes), so every row becomes visible at the commit; the
 # figure is N / (max(published_at) - the commit).  The anchor,
 # host/tools/pin-benchproduce, reads the same rows (topic, key, envelope)
@@ -20,7 +21,7 @@ b_relay_fill() {
 	b_psql -tA <<-EOF | tail -n 1
 		DELETE FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC';
 		BEGIN;
-		INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)
+		WITH o AS (INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)
 		  SELECT m, '$B_RELAY_TOPIC', e::text, jsonb_build_object(
 		    'messageId', m, 'eventType', 'pin.calendar.event-created',
 		    'contractVersion', 1, 'createdAt', to_char(now() AT TIME ZONE 'UTC',
@@ -39,7 +40,9 @@ b_relay_fill() {
 		      'participants', jsonb_build_array(gen_random_uuid(), gen_random_uuid()))),
 		    clock_timestamp()
 		  FROM (SELECT i, gen_random_uuid() AS m, gen_random_uuid() AS e
-		        FROM generate_series(1, $1) AS i) s;
+		        FROM generate_series(1, $1) AS i) s
+		  RETURNING id, key)
+		INSERT INTO calendar.outbox_pending (id, h) SELECT id, hashtext(key) & 2147483647 FROM o;
 		SELECT extract(epoch FROM clock_timestamp());
 		COMMIT;
 	EOF

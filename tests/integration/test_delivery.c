@@ -553,17 +553,17 @@ START_TEST(relay_parks_oversize_row)
 	const char *key = h_uuid(), *big = h_new_mid();
 	char *bad_id, *ids[3], *metrics = NULL;
 
-	bad_id = h_sql_scalar("INSERT INTO calendar.outbox (message_id, topic, key, envelope,"
-		" created_at) VALUES ($1::uuid, 'pin.test.events.v1', $2,"
+	bad_id = h_sql_scalar(H_OUTBOX_QUEUED("INSERT INTO calendar.outbox (message_id, topic,"
+		" key, envelope, created_at) VALUES ($1::uuid, 'pin.test.events.v1', $2,"
 		" jsonb_build_object('messageId', $1::text, 'payload',"
-		"   jsonb_build_object('blob', repeat('x', 1500000))), now()) RETURNING id::text",
+		"   jsonb_build_object('blob', repeat('x', 1500000))), now())") " RETURNING id::text",
 		big, key);
 	for (int i = 0; i < 3; i++) {
 		char *mid = h_new_mid();
 
-		ids[i] = h_sql_scalar("INSERT INTO calendar.outbox (message_id, topic, key,"
-			" envelope, created_at) VALUES ($1::uuid, 'pin.test.events.v1', $2,"
-			" $3::jsonb, now()) RETURNING id::text", mid, key,
+		ids[i] = h_sql_scalar(H_OUTBOX_QUEUED("INSERT INTO calendar.outbox (message_id,"
+			" topic, key, envelope, created_at) VALUES ($1::uuid, 'pin.test.events.v1',"
+			" $2, $3::jsonb, now())") " RETURNING id::text", mid, key,
 			ENV_FIXED(mid, "pin.test.noop", "Test", key, "{}"));
 	}
 	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE"
