@@ -547,7 +547,10 @@ START_TEST(not_before_is_honoured)
 END_TEST
 
 /* Relay: a row too large for the broker is parked with its error and
- * counted; the rows behind it (same key) are published. */
+ * counted; the rows behind it (same key) are published.  The pending queue
+ * (sql 0700) follows: the parked and the published rows leave it; a parked
+ * row put back by hand (parked_at = NULL, as sql 0003 tells) joins it
+ * again and is parked again. */
 START_TEST(relay_parks_oversize_row)
 {
 	const char *key = h_uuid(), *big = h_new_mid();
@@ -590,6 +593,15 @@ START_TEST(relay_parks_oversize_row)
 		ck_assert_msg(strstr(log, "row cannot be published, parked"), "no log line");
 		ck_assert_ptr_null(strstr(log, "xxxxxxxxxxxxxxxx"));
 	}
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox_pending WHERE"
+		" id = ANY (string_to_array($1, ',')::bigint[])",
+		h_sprintf("%s,%s,%s,%s", bad_id, ids[0], ids[1], ids[2])), 0);
+	h_sql("UPDATE calendar.outbox SET parked_at = NULL WHERE id = $1::bigint", bad_id);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT attempts FROM calendar.outbox WHERE"
+		" id = $1::bigint AND parked_at IS NOT NULL", bad_id) == 2, WAIT_MS),
+		"the row put back was not parked again");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox_pending WHERE"
+		" id = $1::bigint", bad_id), 0);
 }
 END_TEST
 
