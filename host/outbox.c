@@ -87,10 +87,7 @@ static void arr_elem(FILE *f, const char *s, bool first)
  * VALUES (the statement of tests/bench/booking.sql); more: one INSERT ..
  * SELECT FROM unnest() of one array per column, so a batch is one round trip
  * whatever its size.  The column list, their casts and the array order are
- * the same for both.  The same statement puts every row into the table's
- * pending queue (<table>_pending: id, hashtext(key) & 2147483647; sql
- * 0700), which the relay reads and empties.  0 / PIN_ERR_DB (PIN_ERR: out
- * of memory).
+ * the same for both.  0 / PIN_ERR_DB (PIN_ERR: out of memory).
  */
 #define OB_NCOLS 6
 static int outbox_insert(const char *table, const struct ob_row *rows, size_t n)
@@ -98,19 +95,16 @@ static int outbox_insert(const char *table, const struct ob_row *rows, size_t n)
 	static const char cols[] = "message_id, topic, key, envelope, created_at, traceparent";
 	static const char *const casts[OB_NCOLS] = { "uuid", "text", "text", "jsonb",
 		"timestamptz", "text" };
-	/* the rows, then their queue entries from RETURNING (%1$s: table) */
-	static const char pend[] = "WITH o AS (INSERT INTO %1$s (%2$s) %3$s RETURNING id, key)"
-		" INSERT INTO %1$s_pending (id, h) SELECT id, hashtext(key) & 2147483647 FROM o";
-	char sql[768], src[320], stmt[160];
+	char sql[512], stmt[160];
 	const char *vals[OB_NCOLS];
 	struct { FILE *f; char *p; size_t len; } arr[OB_NCOLS];
 	PGresult *res;
 	int rc = 0;
 
 	if (n == 1) {
-		snprintf(src, sizeof src, "VALUES ($1::%s, $2::%s, $3::%s, $4::%s, $5::%s,"
-			" $6::%s)", casts[0], casts[1], casts[2], casts[3], casts[4], casts[5]);
-		snprintf(sql, sizeof sql, pend, table, cols, src);
+		snprintf(sql, sizeof sql, "INSERT INTO %s (%s) VALUES ($1::%s, $2::%s, $3::%s,"
+			" $4::%s, $5::%s, $6::%s)", table, cols, casts[0], casts[1], casts[2],
+			casts[3], casts[4], casts[5]);
 		snprintf(stmt, sizeof stmt, "pin_outbox_put:%s", table);
 		vals[0] = rows[0].message_id;
 		vals[1] = rows[0].topic;
@@ -121,10 +115,9 @@ static int outbox_insert(const char *table, const struct ob_row *rows, size_t n)
 		res = pin_db_exec_prepared(stmt, sql, OB_NCOLS, vals);
 		return res && PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : PIN_ERR_DB;
 	}
-	snprintf(src, sizeof src, "SELECT * FROM unnest($1::%s[], $2::%s[], $3::%s[],"
-		" $4::%s[], $5::%s[], $6::%s[])", casts[0], casts[1], casts[2], casts[3],
-		casts[4], casts[5]);
-	snprintf(sql, sizeof sql, pend, table, cols, src);
+	snprintf(sql, sizeof sql, "INSERT INTO %s (%s) SELECT * FROM unnest($1::%s[],"
+		" $2::%s[], $3::%s[], $4::%s[], $5::%s[], $6::%s[])", table, cols, casts[0],
+		casts[1], casts[2], casts[3], casts[4], casts[5]);
 	snprintf(stmt, sizeof stmt, "pin_outbox_put_many:%s", table);
 	for (int c = 0; c < OB_NCOLS; c++) {
 		arr[c].p = NULL;

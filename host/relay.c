@@ -28,15 +28,12 @@
  * killed process's socket is closed by its kernel at once.
  *
  * One unit is a pipeline: read up to relay_batch unpublished rows of the
- * shard in id order from the outbox's pending queue (<outbox>_pending, sql
- * 0700: the writer adds a row there in the statement that writes the outbox
- * row; after the rows in flight: a cursor) -> produce them
+ * shard in id order (after the rows in flight: a cursor) -> produce them
  * (key, value = envelope, no copy) with an idempotent producer, acks=all,
  * murmur2_random -> while their delivery reports come in, read and produce
  * the next batch (at most relay_inflight batches per unit) -> when every
  * report of the oldest batch is in, mark it: published_at = host clock for
- * the acknowledged rows in one UPDATE .. WHERE id = ANY($1) that deletes
- * them from the queue (a parked row leaves it too); failed rows get
+ * the acknowledged rows in one UPDATE .. WHERE id = ANY($1); failed rows get
  * attempts + 1 and last_error, the unit stops reading, waits for its other
  * batches, and starts again from the oldest unpublished row of the shard
  * after a backoff (1 s doubling to 30 s), so per-key order holds.  A row is
@@ -631,10 +628,10 @@ static void update_pending(struct relay *r)
 
 		double oldest = 0;
 
-		/* the pending queue holds exactly the unpublished, unparked rows */
-		snprintf(sql, 400, "SELECT (SELECT count(*) FROM %1$s_pending),"
-				" (SELECT extract(epoch FROM o.created_at) FROM %1$s_pending p"
-				" JOIN %1$s o ON o.id = p.id ORDER BY p.id LIMIT 1)", t);
+		snprintf(sql, 400, "SELECT (SELECT count(*) FROM %s WHERE published_at IS NULL"
+				" AND parked_at IS NULL), (SELECT extract(epoch FROM created_at)"
+				" FROM %s WHERE published_at IS NULL AND parked_at IS NULL"
+				" ORDER BY id LIMIT 1)", t, t);
 		res = pin_db_exec(sql, 0, NULL);
 		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 			continue;
@@ -743,7 +740,7 @@ static struct relay_batch *batch_read(struct relay *r, struct relay_unit *u)
 {
 	struct pin_arena *prev = pin_arena_current();
 	struct relay_batch *b = calloc(1, sizeof(*b));
-	char lim[16], sh[16], *sql = pin_arena_alloc(600), *stmt = pin_arena_alloc(160);
+	char lim[16], sh[16], *sql = pin_arena_alloc(400), *stmt = pin_arena_alloc(160);
 	const char *p[3] = { lim, u->cursor, sh };
 	PGconn *c;
 	PGresult *res;
@@ -754,13 +751,13 @@ static struct relay_batch *batch_read(struct relay *r, struct relay_unit *u)
 	}
 	snprintf(lim, sizeof(lim), "%d", r->batch);
 	snprintf(sh, sizeof(sh), "%d", u->shard);
-	/* the shard's ids from the pending queue (h = hashtext(key) &
-	 * 2147483647), the shard count as a literal: it matches an index on
-	 * the same expression (migration 0700 makes the one for 4 shards) */
-	snprintf(sql, 600, "SELECT o.id, o.topic, o.key, o.envelope::text, o.attempts,"
-			" o.traceparent, o.message_id FROM %1$s_pending q JOIN %1$s o ON o.id = q.id"
-			" WHERE q.id > $2::bigint AND q.h %% %2$d = $3::int"
-			" ORDER BY q.id LIMIT $1::int", u->table, r->nshards);
+	/* the shard count as a literal: it matches an index on the same
+	 * expression (migration 0005 makes the one for 4 shards) */
+	snprintf(sql, 400, "SELECT id, topic, key, envelope::text, attempts,"
+			" traceparent, message_id FROM %s"
+			" WHERE published_at IS NULL AND parked_at IS NULL AND id > $2::bigint"
+			" AND (hashtext(key) & 2147483647) %% %d = $3::int"
+			" ORDER BY id LIMIT $1::int", u->table, r->nshards);
 	snprintf(stmt, 160, "pin_relay_batch:%s", u->table);
 	pin_arena_set_current(b->a);
 	res = pin_db_exec_prepared(stmt, sql, 3, p);
@@ -898,7 +895,7 @@ static void log_published(const char *table, struct relay_row *rows, int produce
 static int batch_mark(const char *table, struct relay_row *rows, int produced,
 		int *ok, int *failed, int *parked, rd_kafka_resp_err_t *first_err)
 {
-	char now[40], *sql = pin_arena_alloc(400), *stmt = pin_arena_alloc(160);
+	char now[40], *sql = pin_arena_alloc(300), *stmt = pin_arena_alloc(160);
 	char *lab = pin_arena_alloc(200);
 	PGresult *res;
 
@@ -921,12 +918,8 @@ static int batch_mark(const char *table, struct relay_row *rows, int produced,
 	if (*ok) {
 		const char *p[2] = { now, id_list(rows, produced, DR_OK) };
 
-		/* leaves the queue in the same statement; no index names
-		 * published_at, so the update can be HOT */
-		snprintf(sql, 400, "WITH q AS (DELETE FROM %1$s_pending"
-				" WHERE id = ANY($2::bigint[])) UPDATE %1$s"
-				" SET published_at = $1::timestamptz WHERE id = ANY($2::bigint[])",
-				table);
+		snprintf(sql, 300, "UPDATE %s SET published_at = $1::timestamptz"
+				" WHERE id = ANY($2::bigint[])", table);
 		snprintf(stmt, 160, "pin_relay_mark:%s", table);
 		res = pin_db_exec_prepared(stmt, sql, 2, p);
 		if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
@@ -949,8 +942,7 @@ static int batch_mark(const char *table, struct relay_row *rows, int produced,
 		p[0] = rows[i].id;
 		p[1] = now;
 		p[2] = rd_kafka_err2str(rows[i].err);
-		snprintf(sql, 400, "WITH q AS (DELETE FROM %1$s_pending WHERE id = $1::bigint)"
-				" UPDATE %1$s SET parked_at = $2::timestamptz,"
+		snprintf(sql, 300, "UPDATE %s SET parked_at = $2::timestamptz,"
 				" attempts = attempts + 1, last_error = $3"
 				" WHERE id = $1::bigint", table);
 		snprintf(stmt, 160, "pin_relay_park:%s", table);
@@ -971,7 +963,7 @@ static int batch_mark(const char *table, struct relay_row *rows, int produced,
 		const char *p[2] = { id_list(rows, produced, DR_FAILED),
 			rd_kafka_err2str(*first_err) };
 
-		snprintf(sql, 400, "UPDATE %s SET attempts = attempts + 1,"
+		snprintf(sql, 300, "UPDATE %s SET attempts = attempts + 1,"
 				" last_error = $2 WHERE id = ANY($1::bigint[])", table);
 		snprintf(stmt, 160, "pin_relay_fail:%s", table);
 		pin_db_exec_prepared(stmt, sql, 2, p);

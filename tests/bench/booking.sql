@@ -80,7 +80,7 @@ FROM unnest(:remids::uuid[], :offs::int[], :remdues::timestamptz[], :remsts::tex
   AS u(id, off, due, st);
 
 -- stmt: - pin_outbox_put:calendar.outbox, host/outbox.c formats it (table name): event-created
-WITH o AS (INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at) VALUES (gen_random_uuid(), 'pin.calendar.event-created.v1', :evid, :env::jsonb, :now) RETURNING id, key) INSERT INTO calendar.outbox_pending (id, h) SELECT id, hashtext(key) & 2147483647 FROM o;
+INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at) VALUES (gen_random_uuid(), 'pin.calendar.event-created.v1', :evid, :env::jsonb, :now);
 
 -- stmt: apt_insert plugins/caldomain/appointment.c
 INSERT INTO calendar.appointments AS a (id, tenant_id, slot_id, calendar_event_id,
@@ -100,7 +100,7 @@ RETURNING a.id, a.tenant_id, a.slot_id, a.calendar_event_id, a.agent_user_id,
   calendar.us(a.created_at), calendar.us(a.updated_at), a.version;
 
 -- stmt: - pin_outbox_put:calendar.outbox, host/outbox.c formats it (table name): appointment-created
-WITH o AS (INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at) VALUES (gen_random_uuid(), 'pin.calendar.appointment-created.v1', :aptid, :env::jsonb, :now) RETURNING id, key) INSERT INTO calendar.outbox_pending (id, h) SELECT id, hashtext(key) & 2147483647 FROM o;
+INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at) VALUES (gen_random_uuid(), 'pin.calendar.appointment-created.v1', :aptid, :env::jsonb, :now);
 
 -- stmt: apt_fetch plugins/caldomain/appointment.c
 SELECT a.id, a.tenant_id, a.slot_id, a.calendar_event_id, a.agent_user_id,

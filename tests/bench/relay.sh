@@ -3,8 +3,7 @@
 # the same rows' bytes to the same dev broker, in the same run.
 #
 # N rows (PIN_BENCH_RELAY_ROWS, 100000) of ~850-byte envelopes are written
-# into calendar.outbox (and its pending queue, as the host's writer does)
-# in ONE transaction (SQL, topic pin.bench.relay.v1,
+# into calendar.outbox in ONE transaction (SQL, topic pin.bench.relay.v1,
 # which nothing consumes), so every row becomes visible at the commit; the
 # figure is N / (max(published_at) - the commit).  The anchor,
 # host/tools/pin-benchproduce, reads the same rows (topic, key, envelope)
@@ -21,7 +20,7 @@ b_relay_fill() {
 	b_psql -tA <<-EOF | tail -n 1
 		DELETE FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC';
 		BEGIN;
-		WITH o AS (INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)
+		INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)
 		  SELECT m, '$B_RELAY_TOPIC', e::text, jsonb_build_object(
 		    'messageId', m, 'eventType', 'pin.calendar.event-created',
 		    'contractVersion', 1, 'createdAt', to_char(now() AT TIME ZONE 'UTC',
@@ -40,9 +39,7 @@ b_relay_fill() {
 		      'participants', jsonb_build_array(gen_random_uuid(), gen_random_uuid()))),
 		    clock_timestamp()
 		  FROM (SELECT i, gen_random_uuid() AS m, gen_random_uuid() AS e
-		        FROM generate_series(1, $1) AS i) s
-		  RETURNING id, key)
-		INSERT INTO calendar.outbox_pending (id, h) SELECT id, hashtext(key) & 2147483647 FROM o;
+		        FROM generate_series(1, $1) AS i) s;
 		SELECT extract(epoch FROM clock_timestamp());
 		COMMIT;
 	EOF
@@ -54,11 +51,8 @@ b_relay_drain() {
 	local n=$1 t0 t1 left deadline=$((SECONDS + 600))
 	t0=$(b_relay_fill "$n")
 	while :; do
-		# through the pending queue: the outbox has no index on
-		# published_at, and a scan of it every 0.2 s would be the bench's
-		# own load
-		left=$(b_psql -tA -c "SELECT count(*) FROM calendar.outbox_pending q
-			JOIN calendar.outbox o ON o.id = q.id WHERE o.topic = '$B_RELAY_TOPIC'")
+		left=$(b_psql -tA -c "SELECT count(*) FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC'
+			AND published_at IS NULL AND parked_at IS NULL")
 		((left == 0)) && break
 		((SECONDS < deadline)) || die "relay bench: $left of $n rows unpublished after 600 s"
 		sleep 0.2

@@ -86,13 +86,11 @@ bench_reminders() {
 	say "reminders: anchor, the relay alone on $n copies of the outbox rows"
 	t0=$(date +%s.%N)
 	b_psql <<-EOF >/dev/null
-		WITH o AS (INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)
+		INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)
 		  SELECT m, topic, key, jsonb_set(envelope, '{messageId}', to_jsonb(m::text)), now()
 		  FROM (SELECT gen_random_uuid() AS m, * FROM calendar.outbox
 		        WHERE key LIKE 'b0000000-0000-4000-8010-%' AND topic = 'pin.calendar.reminder-due.v1'
-		        ORDER BY id LIMIT $n) AS x
-		  RETURNING id, key)
-		INSERT INTO calendar.outbox_pending (id, h) SELECT id, hashtext(key) & 2147483647 FROM o;
+		        ORDER BY id LIMIT $n) AS x;
 	EOF
 	s_relay=$(b_rem_wait "SELECT count(*) FROM calendar.outbox WHERE key LIKE
 		'b0000000-0000-4000-8010-%' AND topic = 'pin.calendar.reminder-due.v1'

@@ -180,12 +180,6 @@ char *h_sql_scalar_(const char *sql, ...);
 /* Same as an integer (-1 when no row / NULL). */
 long long h_sql_int_(const char *sql, ...);
 #define h_sql_int(sql, ...) h_sql_int_((sql), ##__VA_ARGS__, (const char *)NULL)
-/* an INSERT INTO calendar.outbox (literal, without RETURNING) as the host's
- * writer sends it: the same statement puts the rows into the pending queue
- * (sql 0700); append " RETURNING id::text" for the ids */
-#define H_OUTBOX_QUEUED(insert) "WITH o AS (" insert " RETURNING id, key)" \
-	" INSERT INTO calendar.outbox_pending (id, h)" \
-	" SELECT id, hashtext(key) & 2147483647 FROM o"
 
 /* ---- time zones (the test PostgreSQL's tz database) ------------------------ */
 /* One change of a zone's UTC offset. */

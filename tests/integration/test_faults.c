@@ -1209,13 +1209,13 @@ static long long rf_hosts_leading(void)
 
 static void rf_insert(const char *run, int from, int to)
 {
-	h_sql(H_OUTBOX_QUEUED("INSERT INTO calendar.outbox (message_id, topic, key, envelope,"
-		" created_at) SELECT m, '" RF_TOPIC "', $1 || '-' || i, jsonb_build_object("
-		" 'messageId', m, 'eventType', 'pin.test.relay-failover', 'contractVersion', 1,"
+	h_sql("INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)"
+		" SELECT m, '" RF_TOPIC "', $1 || '-' || i, jsonb_build_object('messageId', m,"
+		" 'eventType', 'pin.test.relay-failover', 'contractVersion', 1,"
 		" 'createdAt', '2026-12-01T00:00:00.000Z', 'aggregateType', 'Test',"
 		" 'aggregateId', $1 || '-' || i, 'correlationId', NULL, 'payload',"
 		" jsonb_build_object('i', i)), clock_timestamp()"
-		" FROM (SELECT i, gen_random_uuid() AS m FROM generate_series($2::int, $3::int) i) s"),
+		" FROM (SELECT i, gen_random_uuid() AS m FROM generate_series($2::int, $3::int) i) s",
 		run, h_sprintf("%d", from), h_sprintf("%d", to));
 }
 

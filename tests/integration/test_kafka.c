@@ -102,9 +102,8 @@ static const char *SEEN_SQL =
 
 static char *k_insert_outbox(const char *mid, const char *key, const char *env)
 {
-	return h_sql_scalar(H_OUTBOX_QUEUED("INSERT INTO calendar.outbox (message_id, topic, key,"
-			" envelope, created_at) VALUES ($1::uuid, $2, $3, $4::jsonb, now())")
-			" RETURNING id::text",
+	return h_sql_scalar("INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)"
+			" VALUES ($1::uuid, $2, $3, $4::jsonb, now()) RETURNING id::text",
 			mid, TEST_TOPIC, key, env);
 }
 
