@@ -1105,50 +1105,48 @@ static enum pin_consume_status on_event(const struct pin_msg *msg,
  */
 struct batch {
 	struct ctx *cs;                 /* the messages parse accepted, in order */
-	size_t n, next;                 /* accepted; handed to apply already */
-	enum pin_consume_status *st;    /* the host's verdicts ... */
-	struct pin_consume_result *res; /* ... and results, by batch index */
+	size_t n;                       /* accepted */
 };
 
 static enum pin_consume_status batch_parse(const struct pin_msg *msg,
-		struct pin_consume_result *res, json_object *row, const char **key,
-		int *alone, void *ud)
+		struct pin_consume_result *res, struct pc_batch_item *item, void *ud)
 {
 	struct batch *b = ud;
 	struct ctx *c = &b->cs[b->n];
 
-	(void)row;
 	classify(c, msg, res);
 	if (c->done && c->st != PIN_CONSUME_OK)
 		return c->st;                   /* FATAL, nothing done */
 	b->n++;
-	*key = msg->key ? msg->key : msg->message_id;
-	*alone = c->final_rec;
+	item->key = msg->key ? msg->key : msg->message_id;
+	item->alone = c->final_rec;
+	item->data = c;
 	return PIN_CONSUME_OK;
 }
 
 static enum pin_consume_status batch_flush(struct pc_batch_run *run,
 		struct pin_consume_result *res, void *ud)
 {
-	struct batch *b = ud;
 	struct ctx **cs = pc_api->alloc(run->n * sizeof(*cs));
 	size_t i;
 
 	(void)res;
+	(void)ud;
+	if (!cs)
+		return PIN_CONSUME_RETRY;
 	for (i = 0; i < run->n; i++)
-		cs[i] = &b->cs[b->next + i];
-	b->next += run->n;
+		cs[i] = run->data[i];
 	if (apply(cs, run->n) < 0)
 		return PIN_CONSUME_RETRY;
 	for (i = 0; i < run->n; i++)
-		b->st[cs[i]->res - b->res] = finish(cs[i]);
+		run->st[run->idx[i]] = finish(cs[i]);
 	return PIN_CONSUME_OK;
 }
 
 static enum pin_consume_status on_events(const struct pin_msg *const *msgs, size_t n,
 		enum pin_consume_status *st, struct pin_consume_result *res, void *ud)
 {
-	struct batch b = { .st = st, .res = res };
+	struct batch b = { 0 };
 	enum pin_consume_status rc;
 
 	(void)ud;
