@@ -28,6 +28,12 @@ seq = [0]
 
 
 class Handler(BaseHTTPRequestHandler):
+    # keep-alive, as a provider's API: notify.so reuses its connection
+    protocol_version = "HTTP/1.1"
+    # headers and body are two writes: without TCP_NODELAY the body waits
+    # for the client's delayed ACK (40 ms) on a kept-alive connection
+    disable_nagle_algorithm = True
+
     def log_message(self, fmt, *args):  # quiet
         pass
 

@@ -6,6 +6,7 @@
 #define PIN_NOTIFY_DISPATCH_H
 
 #include <stddef.h>
+#include <curl/curl.h>
 #include "pin/plugin.h"
 
 #define NTF_OUTBOX "notifications.outbox"
@@ -45,6 +46,16 @@ char *ntf_mime_build(const struct ntf_message *m, const char *from,
 /* sms.c.  Config: sms_url, sms_token_file, sms_timeout_ms. */
 int ntf_sms_configured(void);
 void ntf_sms_send(const struct ntf_message *m, struct ntf_send_result *res);
+
+/* The channel's libcurl handle (0 e-mail, 1 SMS), kept from one message to
+ * the next so that its connection to the server is reused: no TCP connect,
+ * greeting, EHLO, STARTTLS or AUTH per e-mail, HTTP keep-alive for SMS.
+ * Each call resets the options (curl_easy_reset keeps live connections);
+ * libcurl drops a connection the server closed, and does not reuse one idle
+ * for more than CURLOPT_MAXAGE_CONN (118 s).  Only the dispatcher's job
+ * thread sends; ntf_dispatch_fini frees both (QUIT to the SMTP server).
+ * NULL when out of memory. */
+CURL *ntf_curl_handle(int channel);
 
 /* dispatch.c: registers the job notification-dispatch and the outbox.
  * 0, or -1 with err. */

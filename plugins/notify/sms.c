@@ -85,7 +85,7 @@ void ntf_sms_send(const struct ntf_message *m, struct ntf_send_result *res)
 	json_object_object_add(o, "to", json_object_new_string(m->to));
 	json_object_object_add(o, "text", json_object_new_string(m->body));
 	json_object_object_add(o, "idempotencyKey", json_object_new_string(m->id));
-	c = curl_easy_init();
+	c = ntf_curl_handle(1);
 	if (!c) {
 		res->outcome = NTF_RETRY;
 		snprintf(res->error, sizeof res->error, "NTF_SMS_LOCAL: curl init");
@@ -125,7 +125,7 @@ void ntf_sms_send(const struct ntf_message *m, struct ntf_send_result *res)
 	}
 out:
 	if (c)
-		curl_easy_cleanup(c);
+		curl_easy_reset(c);     /* no pointer to hdr or the body left behind */
 	curl_slist_free_all(hdr);
 	memset(auth, 0, sizeof auth);
 	json_object_put(o);

@@ -199,7 +199,7 @@ void ntf_smtp_send(const struct ntf_message *m, struct ntf_send_result *res)
 		goto out;
 	}
 	msg = ntf_mime_build(m, from, domain, ntf_dapi->now_us() / 1000000);
-	c = curl_easy_init();
+	c = ntf_curl_handle(0);
 	if (!msg || !c) {
 		res->outcome = NTF_RETRY;
 		snprintf(res->error, sizeof res->error, "NTF_SMTP_LOCAL: out of memory");
@@ -244,7 +244,7 @@ void ntf_smtp_send(const struct ntf_message *m, struct ntf_send_result *res)
 	}
 out:
 	if (c)
-		curl_easy_cleanup(c);
+		curl_easy_reset(c);     /* no pointer to rcpt or up left behind */
 	curl_slist_free_all(rcpt);
 	free(msg);
 	if (pw) {

@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <stdio.h>
@@ -634,6 +635,57 @@ START_TEST(worker_killed_mid_send_one_duplicate)
 }
 END_TEST
 
+/* notifications_dispatch_lag_seconds is the age of the oldest due row.  A
+ * fresh row (no not_before, no retry, no lease: its due time is its
+ * creation) that the dispatcher cannot claim -- another transaction holds a
+ * KEY SHARE lock on it, which FOR UPDATE SKIP LOCKED skips -- shows its
+ * age; released, it is sent and the gauge falls back to 0.  (The gauge's
+ * query used to subtract -infinity for such a row: SQL error 22008 on every
+ * pass, the gauge stuck at its last value.) */
+START_TEST(dispatch_lag_is_the_oldest_due_row)
+{
+	const char *owner = h_uuid();
+	char *id = h_new_mid();
+	const char *p[1] = { id };
+	PGconn *lk = PQconnectdb(h_env("PIN_PG_DSN"));
+	struct h_host w;
+	PGresult *r;
+	double lag = NAN;
+	bool seen;
+
+	ck_assert_msg(PQstatus(lk) == CONNECTION_OK, "%s", PQerrorMessage(lk));
+	h_host_stack_worker(&w);
+	contact(owner, h_sprintf("lag-%s@example.com", owner), unique_phone(), "ru");
+	/* not due (not_before in an hour) until the lock is held */
+	h_sql("INSERT INTO notifications.notifications (id, recipient_user_id, kind, channel,"
+		" urgency, role, title, body, payload, locale, not_before, source_message_id,"
+		" source_event_type, created_at) VALUES ($1::uuid, $2::uuid, 'AppointmentReminder',"
+		" 'Sms', 'Critical', 'Owner', 'Напоминание', 'Напоминание: встреча скоро', '{}',"
+		" 'ru', now() + interval '1 hour', gen_random_uuid(), 'pin.calendar.reminder-due',"
+		" now() - interval '1 hour')", id, owner);
+	PQclear(PQexec(lk, "BEGIN"));
+	r = PQexecParams(lk, "SELECT 1 FROM notifications.notifications WHERE id = $1::uuid"
+		" FOR KEY SHARE", 1, NULL, p, NULL, NULL, 0);
+	ck_assert_int_eq(PQntuples(r), 1);
+	PQclear(r);
+	/* due now: an UPDATE of a column outside the unique keys (FOR NO KEY
+	 * UPDATE) does not wait for KEY SHARE */
+	h_sql("SET lock_timeout = '10s'");      /* a wait here would be on ourselves */
+	h_sql("UPDATE notifications.notifications SET not_before = NULL WHERE id = $1::uuid", id);
+	h_sql("RESET lock_timeout");
+	seen = H_WAIT_UNTIL((lag = h_host_metric(&w, "notifications_dispatch_lag_seconds"))
+		>= 3600, WAIT_MS);
+	PQclear(PQexec(lk, "ROLLBACK"));
+	PQfinish(lk);
+	ck_assert_msg(seen, "dispatch lag %.1f s with a due row an hour old", lag);
+	ck_assert_msg(lag < 3600 + 300, "dispatch lag %.1f s", lag);
+	ck_assert_msg(H_WAIT_UNTIL(status_is(owner, "Sms", "Sent"), WAIT_MS), "not sent");
+	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&w, "notifications_dispatch_lag_seconds") < 60,
+		WAIT_MS), "dispatch lag stays %.1f s after the send",
+		h_host_metric(&w, "notifications_dispatch_lag_seconds"));
+}
+END_TEST
+
 Suite *make_delivery_suite(void)
 {
 	Suite *s = suite_create("delivery");
@@ -649,6 +701,7 @@ Suite *make_delivery_suite(void)
 	tcase_add_test(tc, smtp_down_then_up);
 	tcase_add_test(tc, relay_parks_oversize_row);
 	tcase_add_test(tc, worker_killed_mid_send_one_duplicate);
+	tcase_add_test(tc, dispatch_lag_is_the_oldest_due_row);
 	suite_add_tcase(s, tc);
 	return s;
 }
