@@ -445,6 +445,24 @@ static const char *jt_text(struct pc_jt *w)
 	return s;
 }
 
+/* Closes the array of rows in w (k of them): its text (request arena) for
+ * the statement's $1, or NULL with *rc = 0 when there is none (nothing to
+ * ask), PIN_ERR_DB when out of memory.  w is freed either way. */
+static const char *jt_rows(struct pc_jt *w, int k, int *rc)
+{
+	const char *t;
+
+	pc_jt_end_arr(w);
+	if (!k) {
+		pc_jt_free(w);
+		*rc = 0;
+		return NULL;
+	}
+	t = jt_text(w);
+	*rc = t ? 0 : PIN_ERR_DB;
+	return t;
+}
+
 /* The message failed on the database: RETRY (the partition is held). */
 static void db_fail(struct ctx *c, const char *detail)
 {
@@ -481,7 +499,7 @@ static int load_msgs(struct ctx **cs, size_t n)
 	const char *p[1];
 	PGresult *r;
 	size_t i;
-	int k = 0;
+	int k = 0, rc;
 
 	pc_jt_init(&w, 256 * n);
 	pc_jt_arr(&w);
@@ -500,13 +518,8 @@ static int load_msgs(struct ctx **cs, size_t n)
 		pc_jt_end_obj(&w);
 		k++;
 	}
-	pc_jt_end_arr(&w);
-	if (!k) {
-		pc_jt_free(&w);
-		return 0;
-	}
-	if (!(p[0] = jt_text(&w)))
-		return PIN_ERR_DB;
+	if (!(p[0] = jt_rows(&w, k, &rc)))
+		return rc;
 	r = pc_api->db_exec_prepared("ntf_msgs",
 		"SELECT (SELECT f.final_state FROM notifications.subject_final_states f "
 		"    WHERE f.subject_id IN (x.e, x.a) LIMIT 1), "
@@ -551,7 +564,7 @@ static int load_users(struct ctx **cs, size_t n, PGresult **out)
 	struct pc_jt w;
 	const char *p[1];
 	PGresult *r;
-	int k = 0;
+	int k = 0, rc;
 
 	*out = NULL;
 	pc_jt_init(&w, 128 * n);
@@ -577,13 +590,8 @@ static int load_users(struct ctx **cs, size_t n, PGresult **out)
 			c->user[j] = k++;
 		}
 	}
-	pc_jt_end_arr(&w);
-	if (!k) {
-		pc_jt_free(&w);
-		return 0;
-	}
-	if (!(p[0] = jt_text(&w)))
-		return PIN_ERR_DB;
+	if (!(p[0] = jt_rows(&w, k, &rc)))
+		return rc;
 	r = pc_api->db_exec_prepared("ntf_users",
 		"WITH x AS ("
 		"  SELECT q.n, q.now, ct.display_name AS name, "
