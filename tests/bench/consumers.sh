@@ -105,6 +105,10 @@ b_consumers_clean() {
 		DELETE FROM notifications.notifications WHERE source_message_id BETWEEN
 		  'b3000000-0000-0000-0000-000000000000' AND 'b3000000-ffff-ffff-ffff-ffffffffffff';
 		DELETE FROM notifications.subject_final_states WHERE subject_id::text LIKE 'b0000000-0000-4000-800a-%';
+		-- the agents' notifications of the CRM run's events (event-created, via the
+		-- relay and notify): Pending e-mails/SMS without a contact, which the
+		-- dispatcher would otherwise scan on every pass of every later run
+		DELETE FROM notifications.notifications WHERE recipient_user_id::text LIKE 'b0000000-0000-4000-8005-%';
 	EOF
 }
 
