@@ -24,10 +24,8 @@
  *      same transaction.
  *
  * Duplicates: a row is sent again only if the host dies (or the lease ends)
- * after the server accepted the message and before step 3 committed, or
- * PostgreSQL crashes before step 3's commit reached the disk (the job's
- * session commits with synchronous_commit off): at most one duplicate per
- * such crash, with the same Message-ID / idempotencyKey.
+ * after the server accepted the message and before step 3 committed: at most
+ * one duplicate per such crash, with the same Message-ID / idempotencyKey.
  *
  * Speed: each channel's libcurl handle is kept between messages, so its
  * connection is reused (ntf_curl_handle); a pass claims batch after batch
@@ -283,15 +281,11 @@ static int dispatch_job(void *ud)
 	(void)ud;
 	if (!chans)
 		return 0;
-	/* The outcome transactions (one per message) do not wait for their WAL
-	 * flush (3x the messages per second with fsync on).  A crash of
-	 * PostgreSQL may lose the last outcomes recorded: those rows come back
-	 * when their lease ends and are sent once more, with the same
-	 * Message-ID / idempotencyKey -- the duplicate a crash of the host
-	 * already allows.  Set per pass: this job's session may be new. */
-	api->db_exec("SELECT set_config('synchronous_commit', 'off', false)", 0, NULL);
+	/* the age of the oldest due row, once per pass (a scan of the Pending
+	 * rows: README "Benchmark", Left) */
+	api->fmt_time(t, now, sizeof now);
+	update_lag(chans, now);
 	do {
-
 		api->fmt_time(t, now, sizeof now);
 		api->fmt_time(t + api->config_int("notify.dispatch_lease_s", 300) * 1000000,
 				until, sizeof until);
@@ -302,7 +296,6 @@ static int dispatch_job(void *ud)
 		p[2] = owner;
 		p[3] = chans;
 		p[4] = lim;
-		update_lag(chans, now);
 		res = api->db_exec_prepared("ntf_dispatch_claim", CLAIM_SQL, 5, p);
 		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
 			return total ? total : PIN_ERR_DB;

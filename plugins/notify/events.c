@@ -856,7 +856,10 @@ static void note_row(struct pc_jt *w, size_t m, const struct ctx *c,
 	jt_kv(w, "b", body);
 	jt_kv(w, "dl", link);
 	pc_jt_key(w, "p");
-	pc_jt_raw(w, payload, strlen(payload));
+	if (payload)
+		pc_jt_raw(w, payload, strlen(payload));
+	else            /* out of memory: the rows' text is unusable, the group fails */
+		w->failed = 1;
 	jt_kv(w, "l", locale);
 	jt_kv(w, "nb", not_before);
 	jt_kv(w, "s", c->msg->message_id);

@@ -124,7 +124,7 @@ int pc_batch_run_ends(const struct pc_batch_run *r, const char *key)
 	return r->n == PC_BATCH_RUN_MAX || pc_batch_run_find(r, key) >= 0;
 }
 
-void pc_col_index_init(struct pc_col_index *ix, const PGresult *res, int col)
+int pc_col_index_init(struct pc_col_index *ix, const PGresult *res, int col)
 {
 	int n = PQntuples(res);
 	size_t slots = 16;
@@ -135,6 +135,8 @@ void pc_col_index_init(struct pc_col_index *ix, const PGresult *res, int col)
 	ix->col = col;
 	ix->mask = slots - 1;
 	ix->slot = pc_api->alloc(slots * sizeof(*ix->slot));
+	if (!ix->slot)
+		return -1;
 	memset(ix->slot, 0, slots * sizeof(*ix->slot));
 	for (int k = 0; k < n; k++) {
 		const char *v = PQgetvalue(res, k, col);
@@ -146,6 +148,7 @@ void pc_col_index_init(struct pc_col_index *ix, const PGresult *res, int col)
 			;
 		ix->slot[s] = k + 1;
 	}
+	return 0;
 }
 
 int pc_col_index_find(const struct pc_col_index *ix, const char *v)

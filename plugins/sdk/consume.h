@@ -87,7 +87,8 @@ struct pc_col_index {
 	size_t mask;                /* slots - 1 */
 	int *slot;                  /* row + 1; 0 free */
 };
-void pc_col_index_init(struct pc_col_index *ix, const PGresult *res, int col);
+/* 0, or -1 when out of memory (give the batch up) */
+int pc_col_index_init(struct pc_col_index *ix, const PGresult *res, int col);
 /* the first row whose column equals v (any case), or -1 */
 int pc_col_index_find(const struct pc_col_index *ix, const char *v);
 

@@ -61,7 +61,9 @@ static int grow(struct pc_jt *w, size_t n)
 
 static inline int room(struct pc_jt *w, size_t n)
 {
-	if (w->buf && w->len + n + 1 <= w->cap)
+	/* a writer that failed once takes nothing more: its text stays
+	 * unusable (take -> NULL) instead of losing bytes in its middle */
+	if (w->buf && !w->failed && w->len + n + 1 <= w->cap)
 		return 0;
 	return grow(w, n);
 }

@@ -780,6 +780,8 @@ static enum pin_consume_status run_apply(struct pc_batch_run *run)
 	pc_jt_init(&o, 1024);
 	pc_jt_arr(&rows);
 	pc_jt_arr(&rems);
+	if (!want || !got)
+		goto out;
 	memset(want, 0, run->n);
 	memset(got, 0, run->n);
 	if (!(rt = pc_api->db_exec_prepared("crmb_set_route", sql_route, 1,
@@ -788,8 +790,8 @@ static enum pin_consume_status run_apply(struct pc_batch_run *run)
 	if (!(lk = pc_api->db_exec_prepared("crmb_set_links", sql_links, 1,
 			(p[0] = run_ids(run, 0), p))) || !pc_res_ok(lk, PGRES_TUPLES_OK))
 		goto out;
-	pc_col_index_init(&deals, rt, 0);
-	pc_col_index_init(&links, lk, 0);
+	if (pc_col_index_init(&deals, rt, 0) < 0 || pc_col_index_init(&links, lk, 0) < 0)
+		goto out;
 	for (size_t i = 0; i < run->n; i++) {
 		struct set_item *x = set_item(run, i);
 		struct bctx *c = &x->c;
