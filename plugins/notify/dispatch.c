@@ -28,7 +28,7 @@
  * one duplicate per such crash, with the same Message-ID / idempotencyKey.
  *
  * Speed: each channel's libcurl handle is kept between messages, so its
- * connection is reused (ntf_curl_handle); a pass claims batch after batch
+ * connection is reused (send.h); a pass claims batch after batch
  * while they come back full, for at most PASS_MAX_US.
  *
  * Metrics: notifications_dispatch_total{channel,status} (status sent, retry,
@@ -44,8 +44,8 @@
 #include <curl/curl.h>
 
 #include "dispatch.h"
+#include "send.h"
 
-const struct pin_host_api *ntf_dapi;
 static const struct pin_host_api *api;
 
 #define DUE_AT "greatest(coalesce(n.not_before, '-infinity'::timestamptz)," \
@@ -317,7 +317,9 @@ int ntf_dispatch_register(const struct pin_host_api *a, struct pin_registrar *re
 	static const struct pin_job job = { "notification-dispatch", 1000, dispatch_job,
 		NULL, NULL };
 
-	api = ntf_dapi = a;
+	api = a;
+	ntf_smtp_init(a);
+	ntf_sms_init(a);
 	if (!PIN_API_HAS(a, outbox_put_to) || !PIN_API_HAS(reg, outbox)) {
 		snprintf(err, errlen, "notify: the host lacks ABI 1.1 (per-context outbox)");
 		return -1;
@@ -336,25 +338,9 @@ int ntf_dispatch_register(const struct pin_host_api *a, struct pin_registrar *re
 	return 0;
 }
 
-static CURL *handles[2];
-
-CURL *ntf_curl_handle(int channel)
-{
-	CURL **h = &handles[channel ? 1 : 0];
-
-	if (*h)
-		curl_easy_reset(*h);
-	else
-		*h = curl_easy_init();
-	return *h;
-}
-
 void ntf_dispatch_fini(void)
 {
-	for (size_t i = 0; i < sizeof handles / sizeof handles[0]; i++) {
-		if (handles[i])
-			curl_easy_cleanup(handles[i]);
-		handles[i] = NULL;
-	}
+	ntf_smtp_close();
+	ntf_sms_close();
 	curl_global_cleanup();
 }

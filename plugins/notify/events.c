@@ -428,11 +428,6 @@ static const char *deep_link(struct ctx *c)
  */
 
 /* the input rows of a statement, as JSON text (sdk/jtext) */
-static void jt_kv(struct pc_jt *w, const char *k, const char *v)
-{
-	PC_JT_KV(w, k, pc_jt_str(w, v));
-}
-
 static const char *jt_text(struct pc_jt *w)
 {
 	size_t len;
@@ -509,12 +504,12 @@ static int load_msgs(struct ctx **cs, size_t n)
 		if (!pending(c))
 			continue;
 		pc_jt_obj(&w);
-		jt_kv(&w, "e", guarded(c) ? c->event_id : NULL);
-		jt_kv(&w, "a", guarded(c) ? c->appointment_id : NULL);
-		jt_kv(&w, "s", c->start);
-		jt_kv(&w, "en", c->end);
-		jt_kv(&w, "d", c->deadline);
-		jt_kv(&w, "tz", c->tz);
+		pc_batch_row_str(&w, "e", guarded(c) ? c->event_id : NULL);
+		pc_batch_row_str(&w, "a", guarded(c) ? c->appointment_id : NULL);
+		pc_batch_row_str(&w, "s", c->start);
+		pc_batch_row_str(&w, "en", c->end);
+		pc_batch_row_str(&w, "d", c->deadline);
+		pc_batch_row_str(&w, "tz", c->tz);
 		pc_jt_end_obj(&w);
 		k++;
 	}
@@ -583,9 +578,9 @@ static int load_users(struct ctx **cs, size_t n, PGresult **out)
 			if (c->user[j] >= 0)
 				continue;
 			pc_jt_obj(&w);
-			jt_kv(&w, "u", u[j]);
-			jt_kv(&w, "k", c->kind);
-			jt_kv(&w, "now", c->now);
+			pc_batch_row_str(&w, "u", u[j]);
+			pc_batch_row_str(&w, "k", c->kind);
+			pc_batch_row_str(&w, "now", c->now);
 			pc_jt_end_obj(&w);
 			c->user[j] = k++;
 		}
@@ -664,8 +659,8 @@ static int load_templates(struct ctx **cs, size_t n, struct tpl_pairs *tp)
 	pc_jt_arr(&w);
 	for (int i = 0; i < tp->n; i++) {
 		pc_jt_obj(&w);
-		jt_kv(&w, "k", tp->kind[i]);
-		jt_kv(&w, "r", tp->role[i]);
+		pc_batch_row_str(&w, "k", tp->kind[i]);
+		pc_batch_row_str(&w, "r", tp->role[i]);
 		pc_jt_end_obj(&w);
 	}
 	pc_jt_end_arr(&w);
@@ -845,28 +840,28 @@ static void note_row(struct pc_jt *w, size_t m, const struct ctx *c,
 	pc_api->uuid_v7(id);
 	pc_jt_obj(w);
 	PC_JT_KV(w, "m", pc_jt_int(w, (int64_t)m));
-	jt_kv(w, "id", id);
-	jt_kv(w, "u", rc->user);
-	jt_kv(w, "tn", rc->tenant);
-	jt_kv(w, "k", c->kind);
-	jt_kv(w, "ch", channel);
-	jt_kv(w, "g", c->urgency);
-	jt_kv(w, "r", rc->role);
-	jt_kv(w, "ti", title);
-	jt_kv(w, "b", body);
-	jt_kv(w, "dl", link);
+	pc_batch_row_str(w, "id", id);
+	pc_batch_row_str(w, "u", rc->user);
+	pc_batch_row_str(w, "tn", rc->tenant);
+	pc_batch_row_str(w, "k", c->kind);
+	pc_batch_row_str(w, "ch", channel);
+	pc_batch_row_str(w, "g", c->urgency);
+	pc_batch_row_str(w, "r", rc->role);
+	pc_batch_row_str(w, "ti", title);
+	pc_batch_row_str(w, "b", body);
+	pc_batch_row_str(w, "dl", link);
 	pc_jt_key(w, "p");
 	if (payload)
 		pc_jt_raw(w, payload, strlen(payload));
 	else            /* out of memory: the rows' text is unusable, the group fails */
 		w->failed = 1;
-	jt_kv(w, "l", locale);
-	jt_kv(w, "nb", not_before);
-	jt_kv(w, "s", c->msg->message_id);
-	jt_kv(w, "e", c->msg->event_type ? c->msg->event_type : c->msg->topic);
-	jt_kv(w, "sj", c->subject_id);
-	jt_kv(w, "rm", c->reminder_id);
-	jt_kv(w, "c", c->now);
+	pc_batch_row_str(w, "l", locale);
+	pc_batch_row_str(w, "nb", not_before);
+	pc_batch_row_str(w, "s", c->msg->message_id);
+	pc_batch_row_str(w, "e", c->msg->event_type ? c->msg->event_type : c->msg->topic);
+	pc_batch_row_str(w, "sj", c->subject_id);
+	pc_batch_row_str(w, "rm", c->reminder_id);
+	pc_batch_row_str(w, "c", c->now);
 	pc_jt_end_obj(w);
 }
 

@@ -18,7 +18,20 @@
 #include <time.h>
 #include <curl/curl.h>
 
-#include "dispatch.h"
+#include "send.h"
+
+static const struct pin_host_api *api;
+static CURL *handle;       /* kept: its connection is reused */
+
+void ntf_smtp_init(const struct pin_host_api *a)
+{
+	api = a;
+}
+
+void ntf_smtp_close(void)
+{
+	ntf_curl_close(&handle);
+}
 
 static const char b64[] =
 	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -127,9 +140,9 @@ char *ntf_mime_build(const struct ntf_message *m, const char *from,
 
 int ntf_smtp_configured(void)
 {
-	const char *u = ntf_dapi->config_get("smtp_url", "");
+	const char *u = api->config_get("smtp_url", "");
 
-	return *u && *ntf_dapi->config_get("smtp_from", "");
+	return *u && *api->config_get("smtp_from", "");
 }
 
 /* An address we hand to MAIL RCPT: no controls, no angle brackets, one @
@@ -182,7 +195,7 @@ static size_t read_cb(char *dst, size_t size, size_t nitems, void *ud)
 
 void ntf_smtp_send(const struct ntf_message *m, struct ntf_send_result *res)
 {
-	const char *from = ntf_dapi->config_get("smtp_from", "");
+	const char *from = api->config_get("smtp_from", "");
 	const char *domain = strchr(from, '@') ? strchr(from, '@') + 1 : "pin.invalid";
 	char *msg = NULL, *pw = NULL, rcpt_s[400], from_s[400];
 	struct curl_slist *rcpt = NULL;
@@ -190,7 +203,7 @@ void ntf_smtp_send(const struct ntf_message *m, struct ntf_send_result *res)
 	CURL *c = NULL;
 	CURLcode rc;
 	long code = 0;
-	int require_tls = !strcmp(ntf_dapi->config_get("smtp_require_tls", "false"), "true");
+	int require_tls = !strcmp(api->config_get("smtp_require_tls", "false"), "true");
 
 	memset(res, 0, sizeof *res);
 	if (!address_ok(m->to)) {
@@ -198,8 +211,8 @@ void ntf_smtp_send(const struct ntf_message *m, struct ntf_send_result *res)
 		snprintf(res->error, sizeof res->error, "NTF_BAD_ADDRESS");
 		goto out;
 	}
-	msg = ntf_mime_build(m, from, domain, ntf_dapi->now_us() / 1000000);
-	c = ntf_curl_handle(0);
+	msg = ntf_mime_build(m, from, domain, api->now_us() / 1000000);
+	c = ntf_curl_reuse(&handle);
 	if (!msg || !c) {
 		res->outcome = NTF_RETRY;
 		snprintf(res->error, sizeof res->error, "NTF_SMTP_LOCAL: out of memory");
@@ -210,7 +223,7 @@ void ntf_smtp_send(const struct ntf_message *m, struct ntf_send_result *res)
 	rcpt = curl_slist_append(NULL, rcpt_s);
 	up.p = msg;
 	up.left = strlen(msg);
-	curl_easy_setopt(c, CURLOPT_URL, ntf_dapi->config_get("smtp_url", ""));
+	curl_easy_setopt(c, CURLOPT_URL, api->config_get("smtp_url", ""));
 	curl_easy_setopt(c, CURLOPT_MAIL_FROM, from_s);
 	curl_easy_setopt(c, CURLOPT_MAIL_RCPT, rcpt);
 	curl_easy_setopt(c, CURLOPT_READFUNCTION, read_cb);
@@ -221,12 +234,12 @@ void ntf_smtp_send(const struct ntf_message *m, struct ntf_send_result *res)
 			(long)CURLUSESSL_TRY);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-			(long)ntf_dapi->config_int("smtp_connect_timeout_ms", 5000));
+			(long)api->config_int("smtp_connect_timeout_ms", 5000));
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
-			(long)ntf_dapi->config_int("smtp_timeout_ms", 30000));
-	if (*ntf_dapi->config_get("smtp_user", "")) {
-		pw = read_secret(ntf_dapi->config_get("smtp_password_file", ""));
-		curl_easy_setopt(c, CURLOPT_USERNAME, ntf_dapi->config_get("smtp_user", ""));
+			(long)api->config_int("smtp_timeout_ms", 30000));
+	if (*api->config_get("smtp_user", "")) {
+		pw = read_secret(api->config_get("smtp_password_file", ""));
+		curl_easy_setopt(c, CURLOPT_USERNAME, api->config_get("smtp_user", ""));
 		curl_easy_setopt(c, CURLOPT_PASSWORD, pw ? pw : "");
 	}
 	rc = curl_easy_perform(c);
