@@ -311,6 +311,8 @@ START_TEST(drill_pg_restart)
 	int cap = n * 5, post = 0, i;
 	char **ok_ids = calloc((size_t)cap, sizeof(char *));
 	char **bad_titles = calloc((size_t)cap, sizeof(char *));
+	char **bad_keys = calloc((size_t)cap, sizeof(char *));
+	char **bad_bodies = calloc((size_t)cap, sizeof(char *));
 	long api = h_host_pid("api"), worker = h_host_pid("worker");
 	int64_t t0 = h_now_ms(), first503 = 0, last503 = 0;
 	char *other_first = NULL;
@@ -318,7 +320,7 @@ START_TEST(drill_pg_restart)
 	bool done = false;
 	int status = -1;
 
-	ck_assert(ok_ids && bad_titles);
+	ck_assert(ok_ids && bad_titles && bad_keys && bad_bodies);
 	ck_assert_msg(api > 0 && worker > 0, "hosts not running before the drill");
 	/* The test cluster runs with synchronous_commit=off (speed): an
 	 * immediate shutdown then loses commits that were acknowledged, as it
@@ -339,15 +341,19 @@ START_TEST(drill_pg_restart)
 	 * is part of the stream), at most 5 n */
 	for (i = 0; i < cap && (i < n || !done || post < 50); i++) {
 		char *title = h_sprintf("pg-%s-%d", run, i);
+		char *key = h_sprintf("Idempotency-Key: %s", h_uuid());
+		char *body = task_body(title, i);
 		struct h_resp *r;
 
 		if (i == n / 5 && !child)
 			child = pg_restart_async();
-		r = h_post(EV, tok, task_body(title, i));
+		r = h_request("POST", EV, tok, body, key);
 		if (r->status >= 200 && r->status < 300) {
 			n2xx++;
 			ok_ids[k2++] = h_strdup(h_jstr(r->json, "id"));
 		} else {
+			bad_keys[kn] = key;
+			bad_bodies[kn] = body;
 			bad_titles[kn++] = title;
 			if (r->status == 503) {
 				n503++;
@@ -398,17 +404,47 @@ START_TEST(drill_pg_restart)
 	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE topic = '"
 			T_CREATED "' AND key = ANY($1::text[])", pg_array(ok_ids, k2)), k2);
 	if (kn > 0) {
-		long long left = h_sql_int("SELECT count(*) FROM calendar.calendar_events"
+		/* A 503 is not "nothing happened" when the connection broke after
+		 * the COMMIT reached the WAL: the client cannot know, and retries
+		 * with its Idempotency-Key.  What must hold: a write that did land
+		 * landed whole (its outbox row with it), every retry answers 2xx,
+		 * and no title exists twice. */
+		char *titles = pg_array(bad_titles, kn);
+		long long landed = h_sql_int("SELECT count(*) FROM calendar.calendar_events"
 				" WHERE owner_user_id = $1::uuid AND title = ANY($2::text[])", sub,
-				pg_array(bad_titles, kn));
+				titles);
+		long long whole = h_sql_int("SELECT count(*) FROM calendar.calendar_events e"
+				" JOIN calendar.outbox o ON o.key = e.id::text AND o.topic = '"
+				T_CREATED "' WHERE e.owner_user_id = $1::uuid"
+				" AND e.title = ANY($2::text[])", sub, titles);
 
-		ck_assert_msg(left == 0, "%lld of %d rows answered non-2xx exist", left, kn);
+		ck_assert_msg(whole == landed, "%lld of %lld writes answered non-2xx "
+				"landed without their outbox row", landed - whole, landed);
+		for (int j = 0; j < kn; j++) {
+			struct h_resp *r = h_request("POST", EV, tok, bad_bodies[j],
+					bad_keys[j]);
+
+			ck_assert_msg(r->status == 201, "retry of %s with its "
+					"Idempotency-Key: %ld %s", bad_titles[j], r->status, r->body);
+			ok_ids[k2++] = h_strdup(h_jstr(r->json, "id"));
+			h_resp_free(r);
+		}
+		fprintf(stderr, "faults/pgrestart: %d non-2xx retried with their keys, "
+				"%lld had committed before the answer was lost\n", kn, landed);
+		ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events"
+				" WHERE owner_user_id = $1::uuid AND title = ANY($2::text[])", sub,
+				titles), kn);
+		ck_assert_int_eq(h_sql_int("SELECT count(DISTINCT title) FROM"
+				" calendar.calendar_events WHERE owner_user_id = $1::uuid"
+				" AND title = ANY($2::text[])", sub, titles), kn);
 	}
 	/* the worker host recovered too: the relay publishes the new rows */
 	ck_assert_msg(H_WAIT_UNTIL(unpublished(pg_array(ok_ids, k2)) == 0, 60000),
 			"the relay did not recover after the restart");
 	free(ok_ids);
 	free(bad_titles);
+	free(bad_keys);
+	free(bad_bodies);
 }
 END_TEST
 
