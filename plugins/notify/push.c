@@ -179,7 +179,7 @@ static int publish(void *ud)
 	if (ndone) {
 		const char *q[2] = { id_array(done, ndone), p[0] };
 
-		up = pc_api->db_exec_prepared("ntf_push_done",
+		up = pc_api->db_exec(           /* planned now, as the take */
 			"UPDATE notifications.notifications SET published_at = $2::timestamptz, "
 			"publish_next_at = NULL WHERE id = ANY($1::uuid[])", 2, q);
 		if (!up || PQresultStatus(up) != PGRES_COMMAND_OK) {
