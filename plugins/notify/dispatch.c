@@ -6,8 +6,8 @@
  *   1. claim: one statement (its own transaction) takes up to
  *      notify.dispatch_batch due rows -- Pending, Email/Sms (a channel
  *      whose sender is not configured is left alone), not_before and
- *      next_attempt_at null or past, no live lease -- with FOR UPDATE SKIP
- *      LOCKED, and sets lease_until = now + dispatch_lease_s and lease_owner
+ *      next_attempt_at null or past, no live lease; the longest due first
+ *      (DUE_AT) -- with FOR UPDATE SKIP LOCKED, and sets lease_until = now + dispatch_lease_s and lease_owner
  *      = this pass.  Two worker hosts never claim one row; a host killed
  *      mid-send releases its rows when the lease ends.
  *   2. send each row OUTSIDE any transaction (smtp.c, sms.c).  The address
@@ -48,16 +48,26 @@
 
 static const struct pin_host_api *api;
 
-#define DUE_AT "greatest(coalesce(n.not_before, '-infinity'::timestamptz)," \
-	" coalesce(n.next_attempt_at, '-infinity'::timestamptz)," \
-	" coalesce(n.lease_until, '-infinity'::timestamptz))"
+/* The instant a row is due since: its creation, a quiet-hours not_before, a
+ * retry's next_attempt_at or the end of a lapsed lease, whichever is last
+ * (greatest ignores NULLs).  Indexed with id over the Pending e-mail/SMS rows
+ * (sql/notifications/0040_dispatch_due_index.sql, the same expression and
+ * predicate): the claim reads the oldest due entries, the lag the first.
+ * DUE_PLAN: both are planned at each execution (db_exec, not prepared): a
+ * connection's generic plan made while the table held few rows is a
+ * sequential scan that stays until the next ANALYZE, exactly when a burst
+ * fills the table (README "Consumers (session 7)"). */
+#define DUE_AT "greatest(n.created_at, n.not_before, n.next_attempt_at, n.lease_until)"
+/* the due rows of the channels in parameter $chans (the index's predicate
+ * spelt out: a parameter does not prove it) */
+#define DUE_ROWS(chans) "n.status = 'Pending' AND n.channel <> 'InApp'" \
+	" AND n.channel = ANY ($" chans "::text[]) AND " DUE_AT " <= $1::timestamptz"
 
 static const char CLAIM_SQL[] =
 	"UPDATE notifications.notifications AS n"
 	"   SET lease_until = $2::timestamptz, lease_owner = $3::uuid"
 	"  FROM (SELECT n.id FROM notifications.notifications AS n"
-	"         WHERE n.status = 'Pending' AND n.channel = ANY ($4::text[])"
-	"           AND " DUE_AT " <= $1::timestamptz"
+	"         WHERE " DUE_ROWS("4")
 	"         ORDER BY " DUE_AT ", n.id LIMIT $5::int"
 	"         FOR UPDATE SKIP LOCKED) AS d"
 	" WHERE n.id = d.id"
@@ -70,11 +80,9 @@ static const char CLAIM_SQL[] =
 enum { C_ID, C_CHANNEL, C_KIND, C_TITLE, C_BODY, C_ATTEMPTS, C_TO, C_AGE, C_USER };
 
 static const char LAG_SQL[] =
-	"SELECT coalesce(extract(epoch FROM $1::timestamptz"
-	"  - min(greatest(n.created_at, " DUE_AT "))), 0)"
+	"SELECT coalesce(extract(epoch FROM $1::timestamptz - min(" DUE_AT ")), 0)"
 	"  FROM notifications.notifications AS n"
-	" WHERE n.status = 'Pending' AND n.channel = ANY ($2::text[])"
-	"   AND " DUE_AT " <= $1::timestamptz";
+	" WHERE " DUE_ROWS("2");
 
 /* the outcome, written only while our lease holds */
 static const char RECORD_SQL[] =
@@ -260,7 +268,7 @@ static void dispatch_row(PGresult *res, int i, const char *owner)
 static void update_lag(const char *chans, const char *now)
 {
 	const char *p[2] = { now, chans };
-	PGresult *res = api->db_exec_prepared("ntf_dispatch_lag", LAG_SQL, 2, p);
+	PGresult *res = api->db_exec(LAG_SQL, 2, p);     /* planned now: DUE_PLAN */
 
 	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
 		api->metric_set("notifications_dispatch_lag_seconds", NULL,
@@ -281,8 +289,8 @@ static int dispatch_job(void *ud)
 	(void)ud;
 	if (!chans)
 		return 0;
-	/* the age of the oldest due row, once per pass (a scan of the Pending
-	 * rows: README "Benchmark", Left) */
+	/* the age of the oldest due row, once per pass (the first entry of
+	 * ix_notifications_due) */
 	api->fmt_time(t, now, sizeof now);
 	update_lag(chans, now);
 	do {
@@ -296,7 +304,7 @@ static int dispatch_job(void *ud)
 		p[2] = owner;
 		p[3] = chans;
 		p[4] = lim;
-		res = api->db_exec_prepared("ntf_dispatch_claim", CLAIM_SQL, 5, p);
+		res = api->db_exec(CLAIM_SQL, 5, p);             /* DUE_PLAN */
 		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
 			return total ? total : PIN_ERR_DB;
 		n = PQntuples(res);

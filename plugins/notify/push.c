@@ -98,7 +98,11 @@ static int publish(void *ud)
 	p[1] = lim;
 	if (pc_api->db_begin() < 0)
 		return PIN_ERR_DB;
-	res = pc_api->db_exec_prepared("ntf_push_take",
+	/* take and lag are planned at each execution (not prepared): a generic
+	 * plan made while the table held no unpublished row is a sequential scan
+	 * that stays until the next ANALYZE, exactly during a burst (README
+	 * "Consumers (session 7)") */
+	res = pc_api->db_exec(
 		"SELECT id, recipient_user_id, kind, title, body, deep_link, "
 		"  (extract(epoch FROM created_at) * 1000000)::bigint, publish_attempts, "
 		"  created_at < $1::timestamptz - make_interval(secs => $3::int) "
@@ -175,7 +179,7 @@ static int publish(void *ud)
 	if (ndone) {
 		const char *q[2] = { id_array(done, ndone), p[0] };
 
-		up = pc_api->db_exec_prepared("ntf_push_done",
+		up = pc_api->db_exec(           /* planned now, as the take */
 			"UPDATE notifications.notifications SET published_at = $2::timestamptz, "
 			"publish_next_at = NULL WHERE id = ANY($1::uuid[])", 2, q);
 		if (!up || PQresultStatus(up) != PGRES_COMMAND_OK) {
@@ -190,7 +194,7 @@ commit:
 	}
 	if (pushed)
 		pc_api->metric_add("notifications_inapp_published_total", NULL, pushed);
-	res = pc_api->db_exec_prepared("ntf_push_lag",
+	res = pc_api->db_exec(
 		"SELECT coalesce(extract(epoch FROM $1::timestamptz - min(created_at)), 0) "
 		"FROM notifications.notifications "
 		"WHERE channel = 'InApp' AND published_at IS NULL", 1, p);

@@ -784,11 +784,16 @@ static enum pin_consume_status run_apply(struct pc_batch_run *run)
 		goto out;
 	memset(want, 0, run->n);
 	memset(got, 0, run->n);
-	if (!(rt = pc_api->db_exec_prepared("crmb_set_route", sql_route, 1,
-			(p[0] = run_ids(run, 1), p))) || !pc_res_ok(rt, PGRES_TUPLES_OK))
+	/* planned at each execution (not prepared): a connection's generic plan
+	 * made while the table was small is a sequential scan comparing every
+	 * row with every id of the array, and it stays until the next ANALYZE
+	 * -- 200 ms per run of 500 once a burst has put 20k links in
+	 * (README "Consumers (session 7)") */
+	if (!(rt = pc_api->db_exec(sql_route, 1, (p[0] = run_ids(run, 1), p))) ||
+			!pc_res_ok(rt, PGRES_TUPLES_OK))
 		goto out;
-	if (!(lk = pc_api->db_exec_prepared("crmb_set_links", sql_links, 1,
-			(p[0] = run_ids(run, 0), p))) || !pc_res_ok(lk, PGRES_TUPLES_OK))
+	if (!(lk = pc_api->db_exec(sql_links, 1, (p[0] = run_ids(run, 0), p))) ||
+			!pc_res_ok(lk, PGRES_TUPLES_OK))
 		goto out;
 	if (pc_col_index_init(&deals, rt, 0) < 0 || pc_col_index_init(&links, lk, 0) < 0)
 		goto out;
