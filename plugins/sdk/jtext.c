@@ -374,19 +374,25 @@ void pc_jt_col_bool(struct pc_jt *w, const PGresult *res, int row, int col)
 		pc_jt_bool(w, strcmp(v, "t") == 0);
 }
 
-/* A binary one-dimensional int4[] (array_send: ndim, has-nulls flag,
- * element type, then per dimension its length and lower bound, then each
- * element as a length and its bytes; -1 for NULL) as a JSON array: the
- * values the text path keeps (at most 64, NULL elements skipped). */
+/* A binary int4[] (array_send: ndim, has-nulls flag, element type, then
+ * per dimension its length and lower bound, then each element as a length
+ * and its bytes; -1 for NULL) as a JSON array: the values the text path
+ * keeps (every element in storage order, at most 64, NULLs skipped). */
 static void bin_int_array(struct pc_jt *w, const char *v, int len)
 {
 	const char *end = v + len;
-	int64_t ndim, n = 0, elen;
+	int64_t ndim = len >= 12 ? pc_bin_int(v, 4) : 0, n = 1, elen;
 
 	pc_jt_arr(w);
-	if (len >= 12 && (ndim = pc_bin_int(v, 4)) == 1 && len >= 20) {
-		n = pc_bin_int(v + 12, 4);
-		v += 20;
+	if (ndim > 0 && ndim <= 6 && len >= 12 + 8 * ndim) {
+		for (int64_t d = 0; d < ndim; d++) {
+			int64_t dim = pc_bin_int(v + 12 + 8 * d, 4);
+
+			n = dim <= 0 ? 0 : n * dim;
+			if (n > 65536)
+				n = 65536;      /* only 64 are written */
+		}
+		v += 12 + 8 * ndim;
 		for (int64_t i = 0, k = 0; i < n && k < 64 && v + 4 <= end; i++) {
 			elen = pc_bin_int(v, 4);
 			v += 4;

@@ -495,6 +495,35 @@ START_TEST(jt_binary_bool)
 }
 END_TEST
 
+/* a binary two-dimensional int4[] and one with a NULL element: every value
+ * in storage order, NULLs skipped, as the text path reads "{{1,2},{3,4}}" */
+START_TEST(jt_binary_int_array_dims)
+{
+	static const int a2[] = { 2, 0, PC_INT4OID, 2, 1, 2, 1,
+		4, 1, 4, 2, 4, 3, 4, -4 };
+	static const int an[] = { 1, 1, PC_INT4OID, 3, 1, 4, 7, -1, 4, 9 };
+	const char *txt[] = { "{{1,2},{3,-4}}", "{7,NULL,9}" };
+	const int *bins[] = { a2, an };
+	const int lens[] = { (int)(sizeof(a2) / sizeof(a2[0])), (int)(sizeof(an) / sizeof(an[0])) };
+
+	for (int k = 0; k < 2; k++) {
+		unsigned char raw[128];
+		unsigned ty[1] = { PC_INT4ARRAYOID };
+		PGresult *bin = fake_bin(1, ty, (const char *const[]){ "{}" }, 1);
+		struct pc_jt w;
+
+		for (int i = 0; i < lens[k]; i++)
+			for (int b = 0; b < 4; b++)
+				raw[4 * i + b] = (unsigned char)((unsigned)bins[k][i] >> (24 - 8 * b));
+		ck_assert_int_eq(PQsetvalue(bin, 0, 0, (char *)raw, 4 * lens[k]), 1);
+		pc_jt_init(&w, 16);
+		pc_jt_col_int_array(&w, bin, 0, 0);
+		same(pc_json_int_array(txt[k]), &w);
+		PQclear(bin);
+	}
+}
+END_TEST
+
 START_TEST(jt_int_array_as_pc_json_int_array)
 {
 	const char *vals[] = { "{1440,60}", "{}", NULL, "{-5,3}", "{0}" };
@@ -524,6 +553,7 @@ Suite *make_jtext_suite(void)
 	tcase_add_test(tc, jt_int_array_as_pc_json_int_array);
 	tcase_add_test(tc, jt_binary_as_text);
 	tcase_add_test(tc, jt_binary_bool);
+	tcase_add_test(tc, jt_binary_int_array_dims);
 	suite_add_tcase(s, tc);
 	return s;
 }
