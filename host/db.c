@@ -254,8 +254,9 @@ PGresult *pin_db_exec(const char *sql, int n, const char *const *vals)
 	return res;
 }
 
-PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
-		const char *const *vals)
+/* fmt: the result format, 0 text, 1 binary (the parameters are text) */
+static PGresult *exec_prepared(const char *name, const char *sql, int n,
+		const char *const *vals, int fmt)
 {
 	PGconn *c = pin_db_conn();
 	PGresult *res;
@@ -286,9 +287,9 @@ PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
 		PQclear(res);
 		T->prep[T->nprep++] = strdup(name);
 	}
-	res = PQexecPrepared(c, name, n, vals, NULL, NULL, 0);
+	res = PQexecPrepared(c, name, n, vals, NULL, NULL, fmt);
 	if (PQresultStatus(res) == PGRES_FATAL_ERROR && retry_after_reconnect(&res)) {
-		res = pin_db_exec_prepared(name, sql, n, vals);   /* cache is empty now */
+		res = exec_prepared(name, sql, n, vals, fmt);   /* cache is empty now */
 		retried = false;
 		return res;
 	}
@@ -296,6 +297,18 @@ PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
 	check_result(res, name);
 	pin_arena_track_result(res);
 	return res;
+}
+
+PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
+		const char *const *vals)
+{
+	return exec_prepared(name, sql, n, vals, 0);
+}
+
+PGresult *pin_db_exec_prepared_bin(const char *name, const char *sql, int n,
+		const char *const *vals)
+{
+	return exec_prepared(name, sql, n, vals, 1);
 }
 
 static int simple(const char *sql, const char *expect_status)

@@ -82,6 +82,9 @@ void pin_db_pool_close(void);
 PGresult *pin_db_exec(const char *sql, int n, const char *const *vals);
 PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
 		const char *const *vals);
+/* the same with the result in binary format (ABI 1.5) */
+PGresult *pin_db_exec_prepared_bin(const char *name, const char *sql, int n,
+		const char *const *vals);
 int pin_db_begin(void);
 int pin_db_commit(void);
 void pin_db_rollback(void);

@@ -84,9 +84,9 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 	params[9] = scope->with_owner ? "true" : "false";
 	params[10] = pc_api->sprintf("%lld", limit + 1);
 	if (scope->owner_user_id)
-		res = pc_api->db_exec_prepared("cal_events_list_owner", list_owner_sql, 11, params);
+		res = pc_exec_prepared_bin("cal_events_list_owner", list_owner_sql, 11, params);
 	else
-		res = pc_api->db_exec_prepared("cal_events_list_tenant", list_tenant_sql, 11, params);
+		res = pc_exec_prepared_bin("cal_events_list_tenant", list_tenant_sql, 11, params);
 	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	n = PQntuples(res);

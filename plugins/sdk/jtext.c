@@ -1,10 +1,12 @@
 /* jtext.c -- JSON text writer for hot list responses (sdk/jtext.h). */
 #include "config.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <json-c/printbuf.h>
 #include "sdk/jtext.h"
 #include "sdk/instant.h"
+#include "sdk/pg.h"
 
 /* 0: the byte goes out as it is; else the character after '\' ('u': \u00xx) */
 static const char esc[256] = {
@@ -293,12 +295,57 @@ static int64_t dec(const char *s)
 	return neg ? (int64_t)(0 - v) : (int64_t)v;
 }
 
+/* Column writers take text results and binary ones (pc_col_is_bin; ABI 1.5
+ * db_exec_prepared_bin) alike and write the same bytes for both: a binary
+ * uuid as its canonical text, binary integers and booleans as their text
+ * would read; text and varchar are the same bytes in either format.
+ * tests/unit/test_jtext.c compares the two. */
 void pc_jt_col(struct pc_jt *w, const PGresult *res, int row, int col)
 {
-	if (PQgetisnull(res, row, col))
+	const char *v;
+	char t[40];
+
+	if (PQgetisnull(res, row, col)) {
 		pc_jt_null(w);
-	else
-		pc_jt_str(w, PQgetvalue(res, row, col));
+		return;
+	}
+	v = PQgetvalue(res, row, col);
+	if (pc_col_is_bin(res, col)) {
+		switch (PQftype(res, col)) {
+		case PC_UUIDOID:
+			/* hex and dashes: nothing to escape */
+			pc_bin_uuid(v, t + 1);
+			t[0] = '"';
+			t[37] = '"';
+			sep(w);
+			put(w, t, 38);
+			w->comma = 1;
+			return;
+		case PC_INT2OID:
+		case PC_INT4OID:
+		case PC_INT8OID:
+			snprintf(t, sizeof t, "%lld",
+				(long long)pc_bin_int(v, PQgetlength(res, row, col)));
+			v = t;
+			break;
+		case PC_BOOLOID:
+			v = *v ? "t" : "f";
+			break;
+		default:
+			break;
+		}
+	}
+	pc_jt_str(w, v);
+}
+
+/* an int2 / int4 / int8 column's value, text or binary */
+static int64_t col_int(const PGresult *res, int row, int col)
+{
+	const char *v = PQgetvalue(res, row, col);
+
+	if (pc_col_is_bin(res, col))
+		return pc_bin_int(v, PQgetlength(res, row, col));
+	return dec(v);
 }
 
 void pc_jt_col_int(struct pc_jt *w, const PGresult *res, int row, int col)
@@ -306,7 +353,7 @@ void pc_jt_col_int(struct pc_jt *w, const PGresult *res, int row, int col)
 	if (PQgetisnull(res, row, col))
 		pc_jt_null(w);
 	else
-		pc_jt_int(w, dec(PQgetvalue(res, row, col)));
+		pc_jt_int(w, col_int(res, row, col));
 }
 
 void pc_jt_col_time(struct pc_jt *w, const PGresult *res, int row, int col)
@@ -314,12 +361,51 @@ void pc_jt_col_time(struct pc_jt *w, const PGresult *res, int row, int col)
 	if (PQgetisnull(res, row, col))
 		pc_jt_null(w);
 	else
-		pc_jt_time(w, dec(PQgetvalue(res, row, col)));
+		pc_jt_time(w, col_int(res, row, col));
 }
 
 void pc_jt_col_bool(struct pc_jt *w, const PGresult *res, int row, int col)
 {
-	pc_jt_bool(w, strcmp(PQgetvalue(res, row, col), "t") == 0);
+	const char *v = PQgetvalue(res, row, col);
+
+	if (pc_col_is_bin(res, col))
+		pc_jt_bool(w, !PQgetisnull(res, row, col) && *v != 0);
+	else
+		pc_jt_bool(w, strcmp(v, "t") == 0);
+}
+
+/* A binary int4[] (array_send: ndim, has-nulls flag, element type, then
+ * per dimension its length and lower bound, then each element as a length
+ * and its bytes; -1 for NULL) as a JSON array: the values the text path
+ * keeps (every element in storage order, at most 64, NULLs skipped). */
+static void bin_int_array(struct pc_jt *w, const char *v, int len)
+{
+	const char *end = v + len;
+	int64_t ndim = len >= 12 ? pc_bin_int(v, 4) : 0, n = 1, elen;
+
+	pc_jt_arr(w);
+	if (ndim > 0 && ndim <= 6 && len >= 12 + 8 * ndim) {
+		for (int64_t d = 0; d < ndim; d++) {
+			int64_t dim = pc_bin_int(v + 12 + 8 * d, 4);
+
+			n = dim <= 0 ? 0 : n * dim;
+			if (n > 65536)
+				n = 65536;      /* only 64 are written */
+		}
+		v += 12 + 8 * ndim;
+		for (int64_t i = 0, k = 0; i < n && k < 64 && v + 4 <= end; i++) {
+			elen = pc_bin_int(v, 4);
+			v += 4;
+			if (elen < 0)
+				continue;
+			if (elen != 4 || v + 4 > end)
+				break;
+			pc_jt_int(w, (int)pc_bin_int(v, 4));
+			v += 4;
+			k++;
+		}
+	}
+	pc_jt_end_arr(w);
 }
 
 void pc_jt_col_int_array(struct pc_jt *w, const PGresult *res, int row, int col)
@@ -328,6 +414,10 @@ void pc_jt_col_int_array(struct pc_jt *w, const PGresult *res, int row, int col)
 	char *end;
 	int n = 0;
 
+	if (pg && pc_col_is_bin(res, col)) {
+		bin_int_array(w, pg, PQgetlength(res, row, col));
+		return;
+	}
 	pc_jt_arr(w);
 	/* as pc_pg_int_parse: at most 64 values, anything else skipped */
 	while (pg && *pg && n < 64) {

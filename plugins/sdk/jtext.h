@@ -61,14 +61,16 @@ void pc_jt_time(struct pc_jt *w, int64_t us);
 /* Already valid JSON text (a value), copied as it is. */
 void pc_jt_raw(struct pc_jt *w, const char *json, size_t len);
 
-/* Column values of a libpq text result, NULL -> null (as pc_json_col,
- * pc_json_col_int, pc_json_col_time, pc_json_col_bool of sdk/pg.h). */
+/* Column values of a libpq result, NULL -> null (as pc_json_col,
+ * pc_json_col_int, pc_json_col_time, pc_json_col_bool of sdk/pg.h).  Text
+ * or binary results (ABI 1.5 db_exec_prepared_bin) give the same bytes:
+ * uuid, text, varchar, int2/4/8, bool (and int4[] below) columns. */
 void pc_jt_col(struct pc_jt *w, const PGresult *res, int row, int col);
 void pc_jt_col_int(struct pc_jt *w, const PGresult *res, int row, int col);
 void pc_jt_col_time(struct pc_jt *w, const PGresult *res, int row, int col);
 void pc_jt_col_bool(struct pc_jt *w, const PGresult *res, int row, int col);
-/* A PostgreSQL int[] text ("{1440,60}", NULL = []) as a JSON array, as
- * pc_json_int_array. */
+/* A PostgreSQL int[] ("{1440,60}", or a binary one-dimensional int4[];
+ * NULL = []) as a JSON array, as pc_json_int_array. */
 void pc_jt_col_int_array(struct pc_jt *w, const PGresult *res, int row, int col);
 
 /* "key": value shorthands */

@@ -91,7 +91,7 @@ char *pc_next_cursor(const PGresult *res, long long limit, int start_col, int id
 
 	if (PQntuples(res) <= limit)
 		return NULL;
-	return pc_cursor_make(pc_col_us(res, last, start_col), PQgetvalue(res, last, id_col));
+	return pc_cursor_make(pc_col_us(res, last, start_col), pc_col_text(res, last, id_col));
 }
 
 json_object *pc_page_json(const PGresult *res, long long limit, int start_col,

@@ -86,7 +86,65 @@ int64_t pc_col_us(const PGresult *res, int row, int col)
 {
 	if (PQgetisnull(res, row, col))
 		return -1;
+	if (pc_col_is_bin(res, col))
+		return pc_bin_int(PQgetvalue(res, row, col), PQgetlength(res, row, col));
 	return strtoll(PQgetvalue(res, row, col), NULL, 10);
+}
+
+int pc_col_is_bin(const PGresult *res, int col)
+{
+	return PQfformat(res, col) == 1;
+}
+
+PGresult *pc_exec_prepared_bin(const char *name, const char *sql, int n,
+		const char *const *params)
+{
+	if (PIN_API_HAS(pc_api, db_exec_prepared_bin))
+		return pc_api->db_exec_prepared_bin(name, sql, n, params);
+	return pc_api->db_exec_prepared(name, sql, n, params);
+}
+
+int64_t pc_bin_int(const char *v, int len)
+{
+	const unsigned char *p = (const unsigned char *)v;
+	uint64_t u = 0;
+
+	for (int i = 0; i < len; i++)
+		u = u << 8 | p[i];
+	if (len == 2)
+		return (int16_t)u;
+	if (len == 4)
+		return (int32_t)u;
+	return (int64_t)u;
+}
+
+void pc_bin_uuid(const char *v, char out[37])
+{
+	static const char hx[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)v;
+	char *o = out;
+
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*o++ = '-';
+		*o++ = hx[p[i] >> 4];
+		*o++ = hx[p[i] & 15];
+	}
+	*o = '\0';
+}
+
+const char *pc_col_text(const PGresult *res, int row, int col)
+{
+	char *t;
+
+	if (PQgetisnull(res, row, col))
+		return NULL;
+	if (!pc_col_is_bin(res, col) || PQftype(res, col) != PC_UUIDOID)
+		return PQgetvalue(res, row, col);
+	t = pc_api->alloc(37);
+	if (t)
+		pc_bin_uuid(PQgetvalue(res, row, col), t);
+	return t;
 }
 
 void pc_json_str(json_object *o, const char *key, const char *v)

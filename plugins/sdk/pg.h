@@ -20,9 +20,34 @@ const char *pc_sqlstate_first(void);
 int pc_sqlstate_is_concurrency(const char *sqlstate);
 /* The text of a column, NULL for SQL NULL.  Borrowed from res. */
 const char *pc_col(const PGresult *res, int row, int col);
-/* SQL text of a bigint column (epoch microseconds) -> us; -1 on NULL.
- * Select instants as  calendar.us(col)  (a function of migration 0100). */
+/* A bigint column (epoch microseconds) -> us; -1 on NULL.  Text or binary
+ * results.  Select instants as  calendar.us(col)  (a function of migration
+ * 0100). */
 int64_t pc_col_us(const PGresult *res, int row, int col);
+
+/* type oids of binary columns (pg_type.dat) */
+#define PC_BOOLOID 16
+#define PC_INT8OID 20
+#define PC_INT2OID 21
+#define PC_INT4OID 23
+#define PC_UUIDOID 2950
+#define PC_INT4ARRAYOID 1007
+
+/* Binary results (api->db_exec_prepared_bin, ABI 1.5; README "Read paths
+ * (session 7)"): PostgreSQL's binary values instead of their text.  Column
+ * col of res is in binary format. */
+int pc_col_is_bin(const PGresult *res, int col);
+/* api->db_exec_prepared_bin, or db_exec_prepared (text) on a host table
+ * without it: the readers above and sdk/jtext's column writers take both. */
+PGresult *pc_exec_prepared_bin(const char *name, const char *sql, int n,
+		const char *const *params);
+/* A binary int2 / int4 / int8 value (network order, len 2, 4 or 8 bytes). */
+int64_t pc_bin_int(const char *v, int len);
+/* A binary uuid value (16 bytes) as its canonical text into out[37]. */
+void pc_bin_uuid(const char *v, char out[37]);
+/* The text of a uuid or text column, NULL for SQL NULL; a binary uuid is
+ * formatted into the arena, other values are borrowed from res. */
+const char *pc_col_text(const PGresult *res, int row, int col);
 
 /* Adds key -> string or JSON null. */
 void pc_json_str(json_object *o, const char *key, const char *v);

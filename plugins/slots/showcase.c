@@ -34,7 +34,10 @@ static const char *const slot_kinds[] = { "Showing", "Consultation", NULL };
 	"ORDER BY s.start_at, s.id LIMIT $9::int"
 
 /* One slot of the page as JSON text (sdk/jtext.h): the bytes the json-c
- * tree of the first version printed (tests/integration pin them). */
+ * tree of the first version printed (tests/integration pin them).  The
+ * result is binary (pc_exec_prepared_bin: the backend skips uuid_out and
+ * int8out, the writer copies no escaped uuid text); the column writers read
+ * either format. */
 static void public_slot_jt(struct pc_jt *w, const PGresult *res, int row)
 {
 	pc_jt_obj(w);
@@ -139,13 +142,13 @@ int slot_h_showcase(struct pin_req *r, void *ud)
 	p[7] = cur_id[0] ? cur_id : "00000000-0000-0000-0000-000000000000";
 	p[8] = lim;
 	if (agent)
-		res = pc_api->db_exec_prepared("slots_showcase_owner",
+		res = pc_exec_prepared_bin("slots_showcase_owner",
 			SHOWCASE_SQL("s.owner_user_id = $1::uuid"), 9, p);
 	else if (project)
-		res = pc_api->db_exec_prepared("slots_showcase_project",
+		res = pc_exec_prepared_bin("slots_showcase_project",
 			SHOWCASE_SQL("s.project_id = $2::uuid"), 9, p);
 	else
-		res = pc_api->db_exec_prepared("slots_showcase_property",
+		res = pc_exec_prepared_bin("slots_showcase_property",
 			SHOWCASE_SQL("s.property_object_id = $3::uuid"), 9, p);
 	if (!pc_res_ok(res, PGRES_TUPLES_OK)) {
 		rc = PIN_ERR_DB;

@@ -2,6 +2,7 @@
  * print exactly what json-c prints for the same tree (the host's
  * respond_json flags), and its instant formatter exactly what pc_time_fmt
  * prints; pc_event_jt exactly what pc_event_json prints. */
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +249,281 @@ START_TEST(jt_event_as_pc_event_json)
 }
 END_TEST
 
+/* ---- binary results (ABI 1.5 db_exec_prepared_bin) ---- */
+
+/* v as PostgreSQL's binary value of type typid (the text form in): uuid 16
+ * bytes, int2/4/8 and bool in network order, int4[] as array_send writes
+ * it, anything else its bytes.  Returns the length; out >= 512 bytes. */
+static int to_bin(unsigned typid, const char *in, char *out)
+{
+	unsigned char *o = (unsigned char *)out;
+	long long v;
+	int n = 0, k = 0;
+
+	switch (typid) {
+	case PC_UUIDOID:
+		for (const char *p = in; *p && n < 16; p++) {
+			if (*p == '-')
+				continue;
+			unsigned h = (unsigned)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+			o[n] = (unsigned char)(k ? o[n] | h : h << 4);
+			n += k;
+			k = !k;
+		}
+		return 16;
+	case PC_INT2OID:
+	case PC_INT4OID:
+	case PC_INT8OID:
+		n = typid == PC_INT2OID ? 2 : typid == PC_INT4OID ? 4 : 8;
+		v = strtoll(in, NULL, 10);
+		for (int i = n - 1; i >= 0; i--, v >>= 8)
+			o[i] = (unsigned char)(v & 0xff);
+		return n;
+	case PC_BOOLOID:
+		o[0] = *in == 't';
+		return 1;
+	case PC_INT4ARRAYOID: {
+		int vals[64], cnt = (int)pc_pg_int_parse(in, vals, 64);
+		unsigned char *p = o;
+		/* ndim, has-nulls, element oid; then length and lower bound */
+		int head[5] = { cnt ? 1 : 0, 0, PC_INT4OID, cnt, 1 };
+
+		for (int i = 0; i < (cnt ? 5 : 3); i++, p += 4)
+			for (int b = 0; b < 4; b++)
+				p[b] = (unsigned char)((unsigned)head[i] >> (24 - 8 * b));
+		for (int i = 0; i < cnt; i++) {
+			unsigned u[2] = { 4, (unsigned)vals[i] };
+
+			for (int j = 0; j < 2; j++, p += 4)
+				for (int b = 0; b < 4; b++)
+					p[b] = (unsigned char)(u[j] >> (24 - 8 * b));
+		}
+		return (int)(p - o);
+	}
+	default:
+		n = (int)strlen(in);
+		memcpy(out, in, (size_t)n);
+		return n;
+	}
+}
+
+/* the same rows as fake(), typed, in binary format (PQfformat 1) */
+static PGresult *fake_bin(int ncols, const unsigned *types, const char *const *vals,
+		int nrows)
+{
+	PGresult *res = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+	PGresAttDesc *att = calloc((size_t)ncols, sizeof(*att));
+	char name[16], v[512];
+
+	for (int c = 0; c < ncols; c++) {
+		snprintf(name, sizeof(name), "c%d", c);
+		att[c].name = strdup(name);
+		att[c].typid = types[c];
+		att[c].typlen = -1;
+		att[c].atttypmod = -1;
+		att[c].format = 1;
+	}
+	ck_assert_int_eq(PQsetResultAttrs(res, ncols, att), 1);
+	for (int c = 0; c < ncols; c++)
+		free(att[c].name);
+	free(att);
+	for (int r = 0; r < nrows; r++)
+		for (int c = 0; c < ncols; c++) {
+			const char *t = vals[r * ncols + c];
+			int len = t ? to_bin(types[c], t, v) : -1;
+
+			ck_assert_int_eq(PQsetvalue(res, r, c, t ? v : NULL, len), 1);
+		}
+	return res;
+}
+
+static const char *const bin_rows[2][PC_EC__N] = {
+	{ "b0000000-0000-4000-8009-000000000001", "b0000000-0000-4000-8000-00000000000a",
+	  "ffffffff-0000-4000-8000-0123456789ab", "Task", "Manual", "Planned", "High",
+	  "q\"uo\\te / sl\b\f\n\r\t \x01\x1f \x7f \xc3\xa9", "d\xe2\x80\xa8x", NULL,
+	  "1764478800123456", NULL, "UTC", NULL, NULL,
+	  "b0000000-0000-4000-8009-0000000000ff", NULL, NULL, NULL, NULL, "{}", NULL,
+	  NULL, NULL, NULL, "1764565847409390", "1764565847909390", "1", "x" },
+	{ "00000000-0000-0000-0000-000000000000", "b0000000-0000-4000-8000-00000000000b",
+	  "c0000000-0000-4000-8000-000000000003", "Meeting", "Manual",
+	  "Cancelled", "Normal", "second", NULL, "loc", "1764478800000001",
+	  "1764486000000000", "Europe/Moscow", "a0000000-0000-4000-8000-000000000001",
+	  "t", "d", "a4000000-0000-4000-8000-0000000000ff", "a1000000-0000-4000-8000-000000000001",
+	  "a2000000-0000-4000-8000-000000000001", "a3000000-0000-4000-8000-000000000001",
+	  "{5,10,-3,1440,-2147483648,2147483647}", "why", "-2208988800000000", "0", "-1",
+	  "1", "-1", "2147483647", NULL },
+};
+
+/* the event columns' types as the list statement returns them */
+static void event_types(unsigned *t)
+{
+	for (int c = 0; c < PC_EC__N; c++)
+		t[c] = 25;
+	t[PC_EC_ID] = t[PC_EC_TENANT] = t[PC_EC_OWNER] = t[PC_EC_CLIENT] =
+		t[PC_EC_BOOKING] = t[PC_EC_PROJECT] = t[PC_EC_PROPERTY] =
+		t[PC_EC_APPOINTMENT] = PC_UUIDOID;
+	t[PC_EC_START] = t[PC_EC_END] = t[PC_EC_STARTED] = t[PC_EC_COMPLETED] =
+		t[PC_EC_CANCELLED] = t[PC_EC_CREATED] = t[PC_EC_UPDATED] = PC_INT8OID;
+	t[PC_EC_OFFSETS] = PC_INT4ARRAYOID;
+	t[PC_EC_VERSION] = PC_INT4OID;
+}
+
+/* a host table with an arena (pc_col_text, pc_next_cursor) */
+static char t_arena[8192];
+static size_t t_used;
+
+static void *t_alloc(size_t n)
+{
+	void *p = t_arena + t_used;
+
+	n = (n + 15) & ~(size_t)15;
+	ck_assert_uint_le(t_used + n, sizeof(t_arena));
+	t_used += n;
+	memset(p, 0, n);
+	return p;
+}
+
+static char *t_sprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *p;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	p = t_alloc((size_t)n + 1);
+	va_start(ap, fmt);
+	vsnprintf(p, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	return p;
+}
+
+static struct pin_host_api t_api = { .alloc = t_alloc, .sprintf = t_sprintf };
+
+/* pc_event_jt and every column writer print the same bytes from a binary
+ * result as from the text one; pc_col_us, pc_col_text and pc_next_cursor
+ * read the same values */
+START_TEST(jt_binary_as_text)
+{
+	unsigned types[PC_EC__N];
+	PGresult *txt = fake(PC_EC__N, &bin_rows[0][0], 2), *bin;
+
+	pc_api = &t_api;
+	t_used = 0;
+	event_types(types);
+	types[PC_EC_LEAD] = PC_BOOLOID;     /* NULL / "t": a bool column */
+	bin = fake_bin(PC_EC__N, types, &bin_rows[0][0], 2);
+	for (int r = 0; r < 2; r++) {
+		struct pc_jt a, b;
+		size_t la, lb;
+		char *ta, *tb;
+
+		pc_jt_init(&a, 16);
+		pc_jt_init(&b, 16);
+		pc_event_jt(&a, txt, r);
+		pc_event_jt(&b, bin, r);
+		for (int c = 0; c < PC_EC__N; c++) {
+			if (types[c] == PC_BOOLOID)
+				continue;    /* its text "l" is not a boolean */
+			if (types[c] == PC_INT4ARRAYOID) {
+				pc_jt_col_int_array(&a, txt, r, c);
+				pc_jt_col_int_array(&b, bin, r, c);
+				continue;    /* pc_jt_col is not for arrays */
+			}
+			pc_jt_col(&a, txt, r, c);
+			pc_jt_col(&b, bin, r, c);
+			if (types[c] == PC_INT8OID || types[c] == PC_INT4OID) {
+				pc_jt_col_int(&a, txt, r, c);
+				pc_jt_col_int(&b, bin, r, c);
+				pc_jt_col_time(&a, txt, r, c);
+				pc_jt_col_time(&b, bin, r, c);
+				ck_assert(pc_col_us(txt, r, c) == pc_col_us(bin, r, c));
+			}
+			if (types[c] == PC_UUIDOID && !PQgetisnull(txt, r, c))
+				ck_assert_str_eq(pc_col_text(txt, r, c), pc_col_text(bin, r, c));
+		}
+		pc_jt_end_obj(&a);
+		pc_jt_end_obj(&b);
+		ta = pc_jt_take(&a, &la);
+		tb = pc_jt_take(&b, &lb);
+		ck_assert_ptr_nonnull(ta);
+		ck_assert_ptr_nonnull(tb);
+		ck_assert_str_eq(tb, ta);
+		ck_assert_uint_eq(la, lb);
+		free(ta);
+		free(tb);
+	}
+	ck_assert_str_eq(pc_next_cursor(bin, 1, PC_EC_START, PC_EC_ID),
+		pc_next_cursor(txt, 1, PC_EC_START, PC_EC_ID));
+	PQclear(txt);
+	PQclear(bin);
+}
+END_TEST
+
+/* a binary bool column: t, f and NULL as the text result's "t", "f" and
+ * NULL (pc_jt_col_bool: false) */
+START_TEST(jt_binary_bool)
+{
+	const char *vals[] = { "t", "f", NULL };
+	unsigned ty[1] = { PC_BOOLOID };
+	PGresult *txt = fake(1, vals, 3), *bin = fake_bin(1, ty, vals, 3);
+
+	for (int r = 0; r < 3; r++) {
+		struct pc_jt a, b;
+		size_t la, lb;
+		char *ta, *tb;
+
+		pc_jt_init(&a, 16);
+		pc_jt_init(&b, 16);
+		pc_jt_arr(&a);
+		pc_jt_arr(&b);
+		pc_jt_col_bool(&a, txt, r, 0);
+		pc_jt_col_bool(&b, bin, r, 0);
+		pc_jt_col(&a, txt, r, 0);
+		pc_jt_col(&b, bin, r, 0);
+		pc_jt_end_arr(&a);
+		pc_jt_end_arr(&b);
+		ta = pc_jt_take(&a, &la);
+		tb = pc_jt_take(&b, &lb);
+		ck_assert_str_eq(tb, ta);
+		free(ta);
+		free(tb);
+	}
+	PQclear(txt);
+	PQclear(bin);
+}
+END_TEST
+
+/* a binary two-dimensional int4[] and one with a NULL element: every value
+ * in storage order, NULLs skipped, as the text path reads "{{1,2},{3,4}}" */
+START_TEST(jt_binary_int_array_dims)
+{
+	static const int a2[] = { 2, 0, PC_INT4OID, 2, 1, 2, 1,
+		4, 1, 4, 2, 4, 3, 4, -4 };
+	static const int an[] = { 1, 1, PC_INT4OID, 3, 1, 4, 7, -1, 4, 9 };
+	const char *txt[] = { "{{1,2},{3,-4}}", "{7,NULL,9}" };
+	const int *bins[] = { a2, an };
+	const int lens[] = { (int)(sizeof(a2) / sizeof(a2[0])), (int)(sizeof(an) / sizeof(an[0])) };
+
+	for (int k = 0; k < 2; k++) {
+		unsigned char raw[128];
+		unsigned ty[1] = { PC_INT4ARRAYOID };
+		PGresult *bin = fake_bin(1, ty, (const char *const[]){ "{}" }, 1);
+		struct pc_jt w;
+
+		for (int i = 0; i < lens[k]; i++)
+			for (int b = 0; b < 4; b++)
+				raw[4 * i + b] = (unsigned char)((unsigned)bins[k][i] >> (24 - 8 * b));
+		ck_assert_int_eq(PQsetvalue(bin, 0, 0, (char *)raw, 4 * lens[k]), 1);
+		pc_jt_init(&w, 16);
+		pc_jt_col_int_array(&w, bin, 0, 0);
+		same(pc_json_int_array(txt[k]), &w);
+		PQclear(bin);
+	}
+}
+END_TEST
+
 START_TEST(jt_int_array_as_pc_json_int_array)
 {
 	const char *vals[] = { "{1440,60}", "{}", NULL, "{-5,3}", "{0}" };
@@ -275,6 +551,9 @@ Suite *make_jtext_suite(void)
 	tcase_add_test(tc, jt_time_as_pc_time_fmt);
 	tcase_add_test(tc, jt_event_as_pc_event_json);
 	tcase_add_test(tc, jt_int_array_as_pc_json_int_array);
+	tcase_add_test(tc, jt_binary_as_text);
+	tcase_add_test(tc, jt_binary_bool);
+	tcase_add_test(tc, jt_binary_int_array_dims);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -70,7 +70,7 @@ extern "C" {
 #endif
 
 #define PIN_ABI_MAJOR 1
-#define PIN_ABI_MINOR 4
+#define PIN_ABI_MINOR 5
 
 /* True when the (size-prefixed) table t has member m. */
 #define PIN_API_HAS(t, m) \
@@ -395,6 +395,16 @@ struct pin_host_api {
 	 *    PIN_ERR_DB (roll the transaction back). */
 	int (*outbox_put_many)(const char *table, const struct pin_outbox_msg *msgs,
 			size_t n, size_t msg_size);
+
+	/* -- 1.5: db_exec_prepared with the result in PostgreSQL's binary
+	 *    format (PQfformat 1; the parameters stay text): uuid 16 bytes,
+	 *    int2/int4/int8 in network order, bool one byte, text and varchar
+	 *    their bytes, arrays as array_send writes them.  The backend skips
+	 *    the columns' output functions.  Same ownership, NULL and error
+	 *    rules as db_exec_prepared; a statement name is prepared once per
+	 *    connection whatever the format of its results. */
+	PGresult *(*db_exec_prepared_bin)(const char *name, const char *sql,
+			int nparams, const char *const *params);
 };
 
 /* ---- the descriptor ----------------------------------------------------- */
