@@ -74,4 +74,6 @@ const struct pin_host_api pin_api = {
 	.metric_observe = pin_metric_observe,
 	/* 1.4 (reminders) */
 	.outbox_put_many = pin_outbox_put_many,
+	/* 1.5 (reminders, session 7) */
+	.run_shards = pin_jobs_run_shards,
 };
