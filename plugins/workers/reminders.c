@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include "workers.h"
 #include "sdk/sdk.h"
+#include "sdk/jtext.h"
 #include "caldomain/event.h"
 
 #define DEFAULT_BATCH 2000  /* one UPDATE ... RETURNING per batch (issue 13) */
@@ -65,21 +66,27 @@ static const char dispatch_sql[] =
 enum { RD_ID, RD_EVENT, RD_TENANT, RD_OWNER, RD_CLIENT, RD_KIND, RD_START, RD_TZ,
 	RD_OFFSET, RD_APPOINTMENT, RD_DUE };
 
+/* The reminder-due payload of row i, written as JSON text (sdk/jtext: one
+ * buffer instead of a json-c object per field; the same bytes) inside a
+ * json-c value that prints it (pc_jt_body).  NULL when out of memory. */
 static json_object *reminder_due_payload(const PGresult *res, int i)
 {
-	json_object *o = json_object_new_object();
+	struct pc_jt w;
 
-	pc_json_col(o, "reminderId", res, i, RD_ID);
-	pc_json_col(o, "eventId", res, i, RD_EVENT);
-	pc_json_col(o, "tenantId", res, i, RD_TENANT);
-	pc_json_col(o, "ownerUserId", res, i, RD_OWNER);
-	pc_json_col(o, "clientUserId", res, i, RD_CLIENT);
-	pc_json_col(o, "kind", res, i, RD_KIND);
-	pc_json_col_time(o, "startAt", res, i, RD_START);
-	pc_json_col(o, "timeZone", res, i, RD_TZ);
-	pc_json_col_int(o, "offsetMinutes", res, i, RD_OFFSET);
-	pc_json_col(o, "appointmentId", res, i, RD_APPOINTMENT);
-	return o;
+	pc_jt_init(&w, 512);
+	pc_jt_obj(&w);
+	PC_JT_KV(&w, "reminderId", pc_jt_col(&w, res, i, RD_ID));
+	PC_JT_KV(&w, "eventId", pc_jt_col(&w, res, i, RD_EVENT));
+	PC_JT_KV(&w, "tenantId", pc_jt_col(&w, res, i, RD_TENANT));
+	PC_JT_KV(&w, "ownerUserId", pc_jt_col(&w, res, i, RD_OWNER));
+	PC_JT_KV(&w, "clientUserId", pc_jt_col(&w, res, i, RD_CLIENT));
+	PC_JT_KV(&w, "kind", pc_jt_col(&w, res, i, RD_KIND));
+	PC_JT_KV(&w, "startAt", pc_jt_col_time(&w, res, i, RD_START));
+	PC_JT_KV(&w, "timeZone", pc_jt_col(&w, res, i, RD_TZ));
+	PC_JT_KV(&w, "offsetMinutes", pc_jt_col_int(&w, res, i, RD_OFFSET));
+	PC_JT_KV(&w, "appointmentId", pc_jt_col(&w, res, i, RD_APPOINTMENT));
+	pc_jt_end_obj(&w);
+	return pc_jt_body(&w);
 }
 
 /* A pass (now, batch size, batches per shard) and the shard (k of n) a
