@@ -291,6 +291,7 @@ int pin_respond_problem(struct pin_req *r, int status, const char *code,
 int pin_jobs_start(void);
 void pin_jobs_stop(void);
 int pin_jobs_run_once(void);          /* every job once, in this thread */
+int pin_jobs_run_shards(int n, pin_shard_fn fn, void *ud);   /* ABI 1.5 run_shards */
 int pin_relay_start(void);
 void pin_relay_stop(void);
 int pin_relay_run_once(void);         /* publish what is pending, then return */

@@ -8,6 +8,11 @@
  * prompt.  Handlers take their own transactions; one left open is rolled
  * back here.
  *
+ * A job may split a pass into shards that run at once (ABI 1.5
+ * run_shards, pin_jobs_run_shards below): shard 0 on the job's thread, the
+ * others on threads started for the call, each with its own connection,
+ * arena and a child span of the pass's trace.
+ *
  * Metrics: pin_job_processed_total{job="..."}, pin_job_duration_seconds{job=...} (histogram)
  * (gauge, last pass), pin_job_errors_total{job=...},
  * pin_job_last_run_timestamp_seconds{job=...}.
@@ -87,6 +92,74 @@ static int job_pass(const struct pin_job_entry *e)
 	}
 	pin_trace_set(NULL);
 	return rc;
+}
+
+/* ---- shards of a pass (ABI 1.5 run_shards) ----------------------------- */
+
+#define MAX_SHARDS 16
+
+struct shard {
+	pthread_t thr;
+	pin_shard_fn fn;
+	void *ud;
+	int k, n, rc;
+	char parent[56];        /* the caller's traceparent, or "" */
+	bool started;
+};
+
+/* Shard k >= 1 on its own thread: a fresh arena and connection, the
+ * caller's trace; a transaction left open is rolled back as after a pass. */
+static void *shard_main(void *arg)
+{
+	struct shard *s = arg;
+	struct pin_arena *a = pin_arena_new();
+
+	if (!a) {
+		s->rc = PIN_ERR;
+		return NULL;
+	}
+	pin_arena_set_current(a);
+	pin_trace_start(s->parent[0] ? s->parent : NULL);
+	s->rc = s->fn(s->ud, s->k, s->n);
+	if (pin_db_in_tx()) {
+		pin_log(PIN_LOG_WARN, "job shard left a transaction open; rolled back", NULL);
+		pin_db_rollback();
+	}
+	pin_trace_set(NULL);
+	pin_arena_set_current(NULL);
+	pin_arena_free(a);
+	pin_db_close_thread();
+	return NULL;
+}
+
+int pin_jobs_run_shards(int n, pin_shard_fn fn, void *ud)
+{
+	struct shard s[MAX_SHARDS];
+	const char *tp = pin_traceparent_get();
+	int rc = 0, sum = 0;
+
+	if (n < 1 || n > MAX_SHARDS || !fn)
+		return PIN_ERR;
+	for (int k = 0; k < n; k++) {
+		s[k] = (struct shard){ .fn = fn, .ud = ud, .k = k, .n = n };
+		snprintf(s[k].parent, sizeof s[k].parent, "%s", tp ? tp : "");
+		if (k > 0)
+			s[k].started = pthread_create(&s[k].thr, NULL, shard_main,
+					&s[k]) == 0;
+	}
+	s[0].rc = fn(ud, 0, n);
+	for (int k = 1; k < n; k++) {
+		if (s[k].started)
+			pthread_join(s[k].thr, NULL);
+		else
+			s[k].rc = fn(ud, k, n);   /* no thread: here, after shard 0 */
+	}
+	for (int k = 0; k < n; k++) {
+		if (s[k].rc < 0 && rc == 0)
+			rc = s[k].rc;
+		sum += s[k].rc > 0 ? s[k].rc : 0;
+	}
+	return rc < 0 ? rc : sum;
 }
 
 /* Waits ms or until stop; returns true when stopping. */

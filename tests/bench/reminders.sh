@@ -25,7 +25,10 @@
 # back) and to time the anchor from before its 100k-row INSERT: on 2 cores the
 # poller took a large share of the CPU the dispatcher and the relay measure.
 #
-# Knob: PIN_BENCH_REMINDERS_N (100000).  Target: end to end >= 20k/s.
+# Knobs: PIN_BENCH_REMINDERS_N (100000); PIN_BENCH_ONCE_BIN and
+# PIN_BENCH_ONCE_PLUGDIR: the --once host's binary and plugin directory (an
+# A/B of the dispatcher against another build on the same stack).
+# Target: end to end >= 20k/s.
 
 B_REM_EVENT='b0000000-0000-4000-8010-'    # event ids = outbox keys of the bench rows
 B_REM_OWNER='b0000000-0000-4000-800f-'
@@ -85,8 +88,9 @@ bench_reminders() {
 	EOF
 	say "reminders: one dispatch pass (--once host) while the worker host's relay runs"
 	t0=$(date +%s.%N)
-	"$BIN/pin-host" --mode worker --once --config "$CONF" --plugins "$(worker_plugins)" \
-		--plugin-dir "$PLUGDIR" --pg-dsn "$PG_DSN" --kafka-bootstrap "@$BOOT" \
+	"${PIN_BENCH_ONCE_BIN:-$BIN/pin-host}" --mode worker --once --config "$CONF" \
+		--plugins "$(worker_plugins)" --plugin-dir "${PIN_BENCH_ONCE_PLUGDIR:-$PLUGDIR}" \
+		--pg-dsn "$PG_DSN" --kafka-bootstrap "@$BOOT" \
 		>"$LOGS/bench-reminders-once.log" 2>&1 &
 	once=$!
 	b_rem_wait "SELECT 1 FROM calendar.event_reminders r JOIN calendar.calendar_events e

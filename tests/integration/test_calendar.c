@@ -856,6 +856,48 @@ START_TEST(dispatch_batch_one_message_each_all_or_nothing)
 }
 END_TEST
 
+START_TEST(dispatch_shards_each_once_in_order)
+{
+	/* a pass whose first batch comes back full goes on as shards at once
+	 * (job.reminder-dispatch.connections; api->run_shards): every reminder
+	 * once, the reminders of one event (the outbox key) in DueAt order, and
+	 * the shards on threads of their own: one trace for the pass, a child
+	 * span (traceparent) per shard thread */
+	struct who w = agent();
+	char *in_list = h_strdup("");
+	int i;
+
+	for (i = 0; i < 15; i++)
+		in_list = h_sprintf("%s%s%s", in_list, i ? "," : "",
+				create_meeting(&w, DAY + 600 * i, "[60,120]"));
+	setenv("PIN_JOB_REMINDER_DISPATCH_BATCH", "2", 1);
+	setenv("PIN_JOB_REMINDER_DISPATCH_CONNECTIONS", "3", 1);
+	ck_assert_int_eq(h_run_worker_once(DAY + 3 * 3600), 0);
+	unsetenv("PIN_JOB_REMINDER_DISPATCH_CONNECTIONS");
+	unsetenv("PIN_JOB_REMINDER_DISPATCH_BATCH");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.event_reminders "
+			"WHERE status = 'Sent' AND calendar_event_id = ANY "
+			"(string_to_array($1, ',')::uuid[])", in_list), 30);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE topic = $1 "
+			"AND key = ANY (string_to_array($2, ','))", T_REMINDER, in_list), 30);
+	ck_assert_int_eq(h_sql_int("SELECT count(DISTINCT envelope->'payload'->>'reminderId') "
+			"FROM calendar.outbox WHERE topic = $1 AND key = ANY "
+			"(string_to_array($2, ','))", T_REMINDER, in_list), 30);
+	/* per key: the outbox order (id) is the DueAt order (offset 120 first) */
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM (SELECT key, array_agg("
+			"(envelope->'payload'->>'offsetMinutes')::int ORDER BY id) AS o "
+			"FROM calendar.outbox WHERE topic = $1 AND key = ANY "
+			"(string_to_array($2, ',')) GROUP BY key) k WHERE o = '{120,60}'",
+			T_REMINDER, in_list), 15);
+	ck_assert_int_eq(h_sql_int("SELECT count(DISTINCT split_part(traceparent, '-', 2)) "
+			"FROM calendar.outbox WHERE topic = $1 AND key = ANY "
+			"(string_to_array($2, ','))", T_REMINDER, in_list), 1);
+	ck_assert_int_ge(h_sql_int("SELECT count(DISTINCT traceparent) "
+			"FROM calendar.outbox WHERE topic = $1 AND key = ANY "
+			"(string_to_array($2, ','))", T_REMINDER, in_list), 2);
+}
+END_TEST
+
 /* ------------------------------------------------------------ two workers */
 
 START_TEST(two_worker_hosts_no_duplicates)
@@ -940,6 +982,7 @@ Suite *make_calendar_suite(void)
 	tcase_add_test(rem, ac_cancel_skips_pending);
 	tcase_add_test(rem, two_worker_hosts_no_duplicates);
 	tcase_add_test(rem, dispatch_batch_one_message_each_all_or_nothing);
+	tcase_add_test(rem, dispatch_shards_each_once_in_order);
 	suite_add_tcase(s, rem);
 	return s;
 }

@@ -56,6 +56,11 @@
  *   2026-12-02  1.4  [crm] pin_consumer.batch_max caps the savepoint
  *                    batches only; a set batch (batch_fn) may be larger
  *                    (consumer_batch_set_max).  No layout change.
+ *   2026-12-02  1.5  pin_host_api.run_shards: a job runs n shards of its
+ *                    work at once, each on its own thread and database
+ *                    connection (the reminder dispatcher on both cores);
+ *                    pin_host_api.db_exec_prepared_bin: results in
+ *                    PostgreSQL's binary format (the read paths).
  */
 #ifndef PIN_PLUGIN_H
 #define PIN_PLUGIN_H
@@ -124,6 +129,9 @@ typedef int (*pin_route_fn)(struct pin_req *req, void *ud);
  * _duration_ms from that.
  */
 typedef int (*pin_job_fn)(void *ud);
+/* One shard (k of n, 0 <= k < n) of a job pass (api->run_shards, 1.5):
+ * rows processed (>= 0) or a negative PIN_ERR*. */
+typedef int (*pin_shard_fn)(void *ud, int k, int n);
 
 /* A consumed Kafka message.  All pointers borrowed, valid during the call. */
 struct pin_msg {
@@ -405,6 +413,24 @@ struct pin_host_api {
 	 *    connection whatever the format of its results. */
 	PGresult *(*db_exec_prepared_bin)(const char *name, const char *sql,
 			int nparams, const char *const *params);
+
+	/* -- 1.5: runs fn(ud, k, n) for k = 0 .. n-1 (1 <= n <= 16) at the same
+	 *    time and returns when every one has returned.  k = 0 runs on the
+	 *    calling thread (its connection and arena); every other k on a host
+	 *    thread of its own, started for the call, with its own PostgreSQL
+	 *    connection (api->db() and the db_* members inside fn are that
+	 *    thread's; opened for the call, closed after it), its own arena
+	 *    (freed when fn returns: return nothing in it) and the caller's
+	 *    trace id (outbox correlationId; a traceparent of a child span).
+	 *    For a job whose rows split into n disjoint shards, each taken in
+	 *    transactions of its own, so that n backends work at once.  fn
+	 *    must not leave a transaction open (the host rolls it back); the
+	 *    caller must not be in one.  A shard whose thread cannot start runs
+	 *    on the calling thread after k = 0.  ud is shared by the threads
+	 *    (read only, or synchronised by fn).  Returns the sum of the
+	 *    results when all are >= 0, else the first negative one (in k
+	 *    order); PIN_ERR for n outside 1..16. */
+	int (*run_shards)(int n, pin_shard_fn fn, void *ud);
 };
 
 /* ---- the descriptor ----------------------------------------------------- */
