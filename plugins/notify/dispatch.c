@@ -7,9 +7,10 @@
  *      notify.dispatch_batch due rows -- Pending, Email/Sms (a channel
  *      whose sender is not configured is left alone), not_before and
  *      next_attempt_at null or past, no live lease; the longest due first
- *      (DUE_AT) -- with FOR UPDATE SKIP LOCKED, and sets lease_until = now + dispatch_lease_s and lease_owner
- *      = this pass.  Two worker hosts never claim one row; a host killed
- *      mid-send releases its rows when the lease ends.
+ *      (DUE_AT) -- with FOR UPDATE SKIP LOCKED, and sets lease_until = now +
+ *      dispatch_lease_s and lease_owner = this pass.  Two worker hosts
+ *      never claim one row; a host killed mid-send releases its rows when
+ *      the lease ends.
  *   2. send each row OUTSIDE any transaction (smtp.c, sms.c).  The address
  *      is read from the contact replica at claim time: a row whose contact
  *      is still unknown is retried later (seed 001: the address catches up)

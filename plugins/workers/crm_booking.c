@@ -786,7 +786,8 @@ static enum pin_consume_status run_apply(struct pc_batch_run *run)
 	memset(got, 0, run->n);
 	/* planned at each execution (not prepared): a connection's generic plan
 	 * made while the table was small is a sequential scan comparing every
-	 * row with every id of the array, and it stays until the next ANALYZE
+	 * row with every id of the array (a parameter's array is not hashed, a
+	 * constant one is), and it stays until the next ANALYZE
 	 * -- 200 ms per run of 500 once a burst has put 20k links in
 	 * (README "Consumers (session 7)") */
 	if (!(rt = pc_api->db_exec(sql_route, 1, (p[0] = run_ids(run, 1), p))) ||
