@@ -92,7 +92,7 @@ static json_object *reminder_due_payload(const PGresult *res, int i)
 /* A pass (now, batch size, batches per shard) and the shard (k of n) a
  * batch takes its rows from; k 0 of 1 = every due reminder. */
 struct rd_pass { int64_t now_us; int batch, max_batches; };
-struct rd_shard { const struct rd_pass *pass; int k, n; };
+struct rd_shard { int k, n; };
 
 /* One batch of shard sh: returns rows sent (>= 0) or PIN_ERR_DB.  Four round
  * trips whatever its size: BEGIN, the UPDATE .. RETURNING, ONE outbox insert
@@ -156,7 +156,7 @@ static void set_lag(int64_t now_us)
 static int dispatch_shard(void *ud, int k, int n)
 {
 	const struct rd_pass *p = ud;
-	struct rd_shard s = { p, k, n };
+	struct rd_shard s = { k, n };
 
 	return pc_batch_loop_ud(dispatch_batch, &s, p->now_us, p->batch, p->max_batches);
 }
@@ -174,13 +174,13 @@ static int dispatch_connections(void)
 
 /* A pass: one batch over all shards on the job's connection (a quiet pass
  * stays one statement); when it comes back full, the rest over the shards
- * at once, at most MAX_BATCHES batches in all. */
+ * at once, each at most its share of MAX_BATCHES (rounded up). */
 static int reminder_dispatch(void *ud)
 {
 	int64_t now_us = pc_api->now_us();
 	struct rd_pass p = { now_us,
 		pc_batch_size("job.reminder-dispatch.batch", DEFAULT_BATCH), MAX_BATCHES - 1 };
-	struct rd_shard all = { &p, 0, 1 };
+	struct rd_shard all = { 0, 1 };
 	int n = dispatch_connections(), total, rest;
 
 	(void)ud;

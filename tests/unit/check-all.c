@@ -34,6 +34,7 @@ int main(void)
 	srunner_add_suite(sr, make_text_suite());
 	srunner_add_suite(sr, make_jtext_suite());
 	srunner_add_suite(sr, make_consume_suite());
+	srunner_add_suite(sr, make_jobs_suite());
 
 	srunner_run_all(sr, CK_ENV);
 	nfailed = srunner_ntests_failed(sr);
