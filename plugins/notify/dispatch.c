@@ -14,8 +14,9 @@
  *   2. send each row OUTSIDE any transaction (smtp.c, sms.c).  The address
  *      is read from the contact replica at claim time: a row whose contact
  *      is still unknown is retried later (seed 001: the address catches up)
- *      without counting an attempt, and Failed (NTF_CONTACT_UNKNOWN) only
- *      after dispatch_contact_wait_max_s.
+ *      without counting an attempt (the claim's such rows in one
+ *      statement), and Failed (NTF_CONTACT_UNKNOWN) only after
+ *      dispatch_contact_wait_max_s.
  *   3. record, one transaction per row, only while the lease is ours:
  *      Sent (+ sent_at, provider_message_id), or a retry (attempts + 1,
  *      next_attempt_at = now + base * 2^(attempts-1) capped, last_error
@@ -97,6 +98,16 @@ static const char RECORD_SQL[] =
 	" WHERE id = $1::uuid AND lease_owner = $2::uuid AND status = 'Pending'"
 	" RETURNING id::text, recipient_user_id::text, channel, kind, status, attempts,"
 	"   source_message_id::text";
+
+/* The claim's rows whose contact is still unknown, all at once (one
+ * statement, no outbox row: nothing final happens to them): back to the
+ * queue until the contact retry, no attempt counted -- what record() writes
+ * for one such row, without a transaction per row. */
+static const char DEFER_SQL[] =
+	"UPDATE notifications.notifications"
+	"   SET last_error = 'NTF_CONTACT_UNKNOWN', next_attempt_at = $3::timestamptz,"
+	"       lease_until = NULL, lease_owner = NULL"
+	" WHERE id = ANY ($1::uuid[]) AND lease_owner = $2::uuid AND status = 'Pending'";
 
 static void observe(const char *channel, double s)
 {
@@ -215,31 +226,69 @@ static int64_t backoff_us(int attempts)
 	return (int64_t)d * 1000000;
 }
 
-/* One claimed row: send, then record. */
+static int contact_unknown(PGresult *res, int i)
+{
+	return PQgetisnull(res, i, C_TO) || !*PQgetvalue(res, i, C_TO);
+}
+
+/* Seed 001: the address catches up with the contact replica.  Rows of the
+ * claim without a contact wait for it (DEFER_SQL, one statement for all of
+ * them); a row that waited longer than dispatch_contact_wait_max_s is
+ * Failed (final: its own transaction with its dispatched event). */
+static void defer_unknown(PGresult *res, const char *owner)
+{
+	long long wait_max = api->config_int("notify.dispatch_contact_wait_max_s", 86400);
+	int n = PQntuples(res), k = 0;
+	char *ids = malloc((size_t)n * 37 + 3), *w = ids, next[40];
+	const char *p[3];
+	PGresult *up;
+
+	if (!ids)
+		return;         /* the rows' leases end: they are taken again */
+	*w++ = '{';
+	for (int i = 0; i < n; i++) {
+		const char *id = PQgetvalue(res, i, C_ID), *ch = PQgetvalue(res, i, C_CHANNEL);
+
+		if (!contact_unknown(res, i))
+			continue;
+		if (atoll(PQgetvalue(res, i, C_AGE)) > wait_max) {
+			count(ch, "failed");
+			record(id, owner, ch, "Failed", 0, NULL, "NTF_CONTACT_UNKNOWN", 0);
+			continue;
+		}
+		count(ch, "contact_unknown");
+		w += sprintf(w, "%s%s", k++ ? "," : "", id);
+	}
+	*w++ = '}';
+	*w = '\0';
+	if (k) {
+		api->fmt_time(api->now_us() + api->config_int(
+				"notify.dispatch_contact_retry_s", 300) * 1000000, next, sizeof next);
+		p[0] = ids;
+		p[1] = owner;
+		p[2] = next;
+		up = api->db_exec_prepared("ntf_dispatch_defer", DEFER_SQL, 3, p);
+		if (!up || PQresultStatus(up) != PGRES_COMMAND_OK)
+			api->log(PIN_LOG_ERROR, "notification dispatch: cannot defer the rows "
+					"without a contact", NULL);
+		else if (atoi(PQcmdTuples(up)) < k)
+			api->log(PIN_LOG_WARN, "notification dispatch: lease lost before "
+					"recording", "rows", PQcmdTuples(up), NULL);
+	}
+	free(ids);
+}
+
+/* One claimed row with a contact: send, then record. */
 static void dispatch_row(PGresult *res, int i, const char *owner)
 {
 	const char *id = PQgetvalue(res, i, C_ID), *ch = PQgetvalue(res, i, C_CHANNEL);
 	int attempts = atoi(PQgetvalue(res, i, C_ATTEMPTS));
-	long long age = atoll(PQgetvalue(res, i, C_AGE));
 	struct ntf_message m = { id, PQgetvalue(res, i, C_TO), PQgetvalue(res, i, C_TITLE),
 		PQgetvalue(res, i, C_BODY) };
 	struct ntf_send_result r;
 	int64_t t0, now;
 	char att[16];
 
-	if (PQgetisnull(res, i, C_TO) || !*m.to) {
-		/* seed 001: the address catches up with the contact replica */
-		if (age > api->config_int("notify.dispatch_contact_wait_max_s", 86400)) {
-			count(ch, "failed");
-			record(id, owner, ch, "Failed", 0, NULL, "NTF_CONTACT_UNKNOWN", 0);
-		} else {
-			count(ch, "contact_unknown");
-			record(id, owner, ch, "Pending", 0, NULL, "NTF_CONTACT_UNKNOWN",
-				api->now_us() + api->config_int(
-					"notify.dispatch_contact_retry_s", 300) * 1000000);
-		}
-		return;
-	}
 	t0 = api->now_us();
 	if (!strcmp(ch, "Email"))
 		ntf_smtp_send(&m, &r);
@@ -309,8 +358,10 @@ static int dispatch_job(void *ud)
 		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
 			return total ? total : PIN_ERR_DB;
 		n = PQntuples(res);
+		defer_unknown(res, owner);
 		for (int i = 0; i < n; i++)
-			dispatch_row(res, i, owner);
+			if (!contact_unknown(res, i))
+				dispatch_row(res, i, owner);
 		total += n;
 		full = n >= atoi(lim);
 		t = api->now_us();

@@ -523,6 +523,43 @@ START_TEST(unknown_contact_catches_up)
 }
 END_TEST
 
+/* Seed 001's limit: a row whose contact stays unknown longer than
+ * notify.dispatch_contact_wait_max_s (86400) is Failed NTF_CONTACT_UNKNOWN,
+ * with its dispatched event, no attempt counted; a younger row of the same
+ * claim keeps waiting (the claim's waiting rows go back in one statement)
+ * and is sent once the address arrives. */
+START_TEST(unknown_contact_fails_after_wait_max)
+{
+	const char *tenant = h_uuid(), *owner = h_uuid();
+	const char *st = NULL;
+	char *email, *sms;
+
+	send_cal("reminder-due", h_uuid(), "CalendarEvent", reminder_due(tenant, owner, h_uuid()));
+	ck_assert_msg(H_WAIT_UNTIL(row_of(owner, "Email", "last_error") != NULL &&
+		row_of(owner, "Sms", "last_error") != NULL, WAIT_MS),
+		"dispatcher did not look at the rows");
+	email = row_of(owner, "Email", "id");
+	sms = row_of(owner, "Sms", "id");
+	h_sql("UPDATE notifications.notifications SET next_attempt_at = NULL,"
+		" created_at = CASE WHEN id = $1::uuid THEN now() - interval '2 days'"
+		" ELSE created_at END WHERE id IN ($1::uuid, $2::uuid)", email, sms);
+	ck_assert_msg(H_WAIT_UNTIL(status_is(owner, "Email", "Failed"), WAIT_MS),
+		"not Failed: %s", row_of(owner, "Email", "status"));
+	ck_assert_str_eq(row_of(owner, "Email", "last_error"), "NTF_CONTACT_UNKNOWN");
+	ck_assert_str_eq(row_of(owner, "Email", "attempts"), "0");
+	ck_assert_ptr_nonnull(row_of(owner, "Email", "failed_at"));
+	ck_assert_msg(dispatched_of(email), "no dispatched message");
+	ck_assert_int_eq(dispatched_count(email, &st), 1);
+	ck_assert_str_eq(st, "Failed");
+	ck_assert_str_eq(row_of(owner, "Sms", "status"), "Pending");
+	ck_assert_str_eq(row_of(owner, "Sms", "last_error"), "NTF_CONTACT_UNKNOWN");
+	ck_assert_str_eq(row_of(owner, "Sms", "attempts"), "0");
+	contact(owner, h_sprintf("late-%s@example.com", owner), unique_phone(), "ru");
+	ck_assert_msg(H_WAIT_UNTIL(status_is(owner, "Sms", "Sent"), WAIT_MS), "Sms not Sent");
+	ck_assert_str_eq(row_of(owner, "Email", "status"), "Failed");
+}
+END_TEST
+
 /* Quiet hours: a row with not_before in the future is not dispatched. */
 START_TEST(not_before_is_honoured)
 {
@@ -697,6 +734,7 @@ Suite *make_delivery_suite(void)
 	tcase_add_test(tc, sms_provider_4xx_fails_once);
 	tcase_add_test(tc, sms_provider_5xx_retries);
 	tcase_add_test(tc, unknown_contact_catches_up);
+	tcase_add_test(tc, unknown_contact_fails_after_wait_max);
 	tcase_add_test(tc, not_before_is_honoured);
 	tcase_add_test(tc, smtp_down_then_up);
 	tcase_add_test(tc, relay_parks_oversize_row);

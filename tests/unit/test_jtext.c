@@ -386,11 +386,13 @@ static void *t_alloc(size_t n)
 static char *t_sprintf(const char *fmt, ...)
 {
 	va_list ap;
-	char *p;
+	char *p, one[1];
 	int n;
 
+	if (!fmt)       /* UBSan's nonnull check otherwise leaves gcc -O1 a NULL path */
+		return NULL;
 	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	n = vsnprintf(one, sizeof one, fmt, ap);
 	va_end(ap);
 	p = t_alloc((size_t)n + 1);
 	va_start(ap, fmt);
