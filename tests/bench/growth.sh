@@ -25,11 +25,12 @@ G_TENANTS=50
 # g_uuid PREFIX EXPR: SQL of the bench uuid b0000000-0000-4000-PREFIX-<EXPR, 12 digits>
 g_uuid() { echo "('b0000000-0000-4000-$1-' || lpad(($2)::text, 12, '0'))::uuid"; }
 # g_agent EXPR: SQL of growth agent EXPR's uuid <8 hex of md5>-0000-4000-8006-<EXPR>.
-# The first group must vary as in real (random) ids: btree_gist's uuid penalty
-# sees only the first 64 bits, so owners that share them (b0000000-0000-4000-..)
-# leave the exclusion index ex_availability_slots_owner_active unclustered by
-# owner, and every overlap probe of a publish or a booking then reads thousands
-# of pages (measured: 4,127 pages, 620 ms for one owner at 2M slots).
+# The first group varies as in real (random) ids.  Before 0640_slots_publish.sql
+# it had to: btree_gist's uuid penalty sees only the first 64 bits, so owners
+# that shared them (b0000000-0000-4000-..) left the exclusion index
+# ex_availability_slots_owner_active unclustered by owner (measured: 4,127
+# pages, 620 ms for one owner's overlap scan at 2M slots).  The index is now
+# keyed by a hash of the owner first, which any id spreads.
 g_agent() { echo "(substr(md5('growth-' || ($1)), 1, 8) || '-0000-4000-8006-' || lpad(($1)::text, 12, '0'))::uuid"; }
 
 # g_val SCENARIO FIGURE_PREFIX: the value of the first row of this run whose
