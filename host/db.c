@@ -231,19 +231,25 @@ static bool retry_after_reconnect(PGresult **res)
 	return ok;
 }
 
-PGresult *pin_db_exec_raw(const char *sql, int n, const char *const *vals)
+/* fmt: the result format, 0 text, 1 binary (the parameters are text) */
+static PGresult *exec_raw(const char *sql, int n, const char *const *vals, int fmt)
 {
 	PGconn *c = pin_db_conn();
 	PGresult *res;
 
 	if (!c)
 		return NULL;
-	res = PQexecParams(c, sql, n, NULL, vals, NULL, NULL, 0);
+	res = PQexecParams(c, sql, n, NULL, vals, NULL, NULL, fmt);
 	if (PQresultStatus(res) == PGRES_FATAL_ERROR && retry_after_reconnect(&res))
-		res = PQexecParams(T->conn, sql, n, NULL, vals, NULL, NULL, 0);
+		res = PQexecParams(T->conn, sql, n, NULL, vals, NULL, NULL, fmt);
 	retried = false;
 	check_result(res, "exec");
 	return res;
+}
+
+PGresult *pin_db_exec_raw(const char *sql, int n, const char *const *vals)
+{
+	return exec_raw(sql, n, vals, 0);
 }
 
 PGresult *pin_db_exec(const char *sql, int n, const char *const *vals)
@@ -254,7 +260,7 @@ PGresult *pin_db_exec(const char *sql, int n, const char *const *vals)
 	return res;
 }
 
-/* fmt: the result format, 0 text, 1 binary (the parameters are text) */
+/* as exec_raw, prepared once per connection under name */
 static PGresult *exec_prepared(const char *name, const char *sql, int n,
 		const char *const *vals, int fmt)
 {
@@ -270,8 +276,11 @@ static PGresult *exec_prepared(const char *name, const char *sql, int n,
 			break;
 		}
 	if (!have) {
-		if (T->nprep == MAX_PREPARED)
-			return pin_db_exec(sql, n, vals);
+		if (T->nprep == MAX_PREPARED) {
+			res = exec_raw(sql, n, vals, fmt);
+			pin_arena_track_result(res);
+			return res;
+		}
 		res = PQprepare(c, name, sql, n, NULL);
 		if (PQresultStatus(res) == PGRES_FATAL_ERROR &&
 		    retry_after_reconnect(&res)) {

@@ -1,16 +1,18 @@
 -- pgbench -M prepared script: the public showcase's own statement
--- (plugins/slots/showcase.c, SHOWCASE_SQL("s.owner_user_id = $1::uuid")),
+-- (plugins/slots/showcase.c, SHOWCASE_OWNER_SQL),
 -- with $n replaced by pgbench variables (-D) and the unused filters ($2-$4)
 -- by NULL.  tests/bench/check-sql.sh keeps it in step with the C source.
 -- stmt: slots_showcase_owner plugins/slots/showcase.c
 SELECT s.id, s.owner_user_id, s.kind, s.status, calendar.us(s.start_at),
        calendar.us(s.end_at), s.time_zone, s.auto_confirm,
        s.cancellation_cutoff_minutes, s.project_id, s.property_object_id,
-       s.location, s.version, u.display_name
+       s.location, s.version,
+       (SELECT u.display_name FROM calendar.user_replicas u
+        WHERE u.user_id = :agent::uuid)
 FROM calendar.availability_slots s
-LEFT JOIN calendar.user_replicas u ON u.user_id = s.owner_user_id
 WHERE s.status = 'Available' AND s.owner_user_id = :agent::uuid
-  AND (u.status IS NULL OR u.status = 'Active')
+  AND NOT EXISTS (SELECT 1 FROM calendar.user_replicas u
+                  WHERE u.user_id = :agent::uuid AND u.status <> 'Active')
   AND (:agent::uuid IS NULL OR s.owner_user_id = :agent::uuid)
   AND (NULL::uuid IS NULL OR s.project_id = NULL::uuid)
   AND (NULL::uuid IS NULL OR s.property_object_id = NULL::uuid)
