@@ -22,6 +22,15 @@ int64_t pin_clock_now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + offset_us;
 }
 
+/* Microseconds of CLOCK_MONOTONIC: durations, not instants (no offset). */
+int64_t pin_clock_mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 char *pin_clock_fmt(int64_t us, char *out, size_t outlen)
 {
 	time_t s = (time_t)(us / 1000000);

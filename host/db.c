@@ -443,14 +443,6 @@ static atomic_int read_verdict = 1;        /* index into read_reasons */
 static atomic_int read_state = -1;
 static _Atomic int64_t read_warned_us;
 
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 bool pin_db_read_configured(void)
 {
 	return dsn_read != NULL;
@@ -494,7 +486,7 @@ static int read_check(double *lag)
 
 static void read_note(const char *reason, double lag)
 {
-	int64_t now = mono_us(), last;
+	int64_t now = pin_clock_mono_us(), last;
 	char lbl[64], lags[32];
 
 	snprintf(lbl, sizeof lbl, "reason=\"%s\"", reason);
@@ -515,7 +507,7 @@ static void read_note(const char *reason, double lag)
 
 bool pin_db_read_bind(void)
 {
-	int64_t now = mono_us(), last;
+	int64_t now = pin_clock_mono_us(), last;
 	double lag = -1;
 	int v;
 

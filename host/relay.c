@@ -44,7 +44,9 @@
  * failing, the producer is recreated (the bootstrap file is re-read: the dev
  * broker comes back on a new port).  When a unit has nothing in flight its
  * cursor goes back to the start, so a row that committed late with a lower
- * id is read on the next pass.
+ * id is read on the next pass.  The time split of each relay thread is
+ * logged at debug level once a second while rows flow ("outbox relay: time
+ * split").
  *
  * Rows that can never be produced (larger than message.max.bytes, invalid,
  * a topic still unknown after relay_park_unknown_topic_attempts tries) do not
@@ -120,6 +122,8 @@ struct relay_batch {
 	int produced;               /* rows looked at by the producer */
 	int pending;                /* delivery reports still due */
 	int64_t deadline_us;
+	int64_t produced_us;        /* monotonic: produce done, last report */
+	int64_t reported_us;
 };
 
 /* one (outbox, shard) */
@@ -135,6 +139,39 @@ struct relay_unit {
 	struct relay_batch *win[RELAY_MAX_INFLIGHT];
 	int nwin;
 };
+
+/*
+ * Where a relay thread's wall time goes, summed per window and logged at
+ * debug level ("outbox relay: time split", README "Relay (session 7)"):
+ * the leadership round, the batch reads, handing rows to the producer,
+ * the marks (their UPDATE, then the published log lines), the pending
+ * gauge, polling for delivery reports and sleeping; and per batch the
+ * time from its produce to its last delivery report and from that report
+ * to its mark.
+ */
+enum rc_step { RC_LEAD, RC_READ, RC_PRODUCE, RC_MARK, RC_LOG, RC_PENDING, RC_POLL,
+	RC_SLEEP, RC_N };
+static const char *const rc_name[RC_N] = { "lead_ms", "read_ms", "produce_ms", "mark_ms",
+	"log_ms", "pending_ms", "poll_ms", "sleep_ms" };
+
+struct relay_clock {
+	int64_t us[RC_N];
+	int64_t since;              /* window start */
+	int64_t report_us, wait_us; /* produce -> last report, report -> mark */
+	long rows, batches, rewinds;
+};
+
+static _Thread_local struct relay_clock *rclk;
+
+/* adds the time since *t0 to step k and moves *t0 on */
+static void rc_add(enum rc_step k, int64_t *t0)
+{
+	int64_t t = pin_clock_mono_us();
+
+	if (rclk)
+		rclk->us[k] += t - *t0;
+	*t0 = t;
+}
 
 struct relay {
 	rd_kafka_t *rk;
@@ -215,7 +252,8 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 		return;
 	row->err = m->err;
 	row->st = m->err ? DR_FAILED : DR_OK;
-	row->b->pending--;
+	if (--row->b->pending == 0)
+		row->b->reported_us = pin_clock_mono_us();
 }
 
 static void relay_fail_pending(struct relay *r);
@@ -831,6 +869,7 @@ static void batch_produce(struct relay *r, struct relay_batch *b)
 	}
 	b->deadline_us = pin_clock_now_us() +
 		(pin_config_int("kafka_message_timeout_ms", 10000) + 2000) * 1000;
+	b->produced_us = b->reported_us = pin_clock_mono_us();
 }
 
 /*
@@ -930,8 +969,16 @@ static int batch_mark(const char *table, struct relay_row *rows, int produced,
 			return -1;
 		}
 		pin_metric_add("pin_outbox_published_total", NULL, *ok);
-		if (pin_config_bool("relay_log_published", true))
+		if (pin_config_bool("relay_log_published", true)) {
+			int64_t l0 = pin_clock_mono_us(), d;
+
 			log_published(table, rows, produced);
+			d = pin_clock_mono_us() - l0;
+			if (rclk) {
+				rclk->us[RC_LOG] += d;
+				rclk->us[RC_MARK] -= d;
+			}
+		}
 	}
 	for (int i = 0; i < produced; i++) {
 		char id_s[24], size_s[24], att_s[16];
@@ -986,12 +1033,20 @@ static int unit_reap(struct relay *r, struct relay_unit *u, int *done)
 		struct relay_batch *b = u->win[0];
 		int ok = 0, failed = 0, parked = 0;
 		rd_kafka_resp_err_t first_err = RD_KAFKA_RESP_ERR_NO_ERROR;
+		int64_t t0 = pin_clock_mono_us();
 
+		if (rclk) {
+			rclk->report_us += b->reported_us - b->produced_us;
+			rclk->wait_us += t0 - b->reported_us;
+			rclk->batches++;
+			rclk->rows += b->produced;
+		}
 		if (batch_mark(u->table, b->rows, b->produced, &ok, &failed, &parked,
 				&first_err) < 0) {
 			failed = 1;
 			first_err = RD_KAFKA_RESP_ERR__FAIL;
 		}
+		rc_add(RC_MARK, &t0);
 		*done += ok + parked;
 		if (failed) {
 			if (!r->failing)
@@ -1014,6 +1069,8 @@ static int unit_reap(struct relay *r, struct relay_unit *u, int *done)
 		u->nwin--;
 	}
 	if (u->nwin == 0) {
+		if (rclk && strcmp(u->cursor, "0"))
+			rclk->rewinds++;
 		strcpy(u->cursor, "0");     /* late commits with lower ids */
 		u->stalled = false;
 		if (u->releasing)
@@ -1027,13 +1084,17 @@ static int unit_reap(struct relay *r, struct relay_unit *u, int *done)
 static int unit_feed(struct relay *r, struct relay_unit *u, int *nrows)
 {
 	struct relay_batch *b;
+	int64_t t0;
 
 	*nrows = -1;
 	if (!u->led || u->releasing || u->stalled || r->mismatch || should_stop() ||
 	    u->nwin >= r->inflight || (u->caught_up && u->nwin > 0) ||
 	    pin_clock_now_us() < r->pause_until_us)
 		return 0;
-	if (!(b = batch_read(r, u)))
+	t0 = pin_clock_mono_us();
+	b = batch_read(r, u);
+	rc_add(RC_READ, &t0);
+	if (!b)
 		return u->led ? -1 : 0;
 	*nrows = b->n;
 	u->caught_up = b->n < r->batch;
@@ -1063,7 +1124,9 @@ static int unit_feed(struct relay *r, struct relay_unit *u, int *nrows)
 			u->stalled = true;
 		return -1;
 	}
+	t0 = pin_clock_mono_us();
 	batch_produce(r, b);
+	rc_add(RC_PRODUCE, &t0);
 	u->win[u->nwin++] = b;
 	if (b->produced < b->n)         /* a row refused for now: start over */
 		u->stalled = true;
@@ -1213,6 +1276,43 @@ static void write_metrics_file(void)
 	free(m);
 }
 
+/* Every second of a window in which rows were marked: the thread's time
+ * split at debug level, then a new window. */
+static void clock_log(const struct relay *r, struct relay_clock *c, int64_t now)
+{
+	char v[RC_N + 7][24], th[16];
+	int64_t win = now - c->since, sum = 0;
+
+	if (win < 1000000)
+		return;
+	if (c->rows > 0) {
+		for (int k = 0; k < RC_N; k++) {
+			snprintf(v[k], sizeof(v[k]), "%.1f", (double)c->us[k] / 1000);
+			sum += c->us[k];
+		}
+		snprintf(v[RC_N], sizeof(v[0]), "%.1f", (double)win / 1000);
+		snprintf(v[RC_N + 1], sizeof(v[0]), "%.1f", (double)(win - sum) / 1000);
+		snprintf(v[RC_N + 2], sizeof(v[0]), "%ld", c->rows);
+		snprintf(v[RC_N + 3], sizeof(v[0]), "%ld", c->batches);
+		snprintf(v[RC_N + 4], sizeof(v[0]), "%.1f",
+				(double)c->report_us / 1000 / (double)c->batches);
+		snprintf(v[RC_N + 5], sizeof(v[0]), "%.1f",
+				(double)c->wait_us / 1000 / (double)c->batches);
+		snprintf(v[RC_N + 6], sizeof(v[0]), "%ld", c->rewinds);
+		snprintf(th, sizeof(th), "%d", r->thread);
+		pin_log(PIN_LOG_DEBUG, "outbox relay: time split", "thread", th,
+				"window_ms", v[RC_N], "rows", v[RC_N + 2], "batches", v[RC_N + 3],
+				rc_name[RC_LEAD], v[RC_LEAD], rc_name[RC_READ], v[RC_READ],
+				rc_name[RC_PRODUCE], v[RC_PRODUCE], rc_name[RC_MARK], v[RC_MARK],
+				rc_name[RC_LOG], v[RC_LOG], rc_name[RC_PENDING], v[RC_PENDING],
+				rc_name[RC_POLL], v[RC_POLL], rc_name[RC_SLEEP], v[RC_SLEEP],
+				"other_ms", v[RC_N + 1], "report_ms_per_batch", v[RC_N + 4],
+				"report_to_mark_ms_per_batch", v[RC_N + 5], "rewinds", v[RC_N + 6], NULL);
+	}
+	memset(c, 0, sizeof(*c));
+	c->since = now;
+}
+
 static void *relay_main(void *arg)
 {
 	struct relay r = { .kafka_up = -1, .any_led = -1, .thread = (int)(intptr_t)arg };
@@ -1220,9 +1320,11 @@ static void *relay_main(void *arg)
 	int busy = (int)pin_config_int("relay_busy_interval_ms", 50);
 	int idle = (int)pin_config_int("relay_idle_interval_ms", 100);
 	int64_t retry_us = relay_failover_ms() * 1000 / 5;
+	struct relay_clock clk = { .since = pin_clock_mono_us() };
 
 	if (retry_us > 1000000)
 		retry_us = 1000000;
+	rclk = &clk;
 	pin_arena_set_current(a);
 	pin_metric_add("pin_outbox_published_total", NULL, 0);
 	units_build(&r);
@@ -1232,20 +1334,28 @@ static void *relay_main(void *arg)
 		int64_t now = pin_clock_now_us(), sleep_us;
 		int rc;
 
+		int64_t t0 = pin_clock_mono_us();
+
 		pin_trace_set(NULL);
+		clock_log(&r, &clk, t0);
 		if (now >= r.next_lead_us) {
 			lead_round(&r);
 			r.next_lead_us = now + retry_us;
 		}
+		rc_add(RC_LEAD, &t0);
 		rc = relay_step(&r, &full, &read_any);
 		if (rc < 0)
 			on_failure(&r);
+		t0 = pin_clock_mono_us();
 		update_pending(&r);
+		rc_add(RC_PENDING, &t0);
 		if (r.thread == 0)
 			write_metrics_file();
 		pin_arena_reset(a);
 		if (relay_inflight(&r)) {
+			t0 = pin_clock_mono_us();
 			relay_poll(&r, full || read_any ? 0 : 5);
+			rc_add(RC_POLL, &t0);
 			continue;
 		}
 		if (full && rc == 0)
@@ -1261,9 +1371,13 @@ static void *relay_main(void *arg)
 		else if (!r.rk && r.failing && r.pause_until_us > now && bootstrap_known() &&
 				r.consecutive_failures > 1)
 			r.pause_until_us = 0;
-		if (sleep_us > 0)
+		if (sleep_us > 0) {
+			t0 = pin_clock_mono_us();
 			relay_sleep_ms((int)((sleep_us + 999) / 1000));
+			rc_add(RC_SLEEP, &t0);
+		}
 	}
+	rclk = NULL;
 	relay_finish(&r, 5000);
 	pin_arena_reset(a);
 	pin_arena_set_current(NULL);
