@@ -138,8 +138,8 @@ int pin_jobs_run_shards(int n, pin_shard_fn fn, void *ud)
 	const char *tp = pin_traceparent_get();
 	int rc = 0, sum = 0;
 
-	if (n < 1 || n > MAX_SHARDS || !fn)
-		return PIN_ERR;
+	if (n < 1 || n > MAX_SHARDS || !fn || pin_db_in_tx())
+		return PIN_ERR;         /* the caller must not be in a transaction */
 	for (int k = 0; k < n; k++) {
 		s[k] = (struct shard){ .fn = fn, .ud = ud, .k = k, .n = n };
 		snprintf(s[k].parent, sizeof s[k].parent, "%s", tp ? tp : "");

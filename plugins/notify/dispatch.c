@@ -240,11 +240,15 @@ static void defer_unknown(PGresult *res, const char *owner)
 	long long wait_max = api->config_int("notify.dispatch_contact_wait_max_s", 86400);
 	int n = PQntuples(res), k = 0;
 	char *ids = malloc((size_t)n * 37 + 3), *w = ids, next[40];
+	const char **chs = malloc(sizeof(*chs) * (size_t)(n ? n : 1));
 	const char *p[3];
 	PGresult *up;
 
-	if (!ids)
+	if (!ids || !chs) {
+		free(ids);
+		free(chs);
 		return;         /* the rows' leases end: they are taken again */
+	}
 	*w++ = '{';
 	for (int i = 0; i < n; i++) {
 		const char *id = PQgetvalue(res, i, C_ID), *ch = PQgetvalue(res, i, C_CHANNEL);
@@ -256,7 +260,7 @@ static void defer_unknown(PGresult *res, const char *owner)
 			record(id, owner, ch, "Failed", 0, NULL, "NTF_CONTACT_UNKNOWN", 0);
 			continue;
 		}
-		count(ch, "contact_unknown");
+		chs[k] = ch;
 		w += sprintf(w, "%s%s", k++ ? "," : "", id);
 	}
 	*w++ = '}';
@@ -268,14 +272,19 @@ static void defer_unknown(PGresult *res, const char *owner)
 		p[1] = owner;
 		p[2] = next;
 		up = api->db_exec_prepared("ntf_dispatch_defer", DEFER_SQL, 3, p);
-		if (!up || PQresultStatus(up) != PGRES_COMMAND_OK)
+		if (!up || PQresultStatus(up) != PGRES_COMMAND_OK) {
 			api->log(PIN_LOG_ERROR, "notification dispatch: cannot defer the rows "
 					"without a contact", NULL);
-		else if (atoi(PQcmdTuples(up)) < k)
-			api->log(PIN_LOG_WARN, "notification dispatch: lease lost before "
-					"recording", "rows", PQcmdTuples(up), NULL);
+		} else {
+			if (atoi(PQcmdTuples(up)) < k)
+				api->log(PIN_LOG_WARN, "notification dispatch: lease lost before "
+						"recording", "rows", PQcmdTuples(up), NULL);
+			for (int j = 0; j < k; j++)     /* counted once written */
+				count(chs[j], "contact_unknown");
+		}
 	}
 	free(ids);
+	free(chs);
 }
 
 /* One claimed row with a contact: send, then record. */

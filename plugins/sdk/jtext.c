@@ -331,8 +331,15 @@ void pc_jt_col(struct pc_jt *w, const PGresult *res, int row, int col)
 		case PC_BOOLOID:
 			v = *v ? "t" : "f";
 			break;
+		case PC_TEXTOID:
+		case PC_VARCHAROID:
+			break;          /* the same bytes in either format */
 		default:
-			break;
+			/* a binary value of a type this writer cannot print
+			 * (timestamptz, numeric, jsonb, ...): null, never its
+			 * raw bytes as a string */
+			pc_jt_null(w);
+			return;
 		}
 	}
 	pc_jt_str(w, v);

@@ -62,9 +62,11 @@ int pc_cursor_parse(const char *cursor, int64_t *us, char id[37])
 
 char *pc_cursor_make(int64_t us, const char *id)
 {
-	char *plain = pc_api->sprintf("%lld|%s", (long long)us, id);
-	char *out = pc_api->alloc(strlen(plain) * 2 + 1);
+	char *plain = id ? pc_api->sprintf("%lld|%s", (long long)us, id) : NULL;
+	char *out = plain ? pc_api->alloc(strlen(plain) * 2 + 1) : NULL;
 
+	if (!out)       /* out of memory */
+		return NULL;
 	pc_hex_encode(plain, out);
 	return out;
 }

@@ -31,6 +31,8 @@ int64_t pc_col_us(const PGresult *res, int row, int col);
 #define PC_INT2OID 21
 #define PC_INT4OID 23
 #define PC_UUIDOID 2950
+#define PC_TEXTOID 25
+#define PC_VARCHAROID 1043
 #define PC_INT4ARRAYOID 1007
 
 /* Binary results (api->db_exec_prepared_bin, ABI 1.5; README "Read paths

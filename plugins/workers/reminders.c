@@ -23,6 +23,7 @@
  * dispatcher keeps up). */
 #include "config.h"
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include "workers.h"
 #include "sdk/sdk.h"
@@ -89,10 +90,11 @@ static json_object *reminder_due_payload(const PGresult *res, int i)
 	return pc_jt_body(&w);
 }
 
-/* A pass (now, batch size, batches per shard) and the shard (k of n) a
- * batch takes its rows from; k 0 of 1 = every due reminder. */
-struct rd_pass { int64_t now_us; int batch, max_batches; };
-struct rd_shard { int k, n; };
+/* A pass (now, batch size, batches per shard; the rows its batches have
+ * committed, over every shard) and the shard (k of n) a batch takes its
+ * rows from; k 0 of 1 = every due reminder. */
+struct rd_pass { int64_t now_us; int batch, max_batches; atomic_int sent; };
+struct rd_shard { int k, n; struct rd_pass *pass; };
 
 /* One batch of shard sh: returns rows sent (>= 0) or PIN_ERR_DB.  Four round
  * trips whatever its size: BEGIN, the UPDATE .. RETURNING, ONE outbox insert
@@ -137,6 +139,7 @@ static int dispatch_batch(void *sh, int64_t now_us, int batch)
 		goto fail;
 	if (pc_api->db_commit() != 0)
 		return PIN_ERR_DB;
+	atomic_fetch_add(&s->pass->sent, n);
 	return n;
 fail:
 	pc_api->db_rollback();
@@ -155,8 +158,8 @@ static void set_lag(int64_t now_us)
 /* Shard k of n of a pass (api->run_shards), on its own connection. */
 static int dispatch_shard(void *ud, int k, int n)
 {
-	const struct rd_pass *p = ud;
-	struct rd_shard s = { k, n };
+	struct rd_pass *p = ud;
+	struct rd_shard s = { k, n, p };
 
 	return pc_batch_loop_ud(dispatch_batch, &s, p->now_us, p->batch, p->max_batches);
 }
@@ -179,28 +182,27 @@ static int reminder_dispatch(void *ud)
 {
 	int64_t now_us = pc_api->now_us();
 	struct rd_pass p = { now_us,
-		pc_batch_size("job.reminder-dispatch.batch", DEFAULT_BATCH), MAX_BATCHES - 1 };
-	struct rd_shard all = { 0, 1 };
-	int n = dispatch_connections(), total, rest;
+		pc_batch_size("job.reminder-dispatch.batch", DEFAULT_BATCH), MAX_BATCHES - 1, 0 };
+	struct rd_shard all = { 0, 1, &p };
+	int n = dispatch_connections(), rc, total;
 
 	(void)ud;
 	set_lag(now_us);
-	total = dispatch_batch(&all, now_us, p.batch);
-	if (total == p.batch) {
+	rc = dispatch_batch(&all, now_us, p.batch);
+	if (rc == p.batch) {
 		if (n > 1) {
 			p.max_batches = (MAX_BATCHES - 1 + n - 1) / n;
-			rest = pc_api->run_shards(n, dispatch_shard, &p);
+			rc = pc_api->run_shards(n, dispatch_shard, &p);
 		} else {
-			rest = dispatch_shard(&p, 0, 1);
+			rc = dispatch_shard(&p, 0, 1);
 		}
-		total = rest < 0 ? rest : total + rest;
 	}
-	if (total < 0)
-		return total;
+	/* what was committed counts, also when a shard failed after it */
+	total = atomic_load(&p.sent);
 	if (total > 0)
 		pc_api->metric_add("pin_reminders_sent_total", NULL, total);
 	set_lag(pc_api->now_us());
-	return total;
+	return rc < 0 ? rc : total;
 }
 
 int wrk_reminders_register(struct pin_registrar *reg, char *err, size_t errlen)

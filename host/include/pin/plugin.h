@@ -429,7 +429,8 @@ struct pin_host_api {
 	 *    on the calling thread after k = 0.  ud is shared by the threads
 	 *    (read only, or synchronised by fn).  Returns the sum of the
 	 *    results when all are >= 0, else the first negative one (in k
-	 *    order); PIN_ERR for n outside 1..16. */
+	 *    order); PIN_ERR for n outside 1..16 or when the caller is in a
+	 *    transaction. */
 	int (*run_shards)(int n, pin_shard_fn fn, void *ud);
 };
 
