@@ -57,6 +57,21 @@ static int job_interval(const struct pin_job_entry *e)
 
 /* One pass of one job on the calling thread (arena already current).
  * Returns the handler's result. */
+/* After a pass (or a shard of one, job NULL): a transaction the handler
+ * left open is rolled back, with a warning. */
+static void rollback_left_open(const char *job)
+{
+	if (!pin_db_in_tx())
+		return;
+	if (job)
+		pin_log(PIN_LOG_WARN, "job left a transaction open; rolled back",
+				"job", job, NULL);
+	else
+		pin_log(PIN_LOG_WARN, "job shard left a transaction open; rolled back",
+				NULL);
+	pin_db_rollback();
+}
+
 static int job_pass(const struct pin_job_entry *e)
 {
 	char labels[300], sn[24], sms[24];
@@ -66,11 +81,7 @@ static int job_pass(const struct pin_job_entry *e)
 	snprintf(labels, sizeof(labels), "job=\"%s\"", e->j.name);
 	pin_trace_start(NULL);     /* a new trace per pass */
 	rc = e->j.fn(e->j.ud);
-	if (pin_db_in_tx()) {
-		pin_log(PIN_LOG_WARN, "job left a transaction open; rolled back",
-				"job", e->j.name, NULL);
-		pin_db_rollback();
-	}
+	rollback_left_open(e->j.name);
 	ms = (pin_clock_now_us() - t0) / 1000;
 	pin_metric_observe("pin_job_duration_seconds", labels,
 			(double)(pin_clock_now_us() - t0) / 1e6);
@@ -121,10 +132,7 @@ static void *shard_main(void *arg)
 	pin_arena_set_current(a);
 	pin_trace_start(s->parent[0] ? s->parent : NULL);
 	s->rc = s->fn(s->ud, s->k, s->n);
-	if (pin_db_in_tx()) {
-		pin_log(PIN_LOG_WARN, "job shard left a transaction open; rolled back", NULL);
-		pin_db_rollback();
-	}
+	rollback_left_open(NULL);
 	pin_trace_set(NULL);
 	pin_arena_set_current(NULL);
 	pin_arena_free(a);
