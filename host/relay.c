@@ -44,7 +44,9 @@
  * failing, the producer is recreated (the bootstrap file is re-read: the dev
  * broker comes back on a new port).  When a unit has nothing in flight its
  * cursor goes back to the start, so a row that committed late with a lower
- * id is read on the next pass.  The time split of each relay thread is
+ * id is read on the next pass: at once when its last read found nothing or
+ * a batch failed, else at most every relay_rewind_ms (250) while rows keep
+ * coming (a late row waits at most that long).  The time split of each relay thread is
  * logged at debug level once a second while rows flow ("outbox relay: time
  * split").
  *
@@ -57,7 +59,7 @@
  *
  * Config: relay_batch (1000), relay_inflight (4), relay_shards (4),
  * relay_failover_s (5), relay_busy_interval_ms (50),
- * relay_idle_interval_ms (100), relay_backoff_max_ms (30000),
+ * relay_idle_interval_ms (100), relay_rewind_ms (250), relay_backoff_max_ms (30000),
  * kafka_message_timeout_ms (10000), relay_once_timeout_ms (10000),
  * kafka_linger_ms (5), relay_park_unknown_topic_attempts (5),
  * metrics_textfile ("" = none: the worker host's metrics in Prometheus text
@@ -135,7 +137,9 @@ struct relay_unit {
 	bool releasing;             /* give the lock back once drained */
 	bool stalled;               /* a batch failed: drain, then start over */
 	bool caught_up;             /* the last read was not full */
-	char cursor[24];            /* last id read while batches are in flight */
+	bool read_empty;            /* the last read found no row */
+	char cursor[24];            /* last id read (see unit_reap: rewinds) */
+	int64_t rewound_us;         /* monotonic: the cursor last went to 0 */
 	struct relay_batch *win[RELAY_MAX_INFLIGHT];
 	int nwin;
 };
@@ -186,6 +190,7 @@ struct relay {
 	int kafka_up;               /* -1 unknown */
 	int conn_pid;               /* backend pid of the session set up */
 	int nshards, batch, inflight;
+	int64_t rewind_us;          /* relay_rewind_ms; 0 = at every empty window */
 	int64_t next_lead_us;       /* next leadership round */
 	int64_t next_pending_us;    /* next pending-gauge refresh */
 	int members;
@@ -398,6 +403,10 @@ static void units_build(struct relay *r)
 	r->batch = (int)pin_config_int("relay_batch", 1000);
 	if (r->batch < 1)
 		r->batch = 1;
+	/* --once drains to a read from the start that finds nothing */
+	r->rewind_us = r->once ? 0 : pin_config_int("relay_rewind_ms", 250) * 1000;
+	if (r->rewind_us < 0)
+		r->rewind_us = 0;
 	r->nunits = (int)relay_noutboxes() * r->nshards;
 	r->units = calloc((size_t)r->nunits, sizeof(*r->units));
 	if (!r->units) {
@@ -1069,9 +1078,22 @@ static int unit_reap(struct relay *r, struct relay_unit *u, int *done)
 		u->nwin--;
 	}
 	if (u->nwin == 0) {
-		if (rclk && strcmp(u->cursor, "0"))
-			rclk->rewinds++;
-		strcpy(u->cursor, "0");     /* late commits with lower ids */
+		int64_t now = pin_clock_mono_us();
+
+		/* Back to the start of the shard for rows that committed late
+		 * with a lower id: at once after a failure or when the last read
+		 * found nothing new, else at most every relay_rewind_ms while rows
+		 * keep coming.  A read from the start walks the index entries of
+		 * every row published since the last vacuum; at each emptied
+		 * window (~20 per second and shard under a steady stream) that
+		 * was a third of the relay's database time (README "Relay
+		 * (session 8)"). */
+		if (u->stalled || u->read_empty || now - u->rewound_us >= r->rewind_us) {
+			if (rclk && strcmp(u->cursor, "0"))
+				rclk->rewinds++;
+			strcpy(u->cursor, "0");
+			u->rewound_us = now;
+		}
 		u->stalled = false;
 		if (u->releasing)
 			unit_release(r, u, r->mismatch ? "relay_shards mismatch" : "balance");
@@ -1098,6 +1120,7 @@ static int unit_feed(struct relay *r, struct relay_unit *u, int *nrows)
 		return u->led ? -1 : 0;
 	*nrows = b->n;
 	u->caught_up = b->n < r->batch;
+	u->read_empty = b->n == 0;
 	if (b->n == 0) {
 		batch_free(b);
 		return 0;

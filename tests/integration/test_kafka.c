@@ -192,7 +192,8 @@ END_TEST
  * (host/relay.c: class hashtext('pin.relay:' || outbox) & 0x7fffffff,
  * shard (hashtext(key) & 0x7fffffff) % relay_shards, 4 by default) */
 #define RELAY_CLASS "(hashtext('pin.relay:calendar.outbox') & 2147483647)"
-#define RELAY_SHARD "((hashtext($1) & 2147483647) % 4)"
+#define RELAY_SHARD_OF(k) "((hashtext(" k ") & 2147483647) % 4)"
+#define RELAY_SHARD RELAY_SHARD_OF("$1")
 START_TEST(relay_publishes_only_as_leader)
 {
 	char *mid = h_uuid(), *key = h_uuid(), *env = k_envelope(mid, key, "noop");
@@ -222,6 +223,66 @@ START_TEST(relay_publishes_only_as_leader)
 	ck_assert_msg(k_wait_count("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
 				" AND published_at IS NOT NULL", id, 1, 30) == 1,
 			"row not published within 30 s of the lock's release");
+}
+END_TEST
+
+/* An outbox row of TEST_TOPIC whose key falls in the relay shard of key
+ * (relay_shards 4); its id. */
+static char *k_insert_same_shard(const char *key)
+{
+	char *mid = h_uuid();
+	char *k2 = h_sql_scalar("SELECT k FROM (SELECT gen_random_uuid()::text AS k"
+			" FROM generate_series(1, 200)) x WHERE " RELAY_SHARD_OF("k") " = "
+			RELAY_SHARD_OF("$1") " LIMIT 1", key);
+
+	ck_assert_ptr_nonnull(k2);
+	return k_insert_outbox(mid, k2, k_envelope(mid, k2, "noop"));
+}
+
+/* (b') a row whose transaction took its id first and committed after rows
+ * behind it were published is published too -- while rows keep coming into
+ * its shard, so the relay's read never runs dry (it goes back to the start
+ * at most every relay_rewind_ms then, host/relay.c) */
+START_TEST(relay_publishes_late_commit)
+{
+	char *mid = h_uuid(), *key = h_uuid(), *env = k_envelope(mid, key, "noop");
+	PGconn *late = PQconnectdb(h_env("PIN_PG_DSN"));
+	const char *p[3] = { mid, key, env };
+	char *late_id, *after, *last = NULL;
+	PGresult *res;
+	int64_t end;
+	int n = 0;
+
+	k_setup();
+	ck_assert_int_eq(PQstatus(late), CONNECTION_OK);
+	PQclear(PQexec(late, "BEGIN"));
+	res = PQexecParams(late, "INSERT INTO calendar.outbox (message_id, topic, key,"
+			" envelope, created_at) VALUES ($1::uuid, '" TEST_TOPIC "', $2, $3::jsonb,"
+			" now()) RETURNING id::text", 3, NULL, p, NULL, NULL, 0);
+	ck_assert_int_eq(PQresultStatus(res), PGRES_TUPLES_OK);
+	late_id = h_strdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	/* a row of the same shard with a higher id, published: the shard's
+	 * read is past the late row's id */
+	after = k_insert_same_shard(key);
+	ck_assert_msg(k_wait_count("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
+				" AND published_at IS NOT NULL", after, 1, 20) == 1,
+			"row %s not published within 20 s", after);
+	PQclear(PQexec(late, "COMMIT"));
+	PQfinish(late);
+	end = h_now_ms() + 5000;
+	while (h_sql_int("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
+			" AND published_at IS NOT NULL", late_id) == 0) {
+		ck_assert_msg(h_now_ms() < end, "late row %s not published within 5 s"
+				" while %d rows came after it", late_id, n);
+		last = k_insert_same_shard(key);
+		n++;
+		h_sleep_ms(20);
+	}
+	if (last)
+		ck_assert_msg(k_wait_count("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
+					" AND published_at IS NOT NULL", last, 1, 20) == 1,
+				"row %s not published within 20 s", last);
 }
 END_TEST
 
@@ -494,6 +555,7 @@ Suite *make_kafka_suite(void)
 	tcase_add_test(tc, relay_publishes_once);
 	tcase_add_test(tc, relay_publishes_api_outbox);
 	tcase_add_test(tc, relay_publishes_only_as_leader);
+	tcase_add_test(tc, relay_publishes_late_commit);
 	tcase_add_test(tc, consumer_dedupes);
 	tcase_add_test(tc, consumer_retries);
 	tcase_add_test(tc, consumer_dlq);
