@@ -7,7 +7,10 @@
  *     (Pending rows stay: an unread in-app row or an undelivered message is
  *     still owed to its recipient);
  *   - recorded final states (subject_final_states) older than 180 days (a
- *     message about a subject that late is not expected).
+ *     message about a subject that late is not expected);
+ *   - published rows of its outbox (notifications.outbox) older than 7
+ *     days, as housekeeping does for calendar.outbox (before session 8
+ *     nothing deleted them).
  * Ages are configurable in days (notifications.housekeeping.*_days). */
 #include "config.h"
 #include <stdio.h>
@@ -28,6 +31,13 @@ static const struct pc_purge purges[] = {
 	  " SELECT id FROM notifications.notifications"
 	  " WHERE status IN ('Sent', 'Failed', 'Read') AND created_at < $1::timestamptz"
 	  " ORDER BY created_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
+	/* the context's own outbox, as housekeeping does for calendar.outbox
+	 * (workers.md: published rows older than 7 days; migration 0050) */
+	{ "outbox", "notifications.housekeeping.outbox_days", 86400, 7,
+	  "DELETE FROM notifications.outbox WHERE id IN ("
+	  " SELECT id FROM notifications.outbox"
+	  " WHERE published_at IS NOT NULL AND published_at < $1::timestamptz"
+	  " ORDER BY published_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 	{ "subject_final_states", "notifications.housekeeping.final_state_days", 86400, 180,
 	  "DELETE FROM notifications.subject_final_states WHERE subject_id IN ("
 	  " SELECT subject_id FROM notifications.subject_final_states"

@@ -4,7 +4,8 @@
  *     days -- their reminders go with them (FK cascade) -- unless a CRM
  *     booking link or a still-active appointment refers to them;
  *   - terminal appointments not changed for 180 days;
- *   - published outbox rows older than 7 days;
+ *   - published outbox rows older than 7 days (the index of migration
+ *     0650: a batch reads its rows, not the whole outbox);
  *   - inbox rows older than 30 days (a redelivery that late is not expected:
  *     Kafka retention is shorter);
  *   - Idempotency-Key records older than 24 h (the replay window, api.md).
@@ -39,7 +40,7 @@ static const struct pc_purge purges[] = {
 	  "DELETE FROM calendar.outbox WHERE id IN ("
 	  " SELECT id FROM calendar.outbox"
 	  " WHERE published_at IS NOT NULL AND published_at < $1::timestamptz"
-	  " ORDER BY id LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
+	  " ORDER BY published_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 	{ "inbox", "housekeeping.inbox_days", 86400, 30,
 	  "DELETE FROM calendar.inbox WHERE (consumer_group, message_id) IN ("
 	  " SELECT consumer_group, message_id FROM calendar.inbox"

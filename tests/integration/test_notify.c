@@ -1089,12 +1089,12 @@ END_TEST
 /* ------------------------------------ issue 12: retention, erasure (item 6) */
 
 /* The notifications-housekeeping job deletes old inbox rows, old Sent /
- * Failed / Read notifications and old final states; Pending and recent rows
- * stay. */
+ * Failed / Read notifications, old final states and old published rows of
+ * notifications.outbox; Pending and recent rows stay. */
 START_TEST(retention_housekeeping)
 {
 	const char *user = h_uuid(), *m_old = h_uuid(), *m_new = h_uuid(), *s_old = h_uuid(),
-		*s_new = h_uuid();
+		*s_new = h_uuid(), *o_old = h_uuid(), *o_new = h_uuid();
 	const char *ins = "INSERT INTO notifications.notifications (id, recipient_user_id, kind, "
 		"channel, urgency, status, role, title, body, payload, locale, source_message_id, "
 		"source_event_type, created_at, sent_at, read_at, published_at) "
@@ -1114,7 +1114,16 @@ START_TEST(retention_housekeeping)
 	h_sql("INSERT INTO notifications.subject_final_states VALUES ($1::uuid, "
 		"'Appointment', 'Cancelled', gen_random_uuid(), now() - interval '200 days'), "
 		"($2::uuid, 'Appointment', 'Cancelled', gen_random_uuid(), now())", s_old, s_new);
+	/* the context's outbox: published 8 days ago (gone), 1 day ago and
+	 * unpublished (kept) */
+	h_sql("INSERT INTO notifications.outbox (message_id, topic, key, envelope, created_at, "
+		"published_at) VALUES ($1::uuid, 'pin.test.events.v1', $3, '{}', "
+		"now() - interval '8 days', now() - interval '8 days'), ($2::uuid, "
+		"'pin.test.events.v1', $3, '{}', now() - interval '1 day', now() - interval '1 day')",
+		o_old, o_new, user);
 	ck_assert_int_eq(h_run_worker_once(0), 0);
+	ck_assert_str_eq(h_sql_scalar("SELECT coalesce(string_agg(message_id::text, ','), '') "
+		"FROM notifications.outbox WHERE key = $1", user), o_new);
 	ck_assert_str_eq(h_sql_scalar("SELECT string_agg(channel || ':' || status, ',' "
 		"ORDER BY created_at, channel) FROM notifications.notifications "
 		"WHERE recipient_user_id = $1::uuid", user), "InApp:Pending,InApp:Read");
