@@ -397,6 +397,18 @@ START_TEST(ac_cancel_skips_pending)
 	ck_assert_ptr_nonnull(h_jstr(r->json, "cancelledAt"));
 	ck_assert_int_eq(rem_count(id, "Skipped"), 2);
 	ck_assert_int_eq(rem_count(id, "Pending"), 0);
+	{
+		/* INV-REM-2: a Skipped (terminal) reminder never changes again */
+		const char *p1[1] = { id };
+		PGresult *res = PQexecParams(h_pg(), "UPDATE calendar.event_reminders"
+				" SET status = 'Pending', sent_at = NULL"
+				" WHERE calendar_event_id = $1::uuid", 1, NULL, p1, NULL, NULL, 0);
+		const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+		ck_assert_msg(st && !strcmp(st, "23514"), "a Skipped reminder changed: %s",
+				st ? st : PQcmdTuples(res));
+		PQclear(res);
+	}
 	ck_assert_int_eq(h_run_worker_once(4 * DAY), 0);
 	ck_assert_int_eq(outbox_count(T_REMINDER, id), 0);
 	m = h_kafka_wait_key(T_STATUS, id, 20000);
