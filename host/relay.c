@@ -44,9 +44,8 @@
  * failing, the producer is recreated (the bootstrap file is re-read: the dev
  * broker comes back on a new port).  When a unit has nothing in flight its
  * cursor goes back to the start, so a row that committed late with a lower
- * id is read on the next pass: at once when its last read found nothing or
- * a batch failed, else at most every relay_rewind_ms (250) while rows keep
- * coming (a late row waits at most that long).  The time split of each relay thread is
+ * id is read on the next pass: at once after a failed batch, else at most
+ * every relay_rewind_ms (250; a late row waits at most that long).  The time split of each relay thread is
  * logged at debug level once a second while rows flow ("outbox relay: time
  * split").
  *
@@ -137,7 +136,6 @@ struct relay_unit {
 	bool releasing;             /* give the lock back once drained */
 	bool stalled;               /* a batch failed: drain, then start over */
 	bool caught_up;             /* the last read was not full */
-	bool read_empty;            /* the last read found no row */
 	char cursor[24];            /* last id read (see unit_reap: rewinds) */
 	int64_t rewound_us;         /* monotonic: the cursor last went to 0 */
 	struct relay_batch *win[RELAY_MAX_INFLIGHT];
@@ -1081,14 +1079,13 @@ static int unit_reap(struct relay *r, struct relay_unit *u, int *done)
 		int64_t now = pin_clock_mono_us();
 
 		/* Back to the start of the shard for rows that committed late
-		 * with a lower id: at once after a failure or when the last read
-		 * found nothing new, else at most every relay_rewind_ms while rows
-		 * keep coming.  A read from the start walks the index entries of
-		 * every row published since the last vacuum; at each emptied
-		 * window (~20 per second and shard under a steady stream) that
-		 * was a third of the relay's database time (README "Relay
-		 * (session 8)"). */
-		if (u->stalled || u->read_empty || now - u->rewound_us >= r->rewind_us) {
+		 * with a lower id: at once after a failure, else at most every
+		 * relay_rewind_ms.  A read from the start walks the index entries
+		 * of every row published since the last vacuum; at each emptied
+		 * window (10-20 per second and relay thread under a trickle of
+		 * commits) that made the reads cost 16-25 us per row instead of
+		 * ~10 (README "Relay (session 8)"). */
+		if (u->stalled || now - u->rewound_us >= r->rewind_us) {
 			if (rclk && strcmp(u->cursor, "0"))
 				rclk->rewinds++;
 			strcpy(u->cursor, "0");
@@ -1120,7 +1117,6 @@ static int unit_feed(struct relay *r, struct relay_unit *u, int *nrows)
 		return u->led ? -1 : 0;
 	*nrows = b->n;
 	u->caught_up = b->n < r->batch;
-	u->read_empty = b->n == 0;
 	if (b->n == 0) {
 		batch_free(b);
 		return 0;
