@@ -123,8 +123,11 @@ static int outbox_insert(const char *table, const struct ob_row *rows, size_t n)
 	for (size_t i = 1; i < n; i++)
 		if (strcmp(rows[i].created_at, rows[0].created_at) != 0 ||
 		    !rows[i].traceparent != !rows[0].traceparent || (rows[0].traceparent &&
-		    strcmp(rows[i].traceparent, rows[0].traceparent) != 0))
+		    strcmp(rows[i].traceparent, rows[0].traceparent) != 0)) {
+			pin_log(PIN_LOG_ERROR, "outbox: a batch with several createdAt or"
+					" traceparent values refused (internal error)", NULL);
 			return PIN_ERR;
+		}
 	snprintf(sql, sizeof sql, "INSERT INTO %s (%s) SELECT u.*, $5::%s, $6::%s FROM"
 		" unnest($1::%s[], $2::%s[], $3::%s[], $4::%s[]) AS u", table, cols, casts[4],
 		casts[5], casts[0], casts[1], casts[2], casts[3]);

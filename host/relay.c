@@ -45,7 +45,8 @@
  * broker comes back on a new port).  When a unit has nothing in flight its
  * cursor goes back to the start, so a row that committed late with a lower
  * id is read on the next pass: at once after a failed batch, else at most
- * every relay_rewind_ms (250; a late row waits at most that long).  The time split of each relay thread is
+ * every relay_rewind_ms (250: once caught up, a late row waits about that
+ * long more; 0 = at every emptied window).  The time split of each relay thread is
  * logged at debug level once a second while rows flow ("outbox relay: time
  * split").
  *

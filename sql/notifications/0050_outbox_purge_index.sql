@@ -1,10 +1,10 @@
--- 0050_outbox_purge_index (issue 13, session 8): an index path for the housekeeping purge
--- of published outbox rows (notifications.outbox, older than 7 days by default).
--- The purge selected its batch with "published_at < $1 ORDER BY .. LIMIT n"
--- and no index served that: every batch of 500 read the WHOLE outbox (a
--- sequential scan of the 7 days of rows the table holds; on the dev bench's
--- 2.6 GB outbox one batch ran for minutes).  Now each batch reads the first
--- entries of this partial index, and a pass with nothing to purge reads one.
+-- 0050_outbox_purge_index (issue 13, session 8): notify's retention job now
+-- purges published rows of notifications.outbox older than 7 days (nothing
+-- deleted them before: the table kept every row ever written), with the same
+-- statement housekeeping uses for calendar.outbox: "published_at < $1 ORDER
+-- BY published_at LIMIT n".  Without an index every batch would read the
+-- whole table; with this one a batch reads the first entries of the index
+-- and a pass with nothing to purge reads one.
 -- Its cost: one more index entry per row when the relay marks it published
 -- (that UPDATE already writes a new row version and entries in the primary
 -- key and message_id indexes); unpublished rows have none.

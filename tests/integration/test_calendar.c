@@ -404,9 +404,11 @@ START_TEST(ac_cancel_skips_pending)
 				" SET status = 'Pending', sent_at = NULL"
 				" WHERE calendar_event_id = $1::uuid", 1, NULL, p1, NULL, NULL, 0);
 		const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
 
-		ck_assert_msg(st && !strcmp(st, "23514"), "a Skipped reminder changed: %s",
-				st ? st : PQcmdTuples(res));
+		ck_assert_msg(st && !strcmp(st, "23514") && msg && strstr(msg, "INV-REM-2"),
+				"a Skipped reminder changed: %s %s", st ? st : PQcmdTuples(res),
+				msg ? msg : "");
 		PQclear(res);
 	}
 	ck_assert_int_eq(h_run_worker_once(4 * DAY), 0);

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <json-c/json.h>
@@ -226,31 +227,43 @@ START_TEST(relay_publishes_only_as_leader)
 }
 END_TEST
 
-/* An outbox row of TEST_TOPIC whose key falls in the relay shard of key
- * (relay_shards 4); its id. */
-static char *k_insert_same_shard(const char *key)
+/* n outbox rows of TEST_TOPIC whose keys fall in the relay shard of key
+ * (relay_shards 4), in one statement; the highest id. */
+static char *k_insert_same_shard(const char *key, int n)
 {
-	char *mid = h_uuid();
-	char *k2 = h_sql_scalar("SELECT k FROM (SELECT gen_random_uuid()::text AS k"
-			" FROM generate_series(1, 200)) x WHERE " RELAY_SHARD_OF("k") " = "
-			RELAY_SHARD_OF("$1") " LIMIT 1", key);
+	char *id = h_sql_scalar("WITH k AS (SELECT gen_random_uuid() AS m, gen_random_uuid()::text AS k"
+			" FROM generate_series(1, 40 * $2::int)), s AS (SELECT * FROM k"
+			" WHERE " RELAY_SHARD_OF("k.k") " = " RELAY_SHARD_OF("$1") " LIMIT $2::int),"
+			" ins AS (INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)"
+			" SELECT m, '" TEST_TOPIC "', k, jsonb_build_object('messageId', m, 'eventType',"
+			" 'pin.test.event', 'contractVersion', 1, 'createdAt', '2026-11-30T00:00:00.000Z',"
+			" 'aggregateType', 'Test', 'aggregateId', k, 'correlationId', NULL, 'payload',"
+			" jsonb_build_object('kind', 'noop')), now() FROM s RETURNING id)"
+			" SELECT max(id)::text FROM ins", key, h_sprintf("%d", n));
 
-	ck_assert_ptr_nonnull(k2);
-	return k_insert_outbox(mid, k2, k_envelope(mid, k2, "noop"));
+	ck_assert_ptr_nonnull(id);
+	return id;
+}
+
+static long long k_published(const char *id)
+{
+	return h_sql_int("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
+			" AND published_at IS NOT NULL", id);
 }
 
 /* (b') a row whose transaction took its id first and committed after rows
  * behind it were published is published too -- while rows keep coming into
- * its shard, so the relay's read never runs dry (it goes back to the start
- * at most every relay_rewind_ms then, host/relay.c) */
+ * its shard (20 every 20 ms: the relay's reads keep finding rows, it goes
+ * back to the start at most every relay_rewind_ms then, host/relay.c) */
 START_TEST(relay_publishes_late_commit)
 {
 	char *mid = h_uuid(), *key = h_uuid(), *env = k_envelope(mid, key, "noop");
 	PGconn *late = PQconnectdb(h_env("PIN_PG_DSN"));
 	const char *p[3] = { mid, key, env };
-	char *late_id, *after, *last = NULL;
+	char *late_id = NULL, *after, *last;
 	PGresult *res;
 	int64_t end;
+	bool ok;
 	int n = 0;
 
 	k_setup();
@@ -259,30 +272,38 @@ START_TEST(relay_publishes_late_commit)
 	res = PQexecParams(late, "INSERT INTO calendar.outbox (message_id, topic, key,"
 			" envelope, created_at) VALUES ($1::uuid, '" TEST_TOPIC "', $2, $3::jsonb,"
 			" now()) RETURNING id::text", 3, NULL, p, NULL, NULL, 0);
-	ck_assert_int_eq(PQresultStatus(res), PGRES_TUPLES_OK);
-	late_id = h_strdup(PQgetvalue(res, 0, 0));
+	ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+	if (ok)
+		late_id = h_strdup(PQgetvalue(res, 0, 0));
 	PQclear(res);
-	/* a row of the same shard with a higher id, published: the shard's
+	if (!ok)
+		PQfinish(late);
+	ck_assert_msg(ok, "late insert failed");
+	/* rows of the same shard with higher ids, published: the shard's
 	 * read is past the late row's id */
-	after = k_insert_same_shard(key);
-	ck_assert_msg(k_wait_count("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
-				" AND published_at IS NOT NULL", after, 1, 20) == 1,
-			"row %s not published within 20 s", after);
-	PQclear(PQexec(late, "COMMIT"));
-	PQfinish(late);
-	end = h_now_ms() + 5000;
-	while (h_sql_int("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
-			" AND published_at IS NOT NULL", late_id) == 0) {
-		ck_assert_msg(h_now_ms() < end, "late row %s not published within 5 s"
-				" while %d rows came after it", late_id, n);
-		last = k_insert_same_shard(key);
-		n++;
+	after = k_insert_same_shard(key, 1);
+	end = h_now_ms() + 20000;
+	while (!k_published(after) && h_now_ms() < end)
+		h_sleep_ms(50);
+	/* the stream runs before and after the late commit */
+	for (int i = 0; i < 25; i++, n += 20) {
+		last = k_insert_same_shard(key, 20);
 		h_sleep_ms(20);
 	}
-	if (last)
-		ck_assert_msg(k_wait_count("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
-					" AND published_at IS NOT NULL", last, 1, 20) == 1,
-				"row %s not published within 20 s", last);
+	PQclear(PQexec(late, "COMMIT"));
+	PQfinish(late);
+	ck_assert_msg(k_published(after), "row %s not published within 20 s", after);
+	end = h_now_ms() + 20000;
+	while (!k_published(late_id)) {
+		ck_assert_msg(h_now_ms() < end, "late row %s not published within 20 s"
+				" while %d rows came after it", late_id, n);
+		last = k_insert_same_shard(key, 20);
+		n += 20;
+		h_sleep_ms(20);
+	}
+	ck_assert_msg(k_wait_count("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
+				" AND published_at IS NOT NULL", last, 1, 30) == 1,
+			"row %s not published within 30 s", last);
 }
 END_TEST
 

@@ -1094,7 +1094,7 @@ END_TEST
 START_TEST(retention_housekeeping)
 {
 	const char *user = h_uuid(), *m_old = h_uuid(), *m_new = h_uuid(), *s_old = h_uuid(),
-		*s_new = h_uuid(), *o_old = h_uuid(), *o_new = h_uuid();
+		*s_new = h_uuid(), *o_old = h_uuid(), *o_new = h_uuid(), *o_parked = h_uuid();
 	const char *ins = "INSERT INTO notifications.notifications (id, recipient_user_id, kind, "
 		"channel, urgency, status, role, title, body, payload, locale, source_message_id, "
 		"source_event_type, created_at, sent_at, read_at, published_at) "
@@ -1114,16 +1114,19 @@ START_TEST(retention_housekeeping)
 	h_sql("INSERT INTO notifications.subject_final_states VALUES ($1::uuid, "
 		"'Appointment', 'Cancelled', gen_random_uuid(), now() - interval '200 days'), "
 		"($2::uuid, 'Appointment', 'Cancelled', gen_random_uuid(), now())", s_old, s_new);
-	/* the context's outbox: published 8 days ago (gone), 1 day ago and
-	 * unpublished (kept) */
+	/* the context's outbox: published 8 days ago (gone), published 1 day
+	 * ago (kept); an unpublished row of 8 days stays too (parked: the relay
+	 * leaves it alone) */
 	h_sql("INSERT INTO notifications.outbox (message_id, topic, key, envelope, created_at, "
-		"published_at) VALUES ($1::uuid, 'pin.test.events.v1', $3, '{}', "
-		"now() - interval '8 days', now() - interval '8 days'), ($2::uuid, "
-		"'pin.test.events.v1', $3, '{}', now() - interval '1 day', now() - interval '1 day')",
-		o_old, o_new, user);
+		"published_at, parked_at) VALUES ($1::uuid, 'pin.test.events.v1', $4, '{}', "
+		"now() - interval '8 days', now() - interval '8 days', NULL), ($2::uuid, "
+		"'pin.test.events.v1', $4, '{}', now() - interval '1 day', now() - interval '1 day', "
+		"NULL), ($3::uuid, 'pin.test.events.v1', $4, '{}', now() - interval '8 days', NULL, "
+		"now() - interval '8 days')", o_old, o_new, o_parked, user);
 	ck_assert_int_eq(h_run_worker_once(0), 0);
-	ck_assert_str_eq(h_sql_scalar("SELECT coalesce(string_agg(message_id::text, ','), '') "
-		"FROM notifications.outbox WHERE key = $1", user), o_new);
+	ck_assert_str_eq(h_sql_scalar("SELECT coalesce(string_agg(message_id::text, ',' "
+		"ORDER BY created_at), '') FROM notifications.outbox WHERE key = $1", user),
+		h_sprintf("%s,%s", o_parked, o_new));
 	ck_assert_str_eq(h_sql_scalar("SELECT string_agg(channel || ':' || status, ',' "
 		"ORDER BY created_at, channel) FROM notifications.notifications "
 		"WHERE recipient_user_id = $1::uuid", user), "InApp:Pending,InApp:Read");
