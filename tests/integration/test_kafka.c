@@ -227,7 +227,11 @@ START_TEST(relay_publishes_only_as_leader)
 }
 END_TEST
 
-/* n outbox rows of TEST_TOPIC whose keys fall in the relay shard of key
+/* A topic the dev broker has and nobody consumes (the test consumer of
+ * TEST_TOPIC must not be flooded: later tests wait for it). */
+#define STREAM_TOPIC "pin.bench.relay.v1"
+
+/* n outbox rows of STREAM_TOPIC whose keys fall in the relay shard of key
  * (relay_shards 4), in one statement; the highest id. */
 static char *k_insert_same_shard(const char *key, int n)
 {
@@ -235,7 +239,7 @@ static char *k_insert_same_shard(const char *key, int n)
 			" FROM generate_series(1, 40 * $2::int)), s AS (SELECT * FROM k"
 			" WHERE " RELAY_SHARD_OF("k.k") " = " RELAY_SHARD_OF("$1") " LIMIT $2::int),"
 			" ins AS (INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)"
-			" SELECT m, '" TEST_TOPIC "', k, jsonb_build_object('messageId', m, 'eventType',"
+			" SELECT m, '" STREAM_TOPIC "', k, jsonb_build_object('messageId', m, 'eventType',"
 			" 'pin.test.event', 'contractVersion', 1, 'createdAt', '2026-11-30T00:00:00.000Z',"
 			" 'aggregateType', 'Test', 'aggregateId', k, 'correlationId', NULL, 'payload',"
 			" jsonb_build_object('kind', 'noop')), now() FROM s RETURNING id)"
@@ -270,7 +274,7 @@ START_TEST(relay_publishes_late_commit)
 	ck_assert_int_eq(PQstatus(late), CONNECTION_OK);
 	PQclear(PQexec(late, "BEGIN"));
 	res = PQexecParams(late, "INSERT INTO calendar.outbox (message_id, topic, key,"
-			" envelope, created_at) VALUES ($1::uuid, '" TEST_TOPIC "', $2, $3::jsonb,"
+			" envelope, created_at) VALUES ($1::uuid, '" STREAM_TOPIC "', $2, $3::jsonb,"
 			" now()) RETURNING id::text", 3, NULL, p, NULL, NULL, 0);
 	ok = PQresultStatus(res) == PGRES_TUPLES_OK;
 	if (ok)
