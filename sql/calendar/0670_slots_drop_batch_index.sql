@@ -1,0 +1,11 @@
+-- 0670 (issue 13, session 8): one btree less to write per published slot.
+-- ix_availability_slots_batch (0200: batch_id of Available slots) served only
+-- the batch archive (POST .../slots/batches/{id}/archive), whose UPDATE also
+-- names the owner and status = 'Available': it now reads the owner's
+-- Available slots through ix_availability_slots_showcase_owner and filters
+-- them by batch (2.7 ms for an owner with 3,000 Available slots on the dev
+-- machine, a rare action).  A 480-slot publish wrote 480 entries into it:
+-- p50 of `./dev bench publish` 20.6 / 21.0 / 21.5 ms with it, 20.3 / 20.4 /
+-- 20.6 ms without (alternated on one stack).  DROP INDEX takes the table's
+-- lock only for the moment of the drop (no rebuild).
+DROP INDEX IF EXISTS calendar.ix_availability_slots_batch;
