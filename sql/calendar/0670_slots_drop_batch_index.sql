@@ -4,8 +4,8 @@
 -- names the owner and status = 'Available': it now reads the owner's
 -- Available slots through ix_availability_slots_showcase_owner and filters
 -- them by batch (2.7 ms for an owner with 3,000 Available slots on the dev
--- machine, a rare action).  A 480-slot publish wrote 480 entries into it:
--- p50 of `./dev bench publish` 20.6 / 21.0 / 21.5 ms with it, 20.3 / 20.4 /
--- 20.6 ms without (alternated on one stack).  DROP INDEX takes the table's
--- lock only for the moment of the drop (no rebuild).
+-- machine, a rare action).  A 480-slot publish wrote 480 entries into it
+-- (1/6 of its btree inserts; ~0.25 ms of its ~21 ms p50 on average over six
+-- alternated pairs, README "480-slot publish (session 8)").  DROP INDEX takes
+-- the table's lock only for the moment of the drop (no rebuild).
 DROP INDEX IF EXISTS calendar.ix_availability_slots_batch;
