@@ -13,7 +13,7 @@
 
 /* One outbox row, its column values as text (traceparent may be NULL). */
 struct ob_row {
-	const char *message_id, *topic, *key, *envelope, *created_at, *traceparent;
+	const char *message_id, *topic, *key, *envelope;
 };
 
 /* createdAt of the envelope and the row: now with millisecond precision, as
@@ -87,15 +87,16 @@ static void arr_elem(FILE *f, const char *s, bool first)
  * VALUES (the statement of tests/bench/booking.sql); more: one INSERT ..
  * SELECT FROM unnest() of one array per column, so a batch is one round trip
  * whatever its size.  The column list, their casts and the order are the
- * same for both.  A batch (outbox_put_many) has one created_at and one
- * traceparent: those two go as single values, not as arrays of n equal
- * strings for PostgreSQL to parse n times (session 8: ~1.5 us per row of a
- * reminder batch); rows that differ in them are refused (PIN_ERR).
+ * same for both.  Every row of a call has the same created_at and
+ * traceparent (ts, tp: one transaction's write): those two go as single
+ * values, not as arrays of n equal strings for PostgreSQL to parse n times
+ * (session 8: ~1.75 us per row of a reminder batch).
  * 0 / PIN_ERR_DB (PIN_ERR: out of memory).
  */
 #define OB_NCOLS 6
 #define OB_NARRAYS 4     /* message_id, topic, key, envelope */
-static int outbox_insert(const char *table, const struct ob_row *rows, size_t n)
+static int outbox_insert(const char *table, const struct ob_row *rows, size_t n,
+		const char *ts, const char *tp)
 {
 	static const char cols[] = "message_id, topic, key, envelope, created_at, traceparent";
 	static const char *const casts[OB_NCOLS] = { "uuid", "text", "text", "jsonb",
@@ -106,6 +107,8 @@ static int outbox_insert(const char *table, const struct ob_row *rows, size_t n)
 	PGresult *res;
 	int rc = 0;
 
+	vals[4] = ts;
+	vals[5] = tp;
 	if (n == 1) {
 		snprintf(sql, sizeof sql, "INSERT INTO %s (%s) VALUES ($1::%s, $2::%s, $3::%s,"
 			" $4::%s, $5::%s, $6::%s)", table, cols, casts[0], casts[1], casts[2],
@@ -115,19 +118,9 @@ static int outbox_insert(const char *table, const struct ob_row *rows, size_t n)
 		vals[1] = rows[0].topic;
 		vals[2] = rows[0].key;
 		vals[3] = rows[0].envelope;
-		vals[4] = rows[0].created_at;
-		vals[5] = rows[0].traceparent;
 		res = pin_db_exec_prepared(stmt, sql, OB_NCOLS, vals);
 		return res && PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : PIN_ERR_DB;
 	}
-	for (size_t i = 1; i < n; i++)
-		if (strcmp(rows[i].created_at, rows[0].created_at) != 0 ||
-		    !rows[i].traceparent != !rows[0].traceparent || (rows[0].traceparent &&
-		    strcmp(rows[i].traceparent, rows[0].traceparent) != 0)) {
-			pin_log(PIN_LOG_ERROR, "outbox: a batch with several createdAt or"
-					" traceparent values refused (internal error)", NULL);
-			return PIN_ERR;
-		}
 	snprintf(sql, sizeof sql, "INSERT INTO %s (%s) SELECT u.*, $5::%s, $6::%s FROM"
 		" unnest($1::%s[], $2::%s[], $3::%s[], $4::%s[]) AS u", table, cols, casts[4],
 		casts[5], casts[0], casts[1], casts[2], casts[3]);
@@ -154,8 +147,6 @@ static int outbox_insert(const char *table, const struct ob_row *rows, size_t n)
 		}
 		vals[c] = arr[c].p;
 	}
-	vals[4] = rows[0].created_at;
-	vals[5] = rows[0].traceparent;
 	if (rc == 0) {
 		res = pin_db_exec_prepared(stmt, sql, OB_NCOLS, vals);
 		if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
@@ -203,9 +194,8 @@ int pin_outbox_put_to(const char *table, const char *topic, const char *key,
 	pin_uuid_v7(mid);
 	created_at(ts, sizeof ts);
 	env = envelope_new(mid, ts, event_type, aggregate_type, aggregate_id, payload);
-	row = (struct ob_row){ mid, topic, key, envelope_json(env), ts,
-		pin_traceparent_get() };
-	rc = outbox_insert(table, &row, 1);
+	row = (struct ob_row){ mid, topic, key, envelope_json(env) };
+	rc = outbox_insert(table, &row, 1, ts, pin_traceparent_get());
 	if (rc == 0) {
 		pin_metric_add("pin_outbox_written_total", NULL, 1);
 		pin_log(PIN_LOG_INFO, "outbox: event recorded", "messageId", mid,
@@ -252,15 +242,14 @@ int pin_outbox_put_many(const char *table, const struct pin_outbox_msg *msgs,
 		pin_uuid_v7(mid[i]);
 		env[i] = envelope_new(mid[i], ts, m->event_type, m->aggregate_type,
 				m->aggregate_id, m->payload);
-		rows[i] = (struct ob_row){ mid[i], m->topic, m->key, envelope_json(env[i]),
-			ts, tp };
+		rows[i] = (struct ob_row){ mid[i], m->topic, m->key, envelope_json(env[i]) };
 		if (strcmp(m->topic, topic) != 0)
 			topic = "(several)";
 		if (strcmp(m->event_type, event_type) != 0)
 			event_type = "(several)";
 	}
 #undef MSG
-	rc = outbox_insert(table, rows, n);
+	rc = outbox_insert(table, rows, n, ts, tp);
 	if (rc == 0) {
 		pin_metric_add("pin_outbox_written_total", NULL, (double)n);
 		snprintf(cnt, sizeof cnt, "%zu", n);

@@ -98,6 +98,10 @@ static struct h_kmsgs *k_wait_topic(const char *topic, const char *needle,
 	}
 }
 
+/* count (0/1) of outbox row $1 marked published */
+static const char *PUBLISHED_SQL = "SELECT count(*) FROM calendar.outbox"
+	" WHERE id = $1::bigint AND published_at IS NOT NULL";
+
 static const char *SEEN_SQL =
 	"SELECT count(*) FROM calendar.test_seen WHERE message_id = $1::uuid";
 
@@ -121,8 +125,7 @@ START_TEST(relay_publishes_once)
 
 	k_setup();
 	id = k_insert_outbox(mid, key, env);
-	pub = k_wait_count("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
-			" AND published_at IS NOT NULL", id, 1, 20);
+	pub = k_wait_count(PUBLISHED_SQL, id, 1, 20);
 	ck_assert_msg(pub == 1, "outbox row %s not published within 20 s", id);
 	l = k_wait_topic(TEST_TOPIC, mid, 10, &idx, &count);
 	ck_assert_msg(idx >= 0, "message %s not on %s", mid, TEST_TOPIC);
@@ -221,8 +224,7 @@ START_TEST(relay_publishes_only_as_leader)
 				" AND published_at IS NULL", id) == 1,
 			"the relay published without holding the lock");
 	h_sql("SELECT pg_advisory_unlock(" RELAY_CLASS ", " RELAY_SHARD ")", key);
-	ck_assert_msg(k_wait_count("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
-				" AND published_at IS NOT NULL", id, 1, 30) == 1,
+	ck_assert_msg(k_wait_count(PUBLISHED_SQL, id, 1, 30) == 1,
 			"row not published within 30 s of the lock's release");
 }
 END_TEST
@@ -249,12 +251,6 @@ static char *k_insert_same_shard(const char *key, int n)
 	return id;
 }
 
-static long long k_published(const char *id)
-{
-	return h_sql_int("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
-			" AND published_at IS NOT NULL", id);
-}
-
 /* (b') a row whose transaction took its id first and committed after rows
  * behind it were published is published too -- while rows keep coming into
  * its shard (20 every 20 ms: the relay's reads keep finding rows, it goes
@@ -267,6 +263,7 @@ START_TEST(relay_publishes_late_commit)
 	char *late_id = NULL, *after, *last;
 	PGresult *res;
 	int64_t end;
+	long long after_published;
 	bool ok;
 	int n = 0;
 
@@ -286,9 +283,7 @@ START_TEST(relay_publishes_late_commit)
 	/* rows of the same shard with higher ids, published: the shard's
 	 * read is past the late row's id */
 	after = k_insert_same_shard(key, 1);
-	end = h_now_ms() + 20000;
-	while (!k_published(after) && h_now_ms() < end)
-		h_sleep_ms(50);
+	after_published = k_wait_count(PUBLISHED_SQL, after, 1, 20);
 	/* the stream runs before and after the late commit */
 	for (int i = 0; i < 25; i++, n += 20) {
 		last = k_insert_same_shard(key, 20);
@@ -296,17 +291,16 @@ START_TEST(relay_publishes_late_commit)
 	}
 	PQclear(PQexec(late, "COMMIT"));
 	PQfinish(late);
-	ck_assert_msg(k_published(after), "row %s not published within 20 s", after);
+	ck_assert_msg(after_published == 1, "row %s not published within 20 s", after);
 	end = h_now_ms() + 20000;
-	while (!k_published(late_id)) {
+	while (h_sql_int(PUBLISHED_SQL, late_id) == 0) {
 		ck_assert_msg(h_now_ms() < end, "late row %s not published within 20 s"
 				" while %d rows came after it", late_id, n);
 		last = k_insert_same_shard(key, 20);
 		n += 20;
 		h_sleep_ms(20);
 	}
-	ck_assert_msg(k_wait_count("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
-				" AND published_at IS NOT NULL", last, 1, 30) == 1,
+	ck_assert_msg(k_wait_count(PUBLISHED_SQL, last, 1, 30) == 1,
 			"row %s not published within 30 s", last);
 }
 END_TEST
@@ -554,8 +548,7 @@ START_TEST(relay_survives_broker_outage)
 	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
 				" AND published_at IS NULL", id), 1);
 	h_broker_start();
-	ck_assert_msg(k_wait_count("SELECT count(*) FROM calendar.outbox WHERE id = $1::bigint"
-				" AND published_at IS NOT NULL", id, 1, 45) == 1,
+	ck_assert_msg(k_wait_count(PUBLISHED_SQL, id, 1, 45) == 1,
 			"row not published within 45 s of the broker's return");
 	l = k_wait_topic(TEST_TOPIC, mid, 10, &idx, &count);
 	ck_assert_msg(idx >= 0, "message not on the topic after the outage");
