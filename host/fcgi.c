@@ -1,8 +1,11 @@
-/* fcgi.c -- API mode: multi-threaded FastCGI responder.
- * FCGX_Init once; per thread FCGX_InitRequest / FCGX_Accept_r / FCGX_Finish_r
- * (fcgi2 examples/threaded.c).  SIGTERM: the signal thread calls
- * FCGX_ShutdownPending() and shuts the listening socket, threads finish the
- * request in hand and return. */
+/* fcgi.c -- API mode: the request pipeline (route, auth, body, handler with
+ * its database slot, response) and the servers that feed it.
+ * api_server = loop (default): fcgi_loop.c, an epoll I/O thread + `threads`
+ * workers.  api_server = threads: libfcgi's threaded responder, FCGX_Init
+ * once; per thread FCGX_InitRequest / FCGX_Accept_r / FCGX_Finish_r (fcgi2
+ * examples/threaded.c), one thread per kept-alive nginx connection.  Both
+ * listen on FCGX_OpenSocket's socket.  SIGTERM: no new connections, the
+ * requests in hand finish, the threads return. */
 #include "config.h"
 #include <ctype.h>
 #include <errno.h>
@@ -29,7 +32,7 @@ struct kvp {
 };
 
 struct pin_req {
-	FCGX_Request *fr;
+	const struct pin_fcgi_io *io;
 	const char *method;
 	const char *path;
 	const char *trace;
@@ -152,6 +155,11 @@ static void gate_close(void)
 
 /* ---- accessors --------------------------------------------------------- */
 
+static const char *r_param(struct pin_req *r, const char *name)
+{
+	return r->io->param(r->io->h, name);
+}
+
 const char *pin_req_method(struct pin_req *r) { return r->method; }
 const char *pin_req_path(struct pin_req *r) { return r->path; }
 json_object *pin_req_body(struct pin_req *r) { return r->body; }
@@ -175,7 +183,7 @@ const char *pin_req_param(struct pin_req *r, const char *name)
 
 static void parse_query(struct pin_req *r)
 {
-	const char *qs = r->fr ? FCGX_GetParam("QUERY_STRING", r->fr->envp) : NULL;
+	const char *qs = r->io ? r_param(r, "QUERY_STRING") : NULL;
 	size_t cap = 0;
 
 	r->query_parsed = true;
@@ -224,16 +232,16 @@ const char *pin_req_header(struct pin_req *r, const char *name)
 	char env[128] = "HTTP_";
 	size_t i;
 
-	if (!r->fr)
+	if (!r->io)
 		return NULL;
 	if (!strcasecmp(name, "Content-Type"))
-		return FCGX_GetParam("CONTENT_TYPE", r->fr->envp);
+		return r_param(r, "CONTENT_TYPE");
 	if (!strcasecmp(name, "Content-Length"))
-		return FCGX_GetParam("CONTENT_LENGTH", r->fr->envp);
+		return r_param(r, "CONTENT_LENGTH");
 	for (i = 0; name[i] && i + 6 < sizeof env; i++)
 		env[5 + i] = name[i] == '-' ? '_' : (char)toupper((unsigned char)name[i]);
 	env[5 + i] = '\0';
-	return FCGX_GetParam(env, r->fr->envp);
+	return r_param(r, env);
 }
 
 /* ---- responses ------------------------------------------------------------ */
@@ -312,11 +320,9 @@ static void respond_text(struct pin_req *r, int status, const char *ctype,
 
 static void write_response(struct pin_req *r)
 {
-	FCGX_Stream *out = r->fr->out;
 	char head[4096];
 	int n;
 
-	/* libfcgi's FCGX_FPrintF has its own formatter (no %zu): use snprintf */
 	n = snprintf(head, sizeof head, "Status: %d %s\r\nContent-Type: %s\r\n"
 		"Content-Length: %zu\r\nX-Request-Id: %s\r\n%s%s%s%s",
 		r->status, pin_status_title(r->status), r->content_type,
@@ -337,20 +343,19 @@ static void write_response(struct pin_req *r)
 	} else {
 		n += snprintf(head + n, sizeof head - (size_t)n, "\r\n");
 	}
-	FCGX_PutStr(head, n, out);
-	if (r->resp_len && strcmp(r->method, "HEAD") != 0)
-		FCGX_PutStr(r->resp_body, (int)r->resp_len, out);
+	r->io->write(r->io->h, head, (size_t)n, r->resp_body,
+		strcmp(r->method, "HEAD") != 0 ? r->resp_len : 0);
 }
 
 /* ---- pipeline --------------------------------------------------------------- */
 
-static void drain(FCGX_Request *fr)
+static void drain(struct pin_req *r)
 {
 	char buf[8192];
 	size_t total = 0;
 	int n;
 
-	while (total < DRAIN_MAX && (n = FCGX_GetStr(buf, sizeof buf, fr->in)) > 0)
+	while (total < DRAIN_MAX && (n = r->io->read(r->io->h, buf, sizeof buf)) > 0)
 		total += (size_t)n;
 }
 
@@ -370,7 +375,7 @@ static bool json_content_type(const char *ct)
  * -1 an error response was set. */
 static int read_raw(struct pin_req *r, char **out, size_t *len)
 {
-	const char *cl = FCGX_GetParam("CONTENT_LENGTH", r->fr->envp);
+	const char *cl = r_param(r, "CONTENT_LENGTH");
 	char *end, *buf;
 	long long n;
 	int got = 0;
@@ -386,13 +391,13 @@ static int read_raw(struct pin_req *r, char **out, size_t *len)
 	if (n == 0)
 		return 0;
 	if (n > PIN_MAX_BODY) {
-		drain(r->fr);
+		drain(r);
 		pin_respond_problem(r, 413, "PAYLOAD_TOO_LARGE",
 			"request body is larger than 64 KiB", NULL);
 		return -1;
 	}
-	if (!json_content_type(FCGX_GetParam("CONTENT_TYPE", r->fr->envp))) {
-		drain(r->fr);
+	if (!json_content_type(r_param(r, "CONTENT_TYPE"))) {
+		drain(r);
 		pin_respond_problem(r, 400, "MALFORMED_REQUEST",
 			"request body must be application/json", NULL);
 		return -1;
@@ -401,7 +406,7 @@ static int read_raw(struct pin_req *r, char **out, size_t *len)
 	if (!buf)
 		return -1;
 	while (got < n) {
-		int k = FCGX_GetStr(buf + got, (int)(n - got), r->fr->in);
+		int k = r->io->read(r->io->h, buf + got, (int)(n - got));
 		if (k <= 0)
 			break;
 		got += k;
@@ -468,7 +473,7 @@ static int read_body(struct pin_req *r)
 static int authorize(struct pin_req *r, const struct pin_route *rt,
 		struct pin_auth_principal *ap)
 {
-	const char *h = FCGX_GetParam("HTTP_AUTHORIZATION", r->fr->envp);
+	const char *h = r_param(r, "HTTP_AUTHORIZATION");
 	char err[160];
 	bool ok = false;
 
@@ -535,17 +540,17 @@ static void builtin(struct pin_req *r, const char *what)
 /* method, trace (a valid W3C traceparent is continued, else a sane
  * X-Request-Id is the trace id, else a new W3C trace id; a new span id for
  * this request either way) and path */
-static void begin(struct pin_req *r, FCGX_Request *fr)
+static void begin(struct pin_req *r, const struct pin_fcgi_io *io)
 {
 	const char *uri, *xid, *tp;
 	char *path;
 
-	r->fr = fr;
-	r->method = FCGX_GetParam("REQUEST_METHOD", fr->envp);
+	r->io = io;
+	r->method = r_param(r, "REQUEST_METHOD");
 	if (!r->method)
 		r->method = "GET";
-	xid = FCGX_GetParam("HTTP_X_REQUEST_ID", fr->envp);
-	tp = FCGX_GetParam("HTTP_TRACEPARENT", fr->envp);
+	xid = r_param(r, "HTTP_X_REQUEST_ID");
+	tp = r_param(r, "HTTP_TRACEPARENT");
 	r->trace = pin_arena_strdup(pin_trace_start(tp));
 	if (!pin_traceparent_valid(tp) && xid && strlen(xid) <= 64 && strspn(xid,
 	    "0123456789abcdefABCDEF-_.:") == strlen(xid) && *xid) {
@@ -556,11 +561,11 @@ static void begin(struct pin_req *r, FCGX_Request *fr)
 	 * percent-encoded): the router decodes each parameter exactly once.
 	 * DOCUMENT_URI is already decoded by nginx; decoding it again turned
 	 * "%2525" into "%" (and made "%2F" split a segment). */
-	uri = FCGX_GetParam("REQUEST_URI", fr->envp);
+	uri = r_param(r, "REQUEST_URI");
 	if (uri && *uri != '/' && strstr(uri, "://"))
 		uri = strchr(strstr(uri, "://") + 3, '/');   /* absolute form */
 	if (!uri || *uri != '/')
-		uri = FCGX_GetParam("DOCUMENT_URI", fr->envp);
+		uri = r_param(r, "DOCUMENT_URI");
 	if (!uri)
 		uri = "/";
 	path = pin_arena_strdup(uri);
@@ -581,7 +586,7 @@ static int route(struct pin_req *r, const char **label)
 	}
 	if (pin_router_match(pin_reg.routes, pin_reg.nroutes, r->method, r->path,
 			&r->match) < 0) {
-		drain(r->fr);
+		drain(r);
 		if (r->match.method_mismatch)
 			pin_respond_problem(r, 405, "METHOD_NOT_ALLOWED",
 				"method not allowed on this path", NULL);
@@ -672,7 +677,7 @@ static void count(const struct pin_req *r, const char *label, double t0)
 }
 
 /* route -> auth -> body -> run-with-retry -> answer (+ metrics) */
-static void handle(FCGX_Request *fr)
+void pin_fcgi_handle(const struct pin_fcgi_io *io)
 {
 	struct pin_req r = { 0 };
 	struct pin_auth_principal ap = { 0 };
@@ -680,11 +685,11 @@ static void handle(FCGX_Request *fr)
 	double t0 = pin_metrics_mono_s();
 	int rc;
 
-	begin(&r, fr);
+	begin(&r, io);
 	if (route(&r, &label) < 0)
 		goto send;
 	if (authorize(&r, &r.match.e->r, &ap) < 0) {
-		drain(fr);
+		drain(&r);
 		goto send;
 	}
 	if (read_body(&r) < 0)
@@ -724,10 +729,33 @@ send:
 	pin_trace_set(NULL);
 }
 
+/* ---- api_server = threads: libfcgi, one thread per nginx connection ------ */
+
+static const char *lf_param(void *h, const char *name)
+{
+	return FCGX_GetParam(name, ((FCGX_Request *)h)->envp);
+}
+
+static int lf_read(void *h, char *buf, int n)
+{
+	return FCGX_GetStr(buf, n, ((FCGX_Request *)h)->in);
+}
+
+static void lf_write(void *h, const char *head, size_t hlen, const char *body,
+		size_t blen)
+{
+	FCGX_Stream *out = ((FCGX_Request *)h)->out;
+
+	FCGX_PutStr(head, (int)hlen, out);
+	if (blen)
+		FCGX_PutStr(body, (int)blen, out);
+}
+
 static void *worker(void *arg)
 {
 	FCGX_Request fr;
 	struct pin_arena *a = pin_arena_new();
+	const struct pin_fcgi_io io = { lf_param, lf_read, lf_write, &fr };
 
 	(void)arg;
 	pin_arena_set_current(a);
@@ -735,7 +763,7 @@ static void *worker(void *arg)
 	while (!pin_stopping) {
 		if (FCGX_Accept_r(&fr) < 0)
 			break;
-		handle(&fr);
+		pin_fcgi_handle(&io);
 		FCGX_Finish_r(&fr);
 		pin_arena_reset(a);
 	}
@@ -749,9 +777,15 @@ int pin_api_run(const char *listen, int threads)
 {
 	pthread_t *tids;
 	const char *addr = listen;
+	const char *server = pin_config_get("api_server", "loop");
 	bool is_unix = false;
 	int started = 0;
 
+	if (strcmp(server, "loop") != 0 && strcmp(server, "threads") != 0) {
+		pin_log(PIN_LOG_ERROR, "api_server must be loop or threads",
+			"api_server", server, NULL);
+		return -1;
+	}
 	if (FCGX_Init() != 0) {
 		pin_log(PIN_LOG_ERROR, "FCGX_Init failed", NULL);
 		return -1;
@@ -790,6 +824,17 @@ int pin_api_run(const char *listen, int threads)
 			pin_db_pool_connect();
 		}
 		pin_metric_set("pin_api_db_concurrency", NULL, db_capped ? cap : threads);
+	}
+	if (!strcmp(server, "loop")) {
+		int rc = pin_fcgi_loop_run(listen_fd, threads);
+
+		close(listen_fd);
+		if (is_unix)
+			unlink(addr);
+		gate_close();
+		pin_log(PIN_LOG_INFO, rc == 0 ? "api host stopped" :
+			"api host could not start", NULL);
+		return rc;
 	}
 	tids = calloc((size_t)threads, sizeof *tids);
 	if (!tids) {

@@ -273,6 +273,17 @@ unsigned pin_actor_bit(const char *actor);
 
 /* ---- fcgi.c: API mode ---------------------------------------------------- */
 int pin_api_run(const char *listen, int threads);     /* until SIGTERM */
+/* One FastCGI request as the pipeline sees it, whichever server read it
+ * (api_server: loop = fcgi_loop.c, threads = libfcgi). */
+struct pin_fcgi_io {
+	const char *(*param)(void *h, const char *name);   /* NULL: absent */
+	int (*read)(void *h, char *buf, int n);            /* STDIN; 0: end */
+	void (*write)(void *h, const char *head, size_t hlen, const char *body,
+			size_t blen);                       /* the whole response */
+	void *h;
+};
+void pin_fcgi_handle(const struct pin_fcgi_io *io);   /* fcgi.c */
+int pin_fcgi_loop_run(int listen_fd, int workers);    /* fcgi_loop.c */
 /* request accessors behind the api table (fcgi.c) */
 const char *pin_req_method(struct pin_req *r);
 const char *pin_req_path(struct pin_req *r);

@@ -62,6 +62,7 @@ Suite *make_delivery_suite(void);   /* issue 10: dispatcher, relay parking */
 Suite *make_input_suite(void);      /* issue 9: strict input, SQLSTATE classes */
 Suite *make_obs_suite(void);     /* issue 11: worker metrics, histograms, promtool */
 Suite *make_replica_suite(void);  /* issue 15: showcase on a hot standby */
+Suite *make_fcgi_suite(void);     /* the API host's FastCGI server */
 Suite *make_ops_suite(void);     /* stops PostgreSQL for a moment */
 Suite *make_scale_suite(void);   /* issue 15: several worker hosts, failover */
 Suite *make_faults_suite(void);  /* last: fault drills (kill -9, outages, poison) */
@@ -332,6 +333,41 @@ int64_t h_now_ms(void);
 	while (!(h_wu_ok_ = (cond)) && h_now_ms() < h_wu_end_)            \
 		h_sleep_ms(100);                                          \
 	h_wu_ok_; })
+
+/* ---- FastCGI straight to an API host's socket (fcgi_client.c) ---------------- */
+struct h_fcgi_record {
+	int type;
+	unsigned id;
+	size_t len;
+	char *body;                /* malloc'd, NUL-terminated; freed by the next read */
+};
+/* -1 when nothing listens at path */
+int h_fcgi_connect(const char *path);
+bool h_fcgi_write(int fd, const void *p, size_t n);
+/* One record's bytes (header + body, no padding) into out; their count. */
+size_t h_fcgi_rec_bytes(unsigned char *out, int type, unsigned id,
+		const void *body, size_t len);
+bool h_fcgi_rec(int fd, int type, unsigned id, const void *body, size_t len);
+/* Name-value pairs: one appended at buf[at] (cap bytes), new length; or the
+ * PARAMS of a request as nginx sends them (method, uri with its query, a
+ * bearer token and a JSON body's headers when not NULL). */
+size_t h_fcgi_param(unsigned char *buf, size_t at, size_t cap, const char *k,
+		const char *v);
+size_t h_fcgi_params(unsigned char *buf, size_t cap, const char *method,
+		const char *uri, const char *token, const char *body);
+/* The next record, waiting up to timeout_ms; false on EOF or timeout. */
+bool h_fcgi_read_rec(int fd, int timeout_ms, struct h_fcgi_record *r);
+/* Records of request id up to its END_REQUEST: the STDOUT stream as a CGI
+ * response (status 0 when none came), *nstdout the non-empty STDOUT records,
+ * *proto the END_REQUEST's protocolStatus (-1: the connection ended first). */
+struct h_resp *h_fcgi_response(int fd, unsigned id, int *nstdout, int *proto);
+/* One whole request as request id on fd (keep: FCGI_KEEP_CONN). */
+struct h_resp *h_fcgi_on(int fd, unsigned id, bool keep, const char *method,
+		const char *uri, const char *token, const char *body);
+/* The same on a new connection to sock, closed after the answer; status 0
+ * when the host could not be reached. */
+struct h_resp *h_fcgi(const char *sock, const char *method, const char *uri,
+		const char *token, const char *body);
 
 /* Frees everything the harness handed out (run by h_tcase's teardown). */
 void h_cleanup(void);

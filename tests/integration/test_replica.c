@@ -8,7 +8,7 @@
  * (PIN_PG_READ_DSN, PIN_PG_REPLICA_DATA/_LOG/_OPTS).  The stack's own API
  * host stays on the primary (the other suites read their own writes at
  * once); this suite spawns a second API host with --pg-dsn-read on its own
- * FastCGI socket and talks FastCGI to it directly (a small client below).
+ * FastCGI socket and talks FastCGI to it directly (fcgi_client.c).
  */
 #include "config.h"
 
@@ -27,157 +27,16 @@
 
 #define SHOWCASE "/api/public/calendar/slots"
 
-/* ---- a minimal FastCGI client (one request per connection) ---------------- */
-
-static void rec_hdr(unsigned char *h, int type, size_t len)
-{
-	h[0] = 1;                 /* FCGI_VERSION_1 */
-	h[1] = (unsigned char)type;
-	h[2] = 0;
-	h[3] = 1;                 /* request id 1 */
-	h[4] = (unsigned char)(len >> 8);
-	h[5] = (unsigned char)(len & 0xff);
-	h[6] = 0;
-	h[7] = 0;
-}
-
-static bool write_all(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-
-	while (n) {
-		ssize_t k = write(fd, c, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return false;
-		c += k;
-		n -= (size_t)k;
-	}
-	return true;
-}
-
-static bool write_rec(int fd, int type, const void *body, size_t len)
-{
-	unsigned char h[8];
-
-	rec_hdr(h, type, len);
-	return write_all(fd, h, 8) && (!len || write_all(fd, body, len));
-}
-
-static size_t put_len(unsigned char *p, size_t l)
-{
-	if (l < 128) {
-		p[0] = (unsigned char)l;
-		return 1;
-	}
-	p[0] = (unsigned char)(0x80 | (l >> 24));
-	p[1] = (unsigned char)(l >> 16);
-	p[2] = (unsigned char)(l >> 8);
-	p[3] = (unsigned char)l;
-	return 4;
-}
-
-static size_t put_param(unsigned char *buf, size_t at, const char *k, const char *v)
-{
-	size_t kl = strlen(k), vl = strlen(v);
-
-	ck_assert(at + kl + vl + 8 < 8192);
-	at += put_len(buf + at, kl);
-	at += put_len(buf + at, vl);
-	memcpy(buf + at, k, kl);
-	memcpy(buf + at + kl, v, vl);
-	return at + kl + vl;
-}
-
-static bool read_all(int fd, void *p, size_t n)
-{
-	char *c = p;
-
-	while (n) {
-		ssize_t k = read(fd, c, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return false;
-		c += k;
-		n -= (size_t)k;
-	}
-	return true;
-}
-
 static const char *sock_path(void)
 {
 	return h_sprintf("%s/replica-api.sock", h_env("PIN_DEV_DIR"));
 }
 
-/* method uri (path?query) [token] [body]: status and body; status 0 when
- * the host could not be reached */
+/* method uri (path?query) [token] [body] on the replica host's socket */
 static struct h_resp *fcgi(const char *method, const char *uri, const char *token,
 		const char *body)
 {
-	static const unsigned char begin[8] = { 0, 1, 0, 0, 0, 0, 0, 0 };  /* RESPONDER */
-	struct h_resp *r = h_resp_json(0, NULL);
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	unsigned char params[8192], h[8], pad[256];
-	char *q = strchr(uri, '?'), *out = NULL, *p;
-	size_t n = 0, outn = 0, blen = body ? strlen(body) : 0;
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-
-	ck_assert(fd >= 0);
-	snprintf(a.sun_path, sizeof a.sun_path, "%s", sock_path());
-	if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0)
-		goto out;
-	n = put_param(params, n, "REQUEST_METHOD", method);
-	n = put_param(params, n, "REQUEST_URI", uri);
-	n = put_param(params, n, "DOCUMENT_URI", q ? h_sprintf("%.*s", (int)(q - uri), uri) : uri);
-	n = put_param(params, n, "QUERY_STRING", q ? q + 1 : "");
-	n = put_param(params, n, "SERVER_PROTOCOL", "HTTP/1.1");
-	if (token)
-		n = put_param(params, n, "HTTP_AUTHORIZATION", h_sprintf("Bearer %s", token));
-	if (body) {
-		n = put_param(params, n, "CONTENT_TYPE", "application/json");
-		n = put_param(params, n, "CONTENT_LENGTH", h_sprintf("%zu", blen));
-	}
-	if (!write_rec(fd, 1, begin, 8) || !write_rec(fd, 4, params, n) ||
-	    !write_rec(fd, 4, NULL, 0) || (blen && !write_rec(fd, 5, body, blen)) ||
-	    !write_rec(fd, 5, NULL, 0))
-		goto out;
-	for (;;) {
-		size_t len;
-
-		if (!read_all(fd, h, 8))
-			goto out;
-		len = (size_t)h[4] << 8 | h[5];
-		if (h[1] == 6 && len) {            /* FCGI_STDOUT */
-			out = realloc(out, outn + len + 1);
-			ck_assert_ptr_nonnull(out);
-			if (!read_all(fd, out + outn, len))
-				goto out;
-			outn += len;
-			out[outn] = '\0';
-		} else {
-			char skip[65536];
-			if (len && !read_all(fd, skip, len))
-				goto out;
-		}
-		if (h[6] && !read_all(fd, pad, h[6]))   /* paddingLength */
-			goto out;
-		if (h[1] == 3)                     /* FCGI_END_REQUEST */
-			break;
-	}
-	if (out && !strncmp(out, "Status: ", 8) && (p = strstr(out, "\r\n\r\n"))) {
-		r->status = strtol(out + 8, NULL, 10);
-		free(r->body);
-		r->body = strdup(p + 4);
-		ck_assert_ptr_nonnull(r->body);
-		r->body_len = strlen(r->body);
-		r->json = json_tokener_parse(r->body);
-	}
-out:
-	free(out);
-	close(fd);
-	return r;
+	return h_fcgi(sock_path(), method, uri, token, body);
 }
 
 /* Value of the sample "name{labels}" (exact text before the value) in the

@@ -1,0 +1,234 @@
+/*
+ * fcgi_client.c -- a small FastCGI client for the suites that talk to an
+ * API host's socket without nginx (replica, fcgi).  Records are written
+ * exactly as asked (a test can split streams and write byte by byte).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+int h_fcgi_connect(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert(fd >= 0);
+	snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+	if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+bool h_fcgi_write(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n) {
+		ssize_t k = send(fd, c, n, MSG_NOSIGNAL);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return false;
+		c += k;
+		n -= (size_t)k;
+	}
+	return true;
+}
+
+static void hdr(unsigned char *h, int type, unsigned id, size_t len)
+{
+	h[0] = 1;                 /* FCGI_VERSION_1 */
+	h[1] = (unsigned char)type;
+	h[2] = (unsigned char)(id >> 8);
+	h[3] = (unsigned char)id;
+	h[4] = (unsigned char)(len >> 8);
+	h[5] = (unsigned char)(len & 0xff);
+	h[6] = 0;
+	h[7] = 0;
+}
+
+size_t h_fcgi_rec_bytes(unsigned char *out, int type, unsigned id,
+		const void *body, size_t len)
+{
+	hdr(out, type, id, len);
+	if (len)
+		memcpy(out + 8, body, len);
+	return 8 + len;
+}
+
+bool h_fcgi_rec(int fd, int type, unsigned id, const void *body, size_t len)
+{
+	unsigned char h[8];
+
+	hdr(h, type, id, len);
+	return h_fcgi_write(fd, h, 8) && (!len || h_fcgi_write(fd, body, len));
+}
+
+static size_t put_len(unsigned char *p, size_t l)
+{
+	if (l < 128) {
+		p[0] = (unsigned char)l;
+		return 1;
+	}
+	p[0] = (unsigned char)(0x80 | (l >> 24));
+	p[1] = (unsigned char)(l >> 16);
+	p[2] = (unsigned char)(l >> 8);
+	p[3] = (unsigned char)l;
+	return 4;
+}
+
+size_t h_fcgi_param(unsigned char *buf, size_t at, size_t cap, const char *k,
+		const char *v)
+{
+	size_t kl = strlen(k), vl = strlen(v);
+
+	ck_assert(at + kl + vl + 8 < cap);
+	at += put_len(buf + at, kl);
+	at += put_len(buf + at, vl);
+	memcpy(buf + at, k, kl);
+	memcpy(buf + at + kl, v, vl);
+	return at + kl + vl;
+}
+
+size_t h_fcgi_params(unsigned char *buf, size_t cap, const char *method,
+		const char *uri, const char *token, const char *body)
+{
+	const char *q = strchr(uri, '?');
+	size_t n = 0;
+
+	n = h_fcgi_param(buf, n, cap, "REQUEST_METHOD", method);
+	n = h_fcgi_param(buf, n, cap, "REQUEST_URI", uri);
+	n = h_fcgi_param(buf, n, cap, "DOCUMENT_URI",
+			q ? h_sprintf("%.*s", (int)(q - uri), uri) : uri);
+	n = h_fcgi_param(buf, n, cap, "QUERY_STRING", q ? q + 1 : "");
+	n = h_fcgi_param(buf, n, cap, "SERVER_PROTOCOL", "HTTP/1.1");
+	if (token)
+		n = h_fcgi_param(buf, n, cap, "HTTP_AUTHORIZATION",
+				h_sprintf("Bearer %s", token));
+	if (body) {
+		n = h_fcgi_param(buf, n, cap, "CONTENT_TYPE", "application/json");
+		n = h_fcgi_param(buf, n, cap, "CONTENT_LENGTH",
+				h_sprintf("%zu", strlen(body)));
+	}
+	return n;
+}
+
+static bool read_all(int fd, void *p, size_t n, int timeout_ms)
+{
+	char *c = p;
+
+	while (n) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		ssize_t k;
+
+		if (poll(&pf, 1, timeout_ms) <= 0)
+			return false;
+		k = read(fd, c, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return false;
+		c += k;
+		n -= (size_t)k;
+	}
+	return true;
+}
+
+bool h_fcgi_read_rec(int fd, int timeout_ms, struct h_fcgi_record *r)
+{
+	unsigned char h[8], pad[256];
+
+	free(r->body);
+	memset(r, 0, sizeof *r);
+	if (!read_all(fd, h, 8, timeout_ms))
+		return false;
+	r->type = h[1];
+	r->id = (unsigned)(h[2] << 8 | h[3]);
+	r->len = (size_t)h[4] << 8 | h[5];
+	r->body = malloc(r->len + 1);
+	ck_assert_ptr_nonnull(r->body);
+	if (r->len && !read_all(fd, r->body, r->len, timeout_ms))
+		return false;
+	r->body[r->len] = '\0';
+	return !h[6] || read_all(fd, pad, h[6], timeout_ms);
+}
+
+struct h_resp *h_fcgi_response(int fd, unsigned id, int *nstdout, int *proto)
+{
+	struct h_resp *r = h_resp_json(0, NULL);
+	struct h_fcgi_record rec = { 0 };
+	char *out = NULL, *p;
+	size_t outn = 0;
+
+	*nstdout = 0;
+	*proto = -1;
+	while (h_fcgi_read_rec(fd, 30000, &rec)) {
+		ck_assert_msg(rec.id == id, "a record of request %u, not %u", rec.id, id);
+		if (rec.type == 6 && rec.len) {            /* FCGI_STDOUT */
+			out = realloc(out, outn + rec.len + 1);
+			ck_assert_ptr_nonnull(out);
+			memcpy(out + outn, rec.body, rec.len);
+			outn += rec.len;
+			out[outn] = '\0';
+			(*nstdout)++;
+		}
+		if (rec.type == 3) {                       /* FCGI_END_REQUEST */
+			*proto = rec.len >= 5 ? (unsigned char)rec.body[4] : -1;
+			break;
+		}
+	}
+	free(rec.body);
+	if (out && !strncmp(out, "Status: ", 8) && (p = strstr(out, "\r\n\r\n"))) {
+		r->status = strtol(out + 8, NULL, 10);
+		free(r->body);
+		r->body = strdup(p + 4);
+		ck_assert_ptr_nonnull(r->body);
+		r->body_len = strlen(r->body);
+		r->json = json_tokener_parse(r->body);
+		*p = '\0';
+		if ((p = strstr(out, "Content-Type: ")))
+			r->content_type = strndup(p + 14, strcspn(p + 14, "\r"));
+	}
+	free(out);
+	return r;
+}
+
+struct h_resp *h_fcgi_on(int fd, unsigned id, bool keep, const char *method,
+		const char *uri, const char *token, const char *body)
+{
+	unsigned char begin[8] = { 0, 1, keep ? 1 : 0, 0, 0, 0, 0, 0 };
+	unsigned char params[8192];
+	size_t n = h_fcgi_params(params, sizeof params, method, uri, token, body);
+	size_t blen = body ? strlen(body) : 0;
+	int nout, proto;
+
+	if (!h_fcgi_rec(fd, 1, id, begin, 8) || !h_fcgi_rec(fd, 4, id, params, n) ||
+	    !h_fcgi_rec(fd, 4, id, NULL, 0) || (blen && !h_fcgi_rec(fd, 5, id, body, blen)) ||
+	    !h_fcgi_rec(fd, 5, id, NULL, 0))
+		return h_resp_json(0, NULL);
+	return h_fcgi_response(fd, id, &nout, &proto);
+}
+
+struct h_resp *h_fcgi(const char *sock, const char *method, const char *uri,
+		const char *token, const char *body)
+{
+	int fd = h_fcgi_connect(sock);
+	struct h_resp *r;
+
+	if (fd < 0)
+		return h_resp_json(0, NULL);
+	r = h_fcgi_on(fd, 1, false, method, uri, token, body);
+	close(fd);
+	return r;
+}

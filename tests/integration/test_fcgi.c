@@ -1,0 +1,426 @@
+/*
+ * test_fcgi.c -- the API host's own FastCGI server (api_server = loop,
+ * host/fcgi_loop.c) spoken to directly, the way nginx and other FastCGI
+ * clients may speak: kept-alive connections serving requests in turn,
+ * streams split into many records and written byte by byte, a response
+ * longer than one record, the management and refusal records of the
+ * protocol, broken peers, and a stop with idle connections open.
+ *
+ * Each test starts its own API host (the stack's plugins, 2 workers) on its
+ * own socket; every other suite reaches the stack's API host through nginx.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+enum { BEGIN = 1, ABORT = 2, END = 3, PARAMS = 4, STDIN = 5, STDOUT = 6,
+	GET_VALUES = 9, GET_VALUES_RESULT = 10, UNKNOWN_TYPE = 11 };
+
+static pid_t host_pid = -1;
+
+static const char *sock_path(void)
+{
+	return h_sprintf("%s/fcgi-test.sock", h_env("PIN_DEV_DIR"));
+}
+
+static void host_start(void)
+{
+	const char *args[] = { "--listen", h_sprintf("unix:%s", sock_path()),
+		"--threads", "2", NULL };
+	char *pidf = h_sprintf("%s/pids/api-fcgi.pid", h_env("PIN_DEV_DIR"));
+	struct stat st;
+	FILE *f;
+
+	unlink(sock_path());
+	host_pid = h_spawn_host("api", h_env("PIN_API_PLUGINS"), 0, args);
+	f = fopen(pidf, "w");          /* ./dev's stack stop ends it */
+	if (f) {
+		fprintf(f, "%ld\n", (long)host_pid);
+		fclose(f);
+	}
+	ck_assert_msg(H_WAIT_UNTIL(stat(sock_path(), &st) == 0 && S_ISSOCK(st.st_mode),
+			30000), "the API host did not open its socket");
+}
+
+/* SIGTERM; the exit status (-1: not within timeout_ms, then killed) */
+static int host_stop(int timeout_ms)
+{
+	int status = 0;
+	int64_t end = h_now_ms() + timeout_ms;
+	pid_t w = 0;
+
+	if (host_pid <= 0)
+		return -1;
+	kill(host_pid, SIGTERM);
+	while ((w = waitpid(host_pid, &status, WNOHANG)) == 0 && h_now_ms() < end)
+		h_sleep_ms(50);
+	if (w == 0) {
+		kill(host_pid, SIGKILL);
+		waitpid(host_pid, &status, 0);
+		status = -1;
+	}
+	host_pid = -1;
+	unlink(h_sprintf("%s/pids/api-fcgi.pid", h_env("PIN_DEV_DIR")));
+	return status;
+}
+
+static int must_connect(void)
+{
+	int fd = h_fcgi_connect(sock_path());
+
+	ck_assert_msg(fd >= 0, "cannot connect to %s: %s", sock_path(), strerror(errno));
+	return fd;
+}
+
+/* the host closed fd within ms (EOF, nothing else read) */
+static bool closed_by_host(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char c;
+
+	/* EOF (or a reset: the host closed with our bytes unread) */
+	return poll(&p, 1, ms) == 1 && read(fd, &c, 1) <= 0;
+}
+
+static bool still_open(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, ms) == 0;
+}
+
+static void assert_healthy(void)
+{
+	struct h_resp *r = h_fcgi(sock_path(), "GET", "/healthz", NULL, NULL);
+
+	ck_assert_msg(r->status == 200, "healthz: %ld %s", r->status, r->body);
+	ck_assert_msg(kill(host_pid, 0) == 0, "the host is gone");
+}
+
+/* ---- kept-alive connections ------------------------------------------------ */
+
+START_TEST(keep_conn_serves_requests_in_turn)
+{
+	struct h_agent a = h_agent_new(NULL, NULL);
+	char *tok = h_token("agent", a.id, a.tenant, "calendar.events.view",
+			"calendar.events.manage");
+	struct h_resp *r;
+	int fd, fd2;
+
+	host_start();
+	fd = must_connect();
+	r = h_fcgi_on(fd, 1, true, "GET", "/healthz", NULL, NULL);
+	ck_assert_int_eq(r->status, 200);
+	ck_assert_str_eq(r->body, "{\"status\":\"ok\"}");
+	r = h_fcgi_on(fd, 2, true, "GET", "/api/v1/no/such/route", NULL, NULL);
+	h_assert_problem(r, 404, "ROUTE_NOT_FOUND");
+	r = h_fcgi_on(fd, 3, true, "POST", "/api/v1/agent/calendar/events", tok,
+			"{\"title\": ");
+	h_assert_problem(r, 400, "MALFORMED_REQUEST");
+	r = h_fcgi_on(fd, 1, true, "GET", "/api/v1/agent/calendar/events?from=2026-12-01T00:00:00Z"
+			"&to=2026-12-08T00:00:00Z", tok, NULL);
+	ck_assert_msg(r->status == 200 && h_jget(r->json, "items"),
+			"list on the kept connection: %ld %s", r->status, r->body);
+	ck_assert_msg(still_open(fd, 300), "the host closed a kept-alive connection");
+
+	/* without FCGI_KEEP_CONN the host closes the connection after the answer */
+	fd2 = must_connect();
+	r = h_fcgi_on(fd2, 1, false, "GET", "/healthz", NULL, NULL);
+	ck_assert_int_eq(r->status, 200);
+	ck_assert_msg(closed_by_host(fd2, 5000), "no close without FCGI_KEEP_CONN");
+	close(fd2);
+	close(fd);
+	ck_assert_int_eq(host_stop(20000), 0);
+}
+END_TEST
+
+/* ---- streams in pieces ----------------------------------------------------- */
+
+/* the request's records with PARAMS cut into 3 records and STDIN into
+ * 700-byte records; *n its length */
+static unsigned char *split_request(const char *token, const char *body, size_t *n)
+{
+	static const unsigned char begin[8] = { 0, 1, 1, 0, 0, 0, 0, 0 };
+	unsigned char params[8192], *out;
+	size_t pn = h_fcgi_params(params, sizeof params, "POST",
+			"/api/v1/agent/calendar/events", token, body);
+	size_t bl = strlen(body), at = 0;
+
+	out = malloc(pn + bl + 64 * 8 + bl / 700 * 8 + 64);
+	ck_assert_ptr_nonnull(out);
+	at += h_fcgi_rec_bytes(out + at, BEGIN, 7, begin, 8);
+	at += h_fcgi_rec_bytes(out + at, PARAMS, 7, params, 10);
+	at += h_fcgi_rec_bytes(out + at, PARAMS, 7, params + 10, 50);
+	at += h_fcgi_rec_bytes(out + at, PARAMS, 7, params + 60, pn - 60);
+	at += h_fcgi_rec_bytes(out + at, PARAMS, 7, NULL, 0);
+	for (size_t off = 0; off < bl; off += 700)
+		at += h_fcgi_rec_bytes(out + at, STDIN, 7, body + off,
+				bl - off < 700 ? bl - off : 700);
+	at += h_fcgi_rec_bytes(out + at, STDIN, 7, NULL, 0);
+	*n = at;
+	return out;
+}
+
+START_TEST(records_split_and_written_byte_by_byte)
+{
+	struct h_agent a = h_agent_new(NULL, NULL);
+	char *tok = h_token("agent", a.id, a.tenant, "calendar.events.manage");
+	char title[3001];
+	const char *body;
+	unsigned char *req;
+	struct h_resp *whole, *split;
+	size_t n;
+	int fd, nout, proto;
+
+	memset(title, 'x', 3000);
+	title[3000] = '\0';
+	/* parses as JSON, fails validation: 422 proves every byte arrived */
+	body = h_sprintf("{\"title\":\"%s\",\"kind\":\"NoSuchKind\","
+			"\"startAt\":\"2026-12-10T10:00:00Z\",\"endAt\":\"2026-12-10T11:00:00Z\"}",
+			title);
+	host_start();
+	fd = must_connect();
+	whole = h_fcgi_on(fd, 1, true, "POST", "/api/v1/agent/calendar/events", tok, body);
+	ck_assert_msg(whole->status == 422, "whole: %ld %s", whole->status, whole->body);
+
+	req = split_request(tok, body, &n);
+	for (size_t i = 0; i < n; i++) {
+		ck_assert(h_fcgi_write(fd, req + i, 1));
+		if (i % 64 == 63)
+			h_sleep_ms(2);
+	}
+	free(req);
+	split = h_fcgi_response(fd, 7, &nout, &proto);
+	ck_assert_int_eq(proto, 0);
+	ck_assert_msg(split->status == 422, "split: %ld %s", split->status, split->body);
+	ck_assert_str_eq(h_jstr(split->json, "code"), h_jstr(whole->json, "code"));
+	ck_assert_str_eq(json_object_to_json_string(h_jget(split->json, "errors")),
+			json_object_to_json_string(h_jget(whole->json, "errors")));
+
+	/* the same bytes one short: the JSON does not end */
+	split = h_fcgi_on(fd, 8, true, "POST", "/api/v1/agent/calendar/events", tok,
+			h_sprintf("%.*s", (int)strlen(body) - 1, body));
+	h_assert_problem(split, 400, "MALFORMED_REQUEST");
+	close(fd);
+	ck_assert_int_eq(host_stop(20000), 0);
+}
+END_TEST
+
+/* ---- a response longer than one record ------------------------------------- */
+
+START_TEST(response_longer_than_one_record)
+{
+	struct h_agent a = h_agent_new(NULL, NULL);
+	static const unsigned char begin[8] = { 0, 1, 1, 0, 0, 0, 0, 0 };
+	unsigned char params[8192];
+	char *body = h_sprintf("{\"kind\":\"Showing\",\"timeZone\":\"UTC\",\"windows\":"
+			"[{\"daysOfWeek\":[1,2,3,4,5,6,7],\"from\":\"08:00\",\"to\":\"18:00\"}],"
+			"\"fromDate\":\"%s\",\"toDate\":\"%s\",\"slotDurationMinutes\":60,"
+			"\"autoConfirm\":true,\"cancellationCutoffMinutes\":60}",
+			h_date_in(2), h_date_in(13));
+	struct h_resp *r = h_post("/api/v1/agent/calendar/slots/batches", a.token, body);
+	json_object *items;
+	size_t pn;
+	int fd, nout, proto;
+
+	ck_assert_msg(r->status == 201, "publish: %ld %s", r->status, r->body);
+	/* 500-character locations: a page of 100 is ~90 KB, over one record */
+	h_sql("UPDATE calendar.availability_slots SET location = repeat('x', 500) "
+	      "WHERE owner_user_id = $1", a.id);
+	host_start();
+	fd = must_connect();
+	pn = h_fcgi_params(params, sizeof params, "GET",
+			h_sprintf("/api/public/calendar/slots?agentUserId=%s&limit=100", a.id),
+			NULL, NULL);
+	ck_assert(h_fcgi_rec(fd, BEGIN, 300, begin, 8) && h_fcgi_rec(fd, PARAMS, 300, params, pn) &&
+		  h_fcgi_rec(fd, PARAMS, 300, NULL, 0) && h_fcgi_rec(fd, STDIN, 300, NULL, 0));
+	r = h_fcgi_response(fd, 300, &nout, &proto);
+	ck_assert_msg(r->status == 200, "showcase: %ld %.300s", r->status, r->body);
+	ck_assert_int_eq(proto, 0);
+	ck_assert_msg(r->body_len > 65535, "page of %zu bytes", r->body_len);
+	ck_assert_msg(nout >= 2, "%zu bytes in %d STDOUT records", r->body_len, nout);
+	items = h_jget(r->json, "items");
+	ck_assert_msg(items && json_object_array_length(items) == 100,
+			"the page does not parse into 100 items");
+	ck_assert_str_eq(h_jstr(json_object_array_get_idx(items, 99), "location"),
+			h_sql_scalar("SELECT repeat('x', 500)"));
+	/* and the connection serves the next request */
+	r = h_fcgi_on(fd, 301, true, "GET", "/healthz", NULL, NULL);
+	ck_assert_int_eq(r->status, 200);
+	close(fd);
+	ck_assert_int_eq(host_stop(20000), 0);
+}
+END_TEST
+
+/* ---- management records and refusals --------------------------------------- */
+
+START_TEST(management_records_and_refusals)
+{
+	static const unsigned char begin_keep[8] = { 0, 1, 1, 0, 0, 0, 0, 0 };
+	static const unsigned char authorizer[8] = { 0, 2, 1, 0, 0, 0, 0, 0 };
+	static const unsigned char ask[] = "\x0f\x00" "FCGI_MPXS_CONNS";
+	struct h_fcgi_record rec = { 0 };
+	unsigned char params[8192];
+	size_t pn = h_fcgi_params(params, sizeof params, "GET", "/healthz", NULL, NULL);
+	struct h_resp *r;
+	int fd, nout, proto;
+
+	host_start();
+	fd = must_connect();
+	/* FCGI_GET_VALUES: one request at a time per connection */
+	ck_assert(h_fcgi_rec(fd, GET_VALUES, 0, ask, sizeof ask - 1));
+	ck_assert(h_fcgi_read_rec(fd, 5000, &rec));
+	ck_assert_int_eq(rec.type, GET_VALUES_RESULT);
+	ck_assert_int_eq(rec.id, 0);
+	ck_assert_uint_eq(rec.len, 2 + 15 + 1);
+	ck_assert_mem_eq(rec.body, "\x0f\x01" "FCGI_MPXS_CONNS" "0", rec.len);
+
+	/* a management record of an unknown type */
+	ck_assert(h_fcgi_rec(fd, 42, 0, "x", 1));
+	ck_assert(h_fcgi_read_rec(fd, 5000, &rec));
+	ck_assert_int_eq(rec.type, UNKNOWN_TYPE);
+	ck_assert_uint_eq(rec.len, 8);
+	ck_assert_int_eq((unsigned char)rec.body[0], 42);
+
+	/* a role other than responder */
+	ck_assert(h_fcgi_rec(fd, BEGIN, 5, authorizer, 8));
+	ck_assert(h_fcgi_read_rec(fd, 5000, &rec));
+	ck_assert_int_eq(rec.type, END);
+	ck_assert_int_eq(rec.id, 5);
+	ck_assert_int_eq((unsigned char)rec.body[4], 3);   /* FCGI_UNKNOWN_ROLE */
+
+	/* a second request while the first is being read: FCGI_CANT_MPX_CONN,
+	 * and the first is still answered */
+	ck_assert(h_fcgi_rec(fd, BEGIN, 1, begin_keep, 8));
+	ck_assert(h_fcgi_rec(fd, PARAMS, 1, params, pn));
+	ck_assert(h_fcgi_rec(fd, BEGIN, 2, begin_keep, 8));
+	ck_assert(h_fcgi_read_rec(fd, 5000, &rec));
+	ck_assert_int_eq(rec.type, END);
+	ck_assert_int_eq(rec.id, 2);
+	ck_assert_int_eq((unsigned char)rec.body[4], 1);   /* FCGI_CANT_MPX_CONN */
+	ck_assert(h_fcgi_rec(fd, PARAMS, 1, NULL, 0) && h_fcgi_rec(fd, STDIN, 1, NULL, 0));
+	r = h_fcgi_response(fd, 1, &nout, &proto);
+	ck_assert_int_eq(r->status, 200);
+
+	/* FCGI_ABORT_REQUEST of a request still being read: it ends, no output */
+	ck_assert(h_fcgi_rec(fd, BEGIN, 3, begin_keep, 8));
+	ck_assert(h_fcgi_rec(fd, PARAMS, 3, params, pn) && h_fcgi_rec(fd, PARAMS, 3, NULL, 0));
+	ck_assert(h_fcgi_rec(fd, ABORT, 3, NULL, 0));
+	r = h_fcgi_response(fd, 3, &nout, &proto);
+	ck_assert_int_eq(proto, 0);
+	ck_assert_int_eq(nout, 0);
+	ck_assert_int_eq(r->status, 0);
+	/* the connection goes on */
+	r = h_fcgi_on(fd, 4, true, "GET", "/healthz", NULL, NULL);
+	ck_assert_int_eq(r->status, 200);
+	free(rec.body);
+	close(fd);
+	ck_assert_int_eq(host_stop(20000), 0);
+}
+END_TEST
+
+/* ---- broken peers ---------------------------------------------------------- */
+
+START_TEST(broken_peers_leave_the_host_serving)
+{
+	static const unsigned char begin[8] = { 0, 1, 1, 0, 0, 0, 0, 0 };
+	static const unsigned char bad_version[16] = { 9, 1, 0, 1, 0, 8, 0, 0 };
+	unsigned char params[8192], *big;
+	size_t pn = h_fcgi_params(params, sizeof params, "GET",
+			"/api/public/calendar/slots?agentUserId=b0000000-0000-4000-8000-00000000f0f0&limit=100",
+			NULL, NULL);
+	int fd, idle[40];
+
+	host_start();
+	/* gone half-way through PARAMS */
+	fd = must_connect();
+	ck_assert(h_fcgi_rec(fd, BEGIN, 1, begin, 8));
+	ck_assert(h_fcgi_write(fd, "\x01\x04\x00\x01\x00\x40\x00\x00" "abc", 11));
+	close(fd);
+	/* not FastCGI at all: the host hangs up */
+	fd = must_connect();
+	ck_assert(h_fcgi_write(fd, bad_version, sizeof bad_version));
+	ck_assert_msg(closed_by_host(fd, 5000), "a record of version 9 was taken");
+	close(fd);
+	/* PARAMS without end: the host hangs up past its 256 KiB cap */
+	fd = must_connect();
+	big = calloc(1, 60000);
+	ck_assert_ptr_nonnull(big);
+	ck_assert(h_fcgi_rec(fd, BEGIN, 1, begin, 8));
+	for (int i = 0; i < 6; i++)
+		if (!h_fcgi_rec(fd, PARAMS, 1, big, 60000))
+			break;                         /* already closed: fine */
+	free(big);
+	ck_assert_msg(closed_by_host(fd, 5000), "300 KB of PARAMS were taken");
+	close(fd);
+	/* a whole request, then gone before the answer */
+	for (int i = 0; i < 5; i++) {
+		fd = must_connect();
+		ck_assert(h_fcgi_rec(fd, BEGIN, 1, begin, 8) && h_fcgi_rec(fd, PARAMS, 1, params, pn) &&
+			  h_fcgi_rec(fd, PARAMS, 1, NULL, 0) && h_fcgi_rec(fd, STDIN, 1, NULL, 0));
+		close(fd);
+	}
+	/* many idle connections */
+	for (int i = 0; i < 40; i++)
+		idle[i] = must_connect();
+	assert_healthy();
+	for (int i = 0; i < 40; i++)
+		close(idle[i]);
+	assert_healthy();
+	ck_assert_int_eq(host_stop(20000), 0);
+}
+END_TEST
+
+/* ---- stop ------------------------------------------------------------------ */
+
+START_TEST(stop_with_idle_kept_connections)
+{
+	int fd[8];
+	struct h_resp *r;
+	struct stat st;
+	int status;
+
+	host_start();
+	for (int i = 0; i < 8; i++) {
+		fd[i] = must_connect();
+		r = h_fcgi_on(fd[i], 1, true, "GET", "/healthz", NULL, NULL);
+		ck_assert_int_eq(r->status, 200);
+	}
+	/* nginx keeps its upstream connections open: the stop must not wait
+	 * for them, and closes them */
+	status = host_stop(10000);
+	ck_assert_msg(status >= 0, "the host did not stop within 10 s");
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			"exit status %d", status);
+	for (int i = 0; i < 8; i++) {
+		ck_assert_msg(closed_by_host(fd[i], 1000), "connection %d left open", i);
+		close(fd[i]);
+	}
+	ck_assert_msg(stat(sock_path(), &st) != 0, "the socket file stays");
+}
+END_TEST
+
+Suite *make_fcgi_suite(void)
+{
+	Suite *s = suite_create("fcgi");
+	TCase *tc = h_tcase("fcgi", 120);
+
+	tcase_add_test(tc, keep_conn_serves_requests_in_turn);
+	tcase_add_test(tc, records_split_and_written_byte_by_byte);
+	tcase_add_test(tc, response_longer_than_one_record);
+	tcase_add_test(tc, management_records_and_refusals);
+	tcase_add_test(tc, broken_peers_leave_the_host_serving);
+	tcase_add_test(tc, stop_with_idle_kept_connections);
+	suite_add_tcase(s, tc);
+	return s;
+}
