@@ -810,12 +810,15 @@ int pin_api_run(const char *listen, int threads)
 		listen_fd = -1;
 		return -1;
 	}
-	if (threads < 1)
-		threads = 1;
 	{
 		long long cap = pin_config_int("db_concurrency", 0);
 		if (cap <= 0)
 			cap = 2 * sysconf(_SC_NPROCESSORS_ONLN);
+		/* threads 0: loop, a worker per database slot (no gate);
+		 * libfcgi, 2 x cores */
+		if (threads < 1)
+			threads = !strcmp(server, "loop") ? (int)cap :
+				2 * (int)sysconf(_SC_NPROCESSORS_ONLN);
 		if (cap < threads && (gate_free = calloc((size_t)cap, sizeof *gate_free)) &&
 		    pin_db_pool_init((int)cap) == 0) {
 			for (int k = (int)cap - 1; k >= 0; k--)

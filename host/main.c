@@ -74,7 +74,10 @@ static void usage(FILE *f)
 	      "  --plugins LIST         comma list of plugin names or .so paths\n"
 	      "  --plugin-dir DIR       where NAME.so lives (default " PIN_PLUGIN_DIR ")\n"
 	      "  --listen ADDR          api: unix:/path.sock or host:port\n"
-	      "  --threads N            api: FastCGI threads (default 2 x cores)\n"
+	      "  --api-server S         api: loop (event loop + workers, default) or\n"
+	      "                         threads (libfcgi, a thread per nginx connection)\n"
+	      "  --threads N            api: request workers (loop; default db_concurrency)\n"
+	      "                         or FastCGI threads (threads; default 2 x cores)\n"
 	      "  --pg-dsn DSN           PostgreSQL connection string\n"
 	      "  --pg-dsn-read DSN      api: a hot standby for reads that tolerate\n"
 	      "                         staleness (public showcase); optional\n"
@@ -175,6 +178,7 @@ int main(int argc, char **argv)
 		{ "plugin-dir", required_argument, NULL, 'P' },
 		{ "listen", required_argument, NULL, 'l' },
 		{ "threads", required_argument, NULL, 't' },
+		{ "api-server", required_argument, NULL, 'S' },
 		{ "pg-dsn", required_argument, NULL, 'd' },
 		{ "pg-dsn-read", required_argument, NULL, 'R' },
 		{ "kafka-bootstrap", required_argument, NULL, 'k' },
@@ -213,6 +217,7 @@ int main(int argc, char **argv)
 		case 'P': pin_config_set("plugin_dir", optarg); break;
 		case 'l': pin_config_set("listen", optarg); break;
 		case 't': pin_config_set("threads", optarg); break;
+		case 'S': pin_config_set("api_server", optarg); break;
 		case 'd': pin_config_set("pg_dsn", optarg); break;
 		case 'R': pin_config_set("pg_dsn_read", optarg); break;
 		case 'k': pin_config_set("kafka_bootstrap", optarg); break;
@@ -312,9 +317,10 @@ int main(int argc, char **argv)
 		goto out_plugins;
 	}
 	if (!strcmp(mode, "api")) {
+		/* 0: the server's default (fcgi.c) */
 		long threads = (long)pin_config_int("threads", 0);
-		if (threads <= 0)
-			threads = 2 * sysconf(_SC_NPROCESSORS_ONLN);
+		if (threads < 0 || threads > 100000)
+			threads = 0;
 		rc = pin_api_run(pin_config_get("listen", "unix:/run/pin-calendar/api.sock"),
 			(int)threads) == 0 ? 0 : 1;
 	} else if (once) {
