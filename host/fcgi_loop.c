@@ -204,7 +204,7 @@ static int io_read(void *h, char *buf, int n)
 	struct fc_conn *c = h;
 	size_t k = c->body_len - c->body_off;
 
-	if (n <= 0)
+	if (n <= 0 || k == 0)
 		return 0;
 	if (k > (size_t)n)
 		k = (size_t)n;

@@ -8,6 +8,7 @@
 #   auth     pin_auth_verify (HS256) config  pin_config_load
 #   utf8     pin_utf8_valid vs a reference decoder
 #   envelope pin_envelope_parse (consumer decode + validate)
+#   fcgi     the event-loop FastCGI server's record parser (fcgi_loop.c)
 #
 # Seeds: tests/fuzz/corpus/<name>/ (read only).  Work corpus, binaries and
 # crash files: $PIN_FUZZ_DIR (default .dev/fuzz).  A crash or a failed
@@ -19,7 +20,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SECS=${1:-45}
 shift || true
-ALL=(json url router clock auth config utf8 envelope)
+ALL=(json url router clock auth config utf8 envelope fcgi)
 WANT=("$@")
 [[ ${#WANT[@]} -gt 0 ]] || WANT=("${ALL[@]}")
 OUT=${PIN_FUZZ_DIR:-$ROOT/.dev/fuzz}
@@ -46,6 +47,7 @@ sources() {
 	config)   echo "$h/config.c $h/log.c $h/trace.c $h/clock.c" ;;
 	utf8)     echo "$h/utf8.c" ;;
 	envelope) echo "$h/envelope.c $h/utf8.c $h/uuid.c $h/clock.c $h/log.c $h/trace.c" ;;
+	fcgi)     echo "" ;;           # fuzz_fcgi.c includes host/fcgi_loop.c
 	*) echo "run.sh: unknown fuzzer $1 (${ALL[*]})" >&2; return 1 ;;
 	esac
 }
