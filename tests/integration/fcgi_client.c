@@ -208,14 +208,26 @@ struct h_resp *h_fcgi_on(int fd, unsigned id, bool keep, const char *method,
 		const char *uri, const char *token, const char *body)
 {
 	unsigned char begin[8] = { 0, 1, keep ? 1 : 0, 0, 0, 0, 0, 0 };
-	unsigned char params[8192];
+	unsigned char params[8192], *req;
 	size_t n = h_fcgi_params(params, sizeof params, method, uri, token, body);
-	size_t blen = body ? strlen(body) : 0;
+	size_t blen = body ? strlen(body) : 0, at = 0;
 	int nout, proto;
+	bool sent;
 
-	if (!h_fcgi_rec(fd, 1, id, begin, 8) || !h_fcgi_rec(fd, 4, id, params, n) ||
-	    !h_fcgi_rec(fd, 4, id, NULL, 0) || (blen && !h_fcgi_rec(fd, 5, id, body, blen)) ||
-	    !h_fcgi_rec(fd, 5, id, NULL, 0))
+	/* in one write, as nginx sends a request (a STDIN record holds at
+	 * most 65535 bytes: the bodies here are smaller) */
+	ck_assert(blen <= 65535);
+	req = malloc(5 * 8 + 8 + n + blen);
+	ck_assert_ptr_nonnull(req);
+	at += h_fcgi_rec_bytes(req + at, 1, id, begin, 8);
+	at += h_fcgi_rec_bytes(req + at, 4, id, params, n);
+	at += h_fcgi_rec_bytes(req + at, 4, id, NULL, 0);
+	if (blen)
+		at += h_fcgi_rec_bytes(req + at, 5, id, body, blen);
+	at += h_fcgi_rec_bytes(req + at, 5, id, NULL, 0);
+	sent = h_fcgi_write(fd, req, at);
+	free(req);
+	if (!sent)
 		return h_resp_json(0, NULL);
 	return h_fcgi_response(fd, id, &nout, &proto);
 }
