@@ -54,6 +54,7 @@ enum {
 
 #define FC_REC_MAX 65535                  /* content bytes of one record */
 #define FC_IN_MAX (8 + FC_REC_MAX + 255)  /* one whole record */
+#define FC_IN_START 8192                  /* nginx's requests fit; grows */
 #define FC_PARAMS_MAX (256 * 1024)
 #define FC_STDIN_MAX (1024 * 1024)
 #define FC_WRITE_TIMEOUT_MS 30000         /* nginx's fastcgi_read_timeout */
@@ -66,10 +67,12 @@ struct fc_conn {
 	/* the request being read (id 0: none) */
 	unsigned req_id;
 	bool keep, params_done, stdin_done, dead;
-	char *params;                     /* raw PARAMS stream, then decoded */
+	char *params;                     /* the raw PARAMS stream */
 	size_t params_len, params_cap;
+	char *names;                      /* decoded: "name\0value\0..." */
+	size_t names_cap;
 	const char **kv;                  /* kv[2i] name, kv[2i+1] value */
-	int nkv;
+	int nkv, kv_cap;
 	char *body;
 	size_t body_len, body_cap, body_off;
 	struct fc_conn *qnext;            /* the FIFO */
@@ -102,6 +105,7 @@ static void conn_free(struct fc_conn *c)
 	close(c->fd);                     /* also leaves the epoll set */
 	free(c->in);
 	free(c->params);
+	free(c->names);
 	free(c->kv);
 	free(c->body);
 	free(c);
@@ -221,16 +225,20 @@ static void io_write(void *h, const char *head, size_t hlen, const char *body,
 	struct fc_conn *c = h;
 	size_t total = hlen + blen, nrec = (total + FC_REC_MAX - 1) / FC_REC_MAX;
 	size_t niov = nrec * 3 + 1, done = 0;
-	unsigned char (*hd)[8] = malloc((nrec + 3) * sizeof *hd);
-	struct iovec *iov = malloc(niov * sizeof *iov);
+	unsigned char hd_small[4][8], (*hd)[8] = hd_small;
+	struct iovec iov_small[4 * 3 + 1], *iov = iov_small;
 	unsigned char end[24] = { 0 };
 	int n = 0;
 
-	if (!hd || !iov) {
-		free(hd);
-		free(iov);
-		c->dead = true;
-		return;
+	if (nrec > 4) {                   /* over 256 KiB: rare */
+		hd = malloc(nrec * sizeof *hd);
+		iov = malloc(niov * sizeof *iov);
+		if (!hd || !iov) {
+			free(hd);
+			free(iov);
+			c->dead = true;
+			return;
+		}
 	}
 	for (size_t r = 0; r < nrec; r++) {
 		size_t len = total - done < FC_REC_MAX ? total - done : FC_REC_MAX;
@@ -260,8 +268,10 @@ static void io_write(void *h, const char *head, size_t hlen, const char *body,
 	iov[n++].iov_len = 24;
 	if (!write_all(c->fd, iov, n))
 		c->dead = true;
-	free(hd);
-	free(iov);
+	if (hd != hd_small) {
+		free(hd);
+		free(iov);
+	}
 }
 
 /* ---- reading records ------------------------------------------------------ */
@@ -299,42 +309,51 @@ static size_t nv_len(const unsigned char *p, size_t avail, size_t *used)
 		((size_t)p[2] << 8) | p[3];
 }
 
-/* The PARAMS stream is complete: decode its name-value pairs in place of
- * the raw bytes ("name\0value\0..." and kv[] pointing into it). */
+/* The PARAMS stream is complete: decode its name-value pairs into
+ * c->names ("name\0value\0...") with kv[] pointing into it.  The buffers
+ * stay with the connection for its next request. */
 static bool params_decode(struct fc_conn *c)
 {
 	const unsigned char *p = (const unsigned char *)c->params;
-	size_t left = c->params_len, cap = 0;
-	char *out = malloc(c->params_len * 2 + 2), *o = out;
+	size_t left = c->params_len, need = c->params_len * 2 + 2;
+	char *o;
 	int n = 0;
 
-	if (!out)
-		return false;
-	free(c->kv);
-	c->kv = NULL;
+	if (need > c->names_cap) {
+		char *b = realloc(c->names, need);
+
+		if (!b)
+			return false;
+		c->names = b;
+		c->names_cap = need;
+	}
+	o = c->names;
 	while (left > 0) {
 		size_t u1, u2, nl, vl;
 
 		nl = nv_len(p, left, &u1);
 		if (!u1)
-			goto bad;
+			return false;
 		p += u1;
 		left -= u1;
 		vl = nv_len(p, left, &u2);
 		if (!u2)
-			goto bad;
+			return false;
 		p += u2;
 		left -= u2;
 		if (nl > left || vl > left - nl)
-			goto bad;
-		if ((size_t)n + 1 > cap) {
-			const char **k;
+			return false;
+		if (n + 1 > c->kv_cap) {
+			int cap = c->kv_cap ? c->kv_cap * 2 : 32;
+			const char **k = realloc(c->kv, (size_t)cap * 2 * sizeof *k);
 
-			cap = cap ? cap * 2 : 32;
-			if (!(k = realloc(c->kv, cap * 2 * sizeof *k)))
-				goto bad;
+			if (!k)
+				return false;
 			c->kv = k;
+			c->kv_cap = cap;
 		}
+		/* each pair takes nl + vl + 2 bytes of names and at least
+		 * u1 + u2 + nl + vl >= 2 of the stream: need is enough */
 		c->kv[2 * n] = o;
 		memcpy(o, p, nl);
 		o += nl;
@@ -347,14 +366,8 @@ static bool params_decode(struct fc_conn *c)
 		left -= nl + vl;
 		n++;
 	}
-	free(c->params);
-	c->params = out;
-	c->params_cap = c->params_len * 2 + 2;
 	c->nkv = n;
 	return true;
-bad:
-	free(out);
-	return false;
 }
 
 /* A management record (request id 0). */
@@ -507,8 +520,16 @@ static void readable(struct fc_conn *c)
 		}
 		if (rc < 0)
 			break;
-		if (c->in_cap - c->in_len == 0) {
-			break;              /* a record larger than FC_IN_MAX: cannot be */
+		if (c->in_cap == c->in_len) {
+			/* a record longer than the buffer (a big PARAMS or
+			 * STDIN record): grow up to one whole record */
+			size_t nc = c->in_cap * 2 > FC_IN_MAX ? FC_IN_MAX : c->in_cap * 2;
+			unsigned char *b = nc > c->in_cap ? realloc(c->in, nc) : NULL;
+
+			if (!b)
+				break;      /* cannot be: parse takes every whole record */
+			c->in = b;
+			c->in_cap = nc;
 		}
 		k = read(c->fd, c->in + c->in_len, c->in_cap - c->in_len);
 		if (k > 0) {
@@ -605,7 +626,7 @@ static void accept_all(void)
 		}
 		c = calloc(1, sizeof *c);
 		if (c)
-			c->in = malloc(FC_IN_MAX);
+			c->in = malloc(FC_IN_START);
 		if (!c || !c->in) {
 			if (c)
 				free(c);
@@ -613,7 +634,7 @@ static void accept_all(void)
 			continue;
 		}
 		c->fd = fd;
-		c->in_cap = FC_IN_MAX;
+		c->in_cap = FC_IN_START;
 		pthread_mutex_lock(&all_mu);
 		c->next = all;
 		if (all)

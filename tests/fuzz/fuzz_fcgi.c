@@ -79,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) < 0)
 		return 0;
 	c.fd = sv[0];
-	c.in = malloc(FC_IN_MAX);
+	c.in = malloc(FC_IN_MAX);         /* readable() grows it to this */
 	c.in_cap = FC_IN_MAX;
 	/* data[0] picks the piece size: 1..256 bytes per "read" */
 	for (size_t piece = (size_t)data[0] + 1, pos = 1; pos < size; pos += piece) {
@@ -106,6 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	close(sv[1]);
 	free(c.in);
 	free(c.params);
+	free(c.names);
 	free(c.kv);
 	free(c.body);
 	return 0;
