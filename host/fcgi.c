@@ -682,7 +682,7 @@ void pin_fcgi_handle(const struct pin_fcgi_io *io)
 	struct pin_req r = { 0 };
 	struct pin_auth_principal ap = { 0 };
 	const char *label = "none";
-	double t0 = pin_metrics_mono_s();
+	double t0 = io->t_ready > 0 ? io->t_ready : pin_metrics_mono_s();
 	int rc;
 
 	begin(&r, io);
@@ -755,7 +755,7 @@ static void *worker(void *arg)
 {
 	FCGX_Request fr;
 	struct pin_arena *a = pin_arena_new();
-	const struct pin_fcgi_io io = { lf_param, lf_read, lf_write, &fr };
+	const struct pin_fcgi_io io = { lf_param, lf_read, lf_write, &fr, 0 };
 
 	(void)arg;
 	pin_arena_set_current(a);

@@ -67,6 +67,7 @@ struct fc_conn {
 	/* the request being read (id 0: none) */
 	unsigned req_id;
 	bool keep, params_done, stdin_done, dead;
+	double t_ready;                   /* the request was whole (enqueue) */
 	char *params;                     /* the raw PARAMS stream */
 	size_t params_len, params_cap;
 	char *names;                      /* decoded: "name\0value\0..." */
@@ -86,6 +87,7 @@ static struct fc_conn *q_head, *q_tail;
 static int q_waiting;
 static bool q_closed;
 static int busy;                          /* queued or in a worker (atomic) */
+static int nqueued, nconns;               /* gauges (atomic) */
 static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct fc_conn *all;
 static const char STOP_TAG;               /* epoll tag of the stop eventfd */
@@ -103,6 +105,7 @@ static void conn_free(struct fc_conn *c)
 		c->next->prev = c->prev;
 	pthread_mutex_unlock(&all_mu);
 	close(c->fd);                     /* also leaves the epoll set */
+	__atomic_sub_fetch(&nconns, 1, __ATOMIC_RELAXED);
 	free(c->in);
 	free(c->params);
 	free(c->names);
@@ -493,6 +496,8 @@ static void enqueue(struct fc_conn *c)
 	bool wake;
 
 	__atomic_add_fetch(&busy, 1, __ATOMIC_ACQ_REL);
+	__atomic_add_fetch(&nqueued, 1, __ATOMIC_RELAXED);
+	c->t_ready = pin_metrics_mono_s();
 	c->qnext = NULL;
 	pthread_mutex_lock(&q_mu);
 	if (q_tail)
@@ -578,7 +583,7 @@ static void *worker(void *arg)
 	pin_arena_set_current(a);
 	for (;;) {
 		struct fc_conn *c;
-		struct pin_fcgi_io io = { io_param, io_read, io_write, NULL };
+		struct pin_fcgi_io io = { io_param, io_read, io_write, NULL, 0 };
 
 		pthread_mutex_lock(&q_mu);
 		while (!q_head && !q_closed) {
@@ -595,7 +600,9 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&q_mu);
 		if (!c)
 			break;                  /* closed and empty */
+		__atomic_sub_fetch(&nqueued, 1, __ATOMIC_RELAXED);
 		io.h = c;
+		io.t_ready = c->t_ready;
 		pin_fcgi_handle(&io);
 		pin_arena_reset(a);
 		finished(c);
@@ -603,6 +610,16 @@ static void *worker(void *arg)
 	pin_db_close_thread();
 	pin_arena_free(a);
 	return NULL;
+}
+
+/* /metrics: open FastCGI connections and whole requests waiting for a
+ * worker (their wait also counts in pin_http_request_duration_seconds) */
+static void collect(void)
+{
+	pin_metric_set("pin_api_connections", NULL,
+		__atomic_load_n(&nconns, __ATOMIC_RELAXED));
+	pin_metric_set("pin_api_requests_queued", NULL,
+		__atomic_load_n(&nqueued, __ATOMIC_RELAXED));
 }
 
 /* ---- the I/O thread ------------------------------------------------------- */
@@ -635,6 +652,7 @@ static void accept_all(void)
 		}
 		c->fd = fd;
 		c->in_cap = FC_IN_START;
+		__atomic_add_fetch(&nconns, 1, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&all_mu);
 		c->next = all;
 		if (all)
@@ -742,7 +760,9 @@ int pin_fcgi_loop_run(int listen_fd, int workers)
 			"workers", n, NULL);
 	}
 	pin_metric_set("pin_api_threads", NULL, started);
+	pin_metrics_collector(collect);
 	pin_wait_stop();
+	pin_metrics_collector(NULL);
 	if (write(stop_ev, &one, sizeof one) < 0)
 		pin_log(PIN_LOG_WARN, "api: stop event lost", NULL);
 	pthread_join(io, NULL);

@@ -129,6 +129,9 @@ double pin_metrics_mono_s(void);
  * "" = off.  0 ok, -1 cannot listen (logged). */
 int pin_metrics_listen_start(const char *addr);
 void pin_metrics_listen_stop(void);
+/* fn runs at the start of every render (gauges read from counters kept
+ * outside the metrics lock); one per process, NULL to remove */
+void pin_metrics_collector(void (*fn)(void));
 /* malloc'd Prometheus text; caller frees */
 char *pin_metrics_render(void);
 void pin_metrics_free(void);
@@ -281,6 +284,9 @@ struct pin_fcgi_io {
 	void (*write)(void *h, const char *head, size_t hlen, const char *body,
 			size_t blen);                       /* the whole response */
 	void *h;
+	double t_ready;     /* pin_metrics_mono_s() when the request was whole
+			     * (its wait for a worker counts in its duration);
+			     * 0: now */
 };
 void pin_fcgi_handle(const struct pin_fcgi_io *io);   /* fcgi.c */
 int pin_fcgi_loop_run(int listen_fd, int workers);    /* fcgi_loop.c */

@@ -256,8 +256,16 @@ static const char *kind_name(enum kind k)
 	return k == K_GAUGE ? "gauge" : k == K_HIST ? "histogram" : "counter";
 }
 
+static void (*collector)(void);
+
+void pin_metrics_collector(void (*fn)(void))
+{
+	__atomic_store_n(&collector, fn, __ATOMIC_RELEASE);
+}
+
 char *pin_metrics_render(void)
 {
+	void (*collect)(void) = __atomic_load_n(&collector, __ATOMIC_ACQUIRE);
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
@@ -266,6 +274,8 @@ char *pin_metrics_render(void)
 
 	if (!f)
 		return NULL;
+	if (collect)
+		collect();
 	render_process(f);
 	pthread_mutex_lock(&mu);
 	n = nser;

@@ -118,6 +118,19 @@ static void assert_healthy(void)
 	ck_assert_msg(kill(host_pid, 0) == 0, "the host is gone");
 }
 
+/* a sample of the host's /metrics (exact text before the value); -1 absent */
+static double metric(const char *sample)
+{
+	struct h_resp *r = h_fcgi(sock_path(), "GET", "/metrics", NULL, NULL);
+	size_t l = strlen(sample);
+
+	ck_assert_int_eq(r->status, 200);
+	for (const char *p = r->body; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (!strncmp(p, sample, l) && p[l] == ' ')
+			return strtod(p + l + 1, NULL);
+	return -1;
+}
+
 /* ---- kept-alive connections ------------------------------------------------ */
 
 START_TEST(keep_conn_serves_requests_in_turn)
@@ -143,6 +156,13 @@ START_TEST(keep_conn_serves_requests_in_turn)
 	ck_assert_msg(r->status == 200 && h_jget(r->json, "items"),
 			"list on the kept connection: %ld %s", r->status, r->body);
 	ck_assert_msg(still_open(fd, 300), "the host closed a kept-alive connection");
+	if (_i == 0) {
+		/* the loop's gauges: this kept connection + the one asking */
+		ck_assert_msg(metric("pin_api_connections") == 2, "connections %g",
+				metric("pin_api_connections"));
+		ck_assert_msg(metric("pin_api_requests_queued") == 0, "queued %g",
+				metric("pin_api_requests_queued"));
+	}
 
 	/* without FCGI_KEEP_CONN the host closes the connection after the answer */
 	fd2 = must_connect();
