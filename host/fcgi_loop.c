@@ -21,8 +21,17 @@
  * multiplexes; a second BEGIN_REQUEST gets FCGI_CANT_MPX_CONN), responder
  * role only (others get FCGI_UNKNOWN_ROLE), FCGI_GET_VALUES answered,
  * FCGI_ABORT_REQUEST of a request still being read ends it, other
- * management records get FCGI_UNKNOWN_TYPE.  STDIN beyond 1 MiB is read and
- * dropped (the pipeline answers 413 above PIN_MAX_BODY). */
+ * management records get FCGI_UNKNOWN_TYPE.  These replies are written
+ * without waiting (a peer that does not read them is disconnected): the I/O
+ * thread never blocks on a socket.  STDIN past PIN_MAX_BODY + 1 bytes is read
+ * and dropped (the pipeline answers 413 by Content-Length); PARAMS past
+ * 64 KiB close the connection.  A response is written by its worker within
+ * 30 s in all, or the connection is dropped.
+ *
+ * SIGTERM: no new connections; whole requests (queued or running) are
+ * answered and their connections then closed; the I/O thread keeps reading
+ * for up to 3 s so that a request nginx has already sent is not lost;
+ * idle connections and requests still incomplete after that are closed. */
 #include "config.h"
 #include <errno.h>
 #include <poll.h>
@@ -38,6 +47,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <unistd.h>
 #include "host.h"
 
@@ -55,8 +65,9 @@ enum {
 #define FC_REC_MAX 65535                  /* content bytes of one record */
 #define FC_IN_MAX (8 + FC_REC_MAX + 255)  /* one whole record */
 #define FC_IN_START 8192                  /* nginx's requests fit; grows */
-#define FC_PARAMS_MAX (256 * 1024)
-#define FC_STDIN_MAX (1024 * 1024)
+#define FC_PARAMS_MAX (64 * 1024)         /* nginx's headers: 32 KiB at most */
+#define FC_STDIN_MAX (PIN_MAX_BODY + 1)   /* more: 413 by Content-Length */
+#define FC_KEEP_MAX (64 * 1024)           /* buffers kept between requests */
 #define FC_WRITE_TIMEOUT_MS 30000         /* nginx's fastcgi_read_timeout */
 #define FC_GRACE_MS 3000                  /* SIGTERM: in-flight requests */
 
@@ -66,7 +77,7 @@ struct fc_conn {
 	size_t in_len, in_cap;
 	/* the request being read (id 0: none) */
 	unsigned req_id;
-	bool keep, params_done, stdin_done, dead;
+	bool keep, params_done, stdin_done, stdin_over, dead;
 	double t_ready;                   /* the request was whole (enqueue) */
 	char *params;                     /* the raw PARAMS stream */
 	size_t params_len, params_cap;
@@ -88,6 +99,7 @@ static int q_waiting;
 static bool q_closed;
 static int busy;                          /* queued or in a worker (atomic) */
 static int nqueued, nconns;               /* gauges (atomic) */
+static bool io_stopping;                  /* SIGTERM: close, do not re-arm */
 static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct fc_conn *all;
 static const char STOP_TAG;               /* epoll tag of the stop eventfd */
@@ -114,13 +126,32 @@ static void conn_free(struct fc_conn *c)
 	free(c);
 }
 
+/* a buffer that grew past FC_KEEP_MAX for one request is not kept for
+ * the connection's next ones */
+static void shrink(char **buf, size_t *cap)
+{
+	if (*cap > FC_KEEP_MAX) {
+		free(*buf);
+		*buf = NULL;
+		*cap = 0;
+	}
+}
+
 static void req_reset(struct fc_conn *c)
 {
 	c->req_id = 0;
-	c->keep = c->params_done = c->stdin_done = false;
+	c->keep = c->params_done = c->stdin_done = c->stdin_over = false;
 	c->params_len = 0;
 	c->nkv = 0;
 	c->body_len = c->body_off = 0;
+	shrink(&c->params, &c->params_cap);
+	shrink(&c->names, &c->names_cap);
+	shrink(&c->body, &c->body_cap);
+	if (c->kv_cap > 256) {
+		free(c->kv);
+		c->kv = NULL;
+		c->kv_cap = 0;
+	}
 }
 
 static bool arm(struct fc_conn *c)
@@ -131,22 +162,35 @@ static bool arm(struct fc_conn *c)
 	return epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &e) == 0;
 }
 
-/* Writes every byte of iov (a blocking write on a non-blocking socket: the
- * connection belongs to the caller).  false: the peer is gone. */
+static double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* A worker writes every byte of iov (a blocking write on a non-blocking
+ * socket: the connection belongs to it), within FC_WRITE_TIMEOUT_MS in all.
+ * false: the peer is gone or too slow. */
 static bool write_all(int fd, struct iovec *iov, int n)
 {
+	double deadline = now_ms() + FC_WRITE_TIMEOUT_MS;
+
 	while (n > 0) {
-		struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+		struct msghdr m = { .msg_iov = iov,
+			.msg_iovlen = (size_t)(n < IOV_MAX ? n : IOV_MAX) };
 		ssize_t k = sendmsg(fd, &m, MSG_NOSIGNAL);
 
 		if (k < 0) {
 			struct pollfd p = { .fd = fd, .events = POLLOUT };
+			double left = deadline - now_ms();
 
 			if (errno == EINTR)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				return false;
-			if (poll(&p, 1, FC_WRITE_TIMEOUT_MS) <= 0)
+			if (left < 1 || poll(&p, 1, (int)left) <= 0)
 				return false;
 			continue;
 		}
@@ -161,6 +205,19 @@ static bool write_all(int fd, struct iovec *iov, int n)
 		}
 	}
 	return true;
+}
+
+/* A short reply from record() (management records, refusals, the end of an
+ * aborted request): written now or not at all -- the I/O thread must not
+ * wait on a peer that does not read.  false: close the connection. */
+static bool write_now(int fd, const void *buf, size_t n)
+{
+	ssize_t k;
+
+	do
+		k = send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (k < 0 && errno == EINTR);
+	return k == (ssize_t)n;
 }
 
 static void rec_head(unsigned char *h, int type, unsigned id, size_t len)
@@ -180,7 +237,6 @@ static void rec_head(unsigned char *h, int type, unsigned id, size_t len)
 static bool send_end(struct fc_conn *c, unsigned id, int proto, bool with_stdout)
 {
 	unsigned char b[24] = { 0 };
-	struct iovec v;
 	size_t off = 0;
 
 	if (with_stdout) {
@@ -189,9 +245,7 @@ static bool send_end(struct fc_conn *c, unsigned id, int proto, bool with_stdout
 	}
 	rec_head(b + off, FC_END, id, 8);
 	b[off + 8 + 4] = (unsigned char)proto;     /* appStatus 0 */
-	v.iov_base = b;
-	v.iov_len = off + 16;
-	return write_all(c->fd, &v, 1);
+	return write_now(c->fd, b, off + 16);
 }
 
 /* ---- the request, as fcgi.c sees it -------------------------------------- */
@@ -378,7 +432,6 @@ static bool management(struct fc_conn *c, int type, const unsigned char *body,
 		size_t len)
 {
 	unsigned char b[8 + 64];
-	struct iovec v = { .iov_base = b };
 
 	if (type == FC_GET_VALUES) {
 		/* FCGI_MPXS_CONNS is all nginx could ask; "0": one at a time */
@@ -391,14 +444,12 @@ static bool management(struct fc_conn *c, int type, const unsigned char *body,
 
 		rec_head(b, FC_GET_VALUES_RESULT, 0, n);
 		memcpy(b + 8, kv, n);
-		v.iov_len = 8 + n;
-		return write_all(c->fd, &v, 1);
+		return write_now(c->fd, b, 8 + n);
 	}
 	rec_head(b, FC_UNKNOWN_TYPE, 0, 8);
 	memset(b + 8, 0, 8);
 	b[8] = (unsigned char)type;
-	v.iov_len = 16;
-	return write_all(c->fd, &v, 1);
+	return write_now(c->fd, b, 16);
 }
 
 /* One record.  1: the request is complete, 0: go on, -1: close the
@@ -414,8 +465,10 @@ static int record(struct fc_conn *c, int type, unsigned id,
 			return -1;
 		if (c->req_id)
 			return send_end(c, id, FC_CANT_MPX_CONN, false) ? 0 : -1;
-		if ((body[0] << 8 | body[1]) != FC_RESPONDER)
-			return send_end(c, id, FC_UNKNOWN_ROLE, false) ? 0 : -1;
+		if ((body[0] << 8 | body[1]) != FC_RESPONDER)   /* then closes
+								  * unless kept */
+			return send_end(c, id, FC_UNKNOWN_ROLE, false) &&
+				(body[2] & FC_KEEP_CONN) ? 0 : -1;
 		req_reset(c);
 		c->req_id = id;
 		c->keep = body[2] & FC_KEEP_CONN;
@@ -446,13 +499,15 @@ static int record(struct fc_conn *c, int type, unsigned id,
 	case FC_STDIN:
 		if (id != c->req_id || c->stdin_done)
 			return 0;
+		/* past FC_STDIN_MAX: this record and every later one read and
+		 * dropped (the pipeline sees a short body: 413 by
+		 * Content-Length, else 400 "truncated body") */
 		if (len == 0)
 			c->stdin_done = true;
-		else if (c->body_len + len <= FC_STDIN_MAX &&
-			 !append(&c->body, &c->body_len, &c->body_cap, body, len))
+		else if (c->stdin_over || c->body_len + len > FC_STDIN_MAX)
+			c->stdin_over = true;
+		else if (!append(&c->body, &c->body_len, &c->body_cap, body, len))
 			return -1;
-		/* past FC_STDIN_MAX: read and dropped (the pipeline sees a short
-		 * body: 413 by Content-Length, else 400 "truncated body") */
 		break;
 	default:
 		return 0;
@@ -557,7 +612,8 @@ static void finished(struct fc_conn *c)
 {
 	int rc;
 
-	if (c->dead || !c->keep) {
+	if (c->dead || !c->keep ||
+	    __atomic_load_n(&io_stopping, __ATOMIC_ACQUIRE)) {
 		conn_free(c);
 	} else {
 		req_reset(c);
@@ -624,6 +680,26 @@ static void collect(void)
 
 /* ---- the I/O thread ------------------------------------------------------- */
 
+#define FC_ACCEPT_PAUSE_MS 100
+static double accept_paused_at, accept_logged_at;   /* the I/O thread's */
+
+/* Out of descriptors or memory: the listening socket leaves the epoll set
+ * for FC_ACCEPT_PAUSE_MS (it stays readable: level-triggered, it would
+ * wake the loop at once, again and again).  Logged once per 10 s. */
+static void accept_pause(int err)
+{
+	double now = now_ms();
+
+	pin_metric_add("pin_api_accept_errors_total", NULL, 1);
+	if (now - accept_logged_at > 10000 || accept_logged_at == 0) {
+		pin_log(PIN_LOG_WARN, "api: cannot accept, pausing", "error",
+			strerror(err), NULL);
+		accept_logged_at = now;
+	}
+	epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
+	accept_paused_at = now;
+}
+
 static void accept_all(void)
 {
 	for (;;) {
@@ -632,23 +708,24 @@ static void accept_all(void)
 		struct epoll_event e;
 
 		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			if (errno == EMFILE || errno == ENFILE) {
-				pin_log(PIN_LOG_WARN, "api: cannot accept", "error",
-					strerror(errno), NULL);
-				usleep(10000);  /* epoll fires again; do not spin */
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				accept_pause(errno);
+				return;
 			}
-			return;
+			continue;   /* EINTR, ECONNABORTED, a pending network
+				     * error of that connection (accept(2)) */
 		}
 		c = calloc(1, sizeof *c);
 		if (c)
 			c->in = malloc(FC_IN_START);
 		if (!c || !c->in) {
-			if (c)
-				free(c);
+			free(c);
 			close(fd);
-			continue;
+			accept_pause(ENOMEM);
+			return;
 		}
 		c->fd = fd;
 		c->in_cap = FC_IN_START;
@@ -666,14 +743,6 @@ static void accept_all(void)
 	}
 }
 
-static double now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 static void *io_thread(void *arg)
 {
 	struct epoll_event ev[64];
@@ -681,11 +750,13 @@ static void *io_thread(void *arg)
 
 	(void)arg;
 	for (;;) {
-		int n = epoll_wait(ep, ev, 64, stop_at ? 50 : -1);
+		int n = epoll_wait(ep, ev, 64, stop_at ? 50 :
+				accept_paused_at ? FC_ACCEPT_PAUSE_MS : -1);
 
 		if (n < 0 && errno != EINTR) {
-			pin_log(PIN_LOG_ERROR, "api: epoll_wait failed", "error",
-				strerror(errno), NULL);
+			pin_log(PIN_LOG_ERROR, "api: epoll_wait failed, stopping",
+				"error", strerror(errno), NULL);
+			pin_request_stop();
 			break;
 		}
 		for (int i = 0; i < n; i++) {
@@ -694,13 +765,13 @@ static void *io_thread(void *arg)
 			if (p == &lfd) {
 				accept_all();
 			} else if (p == &STOP_TAG) {
-				/* SIGTERM: no new connections; requests that nginx
-				 * already sent are answered, for FC_GRACE_MS */
-				if (!stop_at) {
-					epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
-					shutdown(lfd, SHUT_RDWR);
-					stop_at = now_ms();
-				}
+				/* SIGTERM: no new connections; what nginx has
+				 * sent is read for up to FC_GRACE_MS */
+				epoll_ctl(ep, EPOLL_CTL_DEL, stop_ev, NULL);
+				epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
+				shutdown(lfd, SHUT_RDWR);
+				stop_at = now_ms();
+				accept_paused_at = 0;
 			} else {
 				readable(p);
 			}
@@ -708,6 +779,13 @@ static void *io_thread(void *arg)
 		if (stop_at && (__atomic_load_n(&busy, __ATOMIC_ACQUIRE) == 0 ||
 				now_ms() - stop_at > FC_GRACE_MS))
 			break;
+		if (accept_paused_at && now_ms() - accept_paused_at >= FC_ACCEPT_PAUSE_MS) {
+			struct epoll_event e = { .events = EPOLLIN, .data.ptr = &lfd };
+
+			accept_paused_at = 0;
+			if (epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &e) != 0)
+				accept_pause(errno);
+		}
 	}
 	return NULL;
 }
@@ -763,6 +841,7 @@ int pin_fcgi_loop_run(int listen_fd, int workers)
 	pin_metrics_collector(collect);
 	pin_wait_stop();
 	pin_metrics_collector(NULL);
+	__atomic_store_n(&io_stopping, true, __ATOMIC_RELEASE);
 	if (write(stop_ev, &one, sizeof one) < 0)
 		pin_log(PIN_LOG_WARN, "api: stop event lost", NULL);
 	pthread_join(io, NULL);

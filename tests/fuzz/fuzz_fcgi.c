@@ -25,6 +25,12 @@ void pin_metric_set(const char *name, const char *labels, double v)
 }
 void pin_log(int level, const char *msg, ...) { (void)level; (void)msg; }
 double pin_metrics_mono_s(void) { abort(); }
+void pin_request_stop(void) { abort(); }
+void pin_metric_add(const char *name, const char *labels, double v)
+{
+	(void)name; (void)labels; (void)v;
+	abort();
+}
 void pin_metrics_collector(void (*fn)(void)) { (void)fn; abort(); }
 
 /* the replies on the peer's end: whole records, version 1 */

@@ -204,14 +204,13 @@ struct h_resp *h_fcgi_response(int fd, unsigned id, int *nstdout, int *proto)
 	return r;
 }
 
-struct h_resp *h_fcgi_on(int fd, unsigned id, bool keep, const char *method,
+bool h_fcgi_send(int fd, unsigned id, bool keep, const char *method,
 		const char *uri, const char *token, const char *body)
 {
 	unsigned char begin[8] = { 0, 1, keep ? 1 : 0, 0, 0, 0, 0, 0 };
 	unsigned char params[8192], *req;
 	size_t n = h_fcgi_params(params, sizeof params, method, uri, token, body);
 	size_t blen = body ? strlen(body) : 0, at = 0;
-	int nout, proto;
 	bool sent;
 
 	/* in one write, as nginx sends a request (a STDIN record holds at
@@ -227,7 +226,15 @@ struct h_resp *h_fcgi_on(int fd, unsigned id, bool keep, const char *method,
 	at += h_fcgi_rec_bytes(req + at, 5, id, NULL, 0);
 	sent = h_fcgi_write(fd, req, at);
 	free(req);
-	if (!sent)
+	return sent;
+}
+
+struct h_resp *h_fcgi_on(int fd, unsigned id, bool keep, const char *method,
+		const char *uri, const char *token, const char *body)
+{
+	int nout, proto;
+
+	if (!h_fcgi_send(fd, id, keep, method, uri, token, body))
 		return h_resp_json(0, NULL);
 	return h_fcgi_response(fd, id, &nout, &proto);
 }

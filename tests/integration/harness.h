@@ -362,7 +362,10 @@ bool h_fcgi_read_rec(int fd, int timeout_ms, struct h_fcgi_record *r);
  * *proto the END_REQUEST's protocolStatus (-1: the connection ended first). */
 struct h_resp *h_fcgi_response(int fd, unsigned id, int *nstdout, int *proto);
 /* One whole request as request id on fd (keep: FCGI_KEEP_CONN), its records
- * in one write as nginx sends them. */
+ * in one write as nginx sends them; h_fcgi_send does not wait for the
+ * answer (h_fcgi_response reads it). */
+bool h_fcgi_send(int fd, unsigned id, bool keep, const char *method,
+		const char *uri, const char *token, const char *body);
 struct h_resp *h_fcgi_on(int fd, unsigned id, bool keep, const char *method,
 		const char *uri, const char *token, const char *body);
 /* The same on a new connection to sock, closed after the answer; status 0

@@ -4,7 +4,8 @@
  * clients may speak: kept-alive connections serving requests in turn,
  * streams split into many records and written byte by byte, a response
  * longer than one record, the management and refusal records of the
- * protocol, broken peers, and a stop with idle connections open.
+ * protocol, broken peers, and a stop with a request in hand and an idle
+ * kept connection.
  *
  * Each test starts its own API host (the stack's plugins, 2 workers) on its
  * own socket; every other suite reaches the stack's API host through nginx.
@@ -63,8 +64,9 @@ static void host_start(void)
 /* the loop tests run against both servers: _i 0 loop, 1 threads */
 static const char *const servers[] = { "loop", "threads" };
 
-/* SIGTERM; the exit status (-1: not within timeout_ms, then killed) */
-static int host_stop(int timeout_ms)
+/* the exit status once the host exits (-1: not within timeout_ms, then
+ * killed) */
+static int host_wait(int timeout_ms)
 {
 	int status = 0;
 	int64_t end = h_now_ms() + timeout_ms;
@@ -72,7 +74,6 @@ static int host_stop(int timeout_ms)
 
 	if (host_pid <= 0)
 		return -1;
-	kill(host_pid, SIGTERM);
 	while ((w = waitpid(host_pid, &status, WNOHANG)) == 0 && h_now_ms() < end)
 		h_sleep_ms(50);
 	if (w == 0) {
@@ -83,6 +84,14 @@ static int host_stop(int timeout_ms)
 	host_pid = -1;
 	unlink(h_sprintf("%s/pids/api-fcgi.pid", h_env("PIN_DEV_DIR")));
 	return status;
+}
+
+/* SIGTERM, then host_wait */
+static int host_stop(int timeout_ms)
+{
+	if (host_pid > 0)
+		kill(host_pid, SIGTERM);
+	return host_wait(timeout_ms);
 }
 
 static int must_connect(void)
@@ -415,36 +424,53 @@ START_TEST(broken_peers_leave_the_host_serving)
 	for (int i = 0; i < 40; i++)
 		close(idle[i]);
 	assert_healthy();
+	/* every connection above is gone from the host: only the asking one */
+	ck_assert_msg(H_WAIT_UNTIL(metric("pin_api_connections") == 1, 5000),
+			"%g connections left", metric("pin_api_connections"));
 	ck_assert_int_eq(host_stop(20000), 0);
 }
 END_TEST
 
 /* ---- stop ------------------------------------------------------------------ */
 
-START_TEST(stop_with_idle_kept_connections)
+START_TEST(stop_answers_the_request_in_hand)
 {
-	int fd[8];
+	struct h_agent a = h_agent_new(NULL, NULL);
+	char *tok = h_token("agent", a.id, a.tenant, "calendar.events.view");
 	struct h_resp *r;
-	struct stat st;
-	int status;
+	int busy_fd, idle_fd, nout, proto, status, w;
 
 	host_start();
-	for (int i = 0; i < 8; i++) {
-		fd[i] = must_connect();
-		r = h_fcgi_on(fd[i], 1, true, "GET", "/healthz", NULL, NULL);
-		ck_assert_int_eq(r->status, 200);
-	}
-	/* nginx keeps its upstream connections open: the stop must not wait
-	 * for them, and closes them */
-	status = host_stop(10000);
+	idle_fd = must_connect();
+	r = h_fcgi_on(idle_fd, 1, true, "GET", "/healthz", NULL, NULL);
+	ck_assert_int_eq(r->status, 200);
+	/* the list waits for the events table while this session holds it */
+	h_sql("BEGIN");
+	h_sql("LOCK TABLE calendar.calendar_events IN ACCESS EXCLUSIVE MODE");
+	busy_fd = must_connect();
+	ck_assert(h_fcgi_send(busy_fd, 1, true, "GET",
+			"/api/v1/agent/calendar/events?from=2026-12-01T00:00:00Z"
+			"&to=2026-12-08T00:00:00Z", tok, NULL));
+	h_sleep_ms(500);
+	kill(host_pid, SIGTERM);
+	h_sleep_ms(1000);
+	ck_assert_msg(waitpid(host_pid, &w, WNOHANG) == 0,
+			"the host left with a request in hand");
+	h_sql("ROLLBACK");
+	/* answered after the stop began, then the connection is closed */
+	r = h_fcgi_response(busy_fd, 1, &nout, &proto);
+	ck_assert_msg(r->status == 200 && h_jget(r->json, "items"),
+			"the request in hand: %ld %s", r->status, r->body);
+	ck_assert_int_eq(proto, 0);
+	ck_assert_msg(closed_by_host(busy_fd, 5000), "kept open after the stop");
+	/* and the idle kept connection does not hold the stop */
+	status = host_wait(10000);
 	ck_assert_msg(status >= 0, "the host did not stop within 10 s");
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 			"exit status %d", status);
-	for (int i = 0; i < 8; i++) {
-		ck_assert_msg(closed_by_host(fd[i], 1000), "connection %d left open", i);
-		close(fd[i]);
-	}
-	ck_assert_msg(stat(sock_path(), &st) != 0, "the socket file stays");
+	close(busy_fd);
+	close(idle_fd);
+	ck_assert_msg(h_fcgi_connect(sock_path()) < 0, "the socket still accepts");
 }
 END_TEST
 
@@ -458,7 +484,7 @@ Suite *make_fcgi_suite(void)
 	tcase_add_loop_test(tc, response_longer_than_one_record, 0, 2);
 	tcase_add_test(tc, management_records_and_refusals);
 	tcase_add_test(tc, broken_peers_leave_the_host_serving);
-	tcase_add_test(tc, stop_with_idle_kept_connections);
+	tcase_add_test(tc, stop_answers_the_request_in_hand);
 	suite_add_tcase(s, tc);
 	return s;
 }
