@@ -829,7 +829,7 @@ int pin_api_run(const char *listen, int threads)
 		pin_metric_set("pin_api_db_concurrency", NULL, db_capped ? cap : threads);
 	}
 	if (!strcmp(server, "loop")) {
-		int rc = pin_fcgi_loop_run(listen_fd, threads);
+		int rc = pin_fcgi_loop_run(listen_fd, threads, pin_fcgi_handle);
 
 		close(listen_fd);
 		if (is_unix)

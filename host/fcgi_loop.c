@@ -5,7 +5,8 @@
  * (epoll; each connection armed EPOLLONESHOT).  It reads FastCGI records
  * until a request is complete (BEGIN_REQUEST, the PARAMS stream, the STDIN
  * stream) and puts the connection on a FIFO.  `workers` threads take from
- * the FIFO, run the request pipeline (fcgi.c, pin_fcgi_handle), write the
+ * the FIFO, run the request pipeline (the caller's handle: fcgi.c's
+ * pin_fcgi_handle), write the
  * response records themselves and give the connection back: re-armed, or
  * closed when nginx did not ask for FCGI_KEEP_CONN.  A connection is owned
  * by exactly one thread at a time (armed: epoll's; fired: the I/O thread;
@@ -103,6 +104,7 @@ static bool io_stopping;                  /* SIGTERM: close, do not re-arm */
 static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct fc_conn *all;
 static const char STOP_TAG;               /* epoll tag of the stop eventfd */
+static void (*handle_fn)(const struct pin_fcgi_io *io);
 
 /* ---- connections ---------------------------------------------------------- */
 
@@ -659,7 +661,7 @@ static void *worker(void *arg)
 		__atomic_sub_fetch(&nqueued, 1, __ATOMIC_RELAXED);
 		io.h = c;
 		io.t_ready = c->t_ready;
-		pin_fcgi_handle(&io);
+		handle_fn(&io);
 		pin_arena_reset(a);
 		finished(c);
 	}
@@ -790,7 +792,20 @@ static void *io_thread(void *arg)
 	return NULL;
 }
 
-int pin_fcgi_loop_run(int listen_fd, int workers)
+/* the workers finish what they hold and what is queued, then leave */
+static void workers_stop(pthread_t *tids, int n)
+{
+	pthread_mutex_lock(&q_mu);
+	q_closed = true;
+	pthread_mutex_unlock(&q_mu);
+	pthread_cond_broadcast(&q_cv);
+	for (int i = 0; i < n; i++)
+		pthread_join(tids[i], NULL);
+	free(tids);
+}
+
+int pin_fcgi_loop_run(int listen_fd, int workers,
+		void (*handle)(const struct pin_fcgi_io *io))
 {
 	pthread_t io, *tids;
 	struct epoll_event e = { .events = EPOLLIN };
@@ -798,6 +813,7 @@ int pin_fcgi_loop_run(int listen_fd, int workers)
 	int started = 0;
 
 	lfd = listen_fd;
+	handle_fn = handle;
 	if (fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK) < 0 ||
 	    (ep = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
 	    (stop_ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
@@ -821,13 +837,7 @@ int pin_fcgi_loop_run(int listen_fd, int workers)
 	}
 	if (started == 0 || pthread_create(&io, NULL, io_thread, NULL) != 0) {
 		pin_log(PIN_LOG_ERROR, "no FastCGI thread could be started", NULL);
-		pthread_mutex_lock(&q_mu);
-		q_closed = true;
-		pthread_mutex_unlock(&q_mu);
-		pthread_cond_broadcast(&q_cv);
-		for (int i = 0; i < started; i++)
-			pthread_join(tids[i], NULL);
-		free(tids);
+		workers_stop(tids, started);
 		goto fail;
 	}
 	{
@@ -845,14 +855,7 @@ int pin_fcgi_loop_run(int listen_fd, int workers)
 	if (write(stop_ev, &one, sizeof one) < 0)
 		pin_log(PIN_LOG_WARN, "api: stop event lost", NULL);
 	pthread_join(io, NULL);
-	/* the workers finish what they hold and what is queued, then leave */
-	pthread_mutex_lock(&q_mu);
-	q_closed = true;
-	pthread_mutex_unlock(&q_mu);
-	pthread_cond_broadcast(&q_cv);
-	for (int i = 0; i < started; i++)
-		pthread_join(tids[i], NULL);
-	free(tids);
+	workers_stop(tids, started);
 	while (all)
 		conn_free(all);         /* idle kept-alive connections */
 	close(stop_ev);

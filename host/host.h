@@ -289,7 +289,10 @@ struct pin_fcgi_io {
 			     * 0: now */
 };
 void pin_fcgi_handle(const struct pin_fcgi_io *io);   /* fcgi.c */
-int pin_fcgi_loop_run(int listen_fd, int workers);    /* fcgi_loop.c */
+/* fcgi_loop.c: serves listen_fd until pin_wait_stop returns, each whole
+ * request run by handle in one of `workers` threads */
+int pin_fcgi_loop_run(int listen_fd, int workers,
+		void (*handle)(const struct pin_fcgi_io *io));
 /* request accessors behind the api table (fcgi.c) */
 const char *pin_req_method(struct pin_req *r);
 const char *pin_req_path(struct pin_req *r);

@@ -11,7 +11,6 @@
 #include "fuzz.h"
 
 /* outside the parser: never reached from parse() */
-void pin_fcgi_handle(const struct pin_fcgi_io *io) { (void)io; abort(); }
 void pin_db_close_thread(void) { abort(); }
 void pin_wait_stop(void) { abort(); }
 struct pin_arena *pin_arena_new(void) { abort(); }
