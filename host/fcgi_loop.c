@@ -37,6 +37,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -94,10 +95,20 @@ struct fc_conn {
 
 static int ep = -1, stop_ev = -1, lfd = -1;
 static pthread_mutex_t q_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t q_cv = PTHREAD_COND_INITIALIZER;
 static struct fc_conn *q_head, *q_tail;
-static int q_waiting;
 static bool q_closed;
+/* Idle workers, the one that became idle last on top: a request goes to
+ * it (its CPU caches and its PostgreSQL backend are the warmest).  A
+ * condition variable woke the longest idle one instead: on this 2-core VM
+ * that cost a sequential request 0.12-0.25 ms (README "Read paths
+ * (session 9)").  Each waits on its own semaphore, posted after q_mu is
+ * released (the gate in fcgi.c does the same). */
+struct fc_idle {
+	sem_t go;
+	struct fc_conn *c;                /* handed over; NULL: leave */
+	struct fc_idle *next;
+};
+static struct fc_idle *idle_top;
 static int busy;                          /* queued or in a worker (atomic) */
 static int nqueued, nconns;               /* gauges (atomic) */
 static bool io_stopping;                  /* SIGTERM: close, do not re-arm */
@@ -550,22 +561,27 @@ static int parse(struct fc_conn *c)
 
 static void enqueue(struct fc_conn *c)
 {
-	bool wake;
+	struct fc_idle *w;
 
 	__atomic_add_fetch(&busy, 1, __ATOMIC_ACQ_REL);
-	__atomic_add_fetch(&nqueued, 1, __ATOMIC_RELAXED);
 	c->t_ready = pin_metrics_mono_s();
 	c->qnext = NULL;
 	pthread_mutex_lock(&q_mu);
-	if (q_tail)
-		q_tail->qnext = c;
-	else
-		q_head = c;
-	q_tail = c;
-	wake = q_waiting > 0;
+	w = idle_top;
+	if (w) {
+		idle_top = w->next;
+		w->c = c;
+	} else {
+		__atomic_add_fetch(&nqueued, 1, __ATOMIC_RELAXED);
+		if (q_tail)
+			q_tail->qnext = c;
+		else
+			q_head = c;
+		q_tail = c;
+	}
 	pthread_mutex_unlock(&q_mu);
-	if (wake)
-		pthread_cond_signal(&q_cv);
+	if (w)
+		sem_post(&w->go);       /* w may be gone once this returns */
 }
 
 /* The I/O thread's part for a readable connection it now holds: read what
@@ -642,23 +658,32 @@ static void *worker(void *arg)
 	for (;;) {
 		struct fc_conn *c;
 		struct pin_fcgi_io io = { io_param, io_read, io_write, NULL, 0 };
+		struct fc_idle self;
 
 		pthread_mutex_lock(&q_mu);
-		while (!q_head && !q_closed) {
-			q_waiting++;
-			pthread_cond_wait(&q_cv, &q_mu);
-			q_waiting--;
-		}
 		c = q_head;
 		if (c) {
 			q_head = c->qnext;
 			if (!q_head)
 				q_tail = NULL;
-		}
-		pthread_mutex_unlock(&q_mu);
-		if (!c)
+			__atomic_sub_fetch(&nqueued, 1, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&q_mu);
+		} else if (q_closed) {
+			pthread_mutex_unlock(&q_mu);
 			break;                  /* closed and empty */
-		__atomic_sub_fetch(&nqueued, 1, __ATOMIC_RELAXED);
+		} else {
+			sem_init(&self.go, 0, 0);
+			self.c = NULL;
+			self.next = idle_top;
+			idle_top = &self;
+			pthread_mutex_unlock(&q_mu);
+			while (sem_wait(&self.go) != 0)
+				;               /* EINTR */
+			sem_destroy(&self.go);
+			c = self.c;
+			if (!c)
+				break;          /* closed */
+		}
 		io.h = c;
 		io.t_ready = c->t_ready;
 		handle_fn(&io);
@@ -795,10 +820,19 @@ static void *io_thread(void *arg)
 /* the workers finish what they hold and what is queued, then leave */
 static void workers_stop(pthread_t *tids, int n)
 {
+	struct fc_idle *w, *next;
+
 	pthread_mutex_lock(&q_mu);
 	q_closed = true;
+	w = idle_top;
+	idle_top = NULL;
 	pthread_mutex_unlock(&q_mu);
-	pthread_cond_broadcast(&q_cv);
+	/* the idle ones leave now (c NULL); the busy ones take what is
+	 * queued first */
+	for (; w; w = next) {
+		next = w->next;         /* read before the post: w goes with it */
+		sem_post(&w->go);
+	}
 	for (int i = 0; i < n; i++)
 		pthread_join(tids[i], NULL);
 	free(tids);
