@@ -43,7 +43,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -110,7 +109,6 @@ struct fc_idle {
 };
 static struct fc_idle *idle_top;
 static int busy;                          /* queued or in a worker (atomic) */
-static int nqueued, nconns;               /* gauges (atomic) */
 static bool io_stopping;                  /* SIGTERM: close, do not re-arm */
 static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct fc_conn *all;
@@ -130,7 +128,6 @@ static void conn_free(struct fc_conn *c)
 		c->next->prev = c->prev;
 	pthread_mutex_unlock(&all_mu);
 	close(c->fd);                     /* also leaves the epoll set */
-	__atomic_sub_fetch(&nconns, 1, __ATOMIC_RELAXED);
 	free(c->in);
 	free(c->params);
 	free(c->names);
@@ -177,10 +174,7 @@ static bool arm(struct fc_conn *c)
 
 static double now_ms(void)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+	return pin_metrics_mono_s() * 1e3;
 }
 
 /* A worker writes every byte of iov (a blocking write on a non-blocking
@@ -572,7 +566,6 @@ static void enqueue(struct fc_conn *c)
 		idle_top = w->next;
 		w->c = c;
 	} else {
-		__atomic_add_fetch(&nqueued, 1, __ATOMIC_RELAXED);
 		if (q_tail)
 			q_tail->qnext = c;
 		else
@@ -666,7 +659,6 @@ static void *worker(void *arg)
 			q_head = c->qnext;
 			if (!q_head)
 				q_tail = NULL;
-			__atomic_sub_fetch(&nqueued, 1, __ATOMIC_RELAXED);
 			pthread_mutex_unlock(&q_mu);
 		} else if (q_closed) {
 			pthread_mutex_unlock(&q_mu);
@@ -696,13 +688,22 @@ static void *worker(void *arg)
 }
 
 /* /metrics: open FastCGI connections and whole requests waiting for a
- * worker (their wait also counts in pin_http_request_duration_seconds) */
+ * worker (their wait also counts in pin_http_request_duration_seconds),
+ * counted at scrape time from the lists themselves: nothing per request */
 static void collect(void)
 {
-	pin_metric_set("pin_api_connections", NULL,
-		__atomic_load_n(&nconns, __ATOMIC_RELAXED));
-	pin_metric_set("pin_api_requests_queued", NULL,
-		__atomic_load_n(&nqueued, __ATOMIC_RELAXED));
+	int nconns = 0, nqueued = 0;
+
+	pthread_mutex_lock(&all_mu);
+	for (struct fc_conn *c = all; c; c = c->next)
+		nconns++;
+	pthread_mutex_unlock(&all_mu);
+	pthread_mutex_lock(&q_mu);
+	for (struct fc_conn *c = q_head; c; c = c->qnext)
+		nqueued++;
+	pthread_mutex_unlock(&q_mu);
+	pin_metric_set("pin_api_connections", NULL, nconns);
+	pin_metric_set("pin_api_requests_queued", NULL, nqueued);
 }
 
 /* ---- the I/O thread ------------------------------------------------------- */
@@ -756,7 +757,6 @@ static void accept_all(void)
 		}
 		c->fd = fd;
 		c->in_cap = FC_IN_START;
-		__atomic_add_fetch(&nconns, 1, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&all_mu);
 		c->next = all;
 		if (all)

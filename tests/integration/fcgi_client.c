@@ -251,3 +251,11 @@ struct h_resp *h_fcgi(const char *sock, const char *method, const char *uri,
 	close(fd);
 	return r;
 }
+
+double h_fcgi_metric(const char *sock, const char *series)
+{
+	struct h_resp *r = h_fcgi(sock, "GET", "/metrics", NULL, NULL);
+
+	ck_assert_int_eq(r->status, 200);
+	return h_metric_in(r->body, series);
+}

@@ -1493,11 +1493,20 @@ void h_host_stop(struct h_host *h)
 	h->pid = -1;
 }
 
+double h_metric_in(const char *text, const char *series)
+{
+	size_t sl = strlen(series);
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!strncmp(l, series, sl) && l[sl] == ' ')
+			return strtod(l + sl + 1, NULL);
+	return NAN;
+}
+
 double h_host_metric(const struct h_host *h, const char *series)
 {
 	CURL *c = curl_easy_init();
 	struct h_buf b = { 0 };
-	size_t sl = strlen(series);
 	double v = NAN;
 	long code = 0;
 
@@ -1512,11 +1521,7 @@ double h_host_metric(const struct h_host *h, const char *series)
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	if (code != 200 || !b.p)
 		goto out;
-	for (char *l = b.p; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-		if (!strncmp(l, series, sl) && l[sl] == ' ') {
-			v = strtod(l + sl + 1, NULL);
-			break;
-		}
+	v = h_metric_in(b.p, series);
 out:
 	free(b.p);
 	if (c)

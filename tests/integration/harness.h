@@ -322,6 +322,8 @@ void h_host_stop(struct h_host *h);
 /* The value of one series on the host's /metrics: series is the exact text
  * before the value ('pin_x{group="g"}'); NAN when absent or no answer. */
 double h_host_metric(const struct h_host *h, const char *series);
+/* The same series looked up in Prometheus text; NAN when absent. */
+double h_metric_in(const char *text, const char *series);
 
 /* ---- waiting ---------------------------------------------------------------- */
 void h_sleep_ms(int ms);
@@ -372,6 +374,9 @@ struct h_resp *h_fcgi_on(int fd, unsigned id, bool keep, const char *method,
  * when the host could not be reached. */
 struct h_resp *h_fcgi(const char *sock, const char *method, const char *uri,
 		const char *token, const char *body);
+/* A series of the /metrics of the API host at sock (200 asserted); NAN
+ * when absent. */
+double h_fcgi_metric(const char *sock, const char *series);
 
 /* Frees everything the harness handed out (run by h_tcase's teardown). */
 void h_cleanup(void);
