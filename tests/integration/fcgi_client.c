@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -250,6 +251,33 @@ struct h_resp *h_fcgi(const char *sock, const char *method, const char *uri,
 	r = h_fcgi_on(fd, 1, false, method, uri, token, body);
 	close(fd);
 	return r;
+}
+
+pid_t h_fcgi_host_start(const char *sock, const char *name, const char *const *extra)
+{
+	const char *args[16] = { "--listen", h_sprintf("unix:%s", sock) };
+	char *pidf = h_sprintf("%s/pids/%s.pid", h_env("PIN_DEV_DIR"), name);
+	struct stat st;
+	pid_t pid;
+	size_t n = 2;
+	FILE *f;
+
+	for (; extra && *extra; extra++) {
+		ck_assert(n + 1 < sizeof args / sizeof *args);
+		args[n++] = *extra;
+	}
+	args[n] = NULL;
+	unlink(sock);
+	pid = h_spawn_host("api", h_env("PIN_API_PLUGINS"), 0, args);
+	/* ./dev's stack stop ends it if the test dies half-way */
+	f = fopen(pidf, "w");
+	if (f) {
+		fprintf(f, "%ld\n", (long)pid);
+		fclose(f);
+	}
+	ck_assert_msg(H_WAIT_UNTIL(stat(sock, &st) == 0 && S_ISSOCK(st.st_mode), 30000),
+			"API host %s did not open its socket", name);
+	return pid;
 }
 
 double h_fcgi_metric(const char *sock, const char *series)

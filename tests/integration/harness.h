@@ -374,6 +374,11 @@ struct h_resp *h_fcgi_on(int fd, unsigned id, bool keep, const char *method,
  * when the host could not be reached. */
 struct h_resp *h_fcgi(const char *sock, const char *method, const char *uri,
 		const char *token, const char *body);
+/* Spawns an API host with the stack's API plugins on its own unix socket
+ * sock (extra: more arguments, NULL-terminated, may be NULL), writes
+ * pids/NAME.pid so that ./dev's stack stop ends it, and returns its pid once
+ * the socket exists. */
+pid_t h_fcgi_host_start(const char *sock, const char *name, const char *const *extra);
 /* A series of the /metrics of the API host at sock (200 asserted); NAN
  * when absent. */
 double h_fcgi_metric(const char *sock, const char *series);

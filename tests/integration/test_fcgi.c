@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,21 +39,9 @@ static const char *sock_path(void)
 /* server: "loop" (the default) or "threads" (libfcgi, the fallback) */
 static void host_start_as(const char *server)
 {
-	const char *args[] = { "--listen", h_sprintf("unix:%s", sock_path()),
-		"--threads", "2", "--api-server", server, NULL };
-	char *pidf = h_sprintf("%s/pids/api-fcgi.pid", h_env("PIN_DEV_DIR"));
-	struct stat st;
-	FILE *f;
+	const char *args[] = { "--threads", "2", "--api-server", server, NULL };
 
-	unlink(sock_path());
-	host_pid = h_spawn_host("api", h_env("PIN_API_PLUGINS"), 0, args);
-	f = fopen(pidf, "w");          /* ./dev's stack stop ends it */
-	if (f) {
-		fprintf(f, "%ld\n", (long)host_pid);
-		fclose(f);
-	}
-	ck_assert_msg(H_WAIT_UNTIL(stat(sock_path(), &st) == 0 && S_ISSOCK(st.st_mode),
-			30000), "the API host did not open its socket");
+	host_pid = h_fcgi_host_start(sock_path(), "api-fcgi", args);
 }
 
 static void host_start(void)

@@ -114,22 +114,10 @@ static pid_t host_pid = -1;
 
 static void host_start(void)
 {
-	const char *args[] = { "--listen", h_sprintf("unix:%s", sock_path()),
-		"--threads", "4", "--pg-dsn-read", h_env("PIN_PG_READ_DSN"), NULL };
-	char *pidf = h_sprintf("%s/pids/api-replica.pid", h_env("PIN_DEV_DIR"));
-	struct stat st;
-	FILE *f;
+	const char *args[] = { "--threads", "4", "--pg-dsn-read", h_env("PIN_PG_READ_DSN"),
+		NULL };
 
-	unlink(sock_path());
-	host_pid = h_spawn_host("api", h_env("PIN_API_PLUGINS"), 0, args);
-	/* ./dev's stack stop ends it if this test dies half-way */
-	f = fopen(pidf, "w");
-	if (f) {
-		fprintf(f, "%ld\n", (long)host_pid);
-		fclose(f);
-	}
-	ck_assert_msg(H_WAIT_UNTIL(stat(sock_path(), &st) == 0 && S_ISSOCK(st.st_mode),
-			30000), "the replica API host did not open its socket");
+	host_pid = h_fcgi_host_start(sock_path(), "api-replica", args);
 }
 
 static void host_stop(void)
