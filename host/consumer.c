@@ -454,19 +454,31 @@ fail:
 	return -1;
 }
 
-static void consumer_destroy(struct cons *c)
+/* gone: the broker moved (a restarted dev broker is a new, empty cluster):
+ * leaving the old group through a coordinator that no longer exists can
+ * only wait, so the client is destroyed without the consumer close. */
+static void consumer_destroy_how(struct cons *c, bool gone)
 {
 	if (c->rk) {
 		held_drop_all(c, false);
 		if (c->commits)
 			rd_kafka_topic_partition_list_destroy(c->commits);
 		c->commits = NULL;
-		rd_kafka_consumer_close(c->rk);
-		rd_kafka_destroy(c->rk);
+		if (gone) {
+			rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+		} else {
+			rd_kafka_consumer_close(c->rk);
+			rd_kafka_destroy(c->rk);
+		}
 		c->rk = NULL;
 	}
 	free(c->boot);
 	c->boot = NULL;
+}
+
+static void consumer_destroy(struct cons *c)
+{
+	consumer_destroy_how(c, false);
 }
 
 static void dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
@@ -1438,7 +1450,7 @@ static bool ensure_consumer(struct cons *c, int64_t *next_boot_check)
 		if (moved) {
 			pin_log(PIN_LOG_INFO, "consumer: bootstrap changed, reconnecting",
 					"group", c->e->c.group, NULL);
-			consumer_destroy(c);
+			consumer_destroy_how(c, true);
 			dlq_destroy(c);
 			return false;
 		}
