@@ -457,7 +457,7 @@ fail:
 /* gone: the broker moved (a restarted dev broker is a new, empty cluster):
  * leaving the old group through a coordinator that no longer exists can
  * only wait, so the client is destroyed without the consumer close. */
-static void consumer_destroy_how(struct cons *c, bool gone)
+static void consumer_destroy(struct cons *c, bool gone)
 {
 	if (c->rk) {
 		held_drop_all(c, false);
@@ -474,11 +474,6 @@ static void consumer_destroy_how(struct cons *c, bool gone)
 	}
 	free(c->boot);
 	c->boot = NULL;
-}
-
-static void consumer_destroy(struct cons *c)
-{
-	consumer_destroy_how(c, false);
 }
 
 static void dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
@@ -1450,7 +1445,7 @@ static bool ensure_consumer(struct cons *c, int64_t *next_boot_check)
 		if (moved) {
 			pin_log(PIN_LOG_INFO, "consumer: bootstrap changed, reconnecting",
 					"group", c->e->c.group, NULL);
-			consumer_destroy_how(c, true);
+			consumer_destroy(c, true);
 			dlq_destroy(c);
 			return false;
 		}
@@ -1740,7 +1735,7 @@ static void *cons_main(void *arg)
 		pin_arena_reset(a);
 	}
 	free(b);
-	consumer_destroy(c);
+	consumer_destroy(c, false);
 	dlq_destroy(c);
 	free(c->held);
 	c->held = NULL;
