@@ -319,6 +319,22 @@ static void commits_revoke(struct cons *c, const rd_kafka_topic_partition_list_t
 				parts->elems[i].partition);
 }
 
+/* Partitions this consumer no longer owns: their new owner reports their
+ * lag, so a stale series here would add the last value to the group's sum. */
+static void lag_forget(struct cons *c, const rd_kafka_topic_partition_list_t *parts)
+{
+	for (int i = 0; i < parts->cnt; i++) {
+		char lab[400];
+		struct lagp *s = lagp_find(c, parts->elems[i].topic, parts->elems[i].partition);
+
+		snprintf(lab, sizeof(lab), "%s,topic=\"%s\",partition=\"%d\"", c->labels,
+				parts->elems[i].topic, (int)parts->elems[i].partition);
+		pin_metric_set("pin_consumer_lag_messages", lab, 0);
+		if (s)
+			s->since_us = 0;
+	}
+}
+
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 		rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
@@ -340,24 +356,14 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 			struct held *h = held_find(c, parts->elems[i].topic,
 					parts->elems[i].partition);
 
-			char lab[400];
-			struct lagp *s = lagp_find(c, parts->elems[i].topic,
-					parts->elems[i].partition);
-
 			if (h) {
 				part_list_op(c, parts->elems[i].topic,
 						parts->elems[i].partition,
 						RD_KAFKA_OFFSET_INVALID, 1);
 				held_remove(c, h);
 			}
-			/* its new owner reports its lag: a stale series here would
-			 * add a revoked partition's last value to the group's sum */
-			snprintf(lab, sizeof(lab), "%s,topic=\"%s\",partition=\"%d\"", c->labels,
-					parts->elems[i].topic, (int)parts->elems[i].partition);
-			pin_metric_set("pin_consumer_lag_messages", lab, 0);
-			if (s)
-				s->since_us = 0;
 		}
+		lag_forget(c, parts);
 		if (!coop)
 			held_drop_all(c, true);
 		commits_revoke(c, parts);
@@ -465,6 +471,13 @@ static void consumer_destroy(struct cons *c, bool gone)
 			rd_kafka_topic_partition_list_destroy(c->commits);
 		c->commits = NULL;
 		if (gone) {
+			/* no revoke callback runs: what it forgets, forgotten here */
+			rd_kafka_topic_partition_list_t *l = NULL;
+
+			if (rd_kafka_assignment(c->rk, &l) == RD_KAFKA_RESP_ERR_NO_ERROR && l) {
+				lag_forget(c, l);
+				rd_kafka_topic_partition_list_destroy(l);
+			}
 			rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 		} else {
 			rd_kafka_consumer_close(c->rk);
