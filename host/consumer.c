@@ -140,6 +140,7 @@ struct cons {
 	} *wm;
 	size_t nwm;
 	int wm_new;                 /* a partition was registered: ask now */
+	unsigned wm_gen;            /* bumped when the broker moved (wm_forget) */
 	/* per partition the highest offset asked to commit, .err set while its
 	 * last commit failed (commit_retry); dropped on revoke */
 	rd_kafka_topic_partition_list_t *commits;
@@ -222,6 +223,7 @@ static void assigned_gauge(struct cons *c, rd_kafka_t *rk)
 }
 
 static struct lagp *lagp_find(struct cons *c, const char *topic, int32_t part);
+static void wm_forget(struct cons *c);
 
 /* Offset commits.  The highest offset asked for is kept per partition
  * (c->commits; its .err marks a partition whose last commit failed).  A
@@ -1459,6 +1461,7 @@ static bool ensure_consumer(struct cons *c, int64_t *next_boot_check)
 			pin_log(PIN_LOG_INFO, "consumer: bootstrap changed, reconnecting",
 					"group", c->e->c.group, NULL);
 			consumer_destroy(c, true);
+			wm_forget(c);
 			dlq_destroy(c);
 			return false;
 		}
@@ -1570,16 +1573,19 @@ static void *wm_main(void *arg)
 			char topic[200];
 			int32_t part;
 			int64_t lo = 0, hi = -1;
+			unsigned gen;
 
 			pthread_mutex_lock(&c->wm_mu);
 			memcpy(topic, c->wm[i].topic, sizeof(topic));
 			part = c->wm[i].part;
+			gen = c->wm_gen;
 			pthread_mutex_unlock(&c->wm_mu);
 			if (rd_kafka_query_watermark_offsets(rk, topic, part, &lo, &hi,
 					1000) != RD_KAFKA_RESP_ERR_NO_ERROR)
 				continue;   /* broker away: keep the last value */
 			pthread_mutex_lock(&c->wm_mu);
-			c->wm[i].hi = hi;
+			if (gen == c->wm_gen)   /* else asked of the cluster that left */
+				c->wm[i].hi = hi;
 			pthread_mutex_unlock(&c->wm_mu);
 		}
 	}
@@ -1587,6 +1593,21 @@ static void *wm_main(void *arg)
 		rd_kafka_destroy(rk);
 	free(boot);
 	return NULL;
+}
+
+/* The broker moved (a new cluster): the sampled watermarks were the old
+ * cluster's, and an answer still in flight from it is dropped (wm_gen).
+ * Until the sampler asks the new one, lag_sample uses the consumer's own. */
+static void wm_forget(struct cons *c)
+{
+	if (!c->wm_started)
+		return;
+	pthread_mutex_lock(&c->wm_mu);
+	for (size_t i = 0; i < c->nwm; i++)
+		c->wm[i].hi = -1;
+	c->wm_gen++;
+	pthread_mutex_unlock(&c->wm_mu);
+	__atomic_store_n(&c->wm_new, 1, __ATOMIC_RELEASE);
 }
 
 /* the sampled high watermark of a partition (-1 if none yet); registers
