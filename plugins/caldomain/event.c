@@ -343,42 +343,38 @@ json_object *pc_event_json(const PGresult *res, int row)
  * pc_event_json -- tests/unit/test_jtext.c compares the two. */
 void pc_event_jt(struct pc_jt *w, const PGresult *res, int row)
 {
-	static const struct { const char *key; int col; char how; } f[] = {
-		{ "id", PC_EC_ID, 's' }, { "tenantId", PC_EC_TENANT, 's' },
-		{ "ownerUserId", PC_EC_OWNER, 's' }, { "kind", PC_EC_KIND, 's' },
-		{ "origin", PC_EC_ORIGIN, 's' }, { "status", PC_EC_STATUS, 's' },
-		{ "priority", PC_EC_PRIORITY, 's' }, { "title", PC_EC_TITLE, 's' },
-		{ "description", PC_EC_DESCRIPTION, 's' }, { "location", PC_EC_LOCATION, 's' },
-		{ "startAt", PC_EC_START, 't' }, { "endAt", PC_EC_END, 't' },
-		{ "timeZone", PC_EC_TZ, 's' }, { "clientUserId", PC_EC_CLIENT, 's' },
-		{ "leadId", PC_EC_LEAD, 's' }, { "dealId", PC_EC_DEAL, 's' },
-		{ "bookingId", PC_EC_BOOKING, 's' }, { "projectId", PC_EC_PROJECT, 's' },
-		{ "propertyObjectId", PC_EC_PROPERTY, 's' },
-		{ "appointmentId", PC_EC_APPOINTMENT, 's' },
-		{ "reminderOffsetsMinutes", PC_EC_OFFSETS, 'a' },
-		{ "cancelReason", PC_EC_CANCEL_REASON, 's' },
-		{ "startedAt", PC_EC_STARTED, 't' }, { "completedAt", PC_EC_COMPLETED, 't' },
-		{ "cancelledAt", PC_EC_CANCELLED, 't' }, { "createdAt", PC_EC_CREATED, 't' },
-		{ "updatedAt", PC_EC_UPDATED, 't' }, { "version", PC_EC_VERSION, 'i' },
+	static const struct pc_jt_field f[] = {
+		PC_JT_F("id", PC_EC_ID, 's'),
+		PC_JT_F("tenantId", PC_EC_TENANT, 's'),
+		PC_JT_F("ownerUserId", PC_EC_OWNER, 's'),
+		PC_JT_F("kind", PC_EC_KIND, 's'),
+		PC_JT_F("origin", PC_EC_ORIGIN, 's'),
+		PC_JT_F("status", PC_EC_STATUS, 's'),
+		PC_JT_F("priority", PC_EC_PRIORITY, 's'),
+		PC_JT_F("title", PC_EC_TITLE, 's'),
+		PC_JT_F("description", PC_EC_DESCRIPTION, 's'),
+		PC_JT_F("location", PC_EC_LOCATION, 's'),
+		PC_JT_F("startAt", PC_EC_START, 't'),
+		PC_JT_F("endAt", PC_EC_END, 't'),
+		PC_JT_F("timeZone", PC_EC_TZ, 's'),
+		PC_JT_F("clientUserId", PC_EC_CLIENT, 's'),
+		PC_JT_F("leadId", PC_EC_LEAD, 's'),
+		PC_JT_F("dealId", PC_EC_DEAL, 's'),
+		PC_JT_F("bookingId", PC_EC_BOOKING, 's'),
+		PC_JT_F("projectId", PC_EC_PROJECT, 's'),
+		PC_JT_F("propertyObjectId", PC_EC_PROPERTY, 's'),
+		PC_JT_F("appointmentId", PC_EC_APPOINTMENT, 's'),
+		PC_JT_F("reminderOffsetsMinutes", PC_EC_OFFSETS, 'a'),
+		PC_JT_F("cancelReason", PC_EC_CANCEL_REASON, 's'),
+		PC_JT_F("startedAt", PC_EC_STARTED, 't'),
+		PC_JT_F("completedAt", PC_EC_COMPLETED, 't'),
+		PC_JT_F("cancelledAt", PC_EC_CANCELLED, 't'),
+		PC_JT_F("createdAt", PC_EC_CREATED, 't'),
+		PC_JT_F("updatedAt", PC_EC_UPDATED, 't'),
+		PC_JT_F("version", PC_EC_VERSION, 'i'),
 	};
 
-	pc_jt_obj(w);
-	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
-		pc_jt_key(w, f[i].key);
-		switch (f[i].how) {
-		case 't':
-			pc_jt_col_time(w, res, row, f[i].col);
-			break;
-		case 'a':
-			pc_jt_col_int_array(w, res, row, f[i].col);
-			break;
-		case 'i':
-			pc_jt_col_int(w, res, row, f[i].col);
-			break;
-		default:
-			pc_jt_col(w, res, row, f[i].col);
-		}
-	}
+	pc_jt_row(w, res, row, f, sizeof(f) / sizeof(f[0]));
 }
 
 json_object *pc_event_reminders_json(const char *event_id)

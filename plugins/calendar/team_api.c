@@ -94,25 +94,25 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 	 * tree this built before, ~1/3 of the host CPU per page) */
 	pc_jt_init(&w, 1024 + 900 * (size_t)(n < limit ? n : limit));
 	pc_jt_obj(&w);
-	pc_jt_key(&w, "items");
+	PC_JT_K(&w, "items");
 	pc_jt_arr(&w);
 	for (i = 0; i < n && i < limit; i++) {
 		pc_event_jt(&w, res, i);
 		if (scope->with_owner) {
-			pc_jt_key(&w, "owner");
+			PC_JT_K(&w, "owner");
 			pc_jt_obj(&w);
-			pc_jt_key(&w, "userId");
+			PC_JT_K(&w, "userId");
 			pc_jt_col(&w, res, i, PC_EC_OWNER);
-			pc_jt_key(&w, "displayName");
+			PC_JT_K(&w, "displayName");
 			pc_jt_col(&w, res, i, PC_EC__N);
-			pc_jt_key(&w, "avatarUrl");
+			PC_JT_K(&w, "avatarUrl");
 			pc_jt_col(&w, res, i, PC_EC__N + 1);
 			pc_jt_end_obj(&w);
 		}
 		pc_jt_end_obj(&w);
 	}
 	pc_jt_end_arr(&w);
-	pc_jt_key(&w, "nextCursor");
+	PC_JT_K(&w, "nextCursor");
 	pc_jt_str(&w, pc_next_cursor(res, limit, PC_EC_START, PC_EC_ID));
 	pc_jt_end_obj(&w);
 	body = pc_jt_body(&w);

@@ -850,7 +850,7 @@ static void note_row(struct pc_jt *w, size_t m, const struct ctx *c,
 	pc_batch_row_str(w, "ti", title);
 	pc_batch_row_str(w, "b", body);
 	pc_batch_row_str(w, "dl", link);
-	pc_jt_key(w, "p");
+	PC_JT_K(w, "p");
 	if (payload)
 		pc_jt_raw(w, payload, strlen(payload));
 	else            /* out of memory: the rows' text is unusable, the group fails */

@@ -222,7 +222,8 @@ void pc_batch_run_free(struct pc_batch_run *r)
 
 void pc_batch_row_str(struct pc_jt *row, const char *col, const char *v)
 {
-	PC_JT_KV(row, col, pc_jt_str(row, v));
+	pc_jt_key(row, col);
+	pc_jt_str(row, v);
 }
 
 /* flush of a non-empty run, then emptied */

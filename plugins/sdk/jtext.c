@@ -8,8 +8,10 @@
 #include "sdk/instant.h"
 #include "sdk/pg.h"
 
-/* 0: the byte goes out as it is; else the character after '\' ('u': \u00xx) */
+/* 0: the byte goes out as it is; else the character after '\' ('u': \u00xx);
+ * NUL (1) ends a run (quoted) */
 static const char esc[256] = {
+	[0x00] = 1,
 	['\b'] = 'b', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't', ['\f'] = 'f',
 	['"'] = '"', ['\\'] = '\\',
 	[0x01] = 'u', [0x02] = 'u', [0x03] = 'u', [0x04] = 'u', [0x05] = 'u',
@@ -30,6 +32,7 @@ void pc_jt_reset(struct pc_jt *w)
 {
 	w->len = 0;
 	w->comma = 0;
+	w->plan_res = w->plan_f = NULL;
 }
 
 void pc_jt_free(struct pc_jt *w)
@@ -118,46 +121,58 @@ void pc_jt_end_arr(struct pc_jt *w)
 	w->comma = 1;
 }
 
-/* "s" escaped as json-c's json_escape_str with NOSLASHESCAPE, then the
- * byte tail (':' after a key, 0 for none).  Room for the worst case (6
- * bytes per input byte) first, then one pass over s. */
-static void quoted(struct pc_jt *w, const char *s, char tail)
+/* "s" escaped as json-c's json_escape_str with NOSLASHESCAPE into o, which
+ * has room for 6 * strlen(s) + 2 bytes; returns the end.  One pass: each run
+ * of bytes that go out as they are is found with the esc table (NUL ends
+ * it) and copied at once, then the byte that stopped it is escaped. */
+static char *o_esc(char *o, const char *s)
 {
 	static const char hx[] = "0123456789abcdef";
-	const unsigned char *p = (const unsigned char *)s;
-	size_t n = strlen(s);
-	char *o;
+	const unsigned char *p = (const unsigned char *)s, *run;
 
-	if (room(w, 6 * n + 3) < 0)
-		return;
-	o = w->buf + w->len;
 	*o++ = '"';
-	for (; *p; p++) {
-		char e = esc[*p];
-
-		if (!e) {
-			*o++ = (char)*p;
-			continue;
-		}
+	for (;;) {
+		for (run = p; !esc[*p]; p++)
+			;
+		memcpy(o, run, (size_t)(p - run));
+		o += p - run;
+		if (!*p)
+			break;
 		*o++ = '\\';
-		*o++ = e;
-		if (e == 'u') {
+		*o++ = esc[*p];
+		if (esc[*p] == 'u') {
 			*o++ = '0';
 			*o++ = '0';
 			*o++ = hx[*p >> 4];
 			*o++ = hx[*p & 15];
 		}
+		p++;
 	}
 	*o++ = '"';
+	return o;
+}
+
+/* s quoted (o_esc), then the byte tail (':' after a key, 0 for none) */
+static void quoted(struct pc_jt *w, const char *s, char tail)
+{
+	if (room(w, 6 * strlen(s) + 3) < 0)
+		return;
+	w->len = (size_t)(o_esc(w->buf + w->len, s) - w->buf);
 	if (tail)
-		*o++ = tail;
-	w->len = (size_t)(o - w->buf);
+		w->buf[w->len++] = tail;
 }
 
 void pc_jt_key(struct pc_jt *w, const char *key)
 {
 	sep(w);
 	quoted(w, key, ':');
+	w->comma = 0;
+}
+
+void pc_jt_key_raw(struct pc_jt *w, const char *qkey, size_t len)
+{
+	sep(w);
+	put(w, qkey, len);
 	w->comma = 0;
 }
 
@@ -185,7 +200,8 @@ void pc_jt_bool(struct pc_jt *w, int v)
 		pc_jt_raw(w, "false", 5);
 }
 
-void pc_jt_int(struct pc_jt *w, int64_t v)
+/* v in decimal into o (room for 20 bytes); returns the end */
+static char *o_int(char *o, int64_t v)
 {
 	char b[24], *e = b + sizeof(b), *p = e;
 	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
@@ -196,7 +212,15 @@ void pc_jt_int(struct pc_jt *w, int64_t v)
 	} while (u);
 	if (v < 0)
 		*--p = '-';
-	pc_jt_raw(w, p, (size_t)(e - p));
+	memcpy(o, p, (size_t)(e - p));
+	return o + (e - p);
+}
+
+void pc_jt_int(struct pc_jt *w, int64_t v)
+{
+	char b[24];
+
+	pc_jt_raw(w, b, (size_t)(o_int(b, v) - b));
 }
 
 void pc_jt_raw(struct pc_jt *w, const char *json, size_t len)
@@ -208,10 +232,16 @@ void pc_jt_raw(struct pc_jt *w, const char *json, size_t len)
 
 /* ---------------------------------------------------------------- instants */
 
+/* v (0..99) as two digits */
 static char *two(char *o, unsigned v)
 {
-	o[0] = (char)('0' + v / 10);
-	o[1] = (char)('0' + v % 10);
+	static const char dd[201] =
+		"00010203040506070809101112131415161718192021222324"
+		"25262728293031323334353637383940414243444546474849"
+		"50515253545556575859606162636465666768697071727374"
+		"75767778798081828384858687888990919293949596979899";
+
+	memcpy(o, dd + 2 * v, 2);
 	return o + 2;
 }
 
@@ -270,14 +300,20 @@ size_t pc_jt_fmt_time(int64_t us, char *out)
 	return (size_t)(o - out);
 }
 
+/* the instant quoted into o (room for 42 bytes); returns the end */
+static char *o_time(char *o, int64_t us)
+{
+	*o++ = '"';
+	o += pc_jt_fmt_time(us, o);
+	*o++ = '"';
+	return o;
+}
+
 void pc_jt_time(struct pc_jt *w, int64_t us)
 {
 	char b[48];
-	size_t n = pc_jt_fmt_time(us, b + 1);
 
-	b[0] = '"';
-	b[n + 1] = '"';
-	pc_jt_raw(w, b, n + 2);
+	pc_jt_raw(w, b, (size_t)(o_time(b, us) - b));
 }
 
 /* ----------------------------------------------------------------- columns */
@@ -299,33 +335,40 @@ static int64_t dec(const char *s)
  * db_exec_prepared_bin) alike and write the same bytes for both: a binary
  * uuid as its canonical text, binary integers and booleans as their text
  * would read; text and varchar are the same bytes in either format.
- * tests/unit/test_jtext.c compares the two. */
-void pc_jt_col(struct pc_jt *w, const PGresult *res, int row, int col)
+ * tests/unit/test_jtext.c compares the two.
+ *
+ * Each is an o_ writer (into room the caller reserved, O_COL_MAX bytes: a
+ * text value escapes to at most 6 bytes per byte, anything else is shorter
+ * than 48) used by the pc_jt_col* calls and, a row at a time, by pc_jt_row. */
+#define O_COL_MAX(res, row, col) (6 * (size_t)PQgetlength((res), (row), (col)) + 48)
+
+static char *o_lit(char *o, const char *s, size_t n)
+{
+	memcpy(o, s, n);
+	return o + n;
+}
+
+static char *o_col(char *o, const PGresult *res, int row, int col)
 {
 	const char *v;
-	char t[40];
+	char t[24];
 
-	if (PQgetisnull(res, row, col)) {
-		pc_jt_null(w);
-		return;
-	}
+	if (PQgetisnull(res, row, col))
+		return o_lit(o, "null", 4);
 	v = PQgetvalue(res, row, col);
 	if (pc_col_is_bin(res, col)) {
 		switch (PQftype(res, col)) {
 		case PC_UUIDOID:
 			/* hex and dashes: nothing to escape */
-			pc_bin_uuid(v, t + 1);
-			t[0] = '"';
-			t[37] = '"';
-			sep(w);
-			put(w, t, 38);
-			w->comma = 1;
-			return;
+			*o++ = '"';
+			pc_bin_uuid(v, o);
+			o[36] = '"';
+			return o + 37;
 		case PC_INT2OID:
 		case PC_INT4OID:
 		case PC_INT8OID:
-			snprintf(t, sizeof t, "%lld",
-				(long long)pc_bin_int(v, PQgetlength(res, row, col)));
+			/* a string, as the text result's digits are */
+			*o_int(t, pc_bin_int(v, PQgetlength(res, row, col))) = '\0';
 			v = t;
 			break;
 		case PC_BOOLOID:
@@ -338,11 +381,10 @@ void pc_jt_col(struct pc_jt *w, const PGresult *res, int row, int col)
 			/* a binary value of a type this writer cannot print
 			 * (timestamptz, numeric, jsonb, ...): null, never its
 			 * raw bytes as a string */
-			pc_jt_null(w);
-			return;
+			return o_lit(o, "null", 4);
 		}
 	}
-	pc_jt_str(w, v);
+	return o_esc(o, v);
 }
 
 /* an int2 / int4 / int8 column's value, text or binary */
@@ -355,30 +397,59 @@ static int64_t col_int(const PGresult *res, int row, int col)
 	return dec(v);
 }
 
-void pc_jt_col_int(struct pc_jt *w, const PGresult *res, int row, int col)
+static char *o_col_int(char *o, const PGresult *res, int row, int col)
 {
 	if (PQgetisnull(res, row, col))
-		pc_jt_null(w);
-	else
-		pc_jt_int(w, col_int(res, row, col));
+		return o_lit(o, "null", 4);
+	return o_int(o, col_int(res, row, col));
+}
+
+static char *o_col_time(char *o, const PGresult *res, int row, int col)
+{
+	if (PQgetisnull(res, row, col))
+		return o_lit(o, "null", 4);
+	return o_time(o, col_int(res, row, col));
+}
+
+static char *o_col_bool(char *o, const PGresult *res, int row, int col)
+{
+	const char *v = PQgetvalue(res, row, col);
+	int t = pc_col_is_bin(res, col) ? !PQgetisnull(res, row, col) && *v != 0
+		: strcmp(v, "t") == 0;
+
+	return t ? o_lit(o, "true", 4) : o_lit(o, "false", 5);
+}
+
+/* a value written by an o_ writer into reserved room: the ',' first when
+ * the container has a value, then the commit */
+#define JT_COL(w, o_fn, res, row, col) do {                              \
+	if (room((w), O_COL_MAX((res), (row), (col)) + 1) == 0) {        \
+		char *o_ = (w)->buf + (w)->len;                           \
+		if ((w)->comma)                                           \
+			*o_++ = ',';                                      \
+		(w)->len = (size_t)(o_fn(o_, (res), (row), (col)) - (w)->buf); \
+		(w)->comma = 1;                                           \
+	}                                                                 \
+} while (0)
+
+void pc_jt_col(struct pc_jt *w, const PGresult *res, int row, int col)
+{
+	JT_COL(w, o_col, res, row, col);
+}
+
+void pc_jt_col_int(struct pc_jt *w, const PGresult *res, int row, int col)
+{
+	JT_COL(w, o_col_int, res, row, col);
 }
 
 void pc_jt_col_time(struct pc_jt *w, const PGresult *res, int row, int col)
 {
-	if (PQgetisnull(res, row, col))
-		pc_jt_null(w);
-	else
-		pc_jt_time(w, col_int(res, row, col));
+	JT_COL(w, o_col_time, res, row, col);
 }
 
 void pc_jt_col_bool(struct pc_jt *w, const PGresult *res, int row, int col)
 {
-	const char *v = PQgetvalue(res, row, col);
-
-	if (pc_col_is_bin(res, col))
-		pc_jt_bool(w, !PQgetisnull(res, row, col) && *v != 0);
-	else
-		pc_jt_bool(w, strcmp(v, "t") == 0);
+	JT_COL(w, o_col_bool, res, row, col);
 }
 
 /* A binary int4[] (array_send: ndim, has-nulls flag, element type, then
@@ -439,6 +510,175 @@ void pc_jt_col_int_array(struct pc_jt *w, const PGresult *res, int row, int col)
 	pc_jt_end_arr(w);
 }
 
+/* ------------------------------------------------------------------- rows */
+
+/* how pc_jt_row writes a field's value, decided once per (result, table)
+ * from the column's format and type: what o_col & co. decide per value */
+enum {
+	P_TEXT,             /* text / varchar, or any text-format column: escaped */
+	P_UUID,             /* binary uuid */
+	P_BIN_INTSTR,       /* binary int as a string (pc_jt_col) */
+	P_BIN_BOOLSTR,      /* binary bool as "t" / "f" */
+	P_BIN_OTHER,        /* binary value of another type: null */
+	P_INT_BIN, P_INT_TXT, P_TIME_BIN, P_TIME_TXT, P_BOOL_BIN, P_BOOL_TXT,
+	P_ARRAY, P_OPEN, P_CLOSE,
+};
+
+static unsigned char plan_kind(const PGresult *res, const struct pc_jt_field *f)
+{
+	int bin;
+
+	switch (f->how) {
+	case '{':
+		return P_OPEN;
+	case '}':
+		return P_CLOSE;
+	case 'a':
+		return P_ARRAY;
+	}
+	bin = pc_col_is_bin(res, f->col);
+	switch (f->how) {
+	case 't':
+		return bin ? P_TIME_BIN : P_TIME_TXT;
+	case 'i':
+		return bin ? P_INT_BIN : P_INT_TXT;
+	case 'b':
+		return bin ? P_BOOL_BIN : P_BOOL_TXT;
+	}
+	if (!bin)
+		return P_TEXT;
+	switch (PQftype(res, f->col)) {
+	case PC_UUIDOID:
+		return P_UUID;
+	case PC_INT2OID:
+	case PC_INT4OID:
+	case PC_INT8OID:
+		return P_BIN_INTSTR;
+	case PC_BOOLOID:
+		return P_BIN_BOOLSTR;
+	case PC_TEXTOID:
+	case PC_VARCHAROID:
+		return P_TEXT;
+	default:
+		return P_BIN_OTHER;
+	}
+}
+
+/* the plan of (res, f) in w: kinds and the row's room but the text values' */
+static int plan(struct pc_jt *w, const PGresult *res, const struct pc_jt_field *f,
+		size_t n)
+{
+	if (w->plan_res == res && w->plan_f == f)
+		return 0;
+	if (n > PC_JT_ROW_MAX)
+		return -1;
+	w->plan_fixed = 2;
+	for (size_t i = 0; i < n; i++) {
+		w->plan[i] = plan_kind(res, &f[i]);
+		w->plan_fixed += f[i].len + 2 + (w->plan[i] == P_TEXT ? 2 : 48);
+	}
+	w->plan_res = res;
+	w->plan_f = f;
+	return 0;
+}
+
+void pc_jt_row(struct pc_jt *w, const PGresult *res, int row,
+		const struct pc_jt_field *f, size_t n)
+{
+	size_t need;
+	int first = 1;
+	char *o, t[24];
+	const char *v;
+
+	if (plan(w, res, f, n) < 0) {
+		w->failed = 1;          /* a table longer than PC_JT_ROW_MAX: a bug */
+		return;
+	}
+	/* one reservation for the row's worst case, then no check per piece */
+	need = w->plan_fixed;
+	for (size_t i = 0; i < n; i++)
+		if (w->plan[i] == P_TEXT)
+			need += 6 * (size_t)PQgetlength(res, row, f[i].col);
+	if (room(w, need) < 0)
+		return;
+	o = w->buf + w->len;
+	if (w->comma)
+		*o++ = ',';
+	*o++ = '{';
+	for (size_t i = 0; i < n; i++) {
+		int k = w->plan[i], col = f[i].col;
+
+		if (k == P_CLOSE) {
+			*o++ = '}';
+			first = 0;
+			continue;
+		}
+		if (!first)
+			*o++ = ',';
+		first = 0;
+		o = o_lit(o, f[i].qkey, f[i].len);
+		if (k == P_OPEN) {
+			*o++ = '{';
+			first = 1;
+			continue;
+		}
+		if (k == P_ARRAY) {
+			/* the array writer checks its own room: commit, write,
+			 * reserve again what the rest can take */
+			w->len = (size_t)(o - w->buf);
+			w->comma = 0;
+			pc_jt_col_int_array(w, res, row, col);
+			if (room(w, need) < 0)
+				return;
+			o = w->buf + w->len;
+			continue;
+		}
+		if (k == P_BOOL_BIN || k == P_BOOL_TXT) {
+			o = o_col_bool(o, res, row, col);
+			continue;
+		}
+		if (PQgetisnull(res, row, col)) {
+			o = o_lit(o, "null", 4);
+			continue;
+		}
+		v = PQgetvalue(res, row, col);
+		switch (k) {
+		case P_UUID:
+			*o++ = '"';
+			pc_bin_uuid(v, o);
+			o[36] = '"';
+			o += 37;
+			break;
+		case P_BIN_INTSTR:
+			*o_int(t, pc_bin_int(v, PQgetlength(res, row, col))) = '\0';
+			o = o_esc(o, t);
+			break;
+		case P_BIN_BOOLSTR:
+			o = o_esc(o, *v ? "t" : "f");
+			break;
+		case P_BIN_OTHER:
+			o = o_lit(o, "null", 4);
+			break;
+		case P_INT_BIN:
+			o = o_int(o, pc_bin_int(v, PQgetlength(res, row, col)));
+			break;
+		case P_INT_TXT:
+			o = o_int(o, dec(v));
+			break;
+		case P_TIME_BIN:
+			o = o_time(o, pc_bin_int(v, PQgetlength(res, row, col)));
+			break;
+		case P_TIME_TXT:
+			o = o_time(o, dec(v));
+			break;
+		default:
+			o = o_esc(o, v);
+		}
+	}
+	w->len = (size_t)(o - w->buf);
+	w->comma = 1;
+}
+
 /* ------------------------------------------------------------------ output */
 
 char *pc_jt_take(struct pc_jt *w, size_t *len)
@@ -456,6 +696,7 @@ char *pc_jt_take(struct pc_jt *w, size_t *len)
 	w->buf = NULL;
 	w->len = 0;
 	w->comma = 0;
+	w->plan_res = w->plan_f = NULL;
 	return s;
 }
 

@@ -29,11 +29,18 @@
 #include <json-c/json.h>
 #include <libpq-fe.h>
 
+#define PC_JT_ROW_MAX 48         /* fields of a pc_jt_row table */
+
 struct pc_jt {
 	char *buf;                  /* malloc'd; room for a NUL after len */
 	size_t len, cap;
 	int comma;                  /* the next key / value needs a ',' first */
 	int failed;                 /* an allocation failed: nothing more is written */
+	/* pc_jt_row's plan of its last (result, table): how each field is
+	 * written, read once from the columns' formats and types */
+	const void *plan_res, *plan_f;
+	size_t plan_fixed;
+	unsigned char plan[PC_JT_ROW_MAX];
 };
 
 /* Empty writer with room for hint bytes (allocated on first write). */
@@ -49,6 +56,13 @@ void pc_jt_arr(struct pc_jt *w);            /* [ */
 void pc_jt_end_arr(struct pc_jt *w);        /* ] */
 /* "key": (escaped like a string) */
 void pc_jt_key(struct pc_jt *w, const char *key);
+/* "key": already quoted, with its ':' (len bytes), copied as it is */
+void pc_jt_key_raw(struct pc_jt *w, const char *qkey, size_t len);
+/* "key": of a string literal that needs no escaping (names of the API's
+ * fields): quoted at compile time -- the concatenation refuses anything but
+ * a literal -- so a page of 100 rows does not scan 1,600 keys for escapes */
+#define PC_JT_QKEY(lit) "\"" lit "\":"
+#define PC_JT_K(w, lit) pc_jt_key_raw((w), PC_JT_QKEY(lit), sizeof(PC_JT_QKEY(lit)) - 1)
 
 /* Values.  pc_jt_str: NULL writes null. */
 void pc_jt_str(struct pc_jt *w, const char *s);
@@ -73,8 +87,30 @@ void pc_jt_col_bool(struct pc_jt *w, const PGresult *res, int row, int col);
  * NULL = []) as a JSON array, as pc_json_int_array. */
 void pc_jt_col_int_array(struct pc_jt *w, const PGresult *res, int row, int col);
 
-/* "key": value shorthands */
-#define PC_JT_KV(w, key, call) (pc_jt_key((w), (key)), (call))
+/* "key": value shorthand (key: a literal, as PC_JT_K) */
+#define PC_JT_KV(w, key, call) (PC_JT_K((w), key), (call))
+
+/* A row as an object, written from a table of fields with one reservation
+ * for the row's worst case (no room check, comma logic or key escaping per
+ * value; README "Read paths (session 11)").  how: 's' pc_jt_col, 't'
+ * pc_jt_col_time, 'i' pc_jt_col_int, 'b' pc_jt_col_bool, 'a'
+ * pc_jt_col_int_array, '{' opens an object under the key (col -1), '}'
+ * (PC_JT_END) closes it.  The row's own object stays open: the caller adds
+ * keys or pc_jt_end_obj.  The bytes of the same pc_jt_key / pc_jt_col* calls.
+ * The writer keeps the plan of its last (result, table) -- how each field is
+ * written, from the columns' formats and types -- so the rows of one page
+ * read those once; pc_jt_reset and pc_jt_take forget it.  At most
+ * PC_JT_ROW_MAX fields (more: the writer fails). */
+struct pc_jt_field {
+	const char *qkey;           /* PC_JT_QKEY("name") */
+	size_t len;                 /* its length */
+	int col;                    /* result column, -1 for '{' and '}' */
+	char how;
+};
+#define PC_JT_F(lit, col, how) { PC_JT_QKEY(lit), sizeof(PC_JT_QKEY(lit)) - 1, (col), (how) }
+#define PC_JT_END { "", 0, -1, '}' }
+void pc_jt_row(struct pc_jt *w, const PGresult *res, int row,
+		const struct pc_jt_field *f, size_t n);
 
 /* The text (malloc'd, NUL-terminated; *len its length), ownership to the
  * caller; the writer is empty afterwards.  NULL after a failed allocation. */

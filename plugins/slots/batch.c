@@ -641,16 +641,16 @@ static json_object *publish_body(const PGresult *bres, char (*ids)[37],
 
 	pc_jt_init(&w, 2048 + 512 * (size_t)keep + 64 * (size_t)(n - keep));
 	pc_jt_obj(&w);
-	pc_jt_key(&w, "batch");
+	PC_JT_K(&w, "batch");
 	batch_jt(&w, bres, 0);
 	PC_JT_KV(&w, "created", pc_jt_int(&w, keep));
-	pc_jt_key(&w, "slots");
+	PC_JT_K(&w, "slots");
 	pc_jt_arr(&w);
 	for (i = 0; i < n; i++)
 		if (PQgetisnull(pl, i, 4))
 			kept_slot_jt(&w, bres, ids[k++], pl, i);
 	pc_jt_end_arr(&w);
-	pc_jt_key(&w, "skipped");
+	PC_JT_K(&w, "skipped");
 	pc_jt_arr(&w);
 	for (i = 0; i < n; i++) {
 		if (PQgetisnull(pl, i, 4))

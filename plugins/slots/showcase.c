@@ -51,47 +51,34 @@ static const char *const slot_kinds[] = { "Showing", "Consultation", NULL };
 	"                  WHERE u.user_id = $1::uuid AND u.status <> 'Active') " \
 	SHOWCASE_FILTERS
 
-/* One slot of the page as JSON text (sdk/jtext.h): the bytes the json-c
- * tree of the first version printed (tests/integration pin them).  The
- * result is binary (pc_exec_prepared_bin: the backend skips uuid_out and
- * int8out, the writer copies no escaped uuid text); the column writers read
- * either format. */
+/* One slot of the page as JSON text (sdk/jtext.h pc_jt_row): the bytes
+ * the json-c tree of the first version printed (tests/integration pin
+ * them).  The result is binary (pc_exec_prepared_bin: the backend skips
+ * uuid_out and int8out, the writer copies no escaped uuid text); the column
+ * writers read either format. */
+static const struct pc_jt_field slot_fields[] = {
+	PC_JT_F("id", 0, 's'),
+	PC_JT_F("ownerUserId", 1, 's'),
+	PC_JT_F("kind", 2, 's'),
+	PC_JT_F("status", 3, 's'),
+	PC_JT_F("startAt", 4, 't'),
+	PC_JT_F("endAt", 5, 't'),
+	PC_JT_F("timeZone", 6, 's'),
+	PC_JT_F("autoConfirm", 7, 'b'),
+	PC_JT_F("cancellationCutoffMinutes", 8, 'i'),
+	PC_JT_F("projectId", 9, 's'),
+	PC_JT_F("propertyObjectId", 10, 's'),
+	PC_JT_F("location", 11, 's'),
+	PC_JT_F("version", 12, 'i'),
+	PC_JT_F("agent", -1, '{'),
+	PC_JT_F("userId", 1, 's'),
+	PC_JT_F("displayName", 13, 's'),
+	PC_JT_END,
+};
+
 static void public_slot_jt(struct pc_jt *w, const PGresult *res, int row)
 {
-	pc_jt_obj(w);
-	pc_jt_key(w, "id");
-	pc_jt_col(w, res, row, 0);
-	pc_jt_key(w, "ownerUserId");
-	pc_jt_col(w, res, row, 1);
-	pc_jt_key(w, "kind");
-	pc_jt_col(w, res, row, 2);
-	pc_jt_key(w, "status");
-	pc_jt_col(w, res, row, 3);
-	pc_jt_key(w, "startAt");
-	pc_jt_col_time(w, res, row, 4);
-	pc_jt_key(w, "endAt");
-	pc_jt_col_time(w, res, row, 5);
-	pc_jt_key(w, "timeZone");
-	pc_jt_col(w, res, row, 6);
-	pc_jt_key(w, "autoConfirm");
-	pc_jt_col_bool(w, res, row, 7);
-	pc_jt_key(w, "cancellationCutoffMinutes");
-	pc_jt_col_int(w, res, row, 8);
-	pc_jt_key(w, "projectId");
-	pc_jt_col(w, res, row, 9);
-	pc_jt_key(w, "propertyObjectId");
-	pc_jt_col(w, res, row, 10);
-	pc_jt_key(w, "location");
-	pc_jt_col(w, res, row, 11);
-	pc_jt_key(w, "version");
-	pc_jt_col_int(w, res, row, 12);
-	pc_jt_key(w, "agent");
-	pc_jt_obj(w);
-	pc_jt_key(w, "userId");
-	pc_jt_col(w, res, row, 1);
-	pc_jt_key(w, "displayName");
-	pc_jt_col(w, res, row, 13);
-	pc_jt_end_obj(w);
+	pc_jt_row(w, res, row, slot_fields, sizeof(slot_fields) / sizeof(slot_fields[0]));
 	pc_jt_end_obj(w);
 }
 
@@ -104,12 +91,12 @@ static json_object *public_page(const PGresult *res, long long limit)
 
 	pc_jt_init(&w, 256 + 512 * (size_t)(n < limit ? n : limit));
 	pc_jt_obj(&w);
-	pc_jt_key(&w, "items");
+	PC_JT_K(&w, "items");
 	pc_jt_arr(&w);
 	for (int i = 0; i < n && i < limit; i++)
 		public_slot_jt(&w, res, i);
 	pc_jt_end_arr(&w);
-	pc_jt_key(&w, "nextCursor");
+	PC_JT_K(&w, "nextCursor");
 	pc_jt_str(&w, pc_next_cursor(res, limit, 4, 0));
 	pc_jt_end_obj(&w);
 	return pc_jt_body(&w);

@@ -383,6 +383,75 @@ static char *t_sprintf(const char *fmt, ...)
 
 static struct pin_host_api t_api = { .alloc = t_alloc, .sprintf = t_sprintf };
 
+/* pc_jt_row (the showcase's table: a nested object, a bool, ints, times,
+ * NULLs, text to escape) writes the bytes of the same pc_jt_key / pc_jt_col*
+ * calls, from a text result and from a binary one; a second result in the
+ * same writer gets its own plan */
+START_TEST(jt_row_as_the_calls)
+{
+	static const struct pc_jt_field f[] = {
+		PC_JT_F("id", 0, 's'), PC_JT_F("n", 1, 'i'), PC_JT_F("at", 2, 't'),
+		PC_JT_F("ok", 3, 'b'), PC_JT_F("in", -1, '{'), PC_JT_F("s", 4, 's'),
+		PC_JT_F("u", 0, 's'), PC_JT_END, PC_JT_F("v", 1, 's'),
+		PC_JT_F("last", 4, 's'),
+	};
+	static const char *const vals[] = {
+		"0b5d3a64-0000-4000-8000-00000000000a", "-42", "1796112000000000", "t",
+		"a \"q\" \\ \x01\n\xd0\xaf/",
+		"1b5d3a64-0000-4000-8000-00000000000b", NULL, NULL, "f", NULL,
+	};
+	unsigned types[5] = { PC_UUIDOID, PC_INT8OID, PC_INT8OID, PC_BOOLOID, PC_TEXTOID };
+	PGresult *res[2] = { fake(5, vals, 2), fake_typed(5, types, vals, 2) };
+	struct pc_jt a, b;
+	char *ta, *tb;
+
+	pc_jt_init(&b, 8);
+	pc_jt_arr(&b);
+	for (int k = 0; k < 2; k++)
+		for (int r = 0; r < 2; r++)
+			pc_jt_row(&b, res[k], r, f, sizeof(f) / sizeof(f[0]));
+	pc_jt_end_arr(&b);
+	pc_jt_init(&a, 8);
+	pc_jt_arr(&a);
+	for (int k = 0; k < 2; k++)
+		for (int r = 0; r < 2; r++) {
+			pc_jt_obj(&a);
+			PC_JT_K(&a, "id");
+			pc_jt_col(&a, res[k], r, 0);
+			PC_JT_K(&a, "n");
+			pc_jt_col_int(&a, res[k], r, 1);
+			PC_JT_K(&a, "at");
+			pc_jt_col_time(&a, res[k], r, 2);
+			PC_JT_K(&a, "ok");
+			pc_jt_col_bool(&a, res[k], r, 3);
+			PC_JT_K(&a, "in");
+			pc_jt_obj(&a);
+			pc_jt_key(&a, "s");
+			pc_jt_col(&a, res[k], r, 4);
+			pc_jt_key(&a, "u");
+			pc_jt_col(&a, res[k], r, 0);
+			pc_jt_end_obj(&a);
+			pc_jt_key(&a, "v");
+			pc_jt_col(&a, res[k], r, 1);
+			pc_jt_key(&a, "last");
+			pc_jt_col(&a, res[k], r, 4);
+		}
+	pc_jt_end_arr(&a);
+	ta = pc_jt_take(&a, NULL);
+	tb = pc_jt_take(&b, NULL);
+	ck_assert_ptr_nonnull(ta);
+	ck_assert_ptr_nonnull(tb);
+	ck_assert_str_eq(tb, ta);
+	ck_assert_ptr_nonnull(strstr(tb, "\"at\":\"2026-12-01T08:00:00Z\",\"ok\":true,"
+		"\"in\":{\"s\":\"a \\\"q\\\" \\\\ \\u0001\\n\xd0\xaf/\""));
+	ck_assert_ptr_nonnull(strstr(tb, "\"n\":null,\"at\":null,\"ok\":false,\"in\":{\"s\":null,"));
+	free(ta);
+	free(tb);
+	PQclear(res[0]);
+	PQclear(res[1]);
+}
+END_TEST
+
 /* pc_event_jt and every column writer print the same bytes from a binary
  * result as from the text one; pc_col_us, pc_col_text and pc_next_cursor
  * read the same values */
@@ -534,6 +603,7 @@ Suite *make_jtext_suite(void)
 	tcase_add_test(tc, jt_event_as_pc_event_json);
 	tcase_add_test(tc, jt_int_array_as_pc_json_int_array);
 	tcase_add_test(tc, jt_binary_as_text);
+	tcase_add_test(tc, jt_row_as_the_calls);
 	tcase_add_test(tc, jt_binary_bool);
 	tcase_add_test(tc, jt_binary_int_array_dims);
 	suite_add_tcase(s, tc);
