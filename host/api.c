@@ -78,4 +78,5 @@ const struct pin_host_api pin_api = {
 	.db_exec_prepared_bin = pin_db_exec_prepared_bin,
 	/* 1.5 (reminders, session 7) */
 	.run_shards = pin_jobs_run_shards,
+	.respond_json_text = pin_respond_json_text,
 };

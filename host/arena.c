@@ -25,6 +25,7 @@ struct pin_arena {
 	struct chunk *head;
 	struct ptrlist results;
 	struct ptrlist jsons;
+	struct ptrlist frees;
 };
 
 static __thread struct pin_arena *current;
@@ -60,6 +61,9 @@ void pin_arena_reset(struct pin_arena *a)
 	for (size_t i = 0; i < a->jsons.n; i++)
 		json_object_put(a->jsons.v[i]);
 	a->jsons.n = 0;
+	for (size_t i = 0; i < a->frees.n; i++)
+		free(a->frees.v[i]);
+	a->frees.n = 0;
 	/* keep the first chunk for reuse */
 	for (c = a->head; c; c = next) {
 		next = c->next;
@@ -86,6 +90,7 @@ void pin_arena_free(struct pin_arena *a)
 	}
 	free(a->results.v);
 	free(a->jsons.v);
+	free(a->frees.v);
 	if (current == a)
 		current = NULL;
 	free(a);
@@ -185,4 +190,13 @@ void pin_arena_track_json(json_object *o)
 		return;
 	if (current)
 		push(&current->jsons, o);
+}
+
+int pin_arena_track_free(void *p)
+{
+	if (!p)
+		return 0;
+	if (!current || push(&current->frees, p) < 0)
+		return -1;
+	return 0;
 }

@@ -283,6 +283,23 @@ int pin_respond_json(struct pin_req *r, int status, json_object *body)
 	return 0;
 }
 
+int pin_respond_json_text(struct pin_req *r, int status, char *text, size_t len)
+{
+	if (!text)
+		return PIN_ERR;
+	/* the arena frees the text after the response is written */
+	if (r->responded || pin_arena_track_free(text) < 0) {
+		free(text);
+		return PIN_ERR;
+	}
+	r->resp_body = text;
+	r->resp_len = len;
+	r->status = status;
+	r->content_type = "application/json";
+	r->responded = true;
+	return 0;
+}
+
 int pin_respond_problem(struct pin_req *r, int status, const char *code,
 		const char *detail, json_object *errors)
 {

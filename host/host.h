@@ -50,6 +50,7 @@ char *pin_arena_strdup(const char *s);
 char *pin_arena_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void pin_arena_track_result(PGresult *res);          /* PQclear at reset */
 void pin_arena_track_json(json_object *o);           /* json_object_put at reset */
+int pin_arena_track_free(void *p);                   /* free at reset; -1: not tracked */
 
 /* ---- db.c: one connection per thread ------------------------------------ */
 void pin_db_set_dsn(const char *dsn);
@@ -303,6 +304,7 @@ json_object *pin_req_body(struct pin_req *r);
 const struct pin_principal *pin_req_principal(struct pin_req *r);
 const char *pin_req_trace_id(struct pin_req *r);
 int pin_respond_json(struct pin_req *r, int status, json_object *body);
+int pin_respond_json_text(struct pin_req *r, int status, char *text, size_t len);
 int pin_set_header(struct pin_req *r, const char *name, const char *value);
 int pin_respond_problem(struct pin_req *r, int status, const char *code,
 		const char *detail, json_object *errors);

@@ -52,7 +52,6 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 	const char *kind = NULL, *status = NULL, *params[11];
 	char cur_id[37];
 	struct pc_jt w;
-	json_object *body;
 	PGresult *res;
 	int i, n;
 
@@ -115,10 +114,7 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 	PC_JT_K(&w, "nextCursor");
 	pc_jt_str(&w, pc_next_cursor(res, limit, PC_EC_START, PC_EC_ID));
 	pc_jt_end_obj(&w);
-	body = pc_jt_body(&w);
-	if (!body)
-		return PIN_ERR;
-	return pc_api->respond_json(r, 200, body);
+	return pc_jt_respond(r, 200, &w);
 }
 
 /* GET /api/v1/agency/calendar/events?from=&to=&ownerUserIds= : the caller's tenant */

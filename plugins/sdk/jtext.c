@@ -5,6 +5,7 @@
 #include <string.h>
 #include <json-c/printbuf.h>
 #include "sdk/jtext.h"
+#include "sdk/core.h"
 #include "sdk/instant.h"
 #include "sdk/pg.h"
 
@@ -740,4 +741,18 @@ json_object *pc_jt_body(struct pc_jt *w)
 	}
 	json_object_set_serializer(o, text_print, t, text_free);
 	return o;
+}
+
+int pc_jt_respond(struct pin_req *r, int status, struct pc_jt *w)
+{
+	json_object *o;
+	size_t len;
+	char *s;
+
+	if (PIN_API_HAS(pc_api, respond_json_text)) {
+		s = pc_jt_take(w, &len);
+		return s ? pc_api->respond_json_text(r, status, s, len) : PIN_ERR;
+	}
+	o = pc_jt_body(w);
+	return o ? pc_api->respond_json(r, status, o) : PIN_ERR;
 }

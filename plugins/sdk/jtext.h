@@ -29,6 +29,8 @@
 #include <json-c/json.h>
 #include <libpq-fe.h>
 
+struct pin_req;
+
 #define PC_JT_ROW_MAX 48         /* fields of a pc_jt_row table */
 
 struct pc_jt {
@@ -123,6 +125,11 @@ char *pc_jt_take(struct pc_jt *w, size_t *len);
  * would send an empty body: answer PIN_ERR instead).
  */
 json_object *pc_jt_body(struct pc_jt *w);
+/* The text as the response body: api->respond_json_text (ABI 1.6: the
+ * host sends these bytes, no json-c object, no copy), else respond_json of
+ * pc_jt_body.  The writer is empty afterwards; PIN_ERR after a failed
+ * allocation (nothing sent). */
+int pc_jt_respond(struct pin_req *r, int status, struct pc_jt *w);
 
 /* Pure: the instant us as API text into out (>= 40 bytes) without gmtime,
  * strftime or snprintf; the same bytes as pc_time_fmt.  Returns the length. */

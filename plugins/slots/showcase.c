@@ -82,9 +82,9 @@ static void public_slot_jt(struct pc_jt *w, const PGresult *res, int row)
 	pc_jt_end_obj(w);
 }
 
-/* {items: [...] (at most limit), nextCursor} of a page read with LIMIT
- * limit + 1, as JSON text; NULL when out of memory */
-static json_object *public_page(const PGresult *res, long long limit)
+/* responds {items: [...] (at most limit), nextCursor} of a page read with
+ * LIMIT limit + 1, as JSON text; PIN_ERR when out of memory */
+static int public_page(struct pin_req *r, const PGresult *res, long long limit)
 {
 	struct pc_jt w;
 	int n = PQntuples(res);
@@ -99,7 +99,7 @@ static json_object *public_page(const PGresult *res, long long limit)
 	PC_JT_K(&w, "nextCursor");
 	pc_jt_str(&w, pc_next_cursor(res, limit, 4, 0));
 	pc_jt_end_obj(&w);
-	return pc_jt_body(&w);
+	return pc_jt_respond(r, 200, &w);
 }
 
 int slot_h_showcase(struct pin_req *r, void *ud)
@@ -111,7 +111,6 @@ int slot_h_showcase(struct pin_req *r, void *ud)
 	long long limit;
 	char cur_id[37], lim[24];
 	PGresult *res;
-	json_object *body;
 	int rc;
 
 	(void)ud;
@@ -160,8 +159,7 @@ int slot_h_showcase(struct pin_req *r, void *ud)
 		goto out;
 	}
 	pc_api->metric_add("pin_calendar_showcase_requests_total", NULL, 1);
-	body = public_page(res, limit);
-	rc = body ? pc_api->respond_json(r, 200, body) : PIN_ERR;
+	rc = public_page(r, res, limit);
 out:
 	pc_errs_free(&e);
 	return rc;

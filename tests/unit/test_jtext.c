@@ -452,6 +452,66 @@ START_TEST(jt_row_as_the_calls)
 }
 END_TEST
 
+/* pc_jt_respond: a 1.6 host gets the text itself (respond_json_text, no
+ * json-c object); an older host (its table ends before the member) gets
+ * respond_json of a json_object that prints the same bytes */
+static char *resp_text;
+static size_t resp_len;
+static int resp_status, resp_json_calls;
+
+static int t_respond_json_text(struct pin_req *r, int status, char *text, size_t len)
+{
+	(void)r;
+	resp_status = status;
+	resp_text = text;
+	resp_len = len;
+	return 0;
+}
+
+static int t_respond_json(struct pin_req *r, int status, json_object *body)
+{
+	(void)r;
+	resp_status = status;
+	resp_json_calls++;
+	resp_text = strdup(json_object_to_json_string_ext(body,
+		JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	resp_len = strlen(resp_text);
+	json_object_put(body);
+	return 0;
+}
+
+START_TEST(jt_respond_old_and_new_host)
+{
+	struct pin_host_api api = { .size = sizeof(api), .respond_json = t_respond_json,
+		.respond_json_text = t_respond_json_text };
+	const struct pin_host_api *saved = pc_api;
+
+	for (int old = 0; old < 2; old++) {
+		struct pc_jt w;
+
+		api.size = old ? offsetof(struct pin_host_api, respond_json_text) : sizeof(api);
+		pc_api = &api;
+		resp_text = NULL;
+		resp_json_calls = 0;
+		pc_jt_init(&w, 4);
+		pc_jt_obj(&w);
+		PC_JT_K(&w, "a");
+		pc_jt_str(&w, "x\ny");
+		pc_jt_end_obj(&w);
+		ck_assert_int_eq(pc_jt_respond(NULL, 201, &w), PIN_OK);
+		ck_assert_int_eq(resp_status, 201);
+		ck_assert_int_eq(resp_json_calls, old);
+		ck_assert_ptr_nonnull(resp_text);
+		ck_assert_str_eq(resp_text, "{\"a\":\"x\\ny\"}");
+		ck_assert_uint_eq(resp_len, strlen(resp_text));
+		ck_assert_uint_eq(w.len, 0);    /* the writer gave its text away */
+		free(resp_text);
+		pc_jt_free(&w);
+	}
+	pc_api = saved;
+}
+END_TEST
+
 /* pc_event_jt and every column writer print the same bytes from a binary
  * result as from the text one; pc_col_us, pc_col_text and pc_next_cursor
  * read the same values */
@@ -604,6 +664,7 @@ Suite *make_jtext_suite(void)
 	tcase_add_test(tc, jt_int_array_as_pc_json_int_array);
 	tcase_add_test(tc, jt_binary_as_text);
 	tcase_add_test(tc, jt_row_as_the_calls);
+	tcase_add_test(tc, jt_respond_old_and_new_host);
 	tcase_add_test(tc, jt_binary_bool);
 	tcase_add_test(tc, jt_binary_int_array_dims);
 	suite_add_tcase(s, tc);

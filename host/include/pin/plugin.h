@@ -61,6 +61,9 @@
  *                    connection (the reminder dispatcher on both cores);
  *                    pin_host_api.db_exec_prepared_bin: results in
  *                    PostgreSQL's binary format (the read paths).
+ *   2026-12-03  1.6  pin_host_api.respond_json_text: a response whose body
+ *                    is JSON text already (sdk/jtext pages), sent without
+ *                    a json-c object and without a copy.
  */
 #ifndef PIN_PLUGIN_H
 #define PIN_PLUGIN_H
@@ -75,7 +78,7 @@ extern "C" {
 #endif
 
 #define PIN_ABI_MAJOR 1
-#define PIN_ABI_MINOR 5
+#define PIN_ABI_MINOR 6
 
 /* True when the (size-prefixed) table t has member m. */
 #define PIN_API_HAS(t, m) \
@@ -432,6 +435,13 @@ struct pin_host_api {
 	 *    order); PIN_ERR for n outside 1..16 or when the caller is in a
 	 *    transaction. */
 	int (*run_shards)(int n, pin_shard_fn fn, void *ud);
+
+	/* -- 1.6: respond_json with a body that is JSON text already: text
+	 *    (malloc'd, len bytes, not checked) becomes the host's, is sent as
+	 *    it is (Content-Type application/json) and freed after the
+	 *    response -- also when the call fails.  PIN_ERR for NULL text,
+	 *    when the request has its response already, or out of memory. */
+	int (*respond_json_text)(struct pin_req *r, int status, char *text, size_t len);
 };
 
 /* ---- the descriptor ----------------------------------------------------- */
