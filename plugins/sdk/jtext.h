@@ -43,6 +43,7 @@ struct pc_jt {
 	const void *plan_res, *plan_f;
 	size_t plan_fixed;
 	unsigned char plan[PC_JT_ROW_MAX];
+	unsigned char plan_size[PC_JT_ROW_MAX];    /* a binary int's bytes, 0: ask */
 };
 
 /* Empty writer with room for hint bytes (allocated on first write). */
@@ -104,13 +105,13 @@ void pc_jt_col_int_array(struct pc_jt *w, const PGresult *res, int row, int col)
  * read those once; pc_jt_reset and pc_jt_take forget it.  At most
  * PC_JT_ROW_MAX fields (more: the writer fails). */
 struct pc_jt_field {
-	const char *qkey;           /* PC_JT_QKEY("name") */
-	size_t len;                 /* its length */
-	int col;                    /* result column, -1 for '{' and '}' */
+	char qkey[32];              /* PC_JT_QKEY("name"), copied 32 bytes at a time */
+	unsigned char len;          /* its length (at most 31: a longer key fails to compile) */
 	char how;
+	short col;                  /* result column, -1 for '{' and '}' */
 };
-#define PC_JT_F(lit, col, how) { PC_JT_QKEY(lit), sizeof(PC_JT_QKEY(lit)) - 1, (col), (how) }
-#define PC_JT_END { "", 0, -1, '}' }
+#define PC_JT_F(lit, col, how) { PC_JT_QKEY(lit), sizeof(PC_JT_QKEY(lit)) - 1, (how), (col) }
+#define PC_JT_END { "", 0, '}', -1 }
 void pc_jt_row(struct pc_jt *w, const PGresult *res, int row,
 		const struct pc_jt_field *f, size_t n);
 

@@ -209,7 +209,11 @@ static PGresult *fake_typed(int ncols, const unsigned *types,
 		snprintf(name, sizeof(name), "c%d", c);
 		att[c].name = strdup(name);
 		att[c].typid = types ? types[c] : 25;
-		att[c].typlen = -1;
+		/* the types' sizes, as a server sends them (pc_jt_row reads
+		 * a binary int's length from it) */
+		att[c].typlen = !types ? -1 : types[c] == PC_INT2OID ? 2 :
+			types[c] == PC_INT4OID ? 4 : types[c] == PC_INT8OID ? 8 :
+			types[c] == PC_UUIDOID ? 16 : types[c] == PC_BOOLOID ? 1 : -1;
 		att[c].atttypmod = -1;
 		att[c].format = types ? 1 : 0;
 	}
@@ -512,6 +516,25 @@ START_TEST(jt_respond_old_and_new_host)
 }
 END_TEST
 
+/* pc_bin_uuid: every byte value in every position, against printf */
+START_TEST(jt_bin_uuid_every_byte)
+{
+	unsigned char b[16];
+	char got[37], want[37];
+
+	for (int v = 0; v < 256; v++) {
+		for (int i = 0; i < 16; i++)
+			b[i] = (unsigned char)(v + 17 * i);
+		pc_bin_uuid((const char *)b, got);
+		snprintf(want, sizeof(want),
+			"%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+			b[10], b[11], b[12], b[13], b[14], b[15]);
+		ck_assert_str_eq(got, want);
+	}
+}
+END_TEST
+
 /* pc_event_jt and every column writer print the same bytes from a binary
  * result as from the text one; pc_col_us, pc_col_text and pc_next_cursor
  * read the same values */
@@ -664,6 +687,7 @@ Suite *make_jtext_suite(void)
 	tcase_add_test(tc, jt_int_array_as_pc_json_int_array);
 	tcase_add_test(tc, jt_binary_as_text);
 	tcase_add_test(tc, jt_row_as_the_calls);
+	tcase_add_test(tc, jt_bin_uuid_every_byte);
 	tcase_add_test(tc, jt_respond_old_and_new_host);
 	tcase_add_test(tc, jt_binary_bool);
 	tcase_add_test(tc, jt_binary_int_array_dims);
