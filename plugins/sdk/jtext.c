@@ -246,22 +246,33 @@ static char *two(char *o, unsigned v)
 	return o + 2;
 }
 
-size_t pc_jt_fmt_time(int64_t us, char *out)
+/* us as whole days since the epoch, the second of that day and the
+ * microseconds of that second (floor division, as gmtime) */
+static int64_t split_us(int64_t us, unsigned *sod, int64_t *frac)
 {
-	int64_t secs = us / 1000000, frac = us % 1000000, days, z, era, y;
-	unsigned doe, yoe, doy, mp, m, d, sod;
-	char *o = out;
+	int64_t secs = us / 1000000, days;
 
-	if (frac < 0) {
-		frac += 1000000;
+	*frac = us % 1000000;
+	if (*frac < 0) {
+		*frac += 1000000;
 		secs -= 1;
 	}
 	days = secs / 86400;
-	sod = (unsigned)(secs % 86400);
+	*sod = (unsigned)(secs % 86400);
 	if (secs % 86400 < 0) {
-		sod = (unsigned)(secs % 86400 + 86400);
+		*sod = (unsigned)(secs % 86400 + 86400);
 		days -= 1;
 	}
+	return days;
+}
+
+/* "YYYY-MM-DD" of a day into o (10 bytes); -1 when the year has not 4
+ * digits (strftime's %Y differs there: the caller takes pc_time_fmt) */
+static int fmt_date(int64_t days, char *o)
+{
+	int64_t z, era, y;
+	unsigned doe, yoe, doy, mp, m, d;
+
 	/* civil_from_days (H. Hinnant, "chrono-Compatible Low-Level Date
 	 * Algorithms"): proleptic Gregorian, as gmtime */
 	z = days + 719468;
@@ -274,14 +285,20 @@ size_t pc_jt_fmt_time(int64_t us, char *out)
 	d = doy - (153 * mp + 2) / 5 + 1;
 	m = mp < 10 ? mp + 3 : mp - 9;
 	y += m <= 2;
-	if (y < 1000 || y > 9999)       /* strftime's %Y is not 4 digits there */
-		return strlen(pc_time_fmt(us, out, 40));
+	if (y < 1000 || y > 9999)
+		return -1;
 	o = two(o, (unsigned)(y / 100));
 	o = two(o, (unsigned)(y % 100));
 	*o++ = '-';
 	o = two(o, m);
 	*o++ = '-';
-	o = two(o, d);
+	two(o, d);
+	return 0;
+}
+
+/* "THH:MM:SS[.ffffff]Z" into o; returns the end (no NUL) */
+static char *fmt_tod(char *o, unsigned sod, int64_t frac)
+{
 	*o++ = 'T';
 	o = two(o, sod / 3600);
 	*o++ = ':';
@@ -297,6 +314,18 @@ size_t pc_jt_fmt_time(int64_t us, char *out)
 		o += 6;
 	}
 	*o++ = 'Z';
+	return o;
+}
+
+size_t pc_jt_fmt_time(int64_t us, char *out)
+{
+	unsigned sod;
+	int64_t frac, days = split_us(us, &sod, &frac);
+	char *o;
+
+	if (fmt_date(days, out) < 0)
+		return strlen(pc_time_fmt(us, out, 40));
+	o = fmt_tod(out + 10, sod, frac);
 	*o = '\0';
 	return (size_t)(o - out);
 }
@@ -306,6 +335,28 @@ static char *o_time(char *o, int64_t us)
 {
 	*o++ = '"';
 	o += pc_jt_fmt_time(us, o);
+	*o++ = '"';
+	return o;
+}
+
+/* o_time with the writer's last date: the rows of a page share few days,
+ * and a date is a pure function of its day number */
+static char *o_time_w(struct pc_jt *w, char *o, int64_t us)
+{
+	unsigned sod;
+	int64_t frac, days = split_us(us, &sod, &frac);
+
+	if (!w->day_ok || days != w->day_n) {
+		if (fmt_date(days, w->day_s) < 0) {
+			w->day_ok = 0;
+			return o_time(o, us);
+		}
+		w->day_n = days;
+		w->day_ok = 1;
+	}
+	*o++ = '"';
+	memcpy(o, w->day_s, 10);
+	o = fmt_tod(o + 10, sod, frac);
 	*o++ = '"';
 	return o;
 }
@@ -678,10 +729,10 @@ void pc_jt_row(struct pc_jt *w, const PGresult *res, int row,
 			o = o_int(o, dec(v));
 			break;
 		case P_TIME_BIN:
-			o = o_time(o, pc_bin_int(v, BIN_LEN(w, i, res, row, col)));
+			o = o_time_w(w, o, pc_bin_int(v, BIN_LEN(w, i, res, row, col)));
 			break;
 		case P_TIME_TXT:
-			o = o_time(o, dec(v));
+			o = o_time_w(w, o, dec(v));
 			break;
 		default:
 			o = o_esc(o, v);

@@ -44,6 +44,10 @@ struct pc_jt {
 	size_t plan_fixed;
 	unsigned char plan[PC_JT_ROW_MAX];
 	unsigned char plan_size[PC_JT_ROW_MAX];    /* a binary int's bytes, 0: ask */
+	/* pc_jt_row's last date written: day day_n is "YYYY-MM-DD" day_s */
+	int64_t day_n;
+	int day_ok;
+	char day_s[10];
 };
 
 /* Empty writer with room for hint bytes (allocated on first write). */

@@ -112,6 +112,19 @@ int64_t pc_bin_int(const char *v, int len)
 	const unsigned char *p = (const unsigned char *)v;
 	uint64_t u = 0;
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	/* network order: one load and a byte swap */
+	if (len == 8) {
+		memcpy(&u, p, 8);
+		return (int64_t)__builtin_bswap64(u);
+	}
+	if (len == 4) {
+		uint32_t h;
+
+		memcpy(&h, p, 4);
+		return (int32_t)__builtin_bswap32(h);
+	}
+#endif
 	for (int i = 0; i < len; i++)
 		u = u << 8 | p[i];
 	if (len == 2)

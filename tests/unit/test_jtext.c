@@ -403,22 +403,27 @@ START_TEST(jt_row_as_the_calls)
 		"0b5d3a64-0000-4000-8000-00000000000a", "-42", "1796112000000000", "t",
 		"a \"q\" \\ \x01\n\xd0\xaf/",
 		"1b5d3a64-0000-4000-8000-00000000000b", NULL, NULL, "f", NULL,
+		/* the next day (a new date after the writer's last), then a
+		 * year of 3 digits (pc_time_fmt's text), then the first day again */
+		"2b5d3a64-0000-4000-8000-00000000000c", "7", "1796198400500000", "t", "",
+		"3b5d3a64-0000-4000-8000-00000000000d", "8", "-46388678400000000", "f", "z",
+		"4b5d3a64-0000-4000-8000-00000000000e", "9", "1796112059000001", "t", "y",
 	};
 	unsigned types[5] = { PC_UUIDOID, PC_INT8OID, PC_INT8OID, PC_BOOLOID, PC_TEXTOID };
-	PGresult *res[2] = { fake(5, vals, 2), fake_typed(5, types, vals, 2) };
+	PGresult *res[2] = { fake(5, vals, 5), fake_typed(5, types, vals, 5) };
 	struct pc_jt a, b;
 	char *ta, *tb;
 
 	pc_jt_init(&b, 8);
 	pc_jt_arr(&b);
 	for (int k = 0; k < 2; k++)
-		for (int r = 0; r < 2; r++)
+		for (int r = 0; r < 5; r++)
 			pc_jt_row(&b, res[k], r, f, sizeof(f) / sizeof(f[0]));
 	pc_jt_end_arr(&b);
 	pc_jt_init(&a, 8);
 	pc_jt_arr(&a);
 	for (int k = 0; k < 2; k++)
-		for (int r = 0; r < 2; r++) {
+		for (int r = 0; r < 5; r++) {
 			pc_jt_obj(&a);
 			PC_JT_K(&a, "id");
 			pc_jt_col(&a, res[k], r, 0);
@@ -449,6 +454,8 @@ START_TEST(jt_row_as_the_calls)
 	ck_assert_ptr_nonnull(strstr(tb, "\"at\":\"2026-12-01T08:00:00Z\",\"ok\":true,"
 		"\"in\":{\"s\":\"a \\\"q\\\" \\\\ \\u0001\\n\xd0\xaf/\""));
 	ck_assert_ptr_nonnull(strstr(tb, "\"n\":null,\"at\":null,\"ok\":false,\"in\":{\"s\":null,"));
+	ck_assert_ptr_nonnull(strstr(tb, "\"at\":\"2026-12-02T08:00:00.500000Z\""));
+	ck_assert_ptr_nonnull(strstr(tb, "\"at\":\"2026-12-01T08:00:59.000001Z\""));
 	free(ta);
 	free(tb);
 	PQclear(res[0]);
