@@ -24,6 +24,17 @@
 	"e.property_object_id, e.appointment_id, e.reminder_offsets_minutes, e.cancel_reason, " \
 	"calendar.us(e.started_at), calendar.us(e.completed_at), calendar.us(e.cancelled_at), " \
 	"calendar.us(e.created_at), calendar.us(e.updated_at), e.version, e.created_by_user_id"
+/* The same columns with the instants as the timestamptz columns themselves:
+ * for binary results (pc_exec_prepared_bin), which the readers (pc_col_us,
+ * sdk/jtext) take without calendar.us()'s numeric arithmetic in PostgreSQL
+ * (7 calls per event; README "Read paths (session 11)"). */
+#define PC_EVENT_COLS_TS \
+	"e.id, e.tenant_id, e.owner_user_id, e.kind, e.origin, e.status, e.priority, " \
+	"e.title, e.description, e.location, e.start_at, e.end_at, " \
+	"e.time_zone, e.client_user_id, e.lead_id, e.deal_id, e.booking_id, e.project_id, " \
+	"e.property_object_id, e.appointment_id, e.reminder_offsets_minutes, e.cancel_reason, " \
+	"e.started_at, e.completed_at, e.cancelled_at, " \
+	"e.created_at, e.updated_at, e.version, e.created_by_user_id"
 enum {
 	PC_EC_ID, PC_EC_TENANT, PC_EC_OWNER, PC_EC_KIND, PC_EC_ORIGIN, PC_EC_STATUS,
 	PC_EC_PRIORITY, PC_EC_TITLE, PC_EC_DESCRIPTION, PC_EC_LOCATION, PC_EC_START,

@@ -18,7 +18,7 @@
  * NULL (without a cursor it is from - 24 h), so it is an index condition too.
  */
 #define LIST_SELECT \
-	"SELECT " PC_EVENT_COLS ", u.display_name, u.avatar_url " \
+	"SELECT " PC_EVENT_COLS_TS ", u.display_name, u.avatar_url " \
 	"FROM calendar.calendar_events e " \
 	"LEFT JOIN calendar.user_replicas u ON $10::bool AND u.user_id = e.owner_user_id "
 #define LIST_RANGE \

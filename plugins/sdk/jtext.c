@@ -456,10 +456,28 @@ static char *o_col_int(char *o, const PGresult *res, int row, int col)
 	return o_int(o, col_int(res, row, col));
 }
 
+/* a timestamptz (not NULL): binary without a conversion, text as
+ * pc_pg_ts_text_us reads it, null when it cannot (infinity, another
+ * DateStyle) */
+static char *o_ts(char *o, const PGresult *res, int row, int col)
+{
+	const char *v = PQgetvalue(res, row, col);
+	int64_t us;
+
+	if (pc_col_is_bin(res, col))
+		return o_time(o, pc_bin_int(v, 8) + PC_PG_EPOCH_US);
+	if (pc_pg_ts_text_us(v, &us) < 0)
+		return o_lit(o, "null", 4);
+	return o_time(o, us);
+}
+
 static char *o_col_time(char *o, const PGresult *res, int row, int col)
 {
 	if (PQgetisnull(res, row, col))
 		return o_lit(o, "null", 4);
+	/* bigint microseconds (calendar.us) or a timestamptz */
+	if (PQftype(res, col) == PC_TIMESTAMPTZOID)
+		return o_ts(o, res, row, col);
 	return o_time(o, col_int(res, row, col));
 }
 
@@ -573,6 +591,8 @@ enum {
 	P_BIN_BOOLSTR,      /* binary bool as "t" / "f" */
 	P_BIN_OTHER,        /* binary value of another type: null */
 	P_INT_BIN, P_INT_TXT, P_TIME_BIN, P_TIME_TXT, P_BOOL_BIN, P_BOOL_TXT,
+	P_TS_BIN,           /* binary timestamptz: us from 2000-01-01 */
+	P_TS_TXT,           /* text timestamptz (o_ts) */
 	P_ARRAY, P_OPEN, P_CLOSE,
 };
 
@@ -591,6 +611,8 @@ static unsigned char plan_kind(const PGresult *res, const struct pc_jt_field *f)
 	bin = pc_col_is_bin(res, f->col);
 	switch (f->how) {
 	case 't':
+		if (PQftype(res, f->col) == PC_TIMESTAMPTZOID)
+			return bin ? P_TS_BIN : P_TS_TXT;
 		return bin ? P_TIME_BIN : P_TIME_TXT;
 	case 'i':
 		return bin ? P_INT_BIN : P_INT_TXT;
@@ -733,6 +755,12 @@ void pc_jt_row(struct pc_jt *w, const PGresult *res, int row,
 			break;
 		case P_TIME_TXT:
 			o = o_time_w(w, o, dec(v));
+			break;
+		case P_TS_BIN:
+			o = o_time_w(w, o, pc_bin_int(v, 8) + PC_PG_EPOCH_US);
+			break;
+		case P_TS_TXT:
+			o = o_ts(o, res, row, col);
 			break;
 		default:
 			o = o_esc(o, v);

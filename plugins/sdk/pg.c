@@ -85,10 +85,85 @@ const char *pc_col(const PGresult *res, int row, int col)
 	return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
 }
 
+/* days from 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+ * days_from_civil) */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+	int64_t era;
+	unsigned yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = (unsigned)(y - era * 400);
+	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + (int64_t)doe - 719468;
+}
+
+static int digits(const char **s, int n, int *v)
+{
+	*v = 0;
+	for (int i = 0; i < n; i++, (*s)++) {
+		if (**s < '0' || **s > '9')
+			return -1;
+		*v = *v * 10 + (**s - '0');
+	}
+	return 0;
+}
+
+int pc_pg_ts_text_us(const char *s, int64_t *us)
+{
+	int64_t y = 0, days, secs, frac = 0, scale = 100000;
+	int mo, d, h, mi, sec, oh = 0, om = 0, os = 0, sign = 1, n = 0;
+
+	/* PostgreSQL's ISO output of a timestamptz (DateStyle ISO):
+	 * YYYY-MM-DD HH:MM:SS[.ffffff]+HH[:MM[:SS]][ BC] */
+	while (*s >= '0' && *s <= '9' && n < 7) {
+		y = y * 10 + (*s++ - '0');
+		n++;
+	}
+	if (n < 4 || *s++ != '-' || digits(&s, 2, &mo) || *s++ != '-' ||
+	    digits(&s, 2, &d) || (*s != ' ' && *s != 'T'))
+		return -1;
+	s++;
+	if (digits(&s, 2, &h) || *s++ != ':' || digits(&s, 2, &mi) || *s++ != ':' ||
+	    digits(&s, 2, &sec))
+		return -1;
+	if (*s == '.')
+		for (s++; *s >= '0' && *s <= '9'; s++, scale /= 10)
+			frac += scale ? (*s - '0') * scale : 0;
+	if (*s != '+' && *s != '-')
+		return -1;
+	sign = *s++ == '-' ? -1 : 1;
+	if (digits(&s, 2, &oh))
+		return -1;
+	if (*s == ':' && (s++, digits(&s, 2, &om)))
+		return -1;
+	if (*s == ':' && (s++, digits(&s, 2, &os)))
+		return -1;
+	if (*s == ' ' && s[1] == 'B' && s[2] == 'C' && !s[3]) {
+		y = 1 - y;              /* 1 BC is year 0 */
+		s += 3;
+	}
+	if (*s || mo < 1 || mo > 12 || d < 1 || d > 31)
+		return -1;
+	days = days_from_civil(y, (unsigned)mo, (unsigned)d);
+	secs = days * 86400 + h * 3600 + mi * 60 + sec - sign * (oh * 3600 + om * 60 + os);
+	*us = secs * 1000000 + frac;
+	return 0;
+}
+
 int64_t pc_col_us(const PGresult *res, int row, int col)
 {
+	int64_t us;
+
 	if (PQgetisnull(res, row, col))
 		return -1;
+	if (PQftype(res, col) == PC_TIMESTAMPTZOID) {
+		if (pc_col_is_bin(res, col))
+			return pc_bin_int(PQgetvalue(res, row, col), 8) + PC_PG_EPOCH_US;
+		return pc_pg_ts_text_us(PQgetvalue(res, row, col), &us) == 0 ? us : -1;
+	}
 	if (pc_col_is_bin(res, col))
 		return pc_bin_int(PQgetvalue(res, row, col), PQgetlength(res, row, col));
 	return strtoll(PQgetvalue(res, row, col), NULL, 10);

@@ -20,10 +20,16 @@ const char *pc_sqlstate_first(void);
 int pc_sqlstate_is_concurrency(const char *sqlstate);
 /* The text of a column, NULL for SQL NULL.  Borrowed from res. */
 const char *pc_col(const PGresult *res, int row, int col);
-/* A bigint column (epoch microseconds) -> us; -1 on NULL.  Text or binary
- * results.  Select instants as  calendar.us(col)  (a function of migration
- * 0100). */
+/* An instant column -> us since the Unix epoch; -1 on NULL.  Text or binary
+ * results of a bigint of epoch microseconds -- calendar.us(col) (migration
+ * 0100) -- or of a timestamptz itself: a binary result reads it without
+ * any conversion in PostgreSQL (the read paths, README "Read paths (session
+ * 11)"), a text one from the ISO text of the host's UTC sessions. */
 int64_t pc_col_us(const PGresult *res, int row, int col);
+/* PostgreSQL's ISO text of a timestamptz ("2026-12-03 04:00:00.5+00", any
+ * offset, " BC") as us since the Unix epoch into *us; -1 for anything else
+ * (another DateStyle, infinity) */
+int pc_pg_ts_text_us(const char *s, int64_t *us);
 
 /* type oids of binary columns (pg_type.dat) */
 #define PC_BOOLOID 16
@@ -34,6 +40,9 @@ int64_t pc_col_us(const PGresult *res, int row, int col);
 #define PC_TEXTOID 25
 #define PC_VARCHAROID 1043
 #define PC_INT4ARRAYOID 1007
+#define PC_TIMESTAMPTZOID 1184
+/* a binary timestamptz counts microseconds from 2000-01-01 00:00:00 UTC */
+#define PC_PG_EPOCH_US INT64_C(946684800000000)
 
 /* Binary results (api->db_exec_prepared_bin, ABI 1.5; README "Read paths
  * (session 7)"): PostgreSQL's binary values instead of their text.  Column

@@ -17,8 +17,8 @@
 static const char *const slot_kinds[] = { "Showing", "Consultation", NULL };
 
 #define SHOWCASE_COLS \
-	"SELECT s.id, s.owner_user_id, s.kind, s.status, calendar.us(s.start_at), " \
-	"       calendar.us(s.end_at), s.time_zone, s.auto_confirm, " \
+	"SELECT s.id, s.owner_user_id, s.kind, s.status, s.start_at, " \
+	"       s.end_at, s.time_zone, s.auto_confirm, " \
 	"       s.cancellation_cutoff_minutes, s.project_id, s.property_object_id, " \
 	"       s.location, s.version, "
 #define SHOWCASE_FILTERS \

@@ -1,15 +1,15 @@
 -- pgbench -M prepared script: the agent event list's own statement
--- (plugins/calendar/team_api.c, list_owner_sql, PC_EVENT_COLS of
+-- (plugins/calendar/team_api.c, list_owner_sql, PC_EVENT_COLS_TS of
 -- plugins/caldomain/event.h) with $n replaced by pgbench variables (-D);
 -- $3/$6/$7 NULL, $10 false, $8 = from - 24 h, $9 the nil uuid as the handler
 -- sends them without a cursor.  tests/bench/check-sql.sh keeps it in step.
 -- stmt: cal_events_list_owner plugins/calendar/team_api.c
 SELECT e.id, e.tenant_id, e.owner_user_id, e.kind, e.origin, e.status, e.priority,
-  e.title, e.description, e.location, calendar.us(e.start_at), calendar.us(e.end_at),
+  e.title, e.description, e.location, e.start_at, e.end_at,
   e.time_zone, e.client_user_id, e.lead_id, e.deal_id, e.booking_id, e.project_id,
   e.property_object_id, e.appointment_id, e.reminder_offsets_minutes, e.cancel_reason,
-  calendar.us(e.started_at), calendar.us(e.completed_at), calendar.us(e.cancelled_at),
-  calendar.us(e.created_at), calendar.us(e.updated_at), e.version, e.created_by_user_id,
+  e.started_at, e.completed_at, e.cancelled_at,
+  e.created_at, e.updated_at, e.version, e.created_by_user_id,
   u.display_name, u.avatar_url
 FROM calendar.calendar_events e
 LEFT JOIN calendar.user_replicas u ON :withowner::bool AND u.user_id = e.owner_user_id

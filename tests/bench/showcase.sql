@@ -3,8 +3,8 @@
 -- with $n replaced by pgbench variables (-D) and the unused filters ($2-$4)
 -- by NULL.  tests/bench/check-sql.sh keeps it in step with the C source.
 -- stmt: slots_showcase_owner plugins/slots/showcase.c
-SELECT s.id, s.owner_user_id, s.kind, s.status, calendar.us(s.start_at),
-       calendar.us(s.end_at), s.time_zone, s.auto_confirm,
+SELECT s.id, s.owner_user_id, s.kind, s.status, s.start_at,
+       s.end_at, s.time_zone, s.auto_confirm,
        s.cancellation_cutoff_minutes, s.project_id, s.property_object_id,
        s.location, s.version,
        (SELECT u.display_name FROM calendar.user_replicas u

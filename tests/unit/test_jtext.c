@@ -298,6 +298,17 @@ static int to_bin(unsigned typid, const char *in, char *out)
 	case PC_BOOLOID:
 		o[0] = *in == 't';
 		return 1;
+	case PC_TIMESTAMPTZOID: {
+		/* microseconds from 2000-01-01 of the ISO text (the reader's own
+		 * parser; jt_timestamptz pins its results) */
+		int64_t us = 0;
+
+		ck_assert_int_eq(pc_pg_ts_text_us(in, &us), 0);
+		v = us - PC_PG_EPOCH_US;
+		for (int i = 7; i >= 0; i--, v >>= 8)
+			o[i] = (unsigned char)(v & 0xff);
+		return 8;
+	}
 	case PC_INT4ARRAYOID: {
 		int vals[64], cnt = (int)pc_pg_int_parse(in, vals, 64);
 		unsigned char *p = o;
@@ -542,6 +553,84 @@ START_TEST(jt_bin_uuid_every_byte)
 }
 END_TEST
 
+/* a timestamptz column itself (the read paths select it raw since session
+ * 11): binary and text results give the same instant to pc_col_us, the
+ * column writers and pc_jt_row; offsets, fractions, NULL; text that is
+ * not ISO (infinity) is null for the writers */
+START_TEST(jt_timestamptz)
+{
+	static const char *const vals[] = {
+		"2026-12-01 08:00:00+00", "2026-12-01 13:30:00.25+05:30",
+		"1970-01-01 03:00:00.000001+03", "1900-01-01 00:00:00+00", NULL,
+	};
+	static const int64_t want_us[] = { 1796112000000000, 1796112000250000, 1,
+		-2208988800000000, -1 };
+	static const char *const want[] = { "\"2026-12-01T08:00:00Z\"",
+		"\"2026-12-01T08:00:00.250000Z\"", "\"1970-01-01T00:00:00.000001Z\"",
+		"\"1900-01-01T00:00:00Z\"", "null" };
+	static const struct pc_jt_field f[] = { PC_JT_F("t", 0, 't') };
+	unsigned ty[1] = { PC_TIMESTAMPTZOID };
+	PGresult *res[2] = { fake_typed(1, ty, vals, 5),
+		PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK) };
+	int64_t us;
+
+	/* the text result: same type, text format */
+	{
+		PGresAttDesc att = { .name = (char *)"t", .typid = PC_TIMESTAMPTZOID,
+			.typlen = 8, .atttypmod = -1, .format = 0 };
+
+		ck_assert_int_eq(PQsetResultAttrs(res[1], 1, &att), 1);
+		for (int r = 0; r < 5; r++)
+			ck_assert_int_eq(PQsetvalue(res[1], r, 0, (char *)vals[r],
+				vals[r] ? (int)strlen(vals[r]) : -1), 1);
+	}
+	for (int k = 0; k < 2; k++)
+		for (int r = 0; r < 5; r++) {
+			struct pc_jt a, b;
+			char *ta, *tb, exp[64];
+
+			ck_assert(pc_col_us(res[k], r, 0) == want_us[r]);
+			pc_jt_init(&a, 8);
+			pc_jt_init(&b, 8);
+			pc_jt_col_time(&a, res[k], r, 0);
+			pc_jt_row(&b, res[k], r, f, 1);
+			pc_jt_end_obj(&b);
+			ta = pc_jt_take(&a, NULL);
+			tb = pc_jt_take(&b, NULL);
+			ck_assert_str_eq(ta, want[r]);
+			snprintf(exp, sizeof(exp), "{\"t\":%s}", want[r]);
+			ck_assert_str_eq(tb, exp);
+			free(ta);
+			free(tb);
+		}
+	ck_assert_int_eq(pc_pg_ts_text_us("0001-01-01 00:00:00+00 BC", &us), 0);
+	ck_assert(us == -62167219200000000);
+	ck_assert_int_eq(pc_pg_ts_text_us("infinity", &us), -1);
+	ck_assert_int_eq(pc_pg_ts_text_us("12/01/2026 08:00:00 UTC", &us), -1);
+	ck_assert_int_eq(pc_pg_ts_text_us("2026-12-01 08:00:00", &us), -1);
+	{
+		const char *inf[] = { "infinity" };
+		PGresAttDesc att = { .name = (char *)"t", .typid = PC_TIMESTAMPTZOID,
+			.typlen = 8, .atttypmod = -1, .format = 0 };
+		PGresult *t = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+		struct pc_jt a;
+		char *ta;
+
+		ck_assert_int_eq(PQsetResultAttrs(t, 1, &att), 1);
+		ck_assert_int_eq(PQsetvalue(t, 0, 0, (char *)inf[0], 8), 1);
+		pc_jt_init(&a, 8);
+		pc_jt_row(&a, t, 0, f, 1);
+		pc_jt_col_time(&a, t, 0, 0);
+		ta = pc_jt_take(&a, NULL);
+		ck_assert_str_eq(ta, "{\"t\":null,null");
+		free(ta);
+		PQclear(t);
+	}
+	PQclear(res[0]);
+	PQclear(res[1]);
+}
+END_TEST
+
 /* pc_event_jt and every column writer print the same bytes from a binary
  * result as from the text one; pc_col_us, pc_col_text and pc_next_cursor
  * read the same values */
@@ -694,6 +783,7 @@ Suite *make_jtext_suite(void)
 	tcase_add_test(tc, jt_int_array_as_pc_json_int_array);
 	tcase_add_test(tc, jt_binary_as_text);
 	tcase_add_test(tc, jt_row_as_the_calls);
+	tcase_add_test(tc, jt_timestamptz);
 	tcase_add_test(tc, jt_bin_uuid_every_byte);
 	tcase_add_test(tc, jt_respond_old_and_new_host);
 	tcase_add_test(tc, jt_binary_bool);
