@@ -29,8 +29,20 @@ static inline int pc_instant_ok(int64_t us)
 char *pc_time_str(int64_t us);
 /* Pure variant into a caller buffer (>= 40 bytes); returns buf. */
 char *pc_time_fmt(int64_t us, char *buf, size_t len);
-/* Instant -> SQL timestamptz parameter text (always 6 fraction digits, Z). */
+/* Instant -> SQL timestamptz parameter text (always 6 fraction digits, Z).
+ * Arena; NULL when out of memory. */
 char *pc_time_param(int64_t us);
+/* The text of pc_time_fmt into out (>= 40 bytes) without gmtime, strftime or
+ * snprintf for years 1000..9999 (a civil-from-days conversion; those
+ * functions for the rest); returns the length.  Pure. */
+size_t pc_instant_fmt(int64_t us, char *out);
+/* Its parts: us as days since 1970-01-01, the second of the day and the
+ * microseconds of the second (floor); "YYYY-MM-DD" of a day into o (10
+ * bytes, no NUL; -1 when the year has not 4 digits); "THH:MM:SS[.ffffff]Z"
+ * into o, returning the end (no NUL). */
+int64_t pc_us_split(int64_t us, unsigned *sod, int64_t *frac);
+int pc_date_fmt(int64_t days, char *o);
+char *pc_tod_fmt(char *o, unsigned sod, int64_t frac);
 /* Adds an instant column (epoch us, see calendar.us() and pc_col_us of
  * sdk/pg.h) as API text, or null. */
 void pc_json_col_time(json_object *o, const char *key, const PGresult *res, int row, int col);

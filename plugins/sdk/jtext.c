@@ -233,101 +233,9 @@ void pc_jt_raw(struct pc_jt *w, const char *json, size_t len)
 
 /* ---------------------------------------------------------------- instants */
 
-/* v (0..99) as two digits */
-static char *two(char *o, unsigned v)
-{
-	static const char dd[201] =
-		"00010203040506070809101112131415161718192021222324"
-		"25262728293031323334353637383940414243444546474849"
-		"50515253545556575859606162636465666768697071727374"
-		"75767778798081828384858687888990919293949596979899";
-
-	memcpy(o, dd + 2 * v, 2);
-	return o + 2;
-}
-
-/* us as whole days since the epoch, the second of that day and the
- * microseconds of that second (floor division, as gmtime) */
-static int64_t split_us(int64_t us, unsigned *sod, int64_t *frac)
-{
-	int64_t secs = us / 1000000, days;
-
-	*frac = us % 1000000;
-	if (*frac < 0) {
-		*frac += 1000000;
-		secs -= 1;
-	}
-	days = secs / 86400;
-	*sod = (unsigned)(secs % 86400);
-	if (secs % 86400 < 0) {
-		*sod = (unsigned)(secs % 86400 + 86400);
-		days -= 1;
-	}
-	return days;
-}
-
-/* "YYYY-MM-DD" of a day into o (10 bytes); -1 when the year has not 4
- * digits (strftime's %Y differs there: the caller takes pc_time_fmt) */
-static int fmt_date(int64_t days, char *o)
-{
-	int64_t z, era, y;
-	unsigned doe, yoe, doy, mp, m, d;
-
-	/* civil_from_days (H. Hinnant, "chrono-Compatible Low-Level Date
-	 * Algorithms"): proleptic Gregorian, as gmtime */
-	z = days + 719468;
-	era = (z >= 0 ? z : z - 146096) / 146097;
-	doe = (unsigned)(z - era * 146097);
-	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	y = (int64_t)yoe + era * 400;
-	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	mp = (5 * doy + 2) / 153;
-	d = doy - (153 * mp + 2) / 5 + 1;
-	m = mp < 10 ? mp + 3 : mp - 9;
-	y += m <= 2;
-	if (y < 1000 || y > 9999)
-		return -1;
-	o = two(o, (unsigned)(y / 100));
-	o = two(o, (unsigned)(y % 100));
-	*o++ = '-';
-	o = two(o, m);
-	*o++ = '-';
-	two(o, d);
-	return 0;
-}
-
-/* "THH:MM:SS[.ffffff]Z" into o; returns the end (no NUL) */
-static char *fmt_tod(char *o, unsigned sod, int64_t frac)
-{
-	*o++ = 'T';
-	o = two(o, sod / 3600);
-	*o++ = ':';
-	o = two(o, sod / 60 % 60);
-	*o++ = ':';
-	o = two(o, sod % 60);
-	if (frac) {
-		*o++ = '.';
-		for (int i = 5; i >= 0; i--) {
-			o[i] = (char)('0' + frac % 10);
-			frac /= 10;
-		}
-		o += 6;
-	}
-	*o++ = 'Z';
-	return o;
-}
-
 size_t pc_jt_fmt_time(int64_t us, char *out)
 {
-	unsigned sod;
-	int64_t frac, days = split_us(us, &sod, &frac);
-	char *o;
-
-	if (fmt_date(days, out) < 0)
-		return strlen(pc_time_fmt(us, out, 40));
-	o = fmt_tod(out + 10, sod, frac);
-	*o = '\0';
-	return (size_t)(o - out);
+	return pc_instant_fmt(us, out);
 }
 
 /* the instant quoted into o (room for 42 bytes); returns the end */
@@ -344,10 +252,10 @@ static char *o_time(char *o, int64_t us)
 static char *o_time_w(struct pc_jt *w, char *o, int64_t us)
 {
 	unsigned sod;
-	int64_t frac, days = split_us(us, &sod, &frac);
+	int64_t frac, days = pc_us_split(us, &sod, &frac);
 
 	if (!w->day_ok || days != w->day_n) {
-		if (fmt_date(days, w->day_s) < 0) {
+		if (pc_date_fmt(days, w->day_s) < 0) {
 			w->day_ok = 0;
 			return o_time(o, us);
 		}
@@ -356,7 +264,7 @@ static char *o_time_w(struct pc_jt *w, char *o, int64_t us)
 	}
 	*o++ = '"';
 	memcpy(o, w->day_s, 10);
-	o = fmt_tod(o + 10, sod, frac);
+	o = pc_tod_fmt(o + 10, sod, frac);
 	*o++ = '"';
 	return o;
 }

@@ -62,9 +62,26 @@ int pc_cursor_parse(const char *cursor, int64_t *us, char id[37])
 
 char *pc_cursor_make(int64_t us, const char *id)
 {
-	char *plain = id ? pc_api->sprintf("%lld|%s", (long long)us, id) : NULL;
-	char *out = plain ? pc_api->alloc(strlen(plain) * 2 + 1) : NULL;
+	/* "<us>|<id>" hex-encoded; the digits as "%lld" writes them (no
+	 * printf: the hot lists make one per page) */
+	char plain[160], dig[24], *p = plain, *d = dig + sizeof(dig);
+	uint64_t u = us < 0 ? (uint64_t)0 - (uint64_t)us : (uint64_t)us;
+	size_t idl = id ? strlen(id) : 0;
+	char *out;
 
+	if (!id || idl > sizeof(plain) - sizeof(dig) - 2)
+		return NULL;
+	do {
+		*--d = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (us < 0)
+		*--d = '-';
+	memcpy(p, d, (size_t)(dig + sizeof(dig) - d));
+	p += dig + sizeof(dig) - d;
+	*p++ = '|';
+	memcpy(p, id, idl + 1);
+	out = pc_api->alloc((size_t)(p - plain) * 2 + idl * 2 + 1);
 	if (!out)       /* out of memory */
 		return NULL;
 	pc_hex_encode(plain, out);

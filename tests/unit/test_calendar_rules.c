@@ -194,6 +194,24 @@ START_TEST(cursor_roundtrip)
 	ck_assert_int_eq(pc_cursor_parse(enc, &us, id), -1);
 	pc_hex_encode("x1|0193a8e2-7c1e-7b3a-9f00-1c2d3e4f5a6b", enc);
 	ck_assert_int_eq(pc_cursor_parse(enc, &us, id), -1);
+	/* pc_cursor_make writes the digits as %lld would: the encoded text
+	 * above, and negative / zero / extreme instants round-trip */
+	struct pin_arena *a = pin_arena_new();
+
+	pin_arena_set_current(a);
+	ck_assert_str_eq(pc_cursor_make(T0, uuid), "31373936313135363030303030303030"
+		"7c30313933613865322d376331652d376233612d396630302d316332643365346635613662");
+	{
+		static const int64_t v[] = { 0, -1, -2208988800000000, INT64_MAX, INT64_MIN + 1 };
+
+		for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+			ck_assert_int_eq(pc_cursor_parse(pc_cursor_make(v[i], uuid), &us, id), 0);
+			ck_assert(us == v[i]);
+			ck_assert_str_eq(id, uuid);
+		}
+	}
+	ck_assert_ptr_null(pc_cursor_make(T0, NULL));
+	pin_arena_free(a);
 }
 END_TEST
 

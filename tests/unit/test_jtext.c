@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,18 +159,43 @@ START_TEST(jt_body_prints_the_text)
 }
 END_TEST
 
+static struct pin_host_api t_api;      /* defined below */
+static size_t t_used;
+
+/* the formatters against gmtime + strftime (what pc_time_fmt was before it
+ * took the civil-from-days path): pc_jt_fmt_time, pc_time_fmt and
+ * pc_time_param (always 6 fraction digits) */
 static void same_time(int64_t us)
 {
-	char a[48], b[48];
+	char a[48], b[48], c[48], ref[64], base[40];
+	int64_t secs = us / 1000000, frac = us % 1000000;
+	struct tm tm;
+	time_t t;
 	size_t n = pc_jt_fmt_time(us, a);
 
+	if (frac < 0) {
+		frac += 1000000;
+		secs -= 1;
+	}
+	t = (time_t)secs;
+	gmtime_r(&t, &tm);
+	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (frac)
+		snprintf(ref, sizeof(ref), "%s.%06lldZ", base, (long long)frac);
+	else
+		snprintf(ref, sizeof(ref), "%sZ", base);
+	ck_assert_msg(strcmp(a, ref) == 0, "%lld: %s != %s", (long long)us, a, ref);
+	ck_assert_uint_eq(n, strlen(ref));
 	pc_time_fmt(us, b, 40);
-	ck_assert_msg(strcmp(a, b) == 0, "%lld: %s != %s", (long long)us, a, b);
-	ck_assert_uint_eq(n, strlen(b));
+	ck_assert_str_eq(b, ref);
+	snprintf(c, sizeof(c), "%s.%06lldZ", base, (long long)frac);
+	t_used = 0;             /* the test arena: one parameter at a time */
+	ck_assert_str_eq(pc_time_param(us), c);
 }
 
 START_TEST(jt_time_as_pc_time_fmt)
 {
+	pc_api = &t_api;
 	static const int64_t fixed[] = { 0, 1, -1, 999999, 1000000, -1000000, -1000001,
 		86400000000LL, -86400000000LL, 951782400000000LL /* 2000-02-29 */,
 		1764579600123456LL, PC_INSTANT_MIN_US, PC_INSTANT_MIN_US + 1,
@@ -367,7 +393,6 @@ static void event_types(unsigned *t)
 
 /* a host table with an arena (pc_col_text, pc_next_cursor) */
 static char t_arena[8192];
-static size_t t_used;
 
 static void *t_alloc(size_t n)
 {
