@@ -4,7 +4,8 @@
 #
 # Each statement of a script follows a line "-- stmt: NAME FILE": the
 # statement the C file FILE prepares as NAME (db_exec_prepared("NAME", SQL, ..),
-# or a helper's ("NAME", SQL, ..); SQL as the preprocessor expands it, or a `static const char x[]` it names).
+# or a helper's ("NAME", SQL, ..), or a table entry { "NAME", SQL }; SQL as the
+# preprocessor expands it, or a `static const char x[]` it names).
 # Both sides are compared after: whitespace collapsed, $n (C) and :var
 # (pgbench) and NULL turned into ?, a final ; dropped.  "-- stmt: - why"
 # marks a statement that is not checked (and says why).
@@ -51,8 +52,9 @@ def literals(text):
 
 def c_sql(path, name):
     src = expand(path)
-    # db_exec_prepared("NAME", SQL, ...) or a helper's ("NAME", SQL, ...)
-    m = re.search(r'\(\s*"' + re.escape(name) + r'"\s*,', src)
+    # db_exec_prepared("NAME", SQL, ...), a helper's ("NAME", SQL, ...) or
+    # a table's { "NAME", SQL }
+    m = re.search(r'[({]\s*"' + re.escape(name) + r'"\s*,', src)
     if not m:
         sys.exit("%s: no (\"%s\", SQL, ...) call" % (path, name))
     rest = src[m.end():]
