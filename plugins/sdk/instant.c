@@ -69,21 +69,10 @@ int64_t pc_us_split(int64_t us, unsigned *sod, int64_t *frac)
  * digits (strftime's %Y differs there: the caller takes fmt_slow) */
 int pc_date_fmt(int64_t days, char *o)
 {
-	int64_t z, era, y;
-	unsigned doe, yoe, doy, mp, m, d;
+	int64_t y;
+	unsigned m, d;
 
-	/* civil_from_days (H. Hinnant, "chrono-Compatible Low-Level Date
-	 * Algorithms"): proleptic Gregorian, as gmtime */
-	z = days + 719468;
-	era = (z >= 0 ? z : z - 146096) / 146097;
-	doe = (unsigned)(z - era * 146097);
-	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	y = (int64_t)yoe + era * 400;
-	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	mp = (5 * doy + 2) / 153;
-	d = doy - (153 * mp + 2) / 5 + 1;
-	m = mp < 10 ? mp + 3 : mp - 9;
-	y += m <= 2;
+	pc_civil_from_days(days, &y, &m, &d);
 	if (y < 1000 || y > 9999)
 		return -1;
 	o = two(o, (unsigned)(y / 100));

@@ -3,6 +3,7 @@
 #define PIN_SDK_INSTANT_H
 
 #include "sdk/core.h"
+#include "sdk/civil.h"
 
 /*
  * The supported range of instants (issue 9 item 3): from

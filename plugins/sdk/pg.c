@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "sdk/pg.h"
+#include "sdk/civil.h"
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -85,21 +86,6 @@ const char *pc_col(const PGresult *res, int row, int col)
 	return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
 }
 
-/* days from 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
- * days_from_civil) */
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-	int64_t era;
-	unsigned yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = (unsigned)(y - era * 400);
-	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + (int64_t)doe - 719468;
-}
-
 static int digits(const char **s, int n, int *v)
 {
 	*v = 0;
@@ -147,7 +133,7 @@ int pc_pg_ts_text_us(const char *s, int64_t *us)
 	}
 	if (*s || mo < 1 || mo > 12 || d < 1 || d > 31)
 		return -1;
-	days = days_from_civil(y, (unsigned)mo, (unsigned)d);
+	days = pc_days_from_civil(y, (unsigned)mo, (unsigned)d);
 	secs = days * 86400 + h * 3600 + mi * 60 + sec - sign * (oh * 3600 + om * 60 + os);
 	*us = secs * 1000000 + frac;
 	return 0;

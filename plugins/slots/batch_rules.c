@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "slots.h"
+#include "sdk/civil.h"
 
 static int two_digits(const char *s, int *v)
 {
@@ -31,20 +32,6 @@ int slot_parse_hhmm(const char *s, int allow_24, int *minutes)
 	return 0;
 }
 
-/* days from civil (Howard Hinnant's algorithm), proleptic Gregorian */
-static long days_from_civil(long y, unsigned m, unsigned d)
-{
-	long era;
-	unsigned yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = (unsigned)(y - era * 400);
-	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + (long)doe - 719468;
-}
-
 static int is_leap(long y)
 {
 	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
@@ -66,26 +53,17 @@ int slot_parse_date(const char *s, long *days)
 		return -1;
 	if (d > mdays[mo - 1] + (mo == 2 && is_leap(y)))
 		return -1;
-	*days = days_from_civil(y, (unsigned)mo, (unsigned)d);
+	*days = (long)pc_days_from_civil(y, (unsigned)mo, (unsigned)d);
 	return 0;
 }
 
 char *slot_format_date(long z, char *buf, size_t len)
 {
-	long era, y;
-	unsigned doe, yoe, doy, mp, d, m;
+	int64_t y;
+	unsigned m, d;
 
-	z += 719468;
-	era = (z >= 0 ? z : z - 146096) / 146097;
-	doe = (unsigned)(z - era * 146097);
-	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	y = (long)yoe + era * 400;
-	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	mp = (5 * doy + 2) / 153;
-	d = doy - (153 * mp + 2) / 5 + 1;
-	m = mp < 10 ? mp + 3 : mp - 9;
-	y += m <= 2;
-	snprintf(buf, len, "%04ld-%02u-%02u", y, m, d);
+	pc_civil_from_days(z, &y, &m, &d);
+	snprintf(buf, len, "%04ld-%02u-%02u", (long)y, m, d);
 	return buf;
 }
 

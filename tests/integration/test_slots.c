@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "harness.h"
+#include "sdk/civil.h"
 
 #define BATCHES "/api/v1/agent/calendar/slots/batches"
 #define PREVIEW "/api/v1/agent/calendar/slots/batches/preview"
@@ -152,26 +153,13 @@ struct dst {
 	bool api;                /* inside the horizon: through preview/publish */
 };
 
-static long civil_days(long y, unsigned m, unsigned d)
-{
-	long era;
-	unsigned yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = (unsigned)(y - era * 400);
-	doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + (long)doe - 719468;
-}
-
 static long day_of(const char *ymd)
 {
 	long y;
 	unsigned m, d;
 
 	ck_assert_msg(sscanf(ymd, "%ld-%u-%u", &y, &m, &d) == 3, "bad date %s", ymd);
-	return civil_days(y, m, d);
+	return (long)pc_days_from_civil(y, m, d);
 }
 
 static char *ymd_of(long day)
