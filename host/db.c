@@ -232,16 +232,18 @@ static bool retry_after_reconnect(PGresult **res)
 }
 
 /* fmt: the result format, 0 text, 1 binary (the parameters are text) */
-static PGresult *exec_raw(const char *sql, int n, const char *const *vals, int fmt)
+/* lens / fmts: the parameters' lengths and formats (NULL: all text) */
+static PGresult *exec_raw(const char *sql, int n, const char *const *vals,
+		const int *lens, const int *fmts, int fmt)
 {
 	PGconn *c = pin_db_conn();
 	PGresult *res;
 
 	if (!c)
 		return NULL;
-	res = PQexecParams(c, sql, n, NULL, vals, NULL, NULL, fmt);
+	res = PQexecParams(c, sql, n, NULL, vals, lens, fmts, fmt);
 	if (PQresultStatus(res) == PGRES_FATAL_ERROR && retry_after_reconnect(&res))
-		res = PQexecParams(T->conn, sql, n, NULL, vals, NULL, NULL, fmt);
+		res = PQexecParams(T->conn, sql, n, NULL, vals, lens, fmts, fmt);
 	retried = false;
 	check_result(res, "exec");
 	return res;
@@ -249,7 +251,7 @@ static PGresult *exec_raw(const char *sql, int n, const char *const *vals, int f
 
 PGresult *pin_db_exec_raw(const char *sql, int n, const char *const *vals)
 {
-	return exec_raw(sql, n, vals, 0);
+	return exec_raw(sql, n, vals, NULL, NULL, 0);
 }
 
 PGresult *pin_db_exec(const char *sql, int n, const char *const *vals)
@@ -262,7 +264,7 @@ PGresult *pin_db_exec(const char *sql, int n, const char *const *vals)
 
 /* as exec_raw, prepared once per connection under name */
 static PGresult *exec_prepared(const char *name, const char *sql, int n,
-		const char *const *vals, int fmt)
+		const char *const *vals, const int *lens, const int *fmts, int fmt)
 {
 	PGconn *c = pin_db_conn();
 	PGresult *res;
@@ -277,7 +279,7 @@ static PGresult *exec_prepared(const char *name, const char *sql, int n,
 		}
 	if (!have) {
 		if (T->nprep == MAX_PREPARED) {
-			res = exec_raw(sql, n, vals, fmt);
+			res = exec_raw(sql, n, vals, lens, fmts, fmt);
 			pin_arena_track_result(res);
 			return res;
 		}
@@ -296,9 +298,10 @@ static PGresult *exec_prepared(const char *name, const char *sql, int n,
 		PQclear(res);
 		T->prep[T->nprep++] = strdup(name);
 	}
-	res = PQexecPrepared(c, name, n, vals, NULL, NULL, fmt);
+	res = PQexecPrepared(c, name, n, vals, lens, fmts, fmt);
 	if (PQresultStatus(res) == PGRES_FATAL_ERROR && retry_after_reconnect(&res)) {
-		res = exec_prepared(name, sql, n, vals, fmt);   /* cache is empty now */
+		/* cache is empty now */
+		res = exec_prepared(name, sql, n, vals, lens, fmts, fmt);
 		retried = false;
 		return res;
 	}
@@ -311,13 +314,19 @@ static PGresult *exec_prepared(const char *name, const char *sql, int n,
 PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
 		const char *const *vals)
 {
-	return exec_prepared(name, sql, n, vals, 0);
+	return exec_prepared(name, sql, n, vals, NULL, NULL, 0);
 }
 
 PGresult *pin_db_exec_prepared_bin(const char *name, const char *sql, int n,
 		const char *const *vals)
 {
-	return exec_prepared(name, sql, n, vals, 1);
+	return exec_prepared(name, sql, n, vals, NULL, NULL, 1);
+}
+
+PGresult *pin_db_exec_prepared_fmt(const char *name, const char *sql, int n,
+		const char *const *vals, const int *lens, const int *fmts)
+{
+	return exec_prepared(name, sql, n, vals, lens, fmts, 0);
 }
 
 static int simple(const char *sql, const char *expect_status)

@@ -84,6 +84,10 @@ void pin_db_pool_close(void);
 PGresult *pin_db_exec(const char *sql, int n, const char *const *vals);
 PGresult *pin_db_exec_prepared(const char *name, const char *sql, int n,
 		const char *const *vals);
+/* pin_db_exec_prepared with parameters in binary where fmts[i] is 1 (their
+ * lengths in lens[i]); text results */
+PGresult *pin_db_exec_prepared_fmt(const char *name, const char *sql, int n,
+		const char *const *vals, const int *lens, const int *fmts);
 /* the same with the result in binary format (ABI 1.5) */
 PGresult *pin_db_exec_prepared_bin(const char *name, const char *sql, int n,
 		const char *const *vals);
