@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "host.h"
+#include "pgarr.h"
 
 /* One outbox row, its column values as text (traceparent may be NULL). */
 struct ob_row {
@@ -59,108 +60,6 @@ static const char *envelope_json(json_object *env)
 
 /* ---- the INSERT of outbox rows ------------------------------------------ */
 
-/* A one-dimensional array in PostgreSQL's binary format (array_send): ndim,
- * has-nulls, element type, length, lower bound, then each element as its
- * length and bytes (-1: NULL).  The batch's arrays go as binary parameters:
- * PostgreSQL's array_in scanned every byte of the ~1 KB envelopes twice for
- * quotes and escapes and uuid_in parsed each message id (README "Reminder
- * dispatch (session 11)"). */
-struct barr {
-	char *p;
-	size_t len, cap;
-	bool failed;
-};
-
-#define OID_UUID 2950
-#define OID_TEXT 25
-#define OID_JSONB 3802
-
-static void b_put(struct barr *b, const void *s, size_t n)
-{
-	if (b->failed)
-		return;
-	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		char *p;
-
-		while (cap < b->len + n)
-			cap *= 2;
-		if (!(p = realloc(b->p, cap))) {
-			b->failed = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-}
-
-static void b_i32(struct barr *b, int32_t v)
-{
-	unsigned char q[4] = { (unsigned char)((uint32_t)v >> 24), (unsigned char)((uint32_t)v >> 16),
-		(unsigned char)((uint32_t)v >> 8), (unsigned char)v };
-
-	b_put(b, q, 4);
-}
-
-static void b_begin(struct barr *b, size_t n, int32_t oid)
-{
-	b_i32(b, 1);            /* ndim */
-	b_i32(b, 0);            /* has nulls: set by b_elem */
-	b_i32(b, oid);
-	b_i32(b, (int32_t)n);
-	b_i32(b, 1);            /* lower bound */
-}
-
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
-		c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* an element: NULL, a uuid's 16 bytes from its text, a jsonb (version 1 and
- * the text) or the text itself; -1 when a uuid is not one */
-static int b_elem(struct barr *b, const char *s, int32_t oid)
-{
-	if (!s) {
-		b_i32(b, -1);
-		if (!b->failed)
-			b->p[7] = 1;    /* has nulls */
-		return 0;
-	}
-	if (oid == OID_UUID) {
-		unsigned char u[16];
-		int k = 0;
-
-		for (; *s && k < 32; s++) {
-			int h = hexval(*s);
-
-			if (*s == '-' && (k == 8 || k == 12 || k == 16 || k == 20))
-				continue;
-			if (h < 0)
-				return -1;
-			u[k / 2] = (unsigned char)(k % 2 ? u[k / 2] | h : h << 4);
-			k++;
-		}
-		if (k != 32 || *s)
-			return -1;
-		b_i32(b, 16);
-		b_put(b, u, 16);
-		return 0;
-	}
-	size_t n = strlen(s);
-
-	if (oid == OID_JSONB) {
-		b_i32(b, (int32_t)n + 1);
-		b_put(b, "\1", 1);
-	} else {
-		b_i32(b, (int32_t)n);
-	}
-	b_put(b, s, n);
-	return 0;
-}
-
 /*
  * THE statement that writes outbox rows: n rows into table (registered,
  * checked by the caller), in the caller's transaction.  One row: INSERT ..
@@ -181,11 +80,12 @@ static int outbox_insert(const char *table, const struct ob_row *rows, size_t n,
 	static const char cols[] = "message_id, topic, key, envelope, created_at, traceparent";
 	static const char *const casts[OB_NCOLS] = { "uuid", "text", "text", "jsonb",
 		"timestamptz", "text" };
-	static const int32_t oids[OB_NARRAYS] = { OID_UUID, OID_TEXT, OID_TEXT, OID_JSONB };
+	static const int32_t oids[OB_NARRAYS] = { PG_OID_UUID, PG_OID_TEXT, PG_OID_TEXT,
+		PG_OID_JSONB };
 	char sql[512], stmt[160];
 	const char *vals[OB_NCOLS];
 	int lens[OB_NCOLS], fmts[OB_NCOLS];
-	struct barr arr[OB_NARRAYS];
+	struct pg_barr arr[OB_NARRAYS];
 	PGresult *res;
 	int rc = 0;
 
@@ -209,12 +109,12 @@ static int outbox_insert(const char *table, const struct ob_row *rows, size_t n,
 	snprintf(stmt, sizeof stmt, "pin_outbox_put_many:%s", table);
 	memset(arr, 0, sizeof(arr));
 	for (int c = 0; c < OB_NARRAYS; c++)
-		b_begin(&arr[c], n, oids[c]);
+		pg_barr_begin(&arr[c], n, oids[c]);
 	for (size_t i = 0; i < n && rc == 0; i++)
-		if (b_elem(&arr[0], rows[i].message_id, OID_UUID) < 0 ||
-		    b_elem(&arr[1], rows[i].topic, OID_TEXT) < 0 ||
-		    b_elem(&arr[2], rows[i].key, OID_TEXT) < 0 ||
-		    b_elem(&arr[3], rows[i].envelope, OID_JSONB) < 0)
+		if (pg_barr_elem(&arr[0], rows[i].message_id, PG_OID_UUID) < 0 ||
+		    pg_barr_elem(&arr[1], rows[i].topic, PG_OID_TEXT) < 0 ||
+		    pg_barr_elem(&arr[2], rows[i].key, PG_OID_TEXT) < 0 ||
+		    pg_barr_elem(&arr[3], rows[i].envelope, PG_OID_JSONB) < 0)
 			rc = PIN_ERR;   /* a message id that is not a uuid: a bug */
 	for (int c = 0; c < OB_NARRAYS; c++) {
 		if (arr[c].failed || arr[c].len > INT32_MAX)

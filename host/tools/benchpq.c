@@ -25,25 +25,6 @@
 
 #define MAX_PARAMS 32
 
-/* seconds pid has run on a CPU (pid 0: this process), -1 when unknown */
-static double run_s(int pid)
-{
-	char path[64];
-	unsigned long long ns;
-	FILE *f;
-	int ok;
-
-	if (pid)
-		snprintf(path, sizeof(path), "/proc/%d/schedstat", pid);
-	else
-		snprintf(path, sizeof(path), "/proc/self/schedstat");
-	if (!(f = fopen(path, "r")))
-		return -1;
-	ok = fscanf(f, "%llu", &ns) == 1;
-	fclose(f);
-	return ok ? (double)ns / 1e9 : -1;
-}
-
 static int run(PGconn *c, int np, const char *const *vals, int fmt, int *rows)
 {
 	PGresult *r = PQexecPrepared(c, "s", np, vals, NULL, NULL, fmt);
@@ -112,14 +93,14 @@ int main(int argc, char **argv)
 	for (i = 0; i < 200; i++)
 		if (run(c, np, vals, fmt, &rows) < 0)
 			goto out;
-	b0 = run_s(PQbackendPID(c));
-	c0 = run_s(0);
+	b0 = bt_run_s(PQbackendPID(c));
+	c0 = bt_run_s(0);
 	w0 = bt_mono();
 	for (i = 0; i < n; i++)
 		if (run(c, np, vals, fmt, &rows) < 0)
 			goto out;
-	b1 = run_s(PQbackendPID(c));
-	c1 = run_s(0);
+	b1 = bt_run_s(PQbackendPID(c));
+	c1 = bt_run_s(0);
 	w1 = bt_mono();
 	if (b0 < 0 || b1 < 0) {
 		fprintf(stderr, "pin-benchpq: cannot read the backend's schedstat "
