@@ -154,7 +154,9 @@ PGconn *pin_db_conn(void)
 	if (!ON_REPLICA && !T->up && !atomic_load(&db_up_global))
 		pin_log(PIN_LOG_INFO, "database reachable again", NULL);
 	PQsetNoticeProcessor(T->conn, on_notice, NULL);
-	PQclear(PQexec(T->conn, "SET TIME ZONE 'UTC'"));
+	/* UTC and ISO dates: the text of a timestamptz the readers parse
+	 * (sdk pc_pg_ts_text_us), whatever the server's or role's defaults */
+	PQclear(PQexec(T->conn, "SET TIME ZONE 'UTC'; SET DateStyle = ISO"));
 	mark(true);
 	return T->conn;
 }

@@ -58,13 +58,16 @@ int pg_barr_elem(struct pg_barr *b, const char *s, int32_t oid)
 	}
 	if (oid == PG_OID_UUID) {
 		unsigned char u[16];
-		int k = 0;
+		int k = 0, dash = -1;
 
+		/* 8-4-4-4-12 hex digits, each dash optional (as uuid_in, no braces) */
 		for (; *s && k < 32; s++) {
 			int h = hexval(*s);
 
-			if (*s == '-' && (k == 8 || k == 12 || k == 16 || k == 20))
+			if (*s == '-' && dash != k && (k == 8 || k == 12 || k == 16 || k == 20)) {
+				dash = k;
 				continue;
+			}
 			if (h < 0)
 				return -1;
 			u[k / 2] = (unsigned char)(k % 2 ? u[k / 2] | h : h << 4);

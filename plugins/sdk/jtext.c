@@ -372,10 +372,8 @@ static char *o_ts(char *o, const PGresult *res, int row, int col)
 	const char *v = PQgetvalue(res, row, col);
 	int64_t us;
 
-	if (pc_col_is_bin(res, col))
-		return o_time(o, pc_bin_int(v, 8) + PC_PG_EPOCH_US);
-	if (pc_pg_ts_text_us(v, &us) < 0)
-		return o_lit(o, "null", 4);
+	if (pc_col_is_bin(res, col) ? pc_pg_ts_bin_us(v, &us) < 0 : pc_pg_ts_text_us(v, &us) < 0)
+		return o_lit(o, "null", 4);     /* infinity */
 	return o_time(o, us);
 }
 
@@ -550,7 +548,8 @@ static unsigned char plan_kind(const PGresult *res, const struct pc_jt_field *f)
 static int plan(struct pc_jt *w, const PGresult *res, const struct pc_jt_field *f,
 		size_t n)
 {
-	if (w->plan_res == res && w->plan_f == f)
+	if (w->plan_res == res && w->plan_f == f && w->plan_n == n &&
+	    w->plan_nfields == PQnfields(res))
 		return 0;
 	if (n > PC_JT_ROW_MAX)
 		return -1;
@@ -565,6 +564,8 @@ static int plan(struct pc_jt *w, const PGresult *res, const struct pc_jt_field *
 	}
 	w->plan_res = res;
 	w->plan_f = f;
+	w->plan_n = n;
+	w->plan_nfields = PQnfields(res);
 	return 0;
 }
 
@@ -579,6 +580,7 @@ void pc_jt_row(struct pc_jt *w, const PGresult *res, int row,
 	int first = 1;
 	char *o, t[24];
 	const char *v;
+	int64_t us;
 
 	if (plan(w, res, f, n) < 0) {
 		w->failed = 1;          /* a table longer than PC_JT_ROW_MAX: a bug */
@@ -665,7 +667,10 @@ void pc_jt_row(struct pc_jt *w, const PGresult *res, int row,
 			o = o_time_w(w, o, dec(v));
 			break;
 		case P_TS_BIN:
-			o = o_time_w(w, o, pc_bin_int(v, 8) + PC_PG_EPOCH_US);
+			if (pc_pg_ts_bin_us(v, &us) < 0)
+				o = o_lit(o, "null", 4);        /* infinity */
+			else
+				o = o_time_w(w, o, us);
 			break;
 		case P_TS_TXT:
 			o = o_ts(o, res, row, col);

@@ -41,7 +41,8 @@ struct pc_jt {
 	/* pc_jt_row's plan of its last (result, table): how each field is
 	 * written, read once from the columns' formats and types */
 	const void *plan_res, *plan_f;
-	size_t plan_fixed;
+	size_t plan_n, plan_fixed;
+	int plan_nfields;
 	unsigned char plan[PC_JT_ROW_MAX];
 	unsigned char plan_size[PC_JT_ROW_MAX];    /* a binary int's bytes, 0: ask */
 	/* pc_jt_row's last date written: day day_n is "YYYY-MM-DD" day_s */
@@ -106,7 +107,9 @@ void pc_jt_col_int_array(struct pc_jt *w, const PGresult *res, int row, int col)
  * keys or pc_jt_end_obj.  The bytes of the same pc_jt_key / pc_jt_col* calls.
  * The writer keeps the plan of its last (result, table) -- how each field is
  * written, from the columns' formats and types -- so the rows of one page
- * read those once; pc_jt_reset and pc_jt_take forget it.  At most
+ * read those once; pc_jt_reset and pc_jt_take forget it (a result must stay
+ * alive while a writer has written rows of it: the plan is keyed by its
+ * address, its column count and the table).  At most
  * PC_JT_ROW_MAX fields (more: the writer fails). */
 struct pc_jt_field {
 	char qkey[32];              /* PC_JT_QKEY("name"), copied 32 bytes at a time */

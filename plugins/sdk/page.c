@@ -64,12 +64,12 @@ char *pc_cursor_make(int64_t us, const char *id)
 {
 	/* "<us>|<id>" hex-encoded; the digits as "%lld" writes them (no
 	 * printf: the hot lists make one per page) */
-	char plain[160], dig[24], *p = plain, *d = dig + sizeof(dig);
+	char buf[160], dig[24], *plain = buf, *p, *d = dig + sizeof(dig);
 	uint64_t u = us < 0 ? (uint64_t)0 - (uint64_t)us : (uint64_t)us;
-	size_t idl = id ? strlen(id) : 0;
+	size_t idl = id ? strlen(id) : 0, dl;
 	char *out;
 
-	if (!id || idl > sizeof(plain) - sizeof(dig) - 2)
+	if (!id)
 		return NULL;
 	do {
 		*--d = (char)('0' + u % 10);
@@ -77,11 +77,15 @@ char *pc_cursor_make(int64_t us, const char *id)
 	} while (u);
 	if (us < 0)
 		*--d = '-';
-	memcpy(p, d, (size_t)(dig + sizeof(dig) - d));
-	p += dig + sizeof(dig) - d;
+	dl = (size_t)(dig + sizeof(dig) - d);
+	if (dl + 1 + idl + 1 > sizeof(buf) && !(plain = pc_api->alloc(dl + 1 + idl + 1)))
+		return NULL;
+	p = plain;
+	memcpy(p, d, dl);
+	p += dl;
 	*p++ = '|';
 	memcpy(p, id, idl + 1);
-	out = pc_api->alloc((size_t)(p - plain) * 2 + idl * 2 + 1);
+	out = pc_api->alloc((dl + 1 + idl) * 2 + 1);
 	if (!out)       /* out of memory */
 		return NULL;
 	pc_hex_encode(plain, out);

@@ -139,6 +139,15 @@ int pc_pg_ts_text_us(const char *s, int64_t *us)
 	return 0;
 }
 
+int pc_pg_ts_bin_us(const char *v, int64_t *us)
+{
+	int64_t t = pc_bin_int(v, 8);
+
+	if (t == INT64_MAX || t == INT64_MIN || __builtin_add_overflow(t, PC_PG_EPOCH_US, us))
+		return -1;
+	return 0;
+}
+
 int64_t pc_col_us(const PGresult *res, int row, int col)
 {
 	int64_t us;
@@ -147,7 +156,7 @@ int64_t pc_col_us(const PGresult *res, int row, int col)
 		return -1;
 	if (PQftype(res, col) == PC_TIMESTAMPTZOID) {
 		if (pc_col_is_bin(res, col))
-			return pc_bin_int(PQgetvalue(res, row, col), 8) + PC_PG_EPOCH_US;
+			return pc_pg_ts_bin_us(PQgetvalue(res, row, col), &us) == 0 ? us : -1;
 		return pc_pg_ts_text_us(PQgetvalue(res, row, col), &us) == 0 ? us : -1;
 	}
 	if (pc_col_is_bin(res, col))

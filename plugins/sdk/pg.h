@@ -30,6 +30,10 @@ int64_t pc_col_us(const PGresult *res, int row, int col);
  * offset, " BC") as us since the Unix epoch into *us; -1 for anything else
  * (another DateStyle, infinity) */
 int pc_pg_ts_text_us(const char *s, int64_t *us);
+/* A binary timestamptz (8 bytes, us from 2000-01-01) as us since the Unix
+ * epoch into *us; -1 for infinity, -infinity and the instants past year
+ * ~292,000 that int64 Unix microseconds cannot hold */
+int pc_pg_ts_bin_us(const char *v, int64_t *us);
 
 /* type oids of binary columns (pg_type.dat) */
 #define PC_BOOLOID 16

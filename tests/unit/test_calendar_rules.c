@@ -211,6 +211,15 @@ START_TEST(cursor_roundtrip)
 		}
 	}
 	ck_assert_ptr_null(pc_cursor_make(T0, NULL));
+	{
+		/* an id longer than the stack buffer: allocated, not refused */
+		char longid[301];
+
+		memset(longid, 'x', 300);
+		longid[300] = '\0';
+		ck_assert_uint_eq(strlen(pc_cursor_make(-5, longid)), 2 * (3 + 300));
+		ck_assert(strncmp(pc_cursor_make(-5, longid), "2d357c7878", 10) == 0);
+	}
 	pin_arena_free(a);
 }
 END_TEST

@@ -14,6 +14,7 @@
 #include <check.h>
 
 #include "host.h"
+#include "pgarr.h"
 #include "suites.h"
 
 static json_object *parse(const char *s, char *err, size_t errlen)
@@ -229,6 +230,44 @@ START_TEST(test_url_decode_len)
 }
 END_TEST
 
+/* pg_barr (host/pgarr.c): array_send's layout; uuids as uuid_in reads them
+ * (dashes optional, one per place, no braces); NULL sets has-nulls; jsonb
+ * elements carry version 1 */
+START_TEST(test_pgarr_binary_array)
+{
+	static const unsigned char head[20] = { 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0x0b, 0x86,
+		0, 0, 0, 3, 0, 0, 0, 1 };
+	static const unsigned char u1[16] = { 0x01, 0x93, 0xa8, 0xe2, 0x7c, 0x1e, 0x7b, 0x3a,
+		0x9f, 0x00, 0x1c, 0x2d, 0x3e, 0x4f, 0x5a, 0x6b };
+	struct pg_barr b, j;
+
+	memset(&b, 0, sizeof(b));
+	pg_barr_begin(&b, 3, PG_OID_UUID);
+	ck_assert_int_eq(pg_barr_elem(&b, "0193a8e2-7c1e-7b3a-9f00-1c2d3e4f5a6b", PG_OID_UUID), 0);
+	ck_assert_int_eq(pg_barr_elem(&b, "0193A8E27C1E7B3A9F001C2D3E4F5A6B", PG_OID_UUID), 0);
+	ck_assert_int_eq(pg_barr_elem(&b, NULL, PG_OID_UUID), 0);
+	ck_assert(!b.failed);
+	ck_assert_uint_eq(b.len, 20 + 2 * 20 + 4);
+	ck_assert_int_eq(memcmp(b.p, head, 20), 0);          /* has-nulls = 1 */
+	ck_assert_int_eq(memcmp(b.p + 20, "\0\0\0\x10", 4), 0);
+	ck_assert_int_eq(memcmp(b.p + 24, u1, 16), 0);
+	ck_assert_int_eq(memcmp(b.p + 44, u1, 16), 0);
+	ck_assert_int_eq(memcmp(b.p + 60, "\xff\xff\xff\xff", 4), 0);
+	ck_assert_int_eq(pg_barr_elem(&b, "0193a8e2--7c1e-7b3a-9f00-1c2d3e4f5a6b", PG_OID_UUID), -1);
+	ck_assert_int_eq(pg_barr_elem(&b, "{0193a8e2-7c1e-7b3a-9f00-1c2d3e4f5a6b}", PG_OID_UUID), -1);
+	ck_assert_int_eq(pg_barr_elem(&b, "0193a8e2-7c1e-7b3a-9f00-1c2d3e4f5a6", PG_OID_UUID), -1);
+	ck_assert_int_eq(pg_barr_elem(&b, "0193a8e2-7c1e-7b3a-9f00-1c2d3e4f5a6bb", PG_OID_UUID), -1);
+	free(b.p);
+	memset(&j, 0, sizeof(j));
+	pg_barr_begin(&j, 1, PG_OID_JSONB);
+	ck_assert_int_eq(pg_barr_elem(&j, "{\"a\":1}", PG_OID_JSONB), 0);
+	ck_assert_uint_eq(j.len, 20 + 4 + 8);
+	ck_assert_int_eq(memcmp(j.p + 20, "\0\0\0\x08\x01{\"a\":1}", 12), 0);
+	ck_assert_int_eq(j.p[7], 0);                           /* no NULLs */
+	free(j.p);
+}
+END_TEST
+
 Suite *make_json_suite(void)
 {
 	Suite *s = suite_create("json");
@@ -236,6 +275,7 @@ Suite *make_json_suite(void)
 	TCase *tu = tcase_create("url_decode");
 
 	tcase_add_test(tc, test_parse_valid);
+	tcase_add_test(tc, test_pgarr_binary_array);
 	tcase_add_test(tc, test_parse_invalid);
 	tcase_add_test(tc, test_parse_single_quoted_key);
 	tcase_add_test(tc, test_parse_truncated);

@@ -631,6 +631,33 @@ START_TEST(jt_timestamptz)
 	ck_assert_int_eq(pc_pg_ts_text_us("0001-01-01 00:00:00+00 BC", &us), 0);
 	ck_assert(us == -62167219200000000);
 	ck_assert_int_eq(pc_pg_ts_text_us("infinity", &us), -1);
+	{
+		/* binary infinity, -infinity and year ~294,000: null, -1 */
+		static const char bins[3][8] = { "\x7f\xff\xff\xff\xff\xff\xff\xff",
+			"\x80\0\0\0\0\0\0\0", "\x7f\xff\xff\xff\xff\xff\0\0" };
+		PGresAttDesc att = { .name = (char *)"t", .typid = PC_TIMESTAMPTZOID,
+			.typlen = 8, .atttypmod = -1, .format = 1 };
+		PGresult *t = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+		struct pc_jt a;
+		char *ta;
+
+		ck_assert_int_eq(PQsetResultAttrs(t, 1, &att), 1);
+		for (int r = 0; r < 3; r++)
+			ck_assert_int_eq(PQsetvalue(t, r, 0, (char *)bins[r], 8), 1);
+		pc_jt_init(&a, 8);
+		pc_jt_arr(&a);
+		for (int r = 0; r < 3; r++) {
+			ck_assert(pc_col_us(t, r, 0) == -1);
+			pc_jt_row(&a, t, r, f, 1);
+			pc_jt_end_obj(&a);
+			pc_jt_col_time(&a, t, r, 0);
+		}
+		pc_jt_end_arr(&a);
+		ta = pc_jt_take(&a, NULL);
+		ck_assert_str_eq(ta, "[{\"t\":null},null,{\"t\":null},null,{\"t\":null},null]");
+		free(ta);
+		PQclear(t);
+	}
 	ck_assert_int_eq(pc_pg_ts_text_us("12/01/2026 08:00:00 UTC", &us), -1);
 	ck_assert_int_eq(pc_pg_ts_text_us("2026-12-01 08:00:00", &us), -1);
 	{
