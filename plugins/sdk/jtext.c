@@ -308,124 +308,155 @@ static char *o_lit(char *o, const char *s, size_t n)
 	return o + n;
 }
 
-static char *o_col(char *o, const PGresult *res, int row, int col)
-{
-	const char *v;
-	char t[24];
+/* how a column's value is written, from its format and type (plan_kind):
+ * per call in pc_jt_col*, once per result in pc_jt_row */
+enum {
+	P_TEXT,             /* text / varchar, or any text-format column: escaped */
+	P_UUID,             /* binary uuid */
+	P_BIN_INTSTR,       /* binary int as a string (pc_jt_col) */
+	P_BIN_BOOLSTR,      /* binary bool as "t" / "f" */
+	P_BIN_OTHER,        /* binary value of another type: null */
+	P_INT_BIN, P_INT_TXT, P_TIME_BIN, P_TIME_TXT, P_BOOL_BIN, P_BOOL_TXT,
+	P_TS_BIN,           /* binary timestamptz: us from 2000-01-01 */
+	P_TS_TXT,           /* text timestamptz (pc_pg_ts_text_us) */
+	P_ARRAY, P_OPEN, P_CLOSE,
+};
 
-	if (PQgetisnull(res, row, col))
-		return o_lit(o, "null", 4);
-	v = PQgetvalue(res, row, col);
-	if (pc_col_is_bin(res, col)) {
-		switch (PQftype(res, col)) {
-		case PC_UUIDOID:
-			/* hex and dashes: nothing to escape */
-			*o++ = '"';
-			pc_bin_uuid(v, o);
-			o[36] = '"';
-			return o + 37;
-		case PC_INT2OID:
-		case PC_INT4OID:
-		case PC_INT8OID:
-			/* a string, as the text result's digits are */
-			*o_int(t, pc_bin_int(v, PQgetlength(res, row, col))) = '\0';
-			v = t;
-			break;
-		case PC_BOOLOID:
-			v = *v ? "t" : "f";
-			break;
-		case PC_TEXTOID:
-		case PC_VARCHAROID:
-			break;          /* the same bytes in either format */
-		default:
-			/* a binary value of a type this writer cannot print
-			 * (timestamptz, numeric, jsonb, ...): null, never its
-			 * raw bytes as a string */
-			return o_lit(o, "null", 4);
-		}
+static unsigned char plan_kind(const PGresult *res, const struct pc_jt_field *f)
+{
+	int bin;
+
+	switch (f->how) {
+	case '{':
+		return P_OPEN;
+	case '}':
+		return P_CLOSE;
+	case 'a':
+		return P_ARRAY;
 	}
-	return o_esc(o, v);
+	bin = pc_col_is_bin(res, f->col);
+	switch (f->how) {
+	case 't':
+		if (PQftype(res, f->col) == PC_TIMESTAMPTZOID)
+			return bin ? P_TS_BIN : P_TS_TXT;
+		return bin ? P_TIME_BIN : P_TIME_TXT;
+	case 'i':
+		return bin ? P_INT_BIN : P_INT_TXT;
+	case 'b':
+		return bin ? P_BOOL_BIN : P_BOOL_TXT;
+	}
+	if (!bin)
+		return P_TEXT;
+	switch (PQftype(res, f->col)) {
+	case PC_UUIDOID:
+		return P_UUID;
+	case PC_INT2OID:
+	case PC_INT4OID:
+	case PC_INT8OID:
+		return P_BIN_INTSTR;
+	case PC_BOOLOID:
+		return P_BIN_BOOLSTR;
+	case PC_TEXTOID:
+	case PC_VARCHAROID:
+		return P_TEXT;
+	default:
+		return P_BIN_OTHER;
+	}
 }
 
-/* an int2 / int4 / int8 column's value, text or binary */
-static int64_t col_int(const PGresult *res, int row, int col)
+/* the value of a non-NULL-checked field of kind k (plan_kind) into o, which
+ * has O_COL_MAX room; size: a binary int's bytes, 0 to ask the value.  The
+ * one writer of column values: pc_jt_col* (a kind per call) and pc_jt_row
+ * (a kind per result) */
+static char *o_value(struct pc_jt *w, char *o, int k, int size, const PGresult *res,
+		int row, int col)
 {
 	const char *v = PQgetvalue(res, row, col);
-
-	if (pc_col_is_bin(res, col))
-		return pc_bin_int(v, PQgetlength(res, row, col));
-	return dec(v);
-}
-
-static char *o_col_int(char *o, const PGresult *res, int row, int col)
-{
-	if (PQgetisnull(res, row, col))
-		return o_lit(o, "null", 4);
-	return o_int(o, col_int(res, row, col));
-}
-
-/* a timestamptz (not NULL): binary without a conversion, text as
- * pc_pg_ts_text_us reads it, null when it cannot (infinity, another
- * DateStyle) */
-static char *o_ts(char *o, const PGresult *res, int row, int col)
-{
-	const char *v = PQgetvalue(res, row, col);
+	char t[24];
 	int64_t us;
 
-	if (pc_col_is_bin(res, col) ? pc_pg_ts_bin_us(v, &us) < 0 : pc_pg_ts_text_us(v, &us) < 0)
-		return o_lit(o, "null", 4);     /* infinity */
-	return o_time(o, us);
-}
+	if (k == P_BOOL_BIN || k == P_BOOL_TXT) {
+		/* NULL is false, as pc_jt_col_bool always wrote it */
+		int b = k == P_BOOL_BIN ? !PQgetisnull(res, row, col) && *v != 0
+			: strcmp(v, "t") == 0;
 
-static char *o_col_time(char *o, const PGresult *res, int row, int col)
-{
+		return b ? o_lit(o, "true", 4) : o_lit(o, "false", 5);
+	}
 	if (PQgetisnull(res, row, col))
 		return o_lit(o, "null", 4);
-	/* bigint microseconds (calendar.us) or a timestamptz */
-	if (PQftype(res, col) == PC_TIMESTAMPTZOID)
-		return o_ts(o, res, row, col);
-	return o_time(o, col_int(res, row, col));
+	if (!size)
+		size = PQgetlength(res, row, col);
+	switch (k) {
+	case P_UUID:
+		/* hex and dashes: nothing to escape */
+		*o++ = '"';
+		pc_bin_uuid(v, o);
+		o[36] = '"';
+		return o + 37;
+	case P_BIN_INTSTR:
+		/* a string, as the text result's digits are */
+		*o_int(t, pc_bin_int(v, size)) = '\0';
+		return o_esc(o, t);
+	case P_BIN_BOOLSTR:
+		return o_esc(o, *v ? "t" : "f");
+	case P_BIN_OTHER:
+		/* a binary value of a type this writer cannot print (numeric,
+		 * jsonb, ...): null, never its raw bytes as a string */
+		return o_lit(o, "null", 4);
+	case P_INT_BIN:
+		return o_int(o, pc_bin_int(v, size));
+	case P_INT_TXT:
+		return o_int(o, dec(v));
+	case P_TIME_BIN:
+		return o_time_w(w, o, pc_bin_int(v, size));
+	case P_TIME_TXT:
+		return o_time_w(w, o, dec(v));
+	case P_TS_BIN:
+	case P_TS_TXT:
+		/* a timestamptz: null when it has no Unix microseconds
+		 * (infinity) or its text is not ISO */
+		if ((k == P_TS_BIN ? pc_pg_ts_bin_us(v, &us) : pc_pg_ts_text_us(v, &us)) < 0)
+			return o_lit(o, "null", 4);
+		return o_time_w(w, o, us);
+	default:
+		return o_esc(o, v);
+	}
 }
 
-static char *o_col_bool(char *o, const PGresult *res, int row, int col)
+/* column col written as a field of kind how ('s', 'i', 't', 'b') would be:
+ * the ',' first when the container has a value */
+static void jt_col(struct pc_jt *w, const PGresult *res, int row, int col, char how)
 {
-	const char *v = PQgetvalue(res, row, col);
-	int t = pc_col_is_bin(res, col) ? !PQgetisnull(res, row, col) && *v != 0
-		: strcmp(v, "t") == 0;
+	struct pc_jt_field f = { .col = (short)col, .how = how };
+	char *o;
 
-	return t ? o_lit(o, "true", 4) : o_lit(o, "false", 5);
+	if (room(w, O_COL_MAX(res, row, col) + 1) < 0)
+		return;
+	o = w->buf + w->len;
+	if (w->comma)
+		*o++ = ',';
+	w->len = (size_t)(o_value(w, o, plan_kind(res, &f), 0, res, row, col) - w->buf);
+	w->comma = 1;
 }
-
-/* a value written by an o_ writer into reserved room: the ',' first when
- * the container has a value, then the commit */
-#define JT_COL(w, o_fn, res, row, col) do {                              \
-	if (room((w), O_COL_MAX((res), (row), (col)) + 1) == 0) {        \
-		char *o_ = (w)->buf + (w)->len;                           \
-		if ((w)->comma)                                           \
-			*o_++ = ',';                                      \
-		(w)->len = (size_t)(o_fn(o_, (res), (row), (col)) - (w)->buf); \
-		(w)->comma = 1;                                           \
-	}                                                                 \
-} while (0)
 
 void pc_jt_col(struct pc_jt *w, const PGresult *res, int row, int col)
 {
-	JT_COL(w, o_col, res, row, col);
+	jt_col(w, res, row, col, 's');
 }
 
 void pc_jt_col_int(struct pc_jt *w, const PGresult *res, int row, int col)
 {
-	JT_COL(w, o_col_int, res, row, col);
+	jt_col(w, res, row, col, 'i');
 }
 
 void pc_jt_col_time(struct pc_jt *w, const PGresult *res, int row, int col)
 {
-	JT_COL(w, o_col_time, res, row, col);
+	jt_col(w, res, row, col, 't');
 }
 
 void pc_jt_col_bool(struct pc_jt *w, const PGresult *res, int row, int col)
 {
-	JT_COL(w, o_col_bool, res, row, col);
+	jt_col(w, res, row, col, 'b');
 }
 
 /* A binary int4[] (array_send: ndim, has-nulls flag, element type, then
@@ -488,62 +519,6 @@ void pc_jt_col_int_array(struct pc_jt *w, const PGresult *res, int row, int col)
 
 /* ------------------------------------------------------------------- rows */
 
-/* how pc_jt_row writes a field's value, decided once per (result, table)
- * from the column's format and type: what o_col & co. decide per value */
-enum {
-	P_TEXT,             /* text / varchar, or any text-format column: escaped */
-	P_UUID,             /* binary uuid */
-	P_BIN_INTSTR,       /* binary int as a string (pc_jt_col) */
-	P_BIN_BOOLSTR,      /* binary bool as "t" / "f" */
-	P_BIN_OTHER,        /* binary value of another type: null */
-	P_INT_BIN, P_INT_TXT, P_TIME_BIN, P_TIME_TXT, P_BOOL_BIN, P_BOOL_TXT,
-	P_TS_BIN,           /* binary timestamptz: us from 2000-01-01 */
-	P_TS_TXT,           /* text timestamptz (o_ts) */
-	P_ARRAY, P_OPEN, P_CLOSE,
-};
-
-static unsigned char plan_kind(const PGresult *res, const struct pc_jt_field *f)
-{
-	int bin;
-
-	switch (f->how) {
-	case '{':
-		return P_OPEN;
-	case '}':
-		return P_CLOSE;
-	case 'a':
-		return P_ARRAY;
-	}
-	bin = pc_col_is_bin(res, f->col);
-	switch (f->how) {
-	case 't':
-		if (PQftype(res, f->col) == PC_TIMESTAMPTZOID)
-			return bin ? P_TS_BIN : P_TS_TXT;
-		return bin ? P_TIME_BIN : P_TIME_TXT;
-	case 'i':
-		return bin ? P_INT_BIN : P_INT_TXT;
-	case 'b':
-		return bin ? P_BOOL_BIN : P_BOOL_TXT;
-	}
-	if (!bin)
-		return P_TEXT;
-	switch (PQftype(res, f->col)) {
-	case PC_UUIDOID:
-		return P_UUID;
-	case PC_INT2OID:
-	case PC_INT4OID:
-	case PC_INT8OID:
-		return P_BIN_INTSTR;
-	case PC_BOOLOID:
-		return P_BIN_BOOLSTR;
-	case PC_TEXTOID:
-	case PC_VARCHAROID:
-		return P_TEXT;
-	default:
-		return P_BIN_OTHER;
-	}
-}
-
 /* the plan of (res, f) in w: kinds and the row's room but the text values' */
 static int plan(struct pc_jt *w, const PGresult *res, const struct pc_jt_field *f,
 		size_t n)
@@ -569,18 +544,12 @@ static int plan(struct pc_jt *w, const PGresult *res, const struct pc_jt_field *
 	return 0;
 }
 
-/* a binary int value's length: the type's (plan) or the value's */
-#define BIN_LEN(w, i, res, row, col) \
-	((w)->plan_size[i] ? (w)->plan_size[i] : PQgetlength((res), (row), (col)))
-
 void pc_jt_row(struct pc_jt *w, const PGresult *res, int row,
 		const struct pc_jt_field *f, size_t n)
 {
 	size_t need;
 	int first = 1;
-	char *o, t[24];
-	const char *v;
-	int64_t us;
+	char *o;
 
 	if (plan(w, res, f, n) < 0) {
 		w->failed = 1;          /* a table longer than PC_JT_ROW_MAX: a bug */
@@ -628,56 +597,7 @@ void pc_jt_row(struct pc_jt *w, const PGresult *res, int row,
 			o = w->buf + w->len;
 			continue;
 		}
-		if (k == P_BOOL_BIN || k == P_BOOL_TXT) {
-			o = o_col_bool(o, res, row, col);
-			continue;
-		}
-		if (PQgetisnull(res, row, col)) {
-			o = o_lit(o, "null", 4);
-			continue;
-		}
-		v = PQgetvalue(res, row, col);
-		switch (k) {
-		case P_UUID:
-			*o++ = '"';
-			pc_bin_uuid(v, o);
-			o[36] = '"';
-			o += 37;
-			break;
-		case P_BIN_INTSTR:
-			*o_int(t, pc_bin_int(v, BIN_LEN(w, i, res, row, col))) = '\0';
-			o = o_esc(o, t);
-			break;
-		case P_BIN_BOOLSTR:
-			o = o_esc(o, *v ? "t" : "f");
-			break;
-		case P_BIN_OTHER:
-			o = o_lit(o, "null", 4);
-			break;
-		case P_INT_BIN:
-			o = o_int(o, pc_bin_int(v, BIN_LEN(w, i, res, row, col)));
-			break;
-		case P_INT_TXT:
-			o = o_int(o, dec(v));
-			break;
-		case P_TIME_BIN:
-			o = o_time_w(w, o, pc_bin_int(v, BIN_LEN(w, i, res, row, col)));
-			break;
-		case P_TIME_TXT:
-			o = o_time_w(w, o, dec(v));
-			break;
-		case P_TS_BIN:
-			if (pc_pg_ts_bin_us(v, &us) < 0)
-				o = o_lit(o, "null", 4);        /* infinity */
-			else
-				o = o_time_w(w, o, us);
-			break;
-		case P_TS_TXT:
-			o = o_ts(o, res, row, col);
-			break;
-		default:
-			o = o_esc(o, v);
-		}
+		o = o_value(w, o, k, w->plan_size[i], res, row, col);
 	}
 	w->len = (size_t)(o - w->buf);
 	w->comma = 1;
