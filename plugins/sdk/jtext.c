@@ -297,9 +297,10 @@ static int64_t dec(const char *s)
  * would read; text and varchar are the same bytes in either format.
  * tests/unit/test_jtext.c compares the two.
  *
- * Each is an o_ writer (into room the caller reserved, O_COL_MAX bytes: a
- * text value escapes to at most 6 bytes per byte, anything else is shorter
- * than 48) used by the pc_jt_col* calls and, a row at a time, by pc_jt_row. */
+ * One writer, o_value, writes every value into room the caller reserved
+ * (O_COL_MAX bytes: a text value escapes to at most 6 bytes per byte,
+ * anything else is shorter than 48), for the pc_jt_col* calls and, a row at
+ * a time, for pc_jt_row. */
 #define O_COL_MAX(res, row, col) (6 * (size_t)PQgetlength((res), (row), (col)) + 48)
 
 static char *o_lit(char *o, const char *s, size_t n)
