@@ -35,6 +35,7 @@ int main(void)
 	srunner_add_suite(sr, make_jtext_suite());
 	srunner_add_suite(sr, make_consume_suite());
 	srunner_add_suite(sr, make_jobs_suite());
+	srunner_add_suite(sr, make_log_suite());
 
 	srunner_run_all(sr, CK_ENV);
 	nfailed = srunner_ntests_failed(sr);

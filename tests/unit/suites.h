@@ -17,5 +17,6 @@ Suite *make_text_suite(void);
 Suite *make_jtext_suite(void);
 Suite *make_consume_suite(void);
 Suite *make_jobs_suite(void);
+Suite *make_log_suite(void);
 
 #endif
