@@ -24,6 +24,8 @@ int pin_clock_parse(const char *s, int64_t *us_out);
 
 /* ---- uuid.c ------------------------------------------------------------- */
 void pin_uuid_v7(char out[37]);
+/* n bytes of the kernel's generator through a per-thread pool (uuid.c) */
+void pin_rand_bytes(unsigned char *b, size_t n);
 int pin_uuid_valid(const char *s);
 
 /* ---- config.c: key = value file, PIN_<KEY> env overrides, flags -------- */
@@ -142,6 +144,11 @@ char *pin_metrics_render(void);
 void pin_metrics_free(void);
 
 /* ---- outbox.c ----------------------------------------------------------- */
+/* the events.md envelope text of a message (outbox.c; malloc'd, NULL: out of
+ * memory): messageId, eventType, contractVersion 1, createdAt, aggregateType,
+ * aggregateId, correlationId (the thread's trace id), payload */
+char *pin_envelope_text(const char *mid, const char *ts, const char *event_type,
+		const char *aggregate_type, const char *aggregate_id, json_object *payload);
 int pin_outbox_put(const char *topic, const char *key, const char *event_type,
 		const char *aggregate_type, const char *aggregate_id,
 		json_object *payload);
@@ -249,6 +256,10 @@ int pin_envelope_parse(const char *value, size_t len, struct pin_msg *msg,
 /* ---- json.c: helpers ---------------------------------------------------- */
 /* Parses at most len bytes; NULL on invalid JSON (err filled). */
 json_object *pin_json_parse(const char *buf, size_t len, char *err, size_t errlen);
+/* s quoted as json-c prints it (PLAIN | NOSLASHESCAPE) into o, which has room
+ * for PIN_JSON_QUOTED_MAX(strlen(s)); returns the end, not terminated */
+#define PIN_JSON_QUOTED_MAX(n) (6 * (n) + 2)
+char *pin_json_quote(char *o, const char *s);
 /* RFC 9457 body: malloc'd string; errors borrowed. */
 char *pin_problem_body(int status, const char *code, const char *detail,
 		const char *trace_id, json_object *errors);

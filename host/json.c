@@ -1,4 +1,5 @@
-/* json.c -- JSON parsing, problem+json bodies, URL decoding. */
+/* json.c -- JSON parsing, JSON string quoting, problem+json bodies, URL
+ * decoding. */
 #include "config.h"
 #include <ctype.h>
 #include <math.h>
@@ -32,6 +33,45 @@ static bool finite_numbers(json_object *o)
 	default:
 		return true;
 	}
+}
+
+/* s as a JSON string, escaped as json-c's json_escape_str with
+ * JSON_C_TO_STRING_NOSLASHESCAPE (the flags of every text the host writes):
+ * " \ and \b \f \n \r \t by name, the other bytes below 0x20 as \u00xx
+ * (lower-case hex), every other byte as it is.  o has room for
+ * PIN_JSON_QUOTED_MAX(strlen(s)) bytes; returns the end (not terminated). */
+char *pin_json_quote(char *o, const char *s)
+{
+	static const char hx[] = "0123456789abcdef";
+
+	*o++ = '"';
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		char e;
+
+		switch (*p) {
+		case '"': e = '"'; break;
+		case '\\': e = '\\'; break;
+		case '\b': e = 'b'; break;
+		case '\f': e = 'f'; break;
+		case '\n': e = 'n'; break;
+		case '\r': e = 'r'; break;
+		case '\t': e = 't'; break;
+		default:
+			if (*p >= 0x20) {
+				*o++ = (char)*p;
+				continue;
+			}
+			memcpy(o, "\\u00", 4);
+			o[4] = hx[*p >> 4];
+			o[5] = hx[*p & 15];
+			o += 6;
+			continue;
+		}
+		*o++ = '\\';
+		*o++ = e;
+	}
+	*o++ = '"';
+	return o;
 }
 
 json_object *pin_json_parse(const char *buf, size_t len, char *err, size_t errlen)

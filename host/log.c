@@ -70,45 +70,13 @@ static void line_put(struct line *l, const char *s, size_t n)
 	}
 }
 
-/* s as a JSON string, escaped as json-c's json_escape_str with
- * JSON_C_TO_STRING_NOSLASHESCAPE: " \ and \b \f \n \r \t by name, the other
- * bytes below 0x20 as \u00xx (lower-case hex), every other byte as it is. */
+/* s as a JSON string (pin_json_quote) */
 static void line_str(struct line *l, const char *s)
 {
-	static const char hx[] = "0123456789abcdef";
-	size_t n = strlen(s);
-	char *o = line_room(l, 6 * n + 2), *start = o;
+	char *o = line_room(l, PIN_JSON_QUOTED_MAX(strlen(s)));
 
-	if (!o)
-		return;
-	*o++ = '"';
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		char e = 0;
-
-		switch (*p) {
-		case '"': e = '"'; break;
-		case '\\': e = '\\'; break;
-		case '\b': e = 'b'; break;
-		case '\f': e = 'f'; break;
-		case '\n': e = 'n'; break;
-		case '\r': e = 'r'; break;
-		case '\t': e = 't'; break;
-		default:
-			if (*p >= 0x20) {
-				*o++ = (char)*p;
-				continue;
-			}
-			memcpy(o, "\\u00", 4);
-			o[4] = hx[*p >> 4];
-			o[5] = hx[*p & 15];
-			o += 6;
-			continue;
-		}
-		*o++ = '\\';
-		*o++ = e;
-	}
-	*o++ = '"';
-	l->len += (size_t)(o - start);
+	if (o)
+		l->len = (size_t)(pin_json_quote(o, s) - l->p);
 }
 
 /* "ts" of the line: pin_clock_fmt's text, the date and time of day formatted

@@ -3,7 +3,7 @@
  * sends it as a Kafka header).  outbox_put writes one row (one INFO line
  * with its traceId); outbox_put_many (ABI 1.4) writes a batch in ONE
  * statement and logs one line for it.  Both build the envelope with
- * envelope_text() and insert with outbox_insert(), the only SQL that
+ * pin_envelope_text() and insert with outbox_insert(), the only SQL that
  * writes outbox rows. */
 #include "config.h"
 #include <stdint.h>
@@ -31,31 +31,47 @@ static void created_at(char *ts, size_t len)
 }
 
 /* The events.md envelope around payload (borrowed), messageId mid, createdAt
- * ts, correlationId the thread's trace id.  The caller serialises it
- * (envelope_json) and puts it. */
-static json_object *envelope_new(const char *mid, const char *ts, const char *event_type,
+ * ts, correlationId the thread's trace id, as text (malloc'd; NULL when out of
+ * memory).  Written directly (session 12): the fields around the payload are
+ * quoted into one buffer and the payload's own json-c text is appended --
+ * the bytes json-c printed for an object of the same fields in the same order
+ * with JSON_C_TO_STRING_PLAIN | NOSLASHESCAPE, without building that object
+ * (eight hash-table inserts and allocations per message); test_text's
+ * envelope_text_as_json_c compares the two. */
+char *pin_envelope_text(const char *mid, const char *ts, const char *event_type,
 		const char *aggregate_type, const char *aggregate_id, json_object *payload)
 {
-	json_object *env = json_object_new_object();
-
-	json_object_object_add(env, "messageId", json_object_new_string(mid));
-	json_object_object_add(env, "eventType", json_object_new_string(event_type));
-	json_object_object_add(env, "contractVersion", json_object_new_int(1));
-	json_object_object_add(env, "createdAt", json_object_new_string(ts));
-	json_object_object_add(env, "aggregateType",
-		aggregate_type ? json_object_new_string(aggregate_type) : NULL);
-	json_object_object_add(env, "aggregateId",
-		aggregate_id ? json_object_new_string(aggregate_id) : NULL);
-	json_object_object_add(env, "correlationId",
-		pin_trace_get() ? json_object_new_string(pin_trace_get()) : NULL);
-	json_object_object_add(env, "payload", json_object_get(payload));
-	return env;
-}
-
-static const char *envelope_json(json_object *env)
-{
-	return json_object_to_json_string_ext(env, JSON_C_TO_STRING_PLAIN |
+	const char *trace = pin_trace_get();
+	const char *body = json_object_to_json_string_ext(payload, JSON_C_TO_STRING_PLAIN |
 			JSON_C_TO_STRING_NOSLASHESCAPE);
+	const char *vals[6] = { mid, event_type, ts, aggregate_type, aggregate_id, trace };
+	static const char *const keys[6] = { "{\"messageId\":", ",\"eventType\":",
+		",\"contractVersion\":1,\"createdAt\":", ",\"aggregateType\":",
+		",\"aggregateId\":", ",\"correlationId\":" };
+	size_t cap = strlen(body) + 64 + sizeof ",\"payload\":}";
+	char *out, *o;
+
+	if (!body)
+		return NULL;
+	for (int i = 0; i < 6; i++)
+		cap += strlen(keys[i]) + (vals[i] ? PIN_JSON_QUOTED_MAX(strlen(vals[i])) : 4);
+	if (!(out = malloc(cap)))
+		return NULL;
+	o = out;
+	for (int i = 0; i < 6; i++) {
+		size_t k = strlen(keys[i]);
+
+		memcpy(o, keys[i], k);
+		o += k;
+		if (vals[i]) {
+			o = pin_json_quote(o, vals[i]);
+		} else {
+			memcpy(o, "null", 4);
+			o += 4;
+		}
+	}
+	o += sprintf(o, ",\"payload\":%s}", body);
+	return out;
 }
 
 /* ---- the INSERT of outbox rows ------------------------------------------ */
@@ -160,8 +176,7 @@ int pin_outbox_put_to(const char *table, const char *topic, const char *key,
 		const char *event_type, const char *aggregate_type,
 		const char *aggregate_id, json_object *payload)
 {
-	char mid[37], ts[40];
-	json_object *env;
+	char mid[37], ts[40], *env;
 	struct ob_row row;
 	int rc;
 
@@ -171,15 +186,17 @@ int pin_outbox_put_to(const char *table, const char *topic, const char *key,
 		return PIN_ERR;
 	pin_uuid_v7(mid);
 	created_at(ts, sizeof ts);
-	env = envelope_new(mid, ts, event_type, aggregate_type, aggregate_id, payload);
-	row = (struct ob_row){ mid, topic, key, envelope_json(env) };
+	if (!(env = pin_envelope_text(mid, ts, event_type, aggregate_type, aggregate_id,
+			payload)))
+		return PIN_ERR;
+	row = (struct ob_row){ mid, topic, key, env };
 	rc = outbox_insert(table, &row, 1, ts, pin_traceparent_get());
 	if (rc == 0) {
 		pin_metric_add("pin_outbox_written_total", NULL, 1);
 		pin_log(PIN_LOG_INFO, "outbox: event recorded", "messageId", mid,
 				"topic", topic, "eventType", event_type, NULL);
 	}
-	json_object_put(env);
+	free(env);
 	return rc;
 }
 
@@ -188,7 +205,7 @@ int pin_outbox_put_many(const char *table, const struct pin_outbox_msg *msgs,
 {
 	char ts[40], cnt[24];
 	char (*mid)[37];
-	json_object **env;
+	char **env;
 	struct ob_row *rows;
 	const char *topic, *event_type, *tp;
 	int rc = 0;
@@ -218,9 +235,13 @@ int pin_outbox_put_many(const char *table, const struct pin_outbox_msg *msgs,
 		const struct pin_outbox_msg *m = MSG(i);
 
 		pin_uuid_v7(mid[i]);
-		env[i] = envelope_new(mid[i], ts, m->event_type, m->aggregate_type,
+		env[i] = pin_envelope_text(mid[i], ts, m->event_type, m->aggregate_type,
 				m->aggregate_id, m->payload);
-		rows[i] = (struct ob_row){ mid[i], m->topic, m->key, envelope_json(env[i]) };
+		if (!env[i]) {
+			rc = PIN_ERR;
+			goto out;
+		}
+		rows[i] = (struct ob_row){ mid[i], m->topic, m->key, env[i] };
 		if (strcmp(m->topic, topic) != 0)
 			topic = "(several)";
 		if (strcmp(m->event_type, event_type) != 0)
@@ -238,8 +259,7 @@ int pin_outbox_put_many(const char *table, const struct pin_outbox_msg *msgs,
 out:
 	if (env)
 		for (size_t i = 0; i < n; i++)
-			if (env[i])
-				json_object_put(env[i]);
+			free(env[i]);
 	free(rows);
 	free(env);
 	free(mid);

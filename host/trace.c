@@ -6,7 +6,6 @@
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include "host.h"
 
 static __thread char trace[80];
@@ -51,32 +50,12 @@ bool pin_traceparent_valid(const char *tp)
 		strspn(tp + 53, "0123456789abcdef") == 2;
 }
 
-/* Random bytes for trace and span ids from a per-thread pool filled by one
- * getrandom() per RAND_POOL bytes: a request used two system calls for its
- * ids (issue 13, README "Read paths (session 6)"); the bytes still come
- * from the kernel's generator, never reused. */
-#define RAND_POOL 256   /* getrandom() never returns short for <= 256 */
-static __thread unsigned char rpool[RAND_POOL];
-static __thread size_t rpos = RAND_POOL;
-
-static void rand_bytes(unsigned char *b, size_t n)
-{
-	if (n > RAND_POOL - rpos) {
-		if (getrandom(rpool, sizeof rpool, 0) != (ssize_t)sizeof rpool)
-			memset(rpool, 0x5a, sizeof rpool);
-		rpos = 0;
-	}
-	memcpy(b, rpool + rpos, n);
-	memset(rpool + rpos, 0, n);
-	rpos += n;
-}
-
 static void rand_hex(char *out, size_t nbytes)
 {
 	unsigned char b[16];
 	static const char hx[] = "0123456789abcdef";
 
-	rand_bytes(b, nbytes);
+	pin_rand_bytes(b, nbytes);
 	for (size_t i = 0; i < nbytes; i++) {
 		out[2 * i] = hx[b[i] >> 4];
 		out[2 * i + 1] = hx[b[i] & 15];

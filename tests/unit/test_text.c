@@ -1,6 +1,8 @@
 /* test_text.c -- utf8.c (strict UTF-8 and U+0000 checks), envelope.c (the
  * consumer's decode + validate step) and pin_db_classify (db.c: which
  * SQLSTATE is retriable).  README "Error classes". */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <check.h>
@@ -116,6 +118,110 @@ START_TEST(sqlstate_classes)
 }
 END_TEST
 
+/* a payload printed by its own serializer (sdk/jtext's pc_jt_body) */
+static int raw_text(json_object *o, struct printbuf *pb, int level, int flags)
+{
+	(void)level;
+	(void)flags;
+	return printbuf_memappend(pb, json_object_get_string(o),
+			(int)strlen(json_object_get_string(o)));
+}
+
+/* what outbox.c built before session 12: the envelope as a json-c object */
+static char *envelope_json_c(const char *mid, const char *ts, const char *et,
+		const char *at, const char *aid, json_object *payload)
+{
+	json_object *env = json_object_new_object();
+	char *s;
+
+	json_object_object_add(env, "messageId", json_object_new_string(mid));
+	json_object_object_add(env, "eventType", json_object_new_string(et));
+	json_object_object_add(env, "contractVersion", json_object_new_int(1));
+	json_object_object_add(env, "createdAt", json_object_new_string(ts));
+	json_object_object_add(env, "aggregateType", at ? json_object_new_string(at) : NULL);
+	json_object_object_add(env, "aggregateId", aid ? json_object_new_string(aid) : NULL);
+	json_object_object_add(env, "correlationId",
+		pin_trace_get() ? json_object_new_string(pin_trace_get()) : NULL);
+	json_object_object_add(env, "payload", json_object_get(payload));
+	s = strdup(json_object_to_json_string_ext(env, JSON_C_TO_STRING_PLAIN |
+			JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(env);
+	return s;
+}
+
+START_TEST(envelope_text_as_json_c)
+{
+	const char *mid = "01936f3e-8d2a-7b4c-9e8f-1a2b3c4d5e6f", *ts = "2026-12-03T07:00:00.123Z";
+	json_object *p = json_tokener_parse("{\"eventId\":\"e/1\",\"n\":3,\"x\":1.5,"
+		"\"t\":\"a\\\"b\\\\c\\n\\u0001\\u00e9/\",\"arr\":[1,null,true,{\"k\":[]}],"
+		"\"o\":{},\"neg\":-9007199254740993}");
+	json_object *raw = json_object_new_string("{\"reminderId\":\"r\",\"offsetMinutes\":60}");
+	json_object *payloads[2] = { p, raw };
+	char et[64];
+
+	ck_assert_ptr_nonnull(p);
+	json_object_set_serializer(raw, raw_text, NULL, NULL);
+	snprintf(et, sizeof et, "pin.calendar.x\t\"q\"/%c", 0x1f);
+	for (int k = 0; k < 2; k++)
+		for (int trace = 0; trace < 2; trace++)
+			for (int nulls = 0; nulls < 2; nulls++) {
+				char *got, *want;
+				const char *at = nulls ? NULL : "CalendarEvent";
+				const char *aid = nulls ? NULL : "b0000000-0000-4000-8010-000000000001";
+
+				pin_trace_set(trace ? "4bf92f3577b34da6a3ce929d0e0e4736" : NULL);
+				got = pin_envelope_text(mid, ts, k ? "pin.calendar.reminder-due" : et,
+						at, aid, payloads[k]);
+				want = envelope_json_c(mid, ts, k ? "pin.calendar.reminder-due" : et,
+						at, aid, payloads[k]);
+				ck_assert_ptr_nonnull(got);
+				ck_assert_str_eq(got, want);
+				free(got);
+				free(want);
+			}
+	pin_trace_set(NULL);
+	json_object_put(p);
+	json_object_put(raw);
+}
+END_TEST
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* RFC 9562 UUIDv7: 48-bit Unix ms of the host clock, version 7, variant 10,
+ * lower-case hex; random bits never repeat across the pool's refills */
+START_TEST(uuid_v7_shape)
+{
+	enum { N = 5000 };
+	char (*u)[37] = malloc(N * sizeof *u);
+	int64_t before = pin_clock_now_us() / 1000, after;
+
+	for (int i = 0; i < N; i++)
+		pin_uuid_v7(u[i]);
+	after = pin_clock_now_us() / 1000;
+	for (int i = 0; i < N; i++) {
+		unsigned long long ms = 0;
+
+		ck_assert_msg(pin_uuid_valid(u[i]), "%s", u[i]);
+		ck_assert_uint_eq(strspn(u[i], "0123456789abcdef-"), 36);
+		ck_assert_int_eq(u[i][14], '7');
+		ck_assert_ptr_nonnull(strchr("89ab", u[i][19]));
+		for (int k = 0; k < 13; k++)
+			if (k != 8)
+				ms = ms * 16 + (unsigned long long)(strchr("0123456789abcdef", u[i][k]) -
+						"0123456789abcdef");
+		ck_assert_int_ge((long long)ms, before);
+		ck_assert_int_le((long long)ms, after);
+	}
+	qsort(u, N, sizeof *u, cmp_str);
+	for (int i = 1; i < N; i++)
+		ck_assert_str_ne(u[i - 1], u[i]);
+	free(u);
+}
+END_TEST
+
 Suite *make_text_suite(void)
 {
 	Suite *s = suite_create("text");
@@ -125,6 +231,8 @@ Suite *make_text_suite(void)
 	tcase_add_test(tc, json_nul_and_path);
 	tcase_add_test(tc, envelope_codes);
 	tcase_add_test(tc, sqlstate_classes);
+	tcase_add_test(tc, envelope_text_as_json_c);
+	tcase_add_test(tc, uuid_v7_shape);
 	suite_add_tcase(s, tc);
 	return s;
 }
