@@ -3,7 +3,7 @@
  * Expectations:
  *  - every line is json-c's JSON_C_TO_STRING_PLAIN | NOSLASHESCAPE rendering
  *    of the object {ts, level, msg, [traceId], fields...} (the writer before
- *    session 12 built that object; the reference here still does), whatever
+ *    session 12 built that object; host/tools/textref.h still does), whatever
  *    bytes the strings hold, null values and repeated keys (the later value
  *    in the earlier place) included;
  *  - ts is the host clock's text (pin_clock_fmt), parsable back;
@@ -22,6 +22,7 @@
 
 #include "host.h"
 #include "suites.h"
+#include "tools/textref.h"
 
 /* stderr goes to a temporary file while a case logs */
 static int saved_fd = -1;
@@ -78,27 +79,6 @@ static char *line_ts(const char *line, int own)
 	return ts;
 }
 
-/* json-c's rendering of the object the pre-session-12 writer built */
-static char *reference(const char *ts, const char *level, const char *msg,
-		const char *trace, const char *const *kv)
-{
-	json_object *o = json_object_new_object();
-	char *s;
-
-	json_object_object_add(o, "ts", json_object_new_string(ts));
-	json_object_object_add(o, "level", json_object_new_string(level));
-	json_object_object_add(o, "msg", json_object_new_string(msg));
-	if (trace)
-		json_object_object_add(o, "traceId", json_object_new_string(trace));
-	for (; *kv; kv += 2)
-		json_object_object_add(o, kv[0], kv[1] ? json_object_new_string(kv[1]) : NULL);
-	if (asprintf(&s, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-			JSON_C_TO_STRING_NOSLASHESCAPE)) < 0)
-		s = NULL;
-	json_object_put(o);
-	return s;
-}
-
 /* the captured line against the reference; got is freed */
 static void check_got(char *got, const char *lname, const char *msg, const char *trace,
 		const char *const *kv)
@@ -109,7 +89,7 @@ static void check_got(char *got, const char *lname, const char *msg, const char 
 	for (const char *const *k = kv; *k; k += 2)
 		own &= strcmp(*k, "ts") != 0;
 	pin_trace_set(NULL);
-	want = reference(line_ts(got, own), lname, msg ? msg : "", trace, kv);
+	want = ref_log_text(line_ts(got, own), lname, msg ? msg : "", trace, kv);
 	ck_assert_ptr_nonnull(want);
 	ck_assert_str_eq(got, want);
 	free(got);

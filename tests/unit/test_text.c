@@ -9,6 +9,7 @@
 
 #include "host.h"
 #include "suites.h"
+#include "tools/textref.h"
 
 #define V(s) pin_utf8_valid((s), sizeof(s) - 1)
 
@@ -127,28 +128,6 @@ static int raw_text(json_object *o, struct printbuf *pb, int level, int flags)
 			(int)strlen(json_object_get_string(o)));
 }
 
-/* what outbox.c built before session 12: the envelope as a json-c object */
-static char *envelope_json_c(const char *mid, const char *ts, const char *et,
-		const char *at, const char *aid, json_object *payload)
-{
-	json_object *env = json_object_new_object();
-	char *s;
-
-	json_object_object_add(env, "messageId", json_object_new_string(mid));
-	json_object_object_add(env, "eventType", json_object_new_string(et));
-	json_object_object_add(env, "contractVersion", json_object_new_int(1));
-	json_object_object_add(env, "createdAt", json_object_new_string(ts));
-	json_object_object_add(env, "aggregateType", at ? json_object_new_string(at) : NULL);
-	json_object_object_add(env, "aggregateId", aid ? json_object_new_string(aid) : NULL);
-	json_object_object_add(env, "correlationId",
-		pin_trace_get() ? json_object_new_string(pin_trace_get()) : NULL);
-	json_object_object_add(env, "payload", json_object_get(payload));
-	s = strdup(json_object_to_json_string_ext(env, JSON_C_TO_STRING_PLAIN |
-			JSON_C_TO_STRING_NOSLASHESCAPE));
-	json_object_put(env);
-	return s;
-}
-
 START_TEST(envelope_text_as_json_c)
 {
 	const char *mid = "01936f3e-8d2a-7b4c-9e8f-1a2b3c4d5e6f", *ts = "2026-12-03T07:00:00.123Z";
@@ -172,8 +151,8 @@ START_TEST(envelope_text_as_json_c)
 				pin_trace_set(trace ? "4bf92f3577b34da6a3ce929d0e0e4736" : NULL);
 				got = pin_envelope_text(mid, ts, k ? "pin.calendar.reminder-due" : et,
 						at, aid, payloads[k]);
-				want = envelope_json_c(mid, ts, k ? "pin.calendar.reminder-due" : et,
-						at, aid, payloads[k]);
+				want = ref_envelope(mid, ts, k ? "pin.calendar.reminder-due" : et,
+						at, aid, pin_trace_get(), payloads[k]);
 				ck_assert_ptr_nonnull(got);
 				ck_assert_str_eq(got, want);
 				free(got);
