@@ -11,6 +11,7 @@
  * a repeated key included (it replaces the earlier value in its place); the
  * unit test test_log compares the two. */
 #include "config.h"
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +27,16 @@ void pin_log_set_level(int level)
 	min_level = level;
 }
 
-#define LOG_MAX_FIELDS 64       /* key/value pairs after ts, level, msg, traceId */
+#define LOG_FIELDS 32            /* fields on the stack; more go to the heap */
 
 struct field { const char *k, *v; };    /* v NULL: null */
 
-static const char ts_mark[] = "";       /* f[0].v: the line's own time */
+/* the fields of a line: ts (f[0]; own: the line's time, not replaced by a
+ * field of the caller), level, msg, [traceId], the caller's */
+struct fields {
+	struct field *f, stack[LOG_FIELDS];
+	int n, cap, own_ts, oom;
+};
 
 /* the line being built: a stack buffer, a heap one past it */
 struct line {
@@ -112,67 +118,92 @@ static void line_ts(struct line *l, int64_t us)
 	line_put(l, "\"", 1);
 }
 
-/* f[0..n) plus (k, v): a repeated key takes the new value in its place, as
+/* (k, v) added: a repeated key takes the new value in its place, as
  * json_object_object_add does */
-static int field_add(struct field *f, int n, const char *k, const char *v)
+static void field_add(struct fields *fs, const char *k, const char *v)
 {
-	for (int i = 0; i < n; i++)
-		if (!strcmp(f[i].k, k)) {
-			f[i].v = v;
-			return n;
+	for (int i = 0; i < fs->n; i++)
+		if (!strcmp(fs->f[i].k, k)) {
+			fs->f[i].v = v;
+			if (i == 0)
+				fs->own_ts = 0;
+			return;
 		}
-	if (n < LOG_MAX_FIELDS + 4)
-		f[n++] = (struct field){ k, v };
-	return n;
+	if (fs->n == fs->cap) {
+		struct field *g = malloc(2 * (size_t)fs->cap * sizeof *g);
+
+		if (!g) {
+			fs->oom = 1;
+			return;
+		}
+		memcpy(g, fs->f, (size_t)fs->n * sizeof *g);
+		if (fs->f != fs->stack)
+			free(fs->f);
+		fs->f = g;
+		fs->cap *= 2;
+	}
+	fs->f[fs->n++] = (struct field){ k, v };
 }
 
+/* the line, retried after a signal; a line cut short by an error still gets
+ * its newline, so the next line starts clean */
 static void write_all(const char *p, size_t n)
 {
-	while (n > 0) {
-		ssize_t w = write(STDERR_FILENO, p, n);
+	size_t done = 0;
 
-		if (w <= 0)
+	while (done < n) {
+		ssize_t w = write(STDERR_FILENO, p + done, n - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (done > 0 && write(STDERR_FILENO, "\n", 1) < 0)
+				return;
 			return;
-		p += w;
-		n -= (size_t)w;
+		}
+		done += (size_t)w;
 	}
 }
 
 void pin_logv(int level, const char *msg, va_list ap)
 {
-	struct field f[LOG_MAX_FIELDS + 4];
+	struct fields fs;
 	struct line l;
 	const char *k, *v, *trace;
-	int n = 0;
 
 	if (level < min_level)
 		return;
 	if (level < PIN_LOG_DEBUG || level > PIN_LOG_ERROR)
 		level = PIN_LOG_ERROR;
-	f[n++] = (struct field){ "ts", ts_mark };       /* written by line_ts */
-	f[n++] = (struct field){ "level", level_name[level] };
-	f[n++] = (struct field){ "msg", msg ? msg : "" };
+	fs.f = fs.stack;
+	fs.n = 0;
+	fs.cap = LOG_FIELDS;
+	fs.own_ts = 1;
+	fs.oom = 0;
+	field_add(&fs, "ts", NULL);     /* own_ts: written by line_ts */
+	field_add(&fs, "level", level_name[level]);
+	field_add(&fs, "msg", msg ? msg : "");
 	trace = pin_trace_get();
 	if (trace)
-		f[n++] = (struct field){ "traceId", trace };
+		field_add(&fs, "traceId", trace);
 	while ((k = va_arg(ap, const char *)) != NULL) {
 		v = va_arg(ap, const char *);
-		n = field_add(f, n, k, v);
+		field_add(&fs, k, v);
 	}
 	l.p = l.stack;
 	l.len = 0;
 	l.cap = sizeof l.stack;
-	l.oom = 0;
+	l.oom = fs.oom;
 	line_put(&l, "{", 1);
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < fs.n; i++) {
 		if (i)
 			line_put(&l, ",", 1);
-		line_str(&l, f[i].k);
+		line_str(&l, fs.f[i].k);
 		line_put(&l, ":", 1);
-		if (f[i].v == ts_mark)
+		if (i == 0 && fs.own_ts)
 			line_ts(&l, pin_clock_now_us());
-		else if (f[i].v)
-			line_str(&l, f[i].v);
+		else if (fs.f[i].v)
+			line_str(&l, fs.f[i].v);
 		else
 			line_put(&l, "null", 4);
 	}
@@ -186,6 +217,8 @@ void pin_logv(int level, const char *msg, va_list ap)
 	}
 	if (l.p != l.stack)
 		free(l.p);
+	if (fs.f != fs.stack)
+		free(fs.f);
 }
 
 void pin_log(int level, const char *msg, ...)

@@ -37,7 +37,8 @@ static void created_at(char *ts, size_t len)
  * the bytes json-c printed for an object of the same fields in the same order
  * with JSON_C_TO_STRING_PLAIN | NOSLASHESCAPE, without building that object
  * (eight hash-table inserts and allocations per message); test_text's
- * envelope_text_as_json_c compares the two. */
+ * envelope_text_as_json_c compares the two.  Printing the payload keeps its
+ * text in the payload object (json-c's own cache) until the caller frees it. */
 char *pin_envelope_text(const char *mid, const char *ts, const char *event_type,
 		const char *aggregate_type, const char *aggregate_id, json_object *payload)
 {
@@ -48,11 +49,12 @@ char *pin_envelope_text(const char *mid, const char *ts, const char *event_type,
 	static const char *const keys[6] = { "{\"messageId\":", ",\"eventType\":",
 		",\"contractVersion\":1,\"createdAt\":", ",\"aggregateType\":",
 		",\"aggregateId\":", ",\"correlationId\":" };
-	size_t cap = strlen(body) + 64 + sizeof ",\"payload\":}";
+	size_t cap;
 	char *out, *o;
 
 	if (!body)
 		return NULL;
+	cap = strlen(body) + 64 + sizeof ",\"payload\":}";
 	for (int i = 0; i < 6; i++)
 		cap += strlen(keys[i]) + (vals[i] ? PIN_JSON_QUOTED_MAX(strlen(vals[i])) : 4);
 	if (!(out = malloc(cap)))

@@ -2,6 +2,7 @@
  * the random bytes of trace and span ids (trace.c). */
 #include "config.h"
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -24,7 +25,13 @@ void pin_rand_bytes(unsigned char *b, size_t n)
 		size_t k;
 
 		if (rpos == RAND_POOL) {
-			if (getrandom(rpool, sizeof rpool, 0) != (ssize_t)sizeof rpool)
+			ssize_t got;
+
+			/* blocks until the kernel's pool is ready, never short for
+			 * 256 bytes; a signal can interrupt the wait */
+			while ((got = getrandom(rpool, sizeof rpool, 0)) < 0 && errno == EINTR)
+				;
+			if (got != (ssize_t)sizeof rpool)
 				memset(rpool, 0x5a, sizeof rpool);
 			rpos = 0;
 		}

@@ -143,6 +143,11 @@ START_TEST(log_as_json_c)
 	big[20000] = 0;
 	CHECK_LINE(PIN_LOG_INFO, "info", "big", NULL, "big", big, "after", "y", NULL);
 	free(big);
+	/* more fields than the writer keeps on its stack (32), one repeated */
+#define P5(x) x "0", "v0", x "1", "v1", x "2", NULL, x "3", "v3", x "4", "v4"
+	CHECK_LINE(PIN_LOG_INFO, "info", "many", NULL, P5("a"), P5("b"), P5("c"), P5("d"),
+		P5("e"), P5("f"), P5("g"), P5("h"), P5("i"), "a2", "again", NULL);
+#undef P5
 }
 END_TEST
 
