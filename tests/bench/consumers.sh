@@ -101,7 +101,13 @@ b_gen() {
 b_consumers_clean() {
 	local try
 	for try in 1 2 3 4 5; do
-		b_consumers_clean_once 2>"$STATE/bench-clean.err" && return 0
+		if b_consumers_clean_once 2>"$STATE/bench-clean.err"; then
+			b_vacuum calendar.user_replicas notifications.recipient_contacts \
+				calendar.event_reminders calendar.calendar_events \
+				calendar.booking_deadline_links notifications.notifications \
+				notifications.subject_final_states calendar.outbox notifications.outbox
+			return 0
+		fi
 		sleep 0.5
 	done
 	cat "$STATE/bench-clean.err" >&2
