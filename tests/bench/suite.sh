@@ -380,8 +380,9 @@ b_busy() {   # the machine's busy share (%) over one second, from /proc/stat
 # below PIN_BENCH_SETTLE_BUSY % busy (35): the worker host finishes what a run
 # set off (a CRM run's event-created messages reach notify, whose e-mails and
 # in-app rows the dispatcher and the publisher then work on) before the next
-# run is timed.  The dev stack idles at ~15-20 % of this machine (the relays'
-# polls), so the threshold sits above that.
+# run is timed.  The quiet dev stack uses ~3 % of this machine (the relays'
+# polls: ~0.5 % of a core per relay backend); right after a worker scenario
+# it stays at 15-20 % for a while.
 b_settle() {
 	local t0=$SECONDS busy
 	while ((SECONDS - t0 < ${PIN_BENCH_SETTLE_S:-60})); do
