@@ -105,7 +105,8 @@ b_consumers_clean() {
 			b_vacuum calendar.user_replicas notifications.recipient_contacts \
 				calendar.event_reminders calendar.calendar_events \
 				calendar.booking_deadline_links notifications.notifications \
-				notifications.subject_final_states calendar.outbox notifications.outbox
+				notifications.subject_final_states calendar.outbox notifications.outbox \
+				calendar.inbox notifications.processed_messages
 			return 0
 		fi
 		sleep 0.5
@@ -118,6 +119,25 @@ b_consumers_clean_once() {
 	b_psql <<-EOF >/dev/null
 		DELETE FROM calendar.user_replicas WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%';
 		DELETE FROM notifications.recipient_contacts WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%';
+		-- the runs' dedup rows (session 13: they were kept for good, 45k per run
+		-- plus notify's of the CRM run's event-created messages): the bench's
+		-- message ids (b1000000-/b2000000-/b3000000- + run) ...
+		DELETE FROM calendar.inbox WHERE message_id BETWEEN
+		  'b1000000-0000-0000-0000-000000000000' AND 'b1000000-ffff-ffff-ffff-ffffffffffff'
+		  OR message_id BETWEEN
+		  'b2000000-0000-0000-0000-000000000000' AND 'b2000000-ffff-ffff-ffff-ffffffffffff';
+		DELETE FROM notifications.processed_messages WHERE message_id BETWEEN
+		  'b1000000-0000-0000-0000-000000000000' AND 'b1000000-ffff-ffff-ffff-ffffffffffff'
+		  OR message_id BETWEEN
+		  'b3000000-0000-0000-0000-000000000000' AND 'b3000000-ffff-ffff-ffff-ffffffffffff';
+		-- ... and the published event-created rows of the CRM run's events with
+		-- notify's dedup rows of them
+		DELETE FROM notifications.processed_messages WHERE consumer_group =
+		  'notifications-calendar-events' AND message_id IN (SELECT message_id FROM
+		  calendar.outbox WHERE published_at IS NOT NULL AND key IN (SELECT id::text FROM
+		  calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%'));
+		DELETE FROM calendar.outbox WHERE published_at IS NOT NULL AND key IN (SELECT id::text
+		  FROM calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%');
 		DELETE FROM calendar.event_reminders WHERE calendar_event_id IN (SELECT id FROM
 		  calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%');
 		DELETE FROM calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%';

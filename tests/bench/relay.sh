@@ -86,6 +86,7 @@ bench_relay() {
 	b_row relay "drain $n rows (${R_BYTES}-byte envelopes), 1 worker host" "$R_RATE" "rows/s" \
 		"raw librdkafka producer $R_ANCHOR rows/s" "$R_ANCHOR" "$ratio" ">=50000 rows/s" "$ok"
 	b_psql -c "DELETE FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC'" >/dev/null
+	b_vacuum calendar.outbox
 }
 
 # b_relay_hosts K: extra worker hosts until K run (the stack's is one);
@@ -139,4 +140,5 @@ bench_relay_scale() {
 	b_relay_anchor
 	b_row relay-scale "raw librdkafka producer (anchor)" "$R_ANCHOR" "rows/s" "-" "" "" "-" true
 	b_psql -c "DELETE FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC'" >/dev/null
+	b_vacuum calendar.outbox
 }

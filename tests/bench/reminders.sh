@@ -41,12 +41,28 @@ b_rem_wait() {    # b_rem_wait SQL WHAT: polls SQL (LIMIT 1: a row while work is
 	done
 }
 
+# b_rem_clean [start]: deletes the bench's events (their reminders go with
+# them).  At the start of a run also the outbox rows of the previous run and
+# notify's dedup rows of those messages: notify consumes the 2 x N reminder-due
+# messages of a run (the dispatch's and the anchor's copies) for a minute
+# after it, so they are deleted only before the next run (b_settle waited for
+# that tail); before session 13 each run left 200k rows in
+# notifications.processed_messages for good (7.2M, 1.26 GB, after session 12).
+# Then VACUUM (ANALYZE) of what it deleted from (b_vacuum).
 b_rem_clean() {
 	b_psql <<-EOF >/dev/null
 		DELETE FROM calendar.calendar_events WHERE owner_user_id::text LIKE '$B_REM_OWNER%';
+	EOF
+	[[ ${1:-} == start ]] || return 0
+	b_psql <<-EOF >/dev/null
+		DELETE FROM notifications.processed_messages
+		  WHERE consumer_group = 'notifications-calendar-events' AND message_id IN
+		    (SELECT message_id FROM calendar.outbox WHERE key LIKE '$B_REM_EVENT%');
 		DELETE FROM calendar.outbox WHERE key LIKE '$B_REM_EVENT%'
 		  AND published_at IS NOT NULL;
 	EOF
+	b_vacuum calendar.calendar_events calendar.event_reminders calendar.outbox \
+		notifications.processed_messages
 }
 
 # b_rem_pub_end: epoch of the last publish of the bench's reminder-due rows
@@ -64,7 +80,7 @@ bench_reminders() {
 	local n=${PIN_BENCH_REMINDERS_N:-100000} ev t0 t1 s_disp s_e2e s_relay lat_p99 cycle
 	local r_disp r_e2e r_relay ratio ok=true once
 	ev=$((n / 2 + 1))
-	b_rem_clean
+	b_rem_clean start
 	say "reminders: $n due reminders over ~$ev events, 1-3 each (SQL)"
 	b_psql <<-EOF >/dev/null
 		INSERT INTO calendar.calendar_events (id, tenant_id, owner_user_id, kind, origin,
