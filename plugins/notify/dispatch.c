@@ -14,9 +14,13 @@
  *   2. send each row OUTSIDE any transaction (smtp.c, sms.c).  The address
  *      is read from the contact replica at claim time: a row whose contact
  *      is still unknown is retried later (seed 001: the address catches up)
- *      without counting an attempt (the claim's such rows in one
- *      statement), and Failed (NTF_CONTACT_UNKNOWN) only after
- *      dispatch_contact_wait_max_s.
+ *      without counting an attempt, and Failed (NTF_CONTACT_UNKNOWN) only
+ *      after dispatch_contact_wait_max_s.  Before each claim, the due rows
+ *      without a contact that may still wait are put back in one statement
+ *      (DEFER_DUE_SQL) without being leased first: nothing is sent for them,
+ *      so no lease is needed, and each such row costs one row version per
+ *      retry instead of two (the lease, then the deferral).  The claim's own
+ *      such rows (a contact removed meanwhile) go back in one statement, too.
  *   3. record, one transaction per row, only while the lease is ours:
  *      Sent (+ sent_at, provider_message_id), or a retry (attempts + 1,
  *      next_attempt_at = now + base * 2^(attempts-1) capped, last_error
@@ -108,6 +112,28 @@ static const char DEFER_SQL[] =
 	"   SET last_error = 'NTF_CONTACT_UNKNOWN', next_attempt_at = $3::timestamptz,"
 	"       lease_until = NULL, lease_owner = NULL"
 	" WHERE id = ANY ($1::uuid[]) AND lease_owner = $2::uuid AND status = 'Pending'";
+
+/* The due rows of channels $2 whose contact is unknown (no replica row, or
+ * its address for the channel NULL or empty: contact_unknown()) and that may
+ * still wait (age <= $4 s, notify.dispatch_contact_wait_max_s; an older one
+ * is claimed and Failed by record()), oldest due first, at most $5: back to
+ * the queue until $3, as DEFER_SQL writes it, without a lease first.  SKIP
+ * LOCKED and the re-check of the locked row (READ COMMITTED) leave rows
+ * that another pass claimed alone.  Planned at each execution: DUE_PLAN. */
+static const char DEFER_DUE_SQL[] =
+	"UPDATE notifications.notifications AS n"
+	"   SET last_error = 'NTF_CONTACT_UNKNOWN', next_attempt_at = $3::timestamptz,"
+	"       lease_until = NULL, lease_owner = NULL"
+	"  FROM (SELECT n.id FROM notifications.notifications AS n"
+	"         WHERE " DUE_ROWS("2")
+	"           AND extract(epoch FROM $1::timestamptz - n.created_at)::bigint <= $4::bigint"
+	"           AND NOT EXISTS (SELECT 1 FROM notifications.recipient_contacts c"
+	"                 WHERE c.user_id = n.recipient_user_id"
+	"                   AND (CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END) <> '')"
+	"         ORDER BY " DUE_AT ", n.id LIMIT $5::int"
+	"         FOR UPDATE SKIP LOCKED) AS d"
+	" WHERE n.id = d.id"
+	" RETURNING n.channel";
 
 static void observe(const char *channel, double s)
 {
@@ -324,6 +350,37 @@ static void dispatch_row(PGresult *res, int i, const char *owner)
 	}
 }
 
+/* Before a claim: the due rows without a contact that may still wait go
+ * back to the queue (DEFER_DUE_SQL).  Returns the rows deferred (0 on an
+ * error: the claim then meets them and defer_unknown() does it). */
+static int defer_due_unknown(const char *chans, const char *now, const char *lim)
+{
+	char next[40], wait[24];
+	const char *p[5];
+	PGresult *res;
+	int n;
+
+	api->fmt_time(api->now_us() + api->config_int("notify.dispatch_contact_retry_s", 300) *
+			1000000, next, sizeof next);
+	snprintf(wait, sizeof wait, "%lld",
+			api->config_int("notify.dispatch_contact_wait_max_s", 86400));
+	p[0] = now;
+	p[1] = chans;
+	p[2] = next;
+	p[3] = wait;
+	p[4] = lim;
+	res = api->db_exec(DEFER_DUE_SQL, 5, p);             /* DUE_PLAN */
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		api->log(PIN_LOG_ERROR, "notification dispatch: cannot defer the rows "
+				"without a contact", NULL);
+		return 0;
+	}
+	n = PQntuples(res);
+	for (int i = 0; i < n; i++)
+		count(PQgetvalue(res, i, 0), "contact_unknown");
+	return n;
+}
+
 static void update_lag(const char *chans, const char *now)
 {
 	const char *p[2] = { now, chans };
@@ -342,7 +399,7 @@ static int dispatch_job(void *ud)
 	char now[40], until[40], owner[37], lim[16];
 	const char *p[5];
 	PGresult *res;
-	int n, total = 0, full;
+	int n, k, total = 0, full;
 	int64_t t0 = api->now_us(), t = t0;
 
 	(void)ud;
@@ -358,6 +415,7 @@ static int dispatch_job(void *ud)
 				until, sizeof until);
 		api->uuid_v7(owner);
 		snprintf(lim, sizeof lim, "%lld", api->config_int("notify.dispatch_batch", 50));
+		k = defer_due_unknown(chans, now, lim);
 		p[0] = now;
 		p[1] = until;
 		p[2] = owner;
@@ -371,8 +429,8 @@ static int dispatch_job(void *ud)
 		for (int i = 0; i < n; i++)
 			if (!contact_unknown(res, i))
 				dispatch_row(res, i, owner);
-		total += n;
-		full = n >= atoi(lim);
+		total += n + k;
+		full = n >= atoi(lim) || k >= atoi(lim);
 		t = api->now_us();
 		/* a backlog is sent in one pass (no interval's pause between
 		 * batches), for at most PASS_MAX_US so that a stop is not held */
