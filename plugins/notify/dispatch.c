@@ -252,6 +252,14 @@ static int64_t backoff_us(int attempts)
 	return (int64_t)d * 1000000;
 }
 
+/* when a row without a contact is looked at again: now +
+ * notify.dispatch_contact_retry_s */
+static void contact_retry_at(char *next, size_t len)
+{
+	api->fmt_time(api->now_us() + api->config_int("notify.dispatch_contact_retry_s", 300) *
+			1000000, next, len);
+}
+
 static int contact_unknown(PGresult *res, int i)
 {
 	return PQgetisnull(res, i, C_TO) || !*PQgetvalue(res, i, C_TO);
@@ -292,8 +300,7 @@ static void defer_unknown(PGresult *res, const char *owner)
 	*w++ = '}';
 	*w = '\0';
 	if (k) {
-		api->fmt_time(api->now_us() + api->config_int(
-				"notify.dispatch_contact_retry_s", 300) * 1000000, next, sizeof next);
+		contact_retry_at(next, sizeof next);
 		p[0] = ids;
 		p[1] = owner;
 		p[2] = next;
@@ -356,19 +363,13 @@ static void dispatch_row(PGresult *res, int i, const char *owner)
 static int defer_due_unknown(const char *chans, const char *now, const char *lim)
 {
 	char next[40], wait[24];
-	const char *p[5];
+	const char *p[5] = { now, chans, next, wait, lim };
 	PGresult *res;
 	int n;
 
-	api->fmt_time(api->now_us() + api->config_int("notify.dispatch_contact_retry_s", 300) *
-			1000000, next, sizeof next);
+	contact_retry_at(next, sizeof next);
 	snprintf(wait, sizeof wait, "%lld",
 			api->config_int("notify.dispatch_contact_wait_max_s", 86400));
-	p[0] = now;
-	p[1] = chans;
-	p[2] = next;
-	p[3] = wait;
-	p[4] = lim;
 	res = api->db_exec(DEFER_DUE_SQL, 5, p);             /* DUE_PLAN */
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
 		api->log(PIN_LOG_ERROR, "notification dispatch: cannot defer the rows "
