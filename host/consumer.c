@@ -1525,13 +1525,26 @@ static struct lagp *lagp_get(struct cons *c, const char *topic, int32_t part)
  * for a paused (held) partition because it is not fetched; asking from the
  * consumer thread hung it in librdkafka 2.0.2 once the broker moved.  Here
  * a misbehaving query only makes the sampler late.  The handle is rebuilt
- * when the bootstrap moves. */
+ * when the bootstrap moves.
+ *
+ * How late (session 13): librdkafka 2.0.2 waits for the ListOffsets answer
+ * without looking at the query's timeout, so a request queued for a broker
+ * that went away ends only by socket.timeout.ms (60 s, then retried), and
+ * the loop asked every registered partition in turn before it looked at
+ * the bootstrap again: after the dev broker moved, a sampler stayed on the
+ * dead address for minutes (obs/lag's "lag did not grow: 2 then 2": a held
+ * partition is not fetched, so its lag moves only with the sampler).  Its
+ * handle now gives a request up after WM_SOCKET_TIMEOUT_MS, and a move
+ * (wm_forget) ends the round after the query in flight. */
+#define WM_SOCKET_TIMEOUT_MS "3000"
+
 static void *wm_main(void *arg)
 {
 	struct cons *c = arg;
 	rd_kafka_t *rk = NULL;
 	char *boot = NULL;
 	int64_t next = 0;
+	unsigned gen0;
 
 	while (!stopping()) {
 		int64_t now = pin_clock_now_us();
@@ -1560,6 +1573,10 @@ static void *wm_main(void *arg)
 
 			if (!conf)
 				continue;
+			if (rd_kafka_conf_set(conf, "socket.timeout.ms", WM_SOCKET_TIMEOUT_MS, err,
+					sizeof(err)) != RD_KAFKA_CONF_OK)
+				pin_log(PIN_LOG_WARN, "consumer lag: socket.timeout.ms not set",
+						"error", err, NULL);
 			rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
 			if (!rk) {
 				rd_kafka_conf_destroy(conf);
@@ -1568,6 +1585,7 @@ static void *wm_main(void *arg)
 		}
 		pthread_mutex_lock(&c->wm_mu);
 		n = c->nwm;
+		gen0 = c->wm_gen;
 		pthread_mutex_unlock(&c->wm_mu);
 		for (size_t i = 0; i < n && !stopping(); i++) {
 			char topic[200];
@@ -1580,6 +1598,8 @@ static void *wm_main(void *arg)
 			part = c->wm[i].part;
 			gen = c->wm_gen;
 			pthread_mutex_unlock(&c->wm_mu);
+			if (gen != gen0)
+				break;      /* the broker moved: the handle first */
 			if (rd_kafka_query_watermark_offsets(rk, topic, part, &lo, &hi,
 					1000) != RD_KAFKA_RESP_ERR_NO_ERROR)
 				continue;   /* broker away: keep the last value */

@@ -15,12 +15,10 @@
  *      is read from the contact replica at claim time: a row whose contact
  *      is still unknown is retried later (seed 001: the address catches up)
  *      without counting an attempt, and Failed (NTF_CONTACT_UNKNOWN) only
- *      after dispatch_contact_wait_max_s.  Before each claim, the due rows
- *      without a contact that may still wait are put back in one statement
- *      (DEFER_DUE_SQL) without being leased first: nothing is sent for them,
- *      so no lease is needed, and each such row costs one row version per
- *      retry instead of two (the lease, then the deferral).  The claim's own
- *      such rows (a contact removed meanwhile) go back in one statement, too.
+ *      after dispatch_contact_wait_max_s.  The claim itself puts such a row
+ *      back (CLAIM_SQL, "waits") instead of leasing it: nothing is sent for
+ *      it, so no lease is needed, and it costs one row version per look
+ *      instead of two (the lease, then the deferral; session 13).
  *   3. record, one transaction per row, only while the lease is ours:
  *      Sent (+ sent_at, provider_message_id), or a retry (attempts + 1,
  *      next_attempt_at = now + base * 2^(attempts-1) capped, last_error
@@ -69,10 +67,26 @@ static const struct pin_host_api *api;
 #define DUE_ROWS(chans) "n.status = 'Pending' AND n.channel <> 'InApp'" \
 	" AND n.channel = ANY ($" chans "::text[]) AND " DUE_AT " <= $1::timestamptz"
 
+/* The claim.  A row whose contact is unknown (no replica row, or its address
+ * for the channel NULL or empty: contact_unknown()) and that may still wait
+ * (age <= $6 s, notify.dispatch_contact_wait_max_s) is not leased: the same
+ * statement puts it back until $7 (what DEFER_SQL writes), so such a row
+ * costs one row version per look instead of two (session 13); it comes back
+ * with "waits" true.  The others are leased until $2 for owner $3. */
 static const char CLAIM_SQL[] =
 	"UPDATE notifications.notifications AS n"
-	"   SET lease_until = $2::timestamptz, lease_owner = $3::uuid"
-	"  FROM (SELECT n.id FROM notifications.notifications AS n"
+	"   SET lease_until = CASE WHEN d.waits THEN NULL ELSE $2::timestamptz END,"
+	"       lease_owner = CASE WHEN d.waits THEN NULL ELSE $3::uuid END,"
+	"       last_error = CASE WHEN d.waits THEN 'NTF_CONTACT_UNKNOWN' ELSE n.last_error END,"
+	"       next_attempt_at = CASE WHEN d.waits THEN $7::timestamptz"
+	"                              ELSE n.next_attempt_at END"
+	"  FROM (SELECT n.id,"
+	"          NOT EXISTS (SELECT 1 FROM notifications.recipient_contacts c"
+	"                WHERE c.user_id = n.recipient_user_id"
+	"                  AND (CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END) <> '')"
+	"          AND extract(epoch FROM $1::timestamptz - n.created_at)::bigint <= $6::bigint"
+	"            AS waits"
+	"         FROM notifications.notifications AS n"
 	"         WHERE " DUE_ROWS("4")
 	"         ORDER BY " DUE_AT ", n.id LIMIT $5::int"
 	"         FOR UPDATE SKIP LOCKED) AS d"
@@ -81,9 +95,9 @@ static const char CLAIM_SQL[] =
 	"   (SELECT CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END"
 	"      FROM notifications.recipient_contacts c WHERE c.user_id = n.recipient_user_id),"
 	"   extract(epoch FROM $1::timestamptz - n.created_at)::bigint,"
-	"   n.recipient_user_id::text";
+	"   n.recipient_user_id::text, d.waits";
 
-enum { C_ID, C_CHANNEL, C_KIND, C_TITLE, C_BODY, C_ATTEMPTS, C_TO, C_AGE, C_USER };
+enum { C_ID, C_CHANNEL, C_KIND, C_TITLE, C_BODY, C_ATTEMPTS, C_TO, C_AGE, C_USER, C_WAITS };
 
 static const char LAG_SQL[] =
 	"SELECT coalesce(extract(epoch FROM $1::timestamptz - min(" DUE_AT ")), 0)"
@@ -103,37 +117,16 @@ static const char RECORD_SQL[] =
 	" RETURNING id::text, recipient_user_id::text, channel, kind, status, attempts,"
 	"   source_message_id::text";
 
-/* The claim's rows whose contact is still unknown, all at once (one
- * statement, no outbox row: nothing final happens to them): back to the
- * queue until the contact retry, no attempt counted -- what record() writes
- * for one such row, without a transaction per row. */
+/* Leased rows of a claim whose contact is unknown and that may still wait,
+ * all at once (one statement, no outbox row: nothing final happens to
+ * them): back to the queue until the contact retry, no attempt counted.
+ * The claim itself puts such rows back ("waits"), reading the contact and
+ * the age in the same snapshot as its RETURNING, so this is a guard only. */
 static const char DEFER_SQL[] =
 	"UPDATE notifications.notifications"
 	"   SET last_error = 'NTF_CONTACT_UNKNOWN', next_attempt_at = $3::timestamptz,"
 	"       lease_until = NULL, lease_owner = NULL"
 	" WHERE id = ANY ($1::uuid[]) AND lease_owner = $2::uuid AND status = 'Pending'";
-
-/* The due rows of channels $2 whose contact is unknown (no replica row, or
- * its address for the channel NULL or empty: contact_unknown()) and that may
- * still wait (age <= $4 s, notify.dispatch_contact_wait_max_s; an older one
- * is claimed and Failed by record()), oldest due first, at most $5: back to
- * the queue until $3, as DEFER_SQL writes it, without a lease first.  SKIP
- * LOCKED and the re-check of the locked row (READ COMMITTED) leave rows
- * that another pass claimed alone.  Planned at each execution: DUE_PLAN. */
-static const char DEFER_DUE_SQL[] =
-	"UPDATE notifications.notifications AS n"
-	"   SET last_error = 'NTF_CONTACT_UNKNOWN', next_attempt_at = $3::timestamptz,"
-	"       lease_until = NULL, lease_owner = NULL"
-	"  FROM (SELECT n.id FROM notifications.notifications AS n"
-	"         WHERE " DUE_ROWS("2")
-	"           AND extract(epoch FROM $1::timestamptz - n.created_at)::bigint <= $4::bigint"
-	"           AND NOT EXISTS (SELECT 1 FROM notifications.recipient_contacts c"
-	"                 WHERE c.user_id = n.recipient_user_id"
-	"                   AND (CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END) <> '')"
-	"         ORDER BY " DUE_AT ", n.id LIMIT $5::int"
-	"         FOR UPDATE SKIP LOCKED) AS d"
-	" WHERE n.id = d.id"
-	" RETURNING n.channel";
 
 static void observe(const char *channel, double s)
 {
@@ -265,10 +258,17 @@ static int contact_unknown(PGresult *res, int i)
 	return PQgetisnull(res, i, C_TO) || !*PQgetvalue(res, i, C_TO);
 }
 
-/* Seed 001: the address catches up with the contact replica.  Rows of the
- * claim without a contact wait for it (DEFER_SQL, one statement for all of
- * them); a row that waited longer than dispatch_contact_wait_max_s is
- * Failed (final: its own transaction with its dispatched event). */
+/* the claim put the row back to wait for its contact (not leased) */
+static int waits(PGresult *res, int i)
+{
+	return !strcmp(PQgetvalue(res, i, C_WAITS), "t");
+}
+
+/* Seed 001: the address catches up with the contact replica.  A leased row
+ * of the claim without a contact that waited longer than
+ * dispatch_contact_wait_max_s is Failed (final: its own transaction with its
+ * dispatched event); a younger one (the claim puts those back itself) waits
+ * (DEFER_SQL, one statement for all of them). */
 static void defer_unknown(PGresult *res, const char *owner)
 {
 	long long wait_max = api->config_int("notify.dispatch_contact_wait_max_s", 86400);
@@ -287,7 +287,7 @@ static void defer_unknown(PGresult *res, const char *owner)
 	for (int i = 0; i < n; i++) {
 		const char *id = PQgetvalue(res, i, C_ID), *ch = PQgetvalue(res, i, C_CHANNEL);
 
-		if (!contact_unknown(res, i))
+		if (waits(res, i) || !contact_unknown(res, i))
 			continue;
 		if (atoll(PQgetvalue(res, i, C_AGE)) > wait_max) {
 			count(ch, "failed");
@@ -357,31 +357,6 @@ static void dispatch_row(PGresult *res, int i, const char *owner)
 	}
 }
 
-/* Before a claim: the due rows without a contact that may still wait go
- * back to the queue (DEFER_DUE_SQL).  Returns the rows deferred (0 on an
- * error: the claim then meets them and defer_unknown() does it). */
-static int defer_due_unknown(const char *chans, const char *now, const char *lim)
-{
-	char next[40], wait[24];
-	const char *p[5] = { now, chans, next, wait, lim };
-	PGresult *res;
-	int n;
-
-	contact_retry_at(next, sizeof next);
-	snprintf(wait, sizeof wait, "%lld",
-			api->config_int("notify.dispatch_contact_wait_max_s", 86400));
-	res = api->db_exec(DEFER_DUE_SQL, 5, p);             /* DUE_PLAN */
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-		api->log(PIN_LOG_ERROR, "notification dispatch: cannot defer the rows "
-				"without a contact", NULL);
-		return 0;
-	}
-	n = PQntuples(res);
-	for (int i = 0; i < n; i++)
-		count(PQgetvalue(res, i, 0), "contact_unknown");
-	return n;
-}
-
 static void update_lag(const char *chans, const char *now)
 {
 	const char *p[2] = { now, chans };
@@ -397,10 +372,10 @@ static void update_lag(const char *chans, const char *now)
 static int dispatch_job(void *ud)
 {
 	const char *chans = channels();
-	char now[40], until[40], owner[37], lim[16];
-	const char *p[5];
+	char now[40], until[40], owner[37], lim[16], wait_max[24], next[40];
+	const char *p[7] = { now, until, owner, chans, lim, wait_max, next };
 	PGresult *res;
-	int n, k, total = 0, full;
+	int n, total = 0, full;
 	int64_t t0 = api->now_us(), t = t0;
 
 	(void)ud;
@@ -416,22 +391,22 @@ static int dispatch_job(void *ud)
 				until, sizeof until);
 		api->uuid_v7(owner);
 		snprintf(lim, sizeof lim, "%lld", api->config_int("notify.dispatch_batch", 50));
-		k = defer_due_unknown(chans, now, lim);
-		p[0] = now;
-		p[1] = until;
-		p[2] = owner;
-		p[3] = chans;
-		p[4] = lim;
-		res = api->db_exec(CLAIM_SQL, 5, p);             /* DUE_PLAN */
+		snprintf(wait_max, sizeof wait_max, "%lld",
+				api->config_int("notify.dispatch_contact_wait_max_s", 86400));
+		contact_retry_at(next, sizeof next);
+		res = api->db_exec(CLAIM_SQL, 7, p);             /* DUE_PLAN */
 		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
 			return total ? total : PIN_ERR_DB;
 		n = PQntuples(res);
+		for (int i = 0; i < n; i++)     /* put back by the claim: counted once written */
+			if (waits(res, i))
+				count(PQgetvalue(res, i, C_CHANNEL), "contact_unknown");
 		defer_unknown(res, owner);
 		for (int i = 0; i < n; i++)
-			if (!contact_unknown(res, i))
+			if (!waits(res, i) && !contact_unknown(res, i))
 				dispatch_row(res, i, owner);
-		total += n + k;
-		full = n >= atoi(lim) || k >= atoi(lim);
+		total += n;
+		full = n >= atoi(lim);
 		t = api->now_us();
 		/* a backlog is sent in one pass (no interval's pause between
 		 * batches), for at most PASS_MAX_US so that a stop is not held */

@@ -119,25 +119,29 @@ b_consumers_clean_once() {
 	b_psql <<-EOF >/dev/null
 		DELETE FROM calendar.user_replicas WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%';
 		DELETE FROM notifications.recipient_contacts WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%';
-		-- the runs' dedup rows (session 13: they were kept for good, 45k per run
-		-- plus notify's of the CRM run's event-created messages): the bench's
-		-- message ids (b1000000-/b2000000-/b3000000- + run) ...
-		DELETE FROM calendar.inbox WHERE message_id BETWEEN
+		-- the runs' dedup rows (session 13: they stayed for the 30 days of the
+		-- retention, 45k per run plus notify's of the CRM run's event-created
+		-- messages): the bench's message ids (b1000000-/b2000000-/b3000000- + run)
+		DELETE FROM calendar.inbox WHERE consumer_group IN ('calendar-identity-users',
+		    'calendar-crm-booking-events') AND (message_id BETWEEN
 		  'b1000000-0000-0000-0000-000000000000' AND 'b1000000-ffff-ffff-ffff-ffffffffffff'
 		  OR message_id BETWEEN
-		  'b2000000-0000-0000-0000-000000000000' AND 'b2000000-ffff-ffff-ffff-ffffffffffff';
-		DELETE FROM notifications.processed_messages WHERE message_id BETWEEN
+		  'b2000000-0000-0000-0000-000000000000' AND 'b2000000-ffff-ffff-ffff-ffffffffffff');
+		DELETE FROM notifications.processed_messages WHERE consumer_group IN
+		    ('notifications-identity-users', 'notifications-calendar-events') AND (message_id BETWEEN
 		  'b1000000-0000-0000-0000-000000000000' AND 'b1000000-ffff-ffff-ffff-ffffffffffff'
 		  OR message_id BETWEEN
-		  'b3000000-0000-0000-0000-000000000000' AND 'b3000000-ffff-ffff-ffff-ffffffffffff';
-		-- ... and the published event-created rows of the CRM run's events with
+		  'b3000000-0000-0000-0000-000000000000' AND 'b3000000-ffff-ffff-ffff-ffffffffffff');
+		-- the published event-created rows of the CRM runs' deadline events (found
+		-- by the payload's bookingId: the events themselves are deleted below, and
+		-- a row the relay publishes after this clean-up goes at the next one), with
 		-- notify's dedup rows of them
+		CREATE TEMP TABLE bench_crm_created AS SELECT id, message_id FROM calendar.outbox
+		  WHERE topic = 'pin.calendar.event-created.v1' AND published_at IS NOT NULL
+		    AND envelope->'payload'->>'bookingId' LIKE 'b0000000-0000-4000-8008-%';
 		DELETE FROM notifications.processed_messages WHERE consumer_group =
-		  'notifications-calendar-events' AND message_id IN (SELECT message_id FROM
-		  calendar.outbox WHERE published_at IS NOT NULL AND key IN (SELECT id::text FROM
-		  calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%'));
-		DELETE FROM calendar.outbox WHERE published_at IS NOT NULL AND key IN (SELECT id::text
-		  FROM calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%');
+		  'notifications-calendar-events' AND message_id IN (SELECT message_id FROM bench_crm_created);
+		DELETE FROM calendar.outbox WHERE id IN (SELECT id FROM bench_crm_created);
 		DELETE FROM calendar.event_reminders WHERE calendar_event_id IN (SELECT id FROM
 		  calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%');
 		DELETE FROM calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%';

@@ -48,14 +48,17 @@ b_relay_fill() {
 # b_relay_drain N: fills, waits until the relay published every row; sets
 # R_RATE (rows/s) and R_BYTES (mean envelope bytes)
 b_relay_drain() {
-	local n=$1 t0 t1 deadline=$((SECONDS + 600))
+	local n=$1 t0 t1 left deadline=$((SECONDS + 600))
 	t0=$(b_relay_fill "$n")
 	# "is a row left" (LIMIT 1 over the partial index of unpublished rows),
 	# not count(*): the count walked every unpublished row and took 0.25-0.3 s,
 	# so polled every 0.2 s it kept a backend busy ~60 % of the drain -- most of
 	# a core of this 2-core machine taken from the relay it measures (session 13)
-	while [[ -n $(b_psql -tA -c "SELECT 1 FROM calendar.outbox WHERE published_at IS NULL
-			AND parked_at IS NULL AND topic = '$B_RELAY_TOPIC' LIMIT 1") ]]; do
+	while :; do
+		left=$(b_psql -tA -c "SELECT 1 FROM calendar.outbox WHERE published_at IS NULL
+			AND parked_at IS NULL AND topic = '$B_RELAY_TOPIC' LIMIT 1") ||
+			die "relay bench: the poll failed"
+		[[ -n $left ]] || break
 		((SECONDS < deadline)) || die "relay bench: rows of $n unpublished after 600 s"
 		sleep 0.2
 	done

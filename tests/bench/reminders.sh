@@ -46,23 +46,25 @@ b_rem_wait() {    # b_rem_wait SQL WHAT: polls SQL (LIMIT 1: a row while work is
 # notify's dedup rows of those messages: notify consumes the 2 x N reminder-due
 # messages of a run (the dispatch's and the anchor's copies) for a minute
 # after it, so they are deleted only before the next run (b_settle waited for
-# that tail); before session 13 each run left 200k rows in
-# notifications.processed_messages for good (7.2M, 1.26 GB, after session 12).
-# Then VACUUM (ANALYZE) of what it deleted from (b_vacuum).
+# that tail; a message consumed after this clean-up keeps its row until the
+# retention's 30 days).  Before session 13 each run's 200k rows stayed for
+# those 30 days (7.2M, 1.26 GB, in the dev database of session 12).  Then
+# VACUUM (ANALYZE) of what it deleted from (b_vacuum).
 b_rem_clean() {
 	b_psql <<-EOF >/dev/null
 		DELETE FROM calendar.calendar_events WHERE owner_user_id::text LIKE '$B_REM_OWNER%';
 	EOF
-	[[ ${1:-} == start ]] || return 0
-	b_psql <<-EOF >/dev/null
-		DELETE FROM notifications.processed_messages
-		  WHERE consumer_group = 'notifications-calendar-events' AND message_id IN
-		    (SELECT message_id FROM calendar.outbox WHERE key LIKE '$B_REM_EVENT%');
-		DELETE FROM calendar.outbox WHERE key LIKE '$B_REM_EVENT%'
-		  AND published_at IS NOT NULL;
-	EOF
-	b_vacuum calendar.calendar_events calendar.event_reminders calendar.outbox \
-		notifications.processed_messages
+	if [[ ${1:-} == start ]]; then
+		b_psql <<-EOF >/dev/null
+			DELETE FROM notifications.processed_messages
+			  WHERE consumer_group = 'notifications-calendar-events' AND message_id IN
+			    (SELECT message_id FROM calendar.outbox WHERE key LIKE '$B_REM_EVENT%');
+			DELETE FROM calendar.outbox WHERE key LIKE '$B_REM_EVENT%'
+			  AND published_at IS NOT NULL;
+		EOF
+		b_vacuum calendar.outbox notifications.processed_messages
+	fi
+	b_vacuum calendar.calendar_events calendar.event_reminders
 }
 
 # b_rem_pub_end: epoch of the last publish of the bench's reminder-due rows

@@ -507,15 +507,28 @@ END_TEST
  * Pending (no attempt counted) and goes out once the address arrives. */
 START_TEST(unknown_contact_catches_up)
 {
+	static const char series[] =
+		"notifications_dispatch_total{channel=\"Email\",status=\"contact_unknown\"}";
 	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
+	struct h_host w;
+	double before;
 	char *id;
 
+	h_host_stack_worker(&w);
+	before = h_host_metric(&w, series);
+	ck_assert_msg(!isnan(before), "no %s on the worker host", series);
 	send_cal("appointment-created", apt, "Appointment", apt_created(apt, tenant, agent, inv));
 	ck_assert_msg(H_WAIT_UNTIL(row_of(agent, "Email", "last_error") != NULL, WAIT_MS),
 		"dispatcher did not look at the row");
 	ck_assert_str_eq(row_of(agent, "Email", "status"), "Pending");
 	ck_assert_str_eq(row_of(agent, "Email", "last_error"), "NTF_CONTACT_UNKNOWN");
 	ck_assert_str_eq(row_of(agent, "Email", "attempts"), "0");
+	/* put back by the claim itself: not leased, looked at again after
+	 * notify.dispatch_contact_retry_s, and counted */
+	ck_assert_ptr_null(row_of(agent, "Email", "lease_owner"));
+	ck_assert_ptr_nonnull(row_of(agent, "Email", "next_attempt_at"));
+	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&w, series) >= before + 1, 10000),
+		"%s not counted (%g before)", series, before);
 	id = row_of(agent, "Email", "id");
 	contact(agent, h_sprintf("late-%s@example.com", agent), unique_phone(), "ru");
 	ck_assert_msg(H_WAIT_UNTIL(status_is(agent, "Email", "Sent"), WAIT_MS), "not Sent");
