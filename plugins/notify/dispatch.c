@@ -67,10 +67,15 @@ static const struct pin_host_api *api;
 #define DUE_ROWS(chans) "n.status = 'Pending' AND n.channel <> 'InApp'" \
 	" AND n.channel = ANY ($" chans "::text[]) AND " DUE_AT " <= $1::timestamptz"
 
+/* the claimed row's address for its channel (c: its recipient_contacts
+ * row), and its age in seconds at $1 */
+#define TO_ADDR "(CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END)"
+#define AGE_S "extract(epoch FROM $1::timestamptz - n.created_at)::bigint"
+
 /* The claim.  A row whose contact is unknown (no replica row, or its address
  * for the channel NULL or empty: contact_unknown()) and that may still wait
  * (age <= $6 s, notify.dispatch_contact_wait_max_s) is not leased: the same
- * statement puts it back until $7 (what DEFER_SQL writes), so such a row
+ * statement puts it back until $7 (no attempt counted), so such a row
  * costs one row version per look instead of two (session 13); it comes back
  * with "waits" true.  The others are leased until $2 for owner $3. */
 static const char CLAIM_SQL[] =
@@ -83,8 +88,8 @@ static const char CLAIM_SQL[] =
 	"  FROM (SELECT n.id,"
 	"          NOT EXISTS (SELECT 1 FROM notifications.recipient_contacts c"
 	"                WHERE c.user_id = n.recipient_user_id"
-	"                  AND (CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END) <> '')"
-	"          AND extract(epoch FROM $1::timestamptz - n.created_at)::bigint <= $6::bigint"
+	"                  AND " TO_ADDR " <> '')"
+	"          AND " AGE_S " <= $6::bigint"
 	"            AS waits"
 	"         FROM notifications.notifications AS n"
 	"         WHERE " DUE_ROWS("4")
@@ -92,9 +97,9 @@ static const char CLAIM_SQL[] =
 	"         FOR UPDATE SKIP LOCKED) AS d"
 	" WHERE n.id = d.id"
 	" RETURNING n.id::text, n.channel, n.kind, n.title, n.body, n.attempts,"
-	"   (SELECT CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END"
+	"   (SELECT " TO_ADDR
 	"      FROM notifications.recipient_contacts c WHERE c.user_id = n.recipient_user_id),"
-	"   extract(epoch FROM $1::timestamptz - n.created_at)::bigint,"
+	"   " AGE_S ","
 	"   n.recipient_user_id::text, d.waits";
 
 enum { C_ID, C_CHANNEL, C_KIND, C_TITLE, C_BODY, C_ATTEMPTS, C_TO, C_AGE, C_USER, C_WAITS };
@@ -116,17 +121,6 @@ static const char RECORD_SQL[] =
 	" WHERE id = $1::uuid AND lease_owner = $2::uuid AND status = 'Pending'"
 	" RETURNING id::text, recipient_user_id::text, channel, kind, status, attempts,"
 	"   source_message_id::text";
-
-/* Leased rows of a claim whose contact is unknown and that may still wait,
- * all at once (one statement, no outbox row: nothing final happens to
- * them): back to the queue until the contact retry, no attempt counted.
- * The claim itself puts such rows back ("waits"), reading the contact and
- * the age in the same snapshot as its RETURNING, so this is a guard only. */
-static const char DEFER_SQL[] =
-	"UPDATE notifications.notifications"
-	"   SET last_error = 'NTF_CONTACT_UNKNOWN', next_attempt_at = $3::timestamptz,"
-	"       lease_until = NULL, lease_owner = NULL"
-	" WHERE id = ANY ($1::uuid[]) AND lease_owner = $2::uuid AND status = 'Pending'";
 
 static void observe(const char *channel, double s)
 {
@@ -264,60 +258,17 @@ static int waits(PGresult *res, int i)
 	return !strcmp(PQgetvalue(res, i, C_WAITS), "t");
 }
 
-/* Seed 001: the address catches up with the contact replica.  A leased row
- * of the claim without a contact that waited longer than
- * dispatch_contact_wait_max_s is Failed (final: its own transaction with its
- * dispatched event); a younger one (the claim puts those back itself) waits
- * (DEFER_SQL, one statement for all of them). */
-static void defer_unknown(PGresult *res, const char *owner)
+/* Seed 001's limit: a leased row without a contact is one that waited
+ * longer than dispatch_contact_wait_max_s (the claim puts the younger ones
+ * back itself, "waits", reading the contact and the age in the snapshot of
+ * its RETURNING): Failed NTF_CONTACT_UNKNOWN, final, in its own transaction
+ * with its dispatched event. */
+static void fail_unknown(PGresult *res, int i, const char *owner)
 {
-	long long wait_max = api->config_int("notify.dispatch_contact_wait_max_s", 86400);
-	int n = PQntuples(res), k = 0;
-	char *ids = malloc((size_t)n * 37 + 3), *w = ids, next[40];
-	const char **chs = malloc(sizeof(*chs) * (size_t)(n ? n : 1));
-	const char *p[3];
-	PGresult *up;
+	const char *id = PQgetvalue(res, i, C_ID), *ch = PQgetvalue(res, i, C_CHANNEL);
 
-	if (!ids || !chs) {
-		free(ids);
-		free(chs);
-		return;         /* the rows' leases end: they are taken again */
-	}
-	*w++ = '{';
-	for (int i = 0; i < n; i++) {
-		const char *id = PQgetvalue(res, i, C_ID), *ch = PQgetvalue(res, i, C_CHANNEL);
-
-		if (waits(res, i) || !contact_unknown(res, i))
-			continue;
-		if (atoll(PQgetvalue(res, i, C_AGE)) > wait_max) {
-			count(ch, "failed");
-			record(id, owner, ch, "Failed", 0, NULL, "NTF_CONTACT_UNKNOWN", 0);
-			continue;
-		}
-		chs[k] = ch;
-		w += sprintf(w, "%s%s", k++ ? "," : "", id);
-	}
-	*w++ = '}';
-	*w = '\0';
-	if (k) {
-		contact_retry_at(next, sizeof next);
-		p[0] = ids;
-		p[1] = owner;
-		p[2] = next;
-		up = api->db_exec_prepared("ntf_dispatch_defer", DEFER_SQL, 3, p);
-		if (!up || PQresultStatus(up) != PGRES_COMMAND_OK) {
-			api->log(PIN_LOG_ERROR, "notification dispatch: cannot defer the rows "
-					"without a contact", NULL);
-		} else {
-			if (atoi(PQcmdTuples(up)) < k)
-				api->log(PIN_LOG_WARN, "notification dispatch: lease lost before "
-						"recording", "rows", PQcmdTuples(up), NULL);
-			for (int j = 0; j < k; j++)     /* counted once written */
-				count(chs[j], "contact_unknown");
-		}
-	}
-	free(ids);
-	free(chs);
+	count(ch, "failed");
+	record(id, owner, ch, "Failed", 0, NULL, "NTF_CONTACT_UNKNOWN", 0);
 }
 
 /* One claimed row with a contact: send, then record. */
@@ -398,12 +349,13 @@ static int dispatch_job(void *ud)
 		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
 			return total ? total : PIN_ERR_DB;
 		n = PQntuples(res);
-		for (int i = 0; i < n; i++)     /* put back by the claim: counted once written */
-			if (waits(res, i))
-				count(PQgetvalue(res, i, C_CHANNEL), "contact_unknown");
-		defer_unknown(res, owner);
+		for (int i = 0; i < n; i++)     /* Failed first, as before: no send */
+			if (!waits(res, i) && contact_unknown(res, i))
+				fail_unknown(res, i, owner);
 		for (int i = 0; i < n; i++)
-			if (!waits(res, i) && !contact_unknown(res, i))
+			if (waits(res, i))      /* put back by the claim: counted once written */
+				count(PQgetvalue(res, i, C_CHANNEL), "contact_unknown");
+			else if (!contact_unknown(res, i))
 				dispatch_row(res, i, owner);
 		total += n;
 		full = n >= atoi(lim);
