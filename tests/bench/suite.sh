@@ -4,7 +4,7 @@
 # same run: absolute figures on a shared 2-core machine drift, ratios hold.
 #
 #   ./dev bench                  all scenarios below (not `dispatch`)
-#   ./dev bench SCENARIO...      plumbing | showcase | list | booking | publish | relay |
+#   ./dev bench SCENARIO...      machine | plumbing | showcase | list | booking | publish | relay |
 #                                consumers | reminders | replica | growth
 #                                (relay-scale: the relay with 1, 2, 3 worker hosts)
 #   ./dev bench --check [...]    the same, exit 1 when a ratio misses its target
@@ -104,6 +104,32 @@ b_background() {
 		ANALYZE calendar.availability_slots;
 		ANALYZE calendar.calendar_events;
 	EOF
+}
+
+# ---------------------------------------------------------------- machine
+# bench_machine: how fast this machine's PostgreSQL is, so that absolute
+# figures (the relay, consumer and reminder targets are absolute, per worker
+# host) can be compared across machines: pgbench's built-in select-only
+# script, prepared, 8 clients on 2 threads over the unix socket, against a
+# scale-10 pgbench database of the dev cluster (pin_bench_calib, created
+# once, ~150 MB), with the dev stack running.  The same command gave 88k tps
+# on the machine the platform notes were measured on (README "Benchmark":
+# "How fast is this machine").  The anchor of no target.
+B_MACHINE=""
+bench_machine() {
+	local dsn="host=$RUN/pgsock port=$PG_PORT user=postgres dbname=pin_bench_calib" out
+	if [[ $(b_psql -tA -c "SELECT 1 FROM pg_database WHERE datname = 'pin_bench_calib'") != 1 ]]; then
+		say "machine: pgbench -i -s 10 (database pin_bench_calib, once)"
+		b_psql -c "CREATE DATABASE pin_bench_calib" >/dev/null
+		out=$("$PGBIN/pgbench" -i -q -s 10 "$dsn" 2>&1) || {
+			b_psql -c "DROP DATABASE IF EXISTS pin_bench_calib" >/dev/null
+			die "pgbench -i failed: $out"
+		}
+	fi
+	out=$("$PGBIN/pgbench" -n -S -M prepared -c 8 -j 2 -T "$(b_secs)" "$dsn" 2>&1) ||
+		die "pgbench -S failed: $out"
+	B_MACHINE=$(awk '/^tps = / {printf "%.0f", $3}' <<<"$out")
+	b_row machine "pgbench -S -M prepared -c 8 -j 2" "$B_MACHINE" "tps" "-" "" "" "-" true
 }
 
 # ---------------------------------------------------------------- plumbing
@@ -435,11 +461,11 @@ for i in range(m):
 
 # bench_suite [--check] [SCENARIO...]
 bench_suite() {
-	local check=0 s all=(plumbing showcase list booking publish relay consumers reminders replica growth) want=()
+	local check=0 s all=(machine plumbing showcase list booking publish relay consumers reminders replica growth) want=()
 	while (($#)); do
 		case $1 in
 		--check) check=1 ;;
-		plumbing | showcase | list | booking | publish | relay | consumers | reminders | replica | growth) want+=("$1") ;;
+		machine | plumbing | showcase | list | booking | publish | relay | consumers | reminders | replica | growth) want+=("$1") ;;
 		relay-scale) want+=(relay_scale) ;;
 		*) die "unknown bench scenario $1 (${all[*]}, dispatch)" ;;
 		esac
