@@ -1,7 +1,7 @@
 /* db.c -- one PostgreSQL connection per thread, reconnecting.
  * A thread never shares its connection.  The API host's request threads are
  * the exception: with a db_concurrency cap they use the connection of the
- * gate slot they hold (pin_db_slot_use, README "Read paths (session 4)"),
+ * gate slot they hold (pin_db_slot_use, doc/performance.md "Read paths (session 4)"),
  * so 4 backends serve 64 threads, warm, instead of 64 used in turn.  When
  * the database is down the
  * accessors return NULL and callers answer 503 / retry later; reconnects are

@@ -71,7 +71,7 @@ static int listen_fd = -1;
  * The waiter sleeps on its own semaphore, posted after the gate's mutex is
  * released.  A condition variable had to be signalled under the mutex (the
  * waiter lives on its own stack), and the woken waiter then blocked again
- * on that mutex: one more sleep and wake-up per queued request (README
+ * on that mutex: one more sleep and wake-up per queued request (doc/performance.md
  * "Read paths (session 6)").  glibc's sem_post may still be returning when
  * the waiter has seen the post and left (its frame gone): glibc supports
  * that (sem_destroy right after sem_wait returns). */

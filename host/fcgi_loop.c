@@ -12,7 +12,7 @@
  * by exactly one thread at a time (armed: epoll's; fired: the I/O thread;
  * queued or running: one worker), so nothing else locks it.
  *
- * Why (README "Read paths (session 9)"): libfcgi's threaded server binds a
+ * Why (doc/performance.md "Read paths (session 9)"): libfcgi's threaded server binds a
  * thread to each kept-alive nginx connection; with 64 of them and a gate of
  * 4 database slots a request cost 3.5-3.9 context switches in the host (read
  * wake-up, the gate, the database round trip).  Here a loaded worker finds

@@ -145,7 +145,7 @@ struct relay_unit {
 
 /*
  * Where a relay thread's wall time goes, summed per window and logged at
- * debug level ("outbox relay: time split", README "Relay (session 7)"):
+ * debug level ("outbox relay: time split", doc/performance.md "Relay (session 7)"):
  * the leadership round, the batch reads, handing rows to the producer,
  * the marks (their UPDATE, then the published log lines), the pending
  * gauge, polling for delivery reports and sleeping; and per batch the
@@ -1085,7 +1085,7 @@ static int unit_reap(struct relay *r, struct relay_unit *u, int *done)
 		 * of every row published since the last vacuum; at each emptied
 		 * window (10-20 per second and relay thread under a trickle of
 		 * commits) that made the reads cost 16-25 us per row instead of
-		 * ~10 (README "Relay (session 8)"). */
+		 * ~10 (doc/performance.md "Relay (session 8)"). */
 		if (u->stalled || now - u->rewound_us >= r->rewind_us) {
 			if (rclk && strcmp(u->cursor, "0"))
 				rclk->rewinds++;

@@ -1,7 +1,7 @@
 /*
  * pin-benchoutbox -- the outbox's batch insert with its arrays as text
  * literals (before session 11) and in PostgreSQL's binary format (host/pgarr.c,
- * what host/outbox.c sends now): README "Reminder dispatch (session 11)".
+ * what host/outbox.c sends now): doc/performance.md "Reminder dispatch (session 11)".
  *
  *   pin-benchoutbox --pg-dsn DSN [-n ROWS] [-r ROUNDS]
  *

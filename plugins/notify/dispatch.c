@@ -60,7 +60,7 @@ static const struct pin_host_api *api;
  * DUE_PLAN: both are planned at each execution (db_exec, not prepared): a
  * connection's generic plan made while the table held few rows is a
  * sequential scan that stays until the next ANALYZE, exactly when a burst
- * fills the table (README "Consumers (session 7)"). */
+ * fills the table (doc/performance.md "Consumers (session 7)"). */
 #define DUE_AT "greatest(n.created_at, n.not_before, n.next_attempt_at, n.lease_until)"
 /* the due rows of the channels in parameter $chans (the index's predicate
  * spelt out: a parameter does not prove it) */

@@ -25,7 +25,7 @@ static const char *const slot_kinds[] = { "Showing", "Consultation", NULL };
  * not asked for is "$n IS NULL", which the generic plan of a prepared
  * statement evaluates once per execution (a One-Time Filter), where
  * "($n IS NULL OR col = $n)" was evaluated for every slot row (~3 % of the
- * statement's time in PostgreSQL, README "Read paths (session 11)"). */
+ * statement's time in PostgreSQL, doc/performance.md "Read paths (session 11)"). */
 #define F_AGENT_OFF "  AND $1::uuid IS NULL "
 #define F_PROJ_ON   "  AND s.project_id = $2::uuid "
 #define F_PROJ_OFF  "  AND $2::uuid IS NULL "

@@ -17,7 +17,7 @@
 -- not HOT) and slot_plan's read of the owner's active slots walk pages of
 -- other owners.  The int8 hash spreads every owner evenly and keeps one
 -- owner's entries together whatever its id looks like; for owners with random
--- ids it changes nothing measurable (README "480-slot publish (session 7)").
+-- ids it changes nothing measurable (doc/performance.md "480-slot publish (session 7)").
 --
 -- The constraint is rebuilt (ACCESS EXCLUSIVE on availability_slots while the
 -- gist is built: ~1 s per 100k slots on the dev machine).  The 23P01 path

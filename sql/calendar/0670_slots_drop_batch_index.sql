@@ -6,6 +6,6 @@
 -- them by batch (2.7 ms for an owner with 3,000 Available slots on the dev
 -- machine, a rare action).  A 480-slot publish wrote 480 entries into it
 -- (1/6 of its btree inserts; ~0.25 ms of its ~21 ms p50 on average over six
--- alternated pairs, README "480-slot publish (session 8)").  DROP INDEX takes
+-- alternated pairs, doc/performance.md "480-slot publish (session 8)").  DROP INDEX takes
 -- the table's lock only for the moment of the drop (no rebuild).
 DROP INDEX IF EXISTS calendar.ix_availability_slots_batch;
