@@ -57,7 +57,8 @@ struct pin_req {
 static int listen_fd = -1;
 
 /* The cap on requests doing database work at once (config `db_concurrency`,
- * default 2 x cores).  Measured (README "Performance"): with 64 threads each
+ * default 2 x cores).  Measured (doc/performance.md "Where the time goes"):
+ * with 64 threads each
  * driving its own PostgreSQL backend on 2 cores, throughput fell and p99 grew
  * as more requests reached the database together; past the cap, requests
  * wait here, in the host, instead of in the kernel's run queue.

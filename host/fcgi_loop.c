@@ -99,8 +99,8 @@ static bool q_closed;
 /* Idle workers, the one that became idle last on top: a request goes to
  * it (its CPU caches and its PostgreSQL backend are the warmest).  A
  * condition variable woke the longest idle one instead: on this 2-core VM
- * that cost a sequential request 0.12-0.25 ms (README "Read paths
- * (session 9)").  Each waits on its own semaphore, posted after q_mu is
+ * that cost a sequential request 0.12-0.25 ms (doc/performance.md
+ * "Read paths (session 9)").  Each waits on its own semaphore, posted after q_mu is
  * released (the gate in fcgi.c does the same). */
 struct fc_idle {
 	sem_t go;

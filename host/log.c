@@ -5,8 +5,8 @@
  * (session 12).  It used to be a json-c object per line, printed with
  * fputs + fputc on the unbuffered stderr: two system calls, an allocation per
  * field and a hash table per line.  With one log line per consumed message
- * that was a fifth of the notify consumer thread's CPU (README "Log lines
- * (session 12)").  The bytes are json-c's JSON_C_TO_STRING_PLAIN |
+ * that was a fifth of the notify consumer thread's CPU (doc/performance.md
+ * "Per-message text (session 12)").  The bytes are json-c's JSON_C_TO_STRING_PLAIN |
  * NOSLASHESCAPE rendering of the object the old code built, a later value of
  * a repeated key included (it replaces the earlier value in its place); the
  * unit test test_log compares the two. */

@@ -16,8 +16,8 @@
  * has-nulls, element type, length, lower bound, then each element as its
  * length and bytes (-1: NULL).  The batch's arrays go as binary parameters:
  * PostgreSQL's array_in scanned every byte of the ~1 KB envelopes twice for
- * quotes and escapes and uuid_in parsed each message id (README "Reminder
- * dispatch (session 11)"). */
+ * quotes and escapes and uuid_in parsed each message id (doc/performance.md
+ * "Reminder dispatch (session 11)"). */
 struct pg_barr {
 	char *p;
 	size_t len, cap;

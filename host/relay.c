@@ -525,7 +525,7 @@ static void session_setup(struct relay *r)
 			/* the batch read must walk the partial index in id order:
 			 * the statistics of a queue table are always stale, and a
 			 * seq scan + sort of the whole outbox per batch took 1.5 s
-			 * at 100k rows (README "Performance") */
+			 * at 100k rows (doc/performance.md "Outbox relay figures") */
 			" set_config('enable_seqscan', 'off', false),"
 			" set_config('enable_bitmapscan', 'off', false),"
 			/* the marks need no flush to disk before the next batch:

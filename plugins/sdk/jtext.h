@@ -3,7 +3,7 @@
  * Writes JSON straight into one growing buffer instead of building a json-c
  * tree (one hash table per object, one allocation per value) and printing
  * it: the agent list and the showcase spent about half of the host's CPU in
- * malloc/free and json-c (README "Performance").  The text is byte for byte
+ * malloc/free and json-c (doc/performance.md "Where the time goes").  The text is byte for byte
  * what json-c prints with JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE
  * (the host's respond_json): the same string escaping (\b \n \r \t \f \" \\,
  * other bytes below 0x20 as \u00xx with lower-case hex, '/' and bytes >= 0x7f

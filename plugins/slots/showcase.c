@@ -48,8 +48,8 @@ static const char *const slot_kinds[] = { "Showing", "Consultation", NULL };
 	SHOWCASE_RANGE
 /* One agent: its replica is read once (two InitPlans), not once per slot row
  * -- the generic plan of the join above rescans user_replicas' primary key
- * for every row, 202 of the 209 buffer hits of a page of 100 (README "Read
- * paths (session 7)").  Same rows: no replica or an Active one shows the
+ * for every row, 202 of the 209 buffer hits of a page of 100 (doc/performance.md
+ * "Read paths (session 7)").  Same rows: no replica or an Active one shows the
  * slots, any other status hides them; no replica gives a null name. */
 #define SHOWCASE_OWNER_SQL(filters) \
 	SHOWCASE_COLS \

@@ -113,14 +113,17 @@ b_background() {
 # script, prepared, 8 clients on 2 threads over the unix socket, against a
 # scale-10 pgbench database of the dev cluster (pin_bench_calib, created
 # once, ~150 MB), with the dev stack running.  The same command gave 88k tps
-# on the machine the platform notes were measured on (README "Benchmark":
+# on the machine the platform notes were measured on (README "Performance":
 # "How fast is this machine").  The anchor of no target.
 B_MACHINE=""
 bench_machine() {
-	local dsn="host=$RUN/pgsock port=$PG_PORT user=postgres dbname=pin_bench_calib" out
-	if [[ $(b_psql -tA -c "SELECT 1 FROM pg_database WHERE datname = 'pin_bench_calib'") != 1 ]]; then
+	local dsn="host='$RUN/pgsock' port=$PG_PORT user=postgres dbname=pin_bench_calib" out
+	# created once; an interrupted -i leaves the database without its
+	# accounts table: made again
+	if [[ $("$PGBIN/psql" -X -tA "$dsn" -c "SELECT to_regclass('pgbench_accounts') IS NOT NULL" \
+			2>/dev/null) != t ]]; then
 		say "machine: pgbench -i -s 10 (database pin_bench_calib, once)"
-		b_psql -c "CREATE DATABASE pin_bench_calib" >/dev/null
+		b_psql -c "DROP DATABASE IF EXISTS pin_bench_calib" -c "CREATE DATABASE pin_bench_calib" >/dev/null
 		out=$("$PGBIN/pgbench" -i -q -s 10 "$dsn" 2>&1) || {
 			b_psql -c "DROP DATABASE IF EXISTS pin_bench_calib" >/dev/null
 			die "pgbench -i failed: $out"
@@ -129,6 +132,7 @@ bench_machine() {
 	out=$("$PGBIN/pgbench" -n -S -M prepared -c 8 -j 2 -T "$(b_secs)" "$dsn" 2>&1) ||
 		die "pgbench -S failed: $out"
 	B_MACHINE=$(awk '/^tps = / {printf "%.0f", $3}' <<<"$out")
+	[[ -n $B_MACHINE ]] || die "pgbench -S printed no tps: $out"
 	b_row machine "pgbench -S -M prepared -c 8 -j 2" "$B_MACHINE" "tps" "-" "" "" "-" true
 }
 
