@@ -67,17 +67,17 @@ static const struct pin_host_api *api;
 #define DUE_ROWS(chans) "n.status = 'Pending' AND n.channel <> 'InApp'" \
 	" AND n.channel = ANY ($" chans "::text[]) AND " DUE_AT " <= $1::timestamptz"
 
-/* the claimed row's address for its channel (c: its recipient_contacts
- * row), and its age in seconds at $1 */
-#define TO_ADDR "(CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END)"
+/* the row's age in seconds at $1 */
 #define AGE_S "extract(epoch FROM $1::timestamptz - n.created_at)::bigint"
 
-/* The claim.  A row whose contact is unknown (no replica row, or its address
- * for the channel NULL or empty: contact_unknown()) and that may still wait
- * (age <= $6 s, notify.dispatch_contact_wait_max_s) is not leased: the same
- * statement puts it back until $7 (no attempt counted), so such a row
- * costs one row version per look instead of two (session 13); it comes back
- * with "waits" true.  The others are leased until $2 for owner $3. */
+/* The claim.  Each due row's address for its channel is read once, from its
+ * recipient_contacts row (NULL without one), and returned with it.  A row
+ * whose address is unknown (NULL or empty: contact_unknown()) and that may
+ * still wait (age <= $6 s, notify.dispatch_contact_wait_max_s) is not
+ * leased: the same statement puts it back until $7 (no attempt counted), so
+ * such a row costs one row version per look instead of two (session 13); it
+ * comes back with "waits" true.  The others are leased until $2 for owner
+ * $3. */
 static const char CLAIM_SQL[] =
 	"UPDATE notifications.notifications AS n"
 	"   SET lease_until = CASE WHEN d.waits THEN NULL ELSE $2::timestamptz END,"
@@ -85,22 +85,18 @@ static const char CLAIM_SQL[] =
 	"       last_error = CASE WHEN d.waits THEN 'NTF_CONTACT_UNKNOWN' ELSE n.last_error END,"
 	"       next_attempt_at = CASE WHEN d.waits THEN $7::timestamptz"
 	"                              ELSE n.next_attempt_at END"
-	"  FROM (SELECT n.id,"
-	"          NOT EXISTS (SELECT 1 FROM notifications.recipient_contacts c"
-	"                WHERE c.user_id = n.recipient_user_id"
-	"                  AND " TO_ADDR " <> '')"
-	"          AND " AGE_S " <= $6::bigint"
-	"            AS waits"
-	"         FROM notifications.notifications AS n"
-	"         WHERE " DUE_ROWS("4")
-	"         ORDER BY " DUE_AT ", n.id LIMIT $5::int"
-	"         FOR UPDATE SKIP LOCKED) AS d"
+	"  FROM (SELECT q.id, q.addr, coalesce(q.addr, '') = '' AND q.age <= $6::bigint AS waits"
+	"         FROM (SELECT n.id, " AGE_S " AS age,"
+	"                 (SELECT CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END"
+	"                    FROM notifications.recipient_contacts c"
+	"                   WHERE c.user_id = n.recipient_user_id) AS addr"
+	"                FROM notifications.notifications AS n"
+	"               WHERE " DUE_ROWS("4")
+	"               ORDER BY " DUE_AT ", n.id LIMIT $5::int"
+	"               FOR UPDATE SKIP LOCKED) AS q) AS d"
 	" WHERE n.id = d.id"
-	" RETURNING n.id::text, n.channel, n.kind, n.title, n.body, n.attempts,"
-	"   (SELECT " TO_ADDR
-	"      FROM notifications.recipient_contacts c WHERE c.user_id = n.recipient_user_id),"
-	"   " AGE_S ","
-	"   n.recipient_user_id::text, d.waits";
+	" RETURNING n.id::text, n.channel, n.kind, n.title, n.body, n.attempts, d.addr,"
+	"   " AGE_S ", n.recipient_user_id::text, d.waits";
 
 enum { C_ID, C_CHANNEL, C_KIND, C_TITLE, C_BODY, C_ATTEMPTS, C_TO, C_AGE, C_USER, C_WAITS };
 
@@ -260,9 +256,9 @@ static int waits(PGresult *res, int i)
 
 /* Seed 001's limit: a leased row without a contact is one that waited
  * longer than dispatch_contact_wait_max_s (the claim puts the younger ones
- * back itself, "waits", reading the contact and the age in the snapshot of
- * its RETURNING): Failed NTF_CONTACT_UNKNOWN, final, in its own transaction
- * with its dispatched event. */
+ * back itself, "waits", from the same address it returns): Failed
+ * NTF_CONTACT_UNKNOWN, final, in its own transaction with its dispatched
+ * event. */
 static void fail_unknown(PGresult *res, int i, const char *owner)
 {
 	const char *id = PQgetvalue(res, i, C_ID), *ch = PQgetvalue(res, i, C_CHANNEL);
