@@ -116,7 +116,7 @@ b_consumers_clean() {
 }
 
 b_consumers_clean_once() {
-	b_psql <<-EOF >/dev/null
+	b_psql <<-EOF >/dev/null || return 1
 		DELETE FROM calendar.user_replicas WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%';
 		DELETE FROM notifications.recipient_contacts WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%';
 		-- the runs' dedup rows (session 13: they stayed for the 30 days of the
@@ -132,16 +132,6 @@ b_consumers_clean_once() {
 		  'b1000000-0000-0000-0000-000000000000' AND 'b1000000-ffff-ffff-ffff-ffffffffffff'
 		  OR message_id BETWEEN
 		  'b3000000-0000-0000-0000-000000000000' AND 'b3000000-ffff-ffff-ffff-ffffffffffff');
-		-- the published event-created rows of the CRM runs' deadline events (found
-		-- by the payload's bookingId: the events themselves are deleted below, and
-		-- a row the relay publishes after this clean-up goes at the next one), with
-		-- notify's dedup rows of them
-		CREATE TEMP TABLE bench_crm_created AS SELECT id, message_id FROM calendar.outbox
-		  WHERE topic = 'pin.calendar.event-created.v1' AND published_at IS NOT NULL
-		    AND envelope->'payload'->>'bookingId' LIKE 'b0000000-0000-4000-8008-%';
-		DELETE FROM notifications.processed_messages WHERE consumer_group =
-		  'notifications-calendar-events' AND message_id IN (SELECT message_id FROM bench_crm_created);
-		DELETE FROM calendar.outbox WHERE id IN (SELECT id FROM bench_crm_created);
 		DELETE FROM calendar.event_reminders WHERE calendar_event_id IN (SELECT id FROM
 		  calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%');
 		DELETE FROM calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%';
@@ -154,6 +144,12 @@ b_consumers_clean_once() {
 		-- dispatcher would otherwise scan on every pass of every later run
 		DELETE FROM notifications.notifications WHERE recipient_user_id::text LIKE 'b0000000-0000-4000-8005-%';
 	EOF
+	# the published event-created rows of the CRM runs' deadline events (found
+	# by the payload's bookingId: the events themselves are deleted above, and
+	# a row the relay publishes after this clean-up goes at the next one), with
+	# notify's dedup rows of them
+	b_drop_published "topic = 'pin.calendar.event-created.v1'
+		AND envelope->'payload'->>'bookingId' LIKE 'b0000000-0000-4000-8008-%'"
 }
 
 # b_consumer_row SCENARIO FIGURE RATE RAW TARGET_MIN (0: none)

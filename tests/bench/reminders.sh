@@ -55,13 +55,7 @@ b_rem_clean() {
 		DELETE FROM calendar.calendar_events WHERE owner_user_id::text LIKE '$B_REM_OWNER%';
 	EOF
 	if [[ ${1:-} == start ]]; then
-		b_psql <<-EOF >/dev/null
-			DELETE FROM notifications.processed_messages
-			  WHERE consumer_group = 'notifications-calendar-events' AND message_id IN
-			    (SELECT message_id FROM calendar.outbox WHERE key LIKE '$B_REM_EVENT%');
-			DELETE FROM calendar.outbox WHERE key LIKE '$B_REM_EVENT%'
-			  AND published_at IS NOT NULL;
-		EOF
+		b_drop_published "key LIKE '$B_REM_EVENT%'"
 		b_vacuum calendar.outbox notifications.processed_messages
 	fi
 	b_vacuum calendar.calendar_events calendar.event_reminders

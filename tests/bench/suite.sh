@@ -397,6 +397,19 @@ bench_report() {
 # dead rows of the last (until autovacuum came by) and measured less each time
 # (session 12, three runs in a row: identity 20.8k / 20.8k / 9.3k, CRM 4.7k /
 # 3.9k / 3.1k msgs/s).
+# b_drop_published WHERE: the published calendar.outbox rows that match WHERE
+# (SQL over the outbox's columns), with notify's dedup rows of them (group
+# notifications-calendar-events): what a run's published messages leave
+b_drop_published() {
+	b_psql <<-EOF >/dev/null
+		CREATE TEMP TABLE bench_gone AS SELECT id, message_id FROM calendar.outbox
+		  WHERE published_at IS NOT NULL AND ($1);
+		DELETE FROM notifications.processed_messages WHERE consumer_group =
+		  'notifications-calendar-events' AND message_id IN (SELECT message_id FROM bench_gone);
+		DELETE FROM calendar.outbox WHERE id IN (SELECT id FROM bench_gone);
+	EOF
+}
+
 b_vacuum() {
 	local t
 	for t in "$@"; do
