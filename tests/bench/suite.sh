@@ -381,6 +381,33 @@ bench_report() {
 		        r["anchor"], f(r["anchor_value"]), f(r["ratio"]), r["target"],
 		        "yes" if r["ok"] else "NO"))
 		print("load average at the end: %s (%d cores)" % (d["loadavg"], d["cores"]))
+		# The absolute targets at this machine's speed (README "How fast is this
+		# machine"): scaled by the machine row against the platform notes' 88k tps.
+		# Informational: the ok column and --check keep the targets as written.
+		m = [r["value"] for r in d["results"] if r["scenario"] == "machine"]
+		if m and m[0] > 0:
+		    import re
+		    k = m[0] / 88000.0
+		    rows = []
+		    for r in d["results"]:
+		        t, v = r["target"], r["value"]
+		        ge = re.match(r">=(\d+)(?![\d.])", t)
+		        lt = re.match(r"p50<(\d+)ms, p99<(\d+)ms", t)
+		        if ge:
+		            want = float(ge.group(1)) * k
+		            rows.append((r, t, ">=%.0f" % want, v >= want))
+		        elif lt and r["p50_ms"] is not None and r["p99_ms"] is not None:
+		            w50, w99 = float(lt.group(1)) / k, float(lt.group(2)) / k
+		            rows.append((r, t, "p50<%.1fms, p99<%.1fms" % (w50, w99),
+		                         r["p50_ms"] < w50 and r["p99_ms"] < w99))
+		    if rows:
+		        print()
+		        print("absolute targets at this machine's speed (machine %s tps = %.2f x the platform notes' 88k; informational):" % (m[0], k))
+		        print("| scenario | figure | value | target | at this speed | met at this speed |")
+		        print("|---|---|---|---|---|---|")
+		        for r, t, w, ok in rows:
+		            print("| %s | %s | %s %s | %s | %s | %s |" % (r["scenario"], r["figure"].split(" [")[0],
+		                  r["value"], r["unit"], t, w, "yes" if ok else "no"))
 	EOF
 	say "results: ${out#"$ROOT"/}"
 }
