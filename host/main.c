@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 static pthread_t sig_tid;
 static int sig_started;
+static atomic_int sig_own;   /* the SIGTERM is stop_signals' own wake-up, not an operator's */
 
 static void *sig_thread(void *arg)
 {
@@ -25,7 +27,7 @@ static void *sig_thread(void *arg)
 	while (sigwait(set, &sig) != 0)
 		;
 	snprintf(num, sizeof num, "%d", sig);
-	if (!pin_stopping)
+	if (!pin_stopping && !atomic_load(&sig_own))
 		pin_log(PIN_LOG_INFO, "signal received, stopping", "signal", num, NULL);
 	pin_request_stop();
 	return NULL;
@@ -59,8 +61,10 @@ static void stop_signals(void)
 {
 	if (!sig_started)
 		return;
-	if (!pin_stopping)
+	if (!pin_stopping) {
+		atomic_store(&sig_own, 1);
 		pthread_kill(sig_tid, SIGTERM);
+	}
 	pthread_join(sig_tid, NULL);
 	sig_started = 0;
 }

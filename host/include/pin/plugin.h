@@ -38,6 +38,8 @@
  *                    outbox_put keeps writing calendar.outbox, so 1.0
  *                    plugins work unchanged.  The consumer inbox already is
  *                    per registration (pin_consumer.inbox_table).
+ *   2026-12-01  1.2  pin_host_api.metric_observe: a histogram observation
+ *                    in seconds (buckets 1 ms .. 60 s).
  *   2026-12-01  1.3  pin_registrar.route_replica_ok: a registered GET
  *                    route declares that it only reads and tolerates a few
  *                    seconds of staleness; with pg_dsn_read set, its
