@@ -259,7 +259,13 @@ int pin_config_socket_perms(const char *path)
 				"group", gs, NULL);
 			goto out;
 		}
-		if (chown(path, (uid_t)-1, res->gr_gid) < 0) {
+		/* A socket in a setgid directory of that group (the packages'
+		 * /run/pin-calendar) has it already: no chown, which the units'
+		 * SystemCallFilter (~@privileged, @chown in it) refuses. */
+		struct stat st;
+
+		if ((stat(path, &st) != 0 || st.st_gid != res->gr_gid) &&
+		    chown(path, (uid_t)-1, res->gr_gid) < 0) {
 			pin_log(PIN_LOG_ERROR, "socket_group: cannot chown the socket "
 				"(the service user must be a member of the group)",
 				"group", gs, "error", strerror(errno), NULL);

@@ -243,10 +243,11 @@ int main(int argc, char **argv)
 		pin_config_free();
 		return 2;
 	}
+	/* --config, then PIN_CONFIG, then the default file if it is readable */
+	if (!config && getenv("PIN_CONFIG") && *getenv("PIN_CONFIG"))
+		config = getenv("PIN_CONFIG");
 	if (!config && access(PIN_SYSCONF_DIR "/pin-host.conf", R_OK) == 0)
 		config = PIN_SYSCONF_DIR "/pin-host.conf";
-	if (!config)
-		config = getenv("PIN_CONFIG");
 	if (config && pin_config_load(config) < 0)
 		goto out_cfg;
 	pin_log_set_level(level_of(pin_config_get("log_level", "info")));

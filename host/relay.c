@@ -84,6 +84,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <librdkafka/rdkafka.h>
@@ -1276,9 +1277,11 @@ static void relay_finish(struct relay *r, int wait_ms)
 static void write_metrics_file(void)
 {
 	static int64_t last;
+	static int warned;
 	const char *path = pin_config_get("metrics_textfile", "");
 	char *tmp, *m;
 	FILE *f;
+	int ok;
 	int64_t t = pin_clock_now_us();
 
 	if (!*path || t - last < 1000000)
@@ -1288,11 +1291,24 @@ static void write_metrics_file(void)
 		return;
 	tmp = pin_arena_alloc(strlen(path) + 8);
 	sprintf(tmp, "%s.tmp", path);
-	if ((f = fopen(tmp, "w"))) {
-		fputs(m, f);
-		if (fclose(f) == 0)
-			rename(tmp, path);
+	errno = 0;
+	/* 0644 whatever the unit's UMask: node_exporter runs as another user */
+	ok = (f = fopen(tmp, "w")) && fchmod(fileno(f), 0644) == 0 && fputs(m, f) >= 0;
+	if (f && fclose(f) != 0)
+		ok = 0;
+	if (ok && rename(tmp, path) == 0) {
+		if (warned)
+			pin_log(PIN_LOG_INFO, "metrics_textfile written again", "path", path, NULL);
+		warned = 0;
+		free(m);
+		return;
 	}
+	/* once per failure streak: an unwritable path (the unit's
+	 * ProtectSystem=strict without ReadWritePaths) must not be silent */
+	if (!warned)
+		pin_log(PIN_LOG_WARN, "cannot write metrics_textfile", "path", path,
+			"error", strerror(errno ? errno : EIO), NULL);
+	warned = 1;
 	free(m);
 }
 
@@ -1501,8 +1517,8 @@ int pin_relay_run_once(void)
 			relay_poll(&r, full || read_any ? 0 : 5);
 	}
 	update_pending(&r);
-	write_metrics_file();
 out:
+	write_metrics_file();   /* this host's metrics, leader or not */
 	relay_finish(&r, rc ? 0 : 2000);
 	if (r.any_led >= 0) {
 		char s[24];

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -112,6 +113,64 @@ START_TEST(clock_offset_needs_permission)
 
 	/* with the permission (the stack's own config) the same run works */
 	ck_assert_int_eq(h_run_worker_once(3600), 0);
+}
+END_TEST
+
+/* The stack's config plus one line, in PIN_DEV_DIR/<name>. */
+static char *conf_plus(const char *name, const char *line)
+{
+	char *conf = h_sprintf("%s/%s", h_env("PIN_DEV_DIR"), name);
+	FILE *in = fopen(h_env("PIN_CONFIG"), "r"), *out = fopen(conf, "w");
+	char buf[4096];
+
+	ck_assert_ptr_nonnull(in);
+	ck_assert_ptr_nonnull(out);
+	while (fgets(buf, sizeof(buf), in))
+		fputs(buf, out);
+	fprintf(out, "\n%s\n", line);
+	fclose(in);
+	fclose(out);
+	return conf;
+}
+
+/* metrics_textfile: node_exporter (another user) can read what the worker
+ * writes whatever the unit's UMask, and a path it cannot write is logged,
+ * not silent (the packaged unit's ProtectSystem=strict). */
+START_TEST(metrics_textfile_readable_or_logged)
+{
+	char *prom = h_sprintf("%s/ops-worker.prom", h_env("PIN_DEV_DIR"));
+	char *conf = conf_plus("ops-textfile.conf", h_sprintf("metrics_textfile = %s", prom));
+	const char *extra[] = { "--config", conf, "--once", NULL };
+	struct stat st;
+	mode_t um;
+	long before;
+	char *text;
+	FILE *f;
+
+	unlink(prom);
+	um = umask(0077);   /* as the packaged units */
+	ck_assert_int_eq(h_run_host("worker", NULL, 0, extra), 0);
+	umask(um);
+	ck_assert_msg(stat(prom, &st) == 0, "no %s after a worker pass", prom);
+	ck_assert_msg((st.st_mode & 0777) == 0644, "mode %o, want 0644", (unsigned)(st.st_mode & 0777));
+	text = h_strdup("");
+	if ((f = fopen(prom, "r"))) {
+		char buf[4096];
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+
+		buf[n] = 0;
+		text = h_strdup(buf);
+		fclose(f);
+	}
+	ck_assert_msg(strstr(text, "# TYPE pin_") != NULL, "no pin_ metric in the file: %.200s", text);
+
+	conf = conf_plus("ops-textfile-bad.conf",
+			h_sprintf("metrics_textfile = %s/no-such-dir/worker.prom", h_env("PIN_DEV_DIR")));
+	extra[1] = conf;
+	before = log_size();
+	ck_assert_int_eq(h_run_host("worker", NULL, 0, extra), 0);
+	ck_assert_msg(strstr(log_since(before), "cannot write metrics_textfile") != NULL,
+			"an unwritable metrics_textfile was not logged");
 }
 END_TEST
 
@@ -278,6 +337,7 @@ Suite *make_ops_suite(void)
 	tcase_add_test(tc, plugin_of_a_newer_minor_refused);
 	tcase_add_test(tc, plugin_init_failure_stops_host);
 	tcase_add_test(tc, clock_offset_needs_permission);
+	tcase_add_test(tc, metrics_textfile_readable_or_logged);
 	tcase_add_test(tc, housekeeping_purges_only_old_rows);
 	suite_add_tcase(s, tc);
 
