@@ -1517,8 +1517,8 @@ int pin_relay_run_once(void)
 			relay_poll(&r, full || read_any ? 0 : 5);
 	}
 	update_pending(&r);
+	write_metrics_file();
 out:
-	write_metrics_file();   /* this host's metrics, leader or not */
 	relay_finish(&r, rc ? 0 : 2000);
 	if (r.any_led >= 0) {
 		char s[24];

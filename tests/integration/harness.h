@@ -14,6 +14,7 @@
  *   PIN_HOST_BIN          pin-host binary; PIN_BROKER_BIN pin-devbroker binary
  *   PIN_PLUGIN_DIR        plugin .so dir; PIN_FIXTURE_DIR fixture .so dir
  *   PIN_CONFIG            the hosts' config file (allow_clock_offset = true)
+ *   PIN_API_SOCK          the API host's FastCGI socket (nginx's upstream)
  *   PIN_WORKER_PLUGINS    plugin list of the worker host (incl. testcons path)
  *   PIN_API_PLUGINS       plugin list of the API host
  *   PIN_PG_BIN, PIN_PG_DATA, PIN_PG_LOG, PIN_PG_OPTS

@@ -10,10 +10,12 @@
  */
 #include "config.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -133,43 +135,60 @@ static char *conf_plus(const char *name, const char *line)
 	return conf;
 }
 
+/* A worker host of its own (no plugins: the relay and the metrics; no
+ * metrics listener) with the stack's config plus metrics_textfile = PATH,
+ * until the log since BEFORE shows WANT_LOG or PATH exists (want_log NULL);
+ * then stopped.  Returns whether that happened within 15 s. */
+static bool textfile_worker(const char *conf_name, const char *path, const char *want_log,
+		long before)
+{
+	char *conf = conf_plus(conf_name, h_sprintf("metrics_listen =\nmetrics_textfile = %s", path));
+	const char *extra[] = { "--config", conf, NULL };
+	struct stat st;
+	pid_t pid;
+	int status;
+	bool seen;
+
+	pid = h_spawn_host("worker", "", 0, extra);
+	seen = want_log ? H_WAIT_UNTIL(strstr(log_since(before), want_log) != NULL, 15000)
+			: H_WAIT_UNTIL(stat(path, &st) == 0, 15000);
+	kill(pid, SIGTERM);
+	waitpid(pid, &status, 0);
+	return seen;
+}
+
 /* metrics_textfile: node_exporter (another user) can read what the worker
  * writes whatever the unit's UMask, and a path it cannot write is logged,
  * not silent (the packaged unit's ProtectSystem=strict). */
 START_TEST(metrics_textfile_readable_or_logged)
 {
 	char *prom = h_sprintf("%s/ops-worker.prom", h_env("PIN_DEV_DIR"));
-	char *conf = conf_plus("ops-textfile.conf", h_sprintf("metrics_textfile = %s", prom));
-	const char *extra[] = { "--config", conf, "--once", NULL };
 	struct stat st;
 	mode_t um;
-	long before;
-	char *text;
+	char *text = NULL;
 	FILE *f;
 
 	unlink(prom);
 	um = umask(0077);   /* as the packaged units */
-	ck_assert_int_eq(h_run_host("worker", NULL, 0, extra), 0);
+	ck_assert_msg(textfile_worker("ops-textfile.conf", prom, NULL, log_size()),
+			"no %s from a running worker host", prom);
 	umask(um);
-	ck_assert_msg(stat(prom, &st) == 0, "no %s after a worker pass", prom);
+	ck_assert_msg(stat(prom, &st) == 0, "%s", prom);
 	ck_assert_msg((st.st_mode & 0777) == 0644, "mode %o, want 0644", (unsigned)(st.st_mode & 0777));
-	text = h_strdup("");
 	if ((f = fopen(prom, "r"))) {
-		char buf[4096];
+		char buf[8192];
 		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
 
 		buf[n] = 0;
 		text = h_strdup(buf);
 		fclose(f);
 	}
-	ck_assert_msg(strstr(text, "# TYPE pin_") != NULL, "no pin_ metric in the file: %.200s", text);
+	ck_assert_msg(text && strstr(text, "# TYPE pin_"), "no pin_ metric in the file: %.200s",
+			text ? text : "(unreadable)");
 
-	conf = conf_plus("ops-textfile-bad.conf",
-			h_sprintf("metrics_textfile = %s/no-such-dir/worker.prom", h_env("PIN_DEV_DIR")));
-	extra[1] = conf;
-	before = log_size();
-	ck_assert_int_eq(h_run_host("worker", NULL, 0, extra), 0);
-	ck_assert_msg(strstr(log_since(before), "cannot write metrics_textfile") != NULL,
+	ck_assert_msg(textfile_worker("ops-textfile-bad.conf",
+			h_sprintf("%s/no-such-dir/worker.prom", h_env("PIN_DEV_DIR")),
+			"cannot write metrics_textfile", log_size()),
 			"an unwritable metrics_textfile was not logged");
 }
 END_TEST

@@ -642,12 +642,54 @@ START_TEST(browser_eventsource)
 }
 END_TEST
 
+/* The API host unreachable (its socket moved away: nginx cannot connect, the
+ * host itself keeps running): the stream answers the problem+json 503 of every
+ * other /api path, not nginx's HTML 502 -- nchan hands the subscriber the
+ * auth subrequest's answer, so the internal auth location maps it. */
+static char *away_sock(void)
+{
+	return h_sprintf("%s.away", h_env("PIN_API_SOCK"));
+}
+
+static void sock_back(void)
+{
+	rename(away_sock(), h_env("PIN_API_SOCK"));   /* no-op unless moved */
+}
+
+START_TEST(stream_host_unreachable_is_problem_503)
+{
+	const char *user = h_uuid();
+	const char *t = get_ticket(h_token("agent", user, h_uuid()));
+	struct sresp s;
+
+	long ngx = h_host_pid("nginx");
+
+	ck_assert_msg(ngx > 1, "nginx of the test stack not found");
+	ck_assert_int_eq(rename(h_env("PIN_API_SOCK"), away_sock()), 0);
+	/* new nginx workers: no kept-alive upstream connection to the moved socket */
+	ck_assert_int_eq(kill((pid_t)ngx, SIGHUP), 0);
+	h_sleep_ms(700);
+	s = stream_get(h_sprintf("?ticket=%s", t));
+	sock_back();
+	ck_assert_msg(s.status == 503, "stream with the API host unreachable: %ld %s %s",
+			s.status, s.ctype, s.body);
+	ck_assert_msg(strstr(s.ctype, "application/problem+json"), "content type %s", s.ctype);
+	ck_assert_msg(strstr(s.body, "\"code\":\"UNAVAILABLE\""), "%s", s.body);
+	/* back: the same ticket opens the stream */
+	s = stream_get(h_sprintf("?ticket=%s", t));
+	ck_assert_msg(s.status == 200, "stream after the socket came back: %ld %s", s.status, s.body);
+}
+END_TEST
+
 Suite *make_stream_suite(void)
 {
 	Suite *s = suite_create("stream");
 	TCase *tc = h_tcase("stream", 180);
 
+	tcase_add_checked_fixture(tc, NULL, sock_back);
+
 	tcase_add_test(tc, ticket_and_auth);
+	tcase_add_test(tc, stream_host_unreachable_is_problem_503);
 	tcase_add_test(tc, publisher_is_local_only);
 	tcase_add_test(tc, publish_failure_backs_off_then_publishes);
 	tcase_add_test(tc, old_rows_are_not_pushed);
