@@ -11,11 +11,19 @@
  *  - pin_config_int: base-10 whole string, else the default;
  *    pin_config_bool: true/yes/on/1, false/no/off/0 (any case), else default.
  */
+#include <errno.h>
+#include <grp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -144,6 +152,83 @@ START_TEST(test_socket_perms)
 	pin_config_set("socket_mode", "0660");
 	pin_config_set("socket_group", "no-such-group-pin");
 	ck_assert_int_eq(pin_config_socket_perms(sa.sun_path), -1);
+	close(fd);
+	unlink(sa.sun_path);
+	rmdir(sp);
+}
+END_TEST
+
+/* The packaged units' SystemCallFilter=~@privileged: every chown fails with
+ * EPERM.  Installed in a child process only (it cannot be undone). */
+static int deny_chown(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#ifdef __NR_chown
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_chown, 3, 0),
+#else
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fchownat, 3, 0),
+#endif
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fchownat, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fchown, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+/* socket_group naming the group the socket already has (a setgid runtime
+ * directory of that group, as the packages' /run/pin-calendar) needs no
+ * chown: the API host starts under its unit's syscall filter.  Another
+ * group still needs one, and the filter refuses it. */
+START_TEST(test_socket_group_without_chown)
+{
+	char sp[] = "/tmp/pin-sock-XXXXXX";
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	struct group *own, *other = NULL;
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0), status;
+	pid_t pid;
+
+	ck_assert_ptr_nonnull(mkdtemp(sp));
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s/s", sp);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	ck_assert_int_eq(stat(sa.sun_path, &st), 0);
+	ck_assert_ptr_nonnull(own = getgrgid(st.st_gid));
+	{
+		char *own_name = strdup(own->gr_name);
+
+		setgrent();
+		while ((other = getgrent()) && other->gr_gid == st.st_gid)
+			;
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			int rc_own, rc_other = -1;
+
+			if (deny_chown() != 0)
+				_exit(3);
+			if (chown(sa.sun_path, (uid_t)-1, st.st_gid) == 0 || errno != EPERM)
+				_exit(4);   /* the filter is not in force */
+			pin_config_set("socket_group", own_name);
+			rc_own = pin_config_socket_perms(sa.sun_path);
+			if (other) {
+				pin_config_set("socket_group", other->gr_name);
+				rc_other = pin_config_socket_perms(sa.sun_path);
+			}
+			_exit(rc_own == 0 && rc_other == -1 ? 0 : rc_own != 0 ? 1 : 2);
+		}
+		endgrent();
+		free(own_name);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			"child: %d (1: own group refused, 2: other group not refused, 3/4: no filter)",
+			WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	close(fd);
 	unlink(sa.sun_path);
 	rmdir(sp);
@@ -287,6 +372,7 @@ Suite *make_config_suite(void)
 	tcase_add_test(tc, test_load_bad_line);
 	tcase_add_test(tc, test_include);
 	tcase_add_test(tc, test_socket_perms);
+	tcase_add_test(tc, test_socket_group_without_chown);
 	tcase_add_test(tc, test_load_missing);
 	tcase_add_test(tc, test_env_overrides_file);
 	tcase_add_test(tc, test_flag_overrides_all);
