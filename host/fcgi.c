@@ -42,6 +42,7 @@ struct pin_req {
 	bool has_principal;
 	/* query, parsed lazily (arena) */
 	bool query_parsed;
+	bool query_bad;             /* a pair that does not decode (bad %, %00, not UTF-8) */
 	struct kvp *query;
 	size_t nquery;
 	/* response */
@@ -205,7 +206,9 @@ static void parse_query(struct pin_req *r)
 		size_t kl = eq ? (size_t)(eq - p) : len;
 		char *k = pin_url_decode(p, kl);
 		char *v = eq ? pin_url_decode(eq + 1, len - kl - 1) : strdup("");
-		if (k && v && *k) {
+		if (!k || !v || !pin_utf8_valid(k, strlen(k)) || !pin_utf8_valid(v, strlen(v)))
+			r->query_bad = true;
+		else if (*k) {
 			r->query[r->nquery].k = pin_arena_strdup(k);
 			r->query[r->nquery].v = pin_arena_strdup(v);
 			r->nquery++;
@@ -613,6 +616,16 @@ static int route(struct pin_req *r, const char **label)
 		return -1;
 	}
 	*label = r->match.e->r.pattern;
+	/* a query pair the handler could not see must not widen its answer
+	 * (a filter dropped): refuse the request instead */
+	if (!r->query_parsed)
+		parse_query(r);
+	if (r->query_bad) {
+		drain(r);
+		pin_respond_problem(r, 400, "MALFORMED_REQUEST",
+			"malformed query string (a bad %-escape, %00 or not UTF-8)", NULL);
+		return -1;
+	}
 	return 0;
 }
 

@@ -74,6 +74,25 @@ char *pin_json_quote(char *o, const char *s)
 	return o;
 }
 
+static int hexval(int c);
+
+/* the value of 4 hex digits at buf[i], -1 if they are not 4 hex digits */
+static long u4(const char *buf, size_t len, size_t i)
+{
+	long v = 0;
+
+	if (i + 4 > len)
+		return -1;
+	for (size_t k = i; k < i + 4; k++) {
+		int h = hexval((unsigned char)buf[k]);
+
+		if (h < 0)
+			return -1;
+		v = v * 16 + h;
+	}
+	return v;
+}
+
 json_object *pin_json_parse(const char *buf, size_t len, char *err, size_t errlen)
 {
 	struct json_tokener *tok = json_tokener_new_ex(MAX_DEPTH);
@@ -86,13 +105,37 @@ json_object *pin_json_parse(const char *buf, size_t len, char *err, size_t errle
 		return NULL;
 	}
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-	/* json-c 0.16 accepts 'single quoted' strings even in strict mode */
+	/* What json-c 0.16 accepts even in strict mode: 'single quoted' strings,
+	 * raw control characters inside strings (RFC 8259 wants them escaped),
+	 * and unpaired UTF-16 surrogate escapes (silently made U+FFFD). */
 	for (size_t i = 0, in = 0; i < len; i++) {
 		if (in) {
-			if (buf[i] == '\\')
+			if ((unsigned char)buf[i] < 0x20) {
+				snprintf(err, errlen, "invalid JSON: a control character in a string");
+				goto out;
+			} else if (buf[i] == '\\' && i + 1 < len && buf[i + 1] == 'u') {
+				long u = u4(buf, len, i + 2);
+
+				if (u >= 0xDC00 && u <= 0xDFFF) {
+					snprintf(err, errlen, "invalid JSON: an unpaired surrogate escape");
+					goto out;
+				}
+				if (u >= 0xD800 && u <= 0xDBFF) {
+					long lo = i + 7 < len && buf[i + 6] == '\\' && buf[i + 7] == 'u'
+						? u4(buf, len, i + 8) : -1;
+
+					if (lo < 0xDC00 || lo > 0xDFFF) {
+						snprintf(err, errlen, "invalid JSON: an unpaired surrogate escape");
+						goto out;
+					}
+					i += 6;   /* the low half is checked here */
+				}
+				i += u < 0 ? 1 : 5;   /* past u and the 4 digits (bad ones: json-c says) */
+			} else if (buf[i] == '\\') {
 				i++;
-			else if (buf[i] == '"')
+			} else if (buf[i] == '"') {
 				in = 0;
+			}
 		} else if (buf[i] == '"') {
 			in = 1;
 		} else if (buf[i] == '\'') {

@@ -41,12 +41,22 @@ int pc_idem_begin(struct pin_req *r, struct pc_idem *st)
 	st->fingerprint = NULL;
 	if (!key || !*key)
 		return 0;
-	if (strlen(key) > 64) {
-		struct pc_errs e;
-		pc_errs_init(&e);
-		pc_errs_add(&e, "Idempotency-Key", "at most 64 characters");
-		pc_errs_respond(r, 400, "MALFORMED_REQUEST", "bad Idempotency-Key header", &e);
-		return PC_E_RESPONDED;
+	{
+		/* a header value (RFC 9110 field-vchar, the IETF draft's sf-string):
+		 * printable ASCII only, so nothing a database refuses or a log line
+		 * hides gets stored as a key */
+		const char *why = strlen(key) > 64 ? "at most 64 characters" : NULL;
+
+		for (const unsigned char *c = (const unsigned char *)key; !why && *c; c++)
+			if (*c < 0x20 || *c > 0x7e)
+				why = "printable ASCII characters only";
+		if (why) {
+			struct pc_errs e;
+			pc_errs_init(&e);
+			pc_errs_add(&e, "Idempotency-Key", why);
+			pc_errs_respond(r, 400, "MALFORMED_REQUEST", "bad Idempotency-Key header", &e);
+			return PC_E_RESPONDED;
+		}
 	}
 	st->key = key;
 	st->fingerprint = pc_api->sprintf("%s %s %s", pc_api->req_method(r),

@@ -83,6 +83,40 @@ START_TEST(test_parse_single_quoted_key)
 }
 END_TEST
 
+/* What json-c 0.16 lets through even strictly, refused by the host (400):
+ * raw control characters in strings and unpaired surrogate escapes (json-c
+ * would store U+FFFD in their place).  Escaped ones and real pairs pass. */
+START_TEST(test_parse_strings_strict)
+{
+	static const char *bad[] = {
+		"{\"a\":\"x\001y\"}", "{\"a\":\"tab\there\"}", "{\"a\":\"nl\n\"}", "[\"\x1f\"]",
+		"{\"a\":\"\\ud800\"}", "{\"a\":\"\\udc00\"}", "{\"a\":\"\\ud800\\u0041\"}",
+		"{\"a\":\"\\ud800x\"}", "{\"a\":\"\\uDBFF\"}", "{\"a\":\"\\ud800\\ud800\"}",
+		"{\"\\udfff\":1}", "{\"a\":\"\\u12\"}", "{\"a\":\"\\u12\"}\n",
+	};
+	static const char *good[] = {
+		"{\"a\":\"\\u0001\\t\\n\"}", "{\"a\":\"\\ud83d\\ude00\"}", "{\"a\":\"\\uD83D\\uDE00 ok\"}",
+		"{\"a\":\"\\u00e9\\\\u\"}", "{\"a\":\"\\\\ud800\"}", "{\n\t\"a\" : \"b\"\r\n}",
+	};
+	char err[128];
+	json_object *o;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		o = parse(bad[i], err, sizeof(err));
+		ck_assert_msg(o == NULL, "accepted: %s", bad[i]);
+		ck_assert_msg(err[0] != 0, "no error text for: %s", bad[i]);
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		o = parse(good[i], err, sizeof(err));
+		ck_assert_msg(o != NULL, "refused: %s (%s)", good[i], err);
+		json_object_put(o);
+	}
+	o = parse("{\"a\":\"\\ud83d\\ude00\"}", err, sizeof(err));
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(o, "a")), "\xf0\x9f\x98\x80");
+	json_object_put(o);
+}
+END_TEST
+
 START_TEST(test_parse_truncated)
 {
 	static const char *bad[] = { "{\"a\":", "{\"a\":1", "[1, 2", "{", "\"ab", "" , "   " };
@@ -278,6 +312,7 @@ Suite *make_json_suite(void)
 	tcase_add_test(tc, test_pgarr_binary_array);
 	tcase_add_test(tc, test_parse_invalid);
 	tcase_add_test(tc, test_parse_single_quoted_key);
+	tcase_add_test(tc, test_parse_strings_strict);
 	tcase_add_test(tc, test_parse_truncated);
 	tcase_add_test(tc, test_parse_len_bounded);
 	tcase_add_test(tc, test_parse_depth);
