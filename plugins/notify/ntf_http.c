@@ -90,7 +90,7 @@ int ntf_h_read(struct pin_req *r, void *ud)
 	PGresult *res;
 
 	(void)ud;
-	if (!id)
+	if (!id || pc_body_none(r) < 0)
 		return PIN_OK;
 	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
 	p[0] = id;

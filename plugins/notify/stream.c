@@ -154,6 +154,8 @@ static int h_ticket(struct pin_req *r, void *ud)
 	size_t i;
 
 	(void)ud;
+	if (pc_body_none(r) < 0)
+		return PIN_OK;
 	if (!key_len)
 		return pc_api->respond_problem(r, 503, "NTF_STREAM_UNAVAILABLE",
 			"real-time notifications are not configured on this host", NULL);

@@ -32,6 +32,21 @@ json_object *pc_body(struct pin_req *r, struct pc_errs *e)
 	return b;
 }
 
+int pc_body_none(struct pin_req *r)
+{
+	static const char *const none[] = { NULL };
+	struct pc_errs e;
+	json_object *b;
+
+	pc_errs_init(&e);
+	if ((b = pc_body(r, &e)))
+		pc_check_fields(b, none, &e);
+	if (e.n == 0)
+		return 0;
+	pc_errs_respond(r, 422, "VALIDATION_FAILED", "the request has invalid fields", &e);
+	return PC_E_RESPONDED;
+}
+
 int pc_check_fields(json_object *obj, const char *const *allowed, struct pc_errs *e)
 {
 	int unknown = 0;

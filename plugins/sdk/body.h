@@ -19,6 +19,10 @@ enum pc_field {
  */
 json_object *pc_body(struct pin_req *r, struct pc_errs *e);
 
+/* A route without a body (NoFields): none, or {} -> 0; anything else (a
+ * non-object, a key) -> answered 422 VALIDATION_FAILED, PC_E_RESPONDED. */
+int pc_body_none(struct pin_req *r);
+
 /* Strict validation: every key of obj must be in allowed (NULL-terminated);
  * each unknown key adds "unknown field".  Returns the number of unknowns. */
 int pc_check_fields(json_object *obj, const char *const *allowed, struct pc_errs *e);

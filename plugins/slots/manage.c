@@ -163,6 +163,8 @@ int slot_h_archive(struct pin_req *r, void *ud)
 	(void)ud;
 	if (!(id = pc_path_uuid(r, "id")))
 		return PIN_OK;
+	if (pc_body_none(r) < 0)    /* NoFields: none or {} */
+		return PIN_OK;
 	if (pc_if_match(r, &has_ver, &want_ver) < 0)
 		return PIN_OK;
 	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
@@ -218,6 +220,8 @@ int slot_h_archive_batch(struct pin_req *r, void *ud)
 
 	(void)ud;
 	if (!(id = pc_path_uuid(r, "batchId")))
+		return PIN_OK;
+	if (pc_body_none(r) < 0)
 		return PIN_OK;
 	if ((rc = slot_tx_begin(r, &idem, &in_tx)) < 0)
 		return rc == PC_E_RESPONDED ? PIN_OK : rc;

@@ -750,6 +750,11 @@ START_TEST(me_notifications_api)
 	/* read: another user's id -> 404; own -> 200, twice */
 	r = h_post(h_sprintf("/api/v1/me/notifications/%s/read", first), otok, NULL);
 	h_assert_problem(r, 404, "NOTIFICATION_NOT_FOUND");
+	/* NoFields: a body other than none or {} is refused, nothing read */
+	r = h_post(h_sprintf("/api/v1/me/notifications/%s/read", first), tok, "{\"all\":true}");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM notifications.notifications"
+		" WHERE id = $1 AND read_at IS NOT NULL", first), 0);
 	r = h_post(h_sprintf("/api/v1/me/notifications/%s/read", first), tok, NULL);
 	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
 	ck_assert_str_eq(h_jstr(r->json, "status"), "Read");

@@ -1409,6 +1409,15 @@ START_TEST(archive_slot_and_batch)
 	s0 = h_strdup(idx_str(slots, 0, "id"));
 	s1 = h_strdup(idx_str(slots, 1, "id"));
 
+	/* NoFields: a body other than none or {} is refused, nothing archived */
+	r = h_post(h_sprintf(SLOTS "/%s/archive", s0), a.token, "{\"zz\":1}");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	r = h_post(h_sprintf(SLOTS "/%s/archive", s0), a.token, "[]");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	r = h_post(h_sprintf(BATCHES "/%s/archive", batch_id), a.token, "\"x\"");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.availability_slots"
+		" WHERE batch_id = $1 AND status = 'Archived'", batch_id), 0);
 	r = h_post(h_sprintf(SLOTS "/%s/archive", s0), a.token, NULL);
 	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);
 	ck_assert_str_eq(h_jstr(r->json, "status"), "Archived");

@@ -162,6 +162,8 @@ START_TEST(ticket_and_auth)
 	/* the ticket route wants the JWT */
 	r = h_post(TICKET, NULL, NULL);
 	h_assert_problem(r, 401, "UNAUTHENTICATED");
+	r = h_post(TICKET, tok, "{\"ttl\":999999}");     /* NoFields */
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
 	r = h_post(TICKET, tok, NULL);
 	ck_assert_int_eq(r->status, 200);
 	t = h_jstr(r->json, "ticket");
