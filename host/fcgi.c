@@ -605,8 +605,10 @@ static int route(struct pin_req *r, const char **label)
 		builtin(r, r->path + 1);
 		return -1;
 	}
-	if (pin_router_match(pin_reg.routes, pin_reg.nroutes, r->method, r->path,
-			&r->match) < 0) {
+	/* HEAD is GET without the body (RFC 9110 9.3.2): the GET route answers,
+	 * nginx sends only the head */
+	if (pin_router_match(pin_reg.routes, pin_reg.nroutes,
+			strcmp(r->method, "HEAD") ? r->method : "GET", r->path, &r->match) < 0) {
 		drain(r);
 		if (r->match.method_mismatch)
 			pin_respond_problem(r, 405, "METHOD_NOT_ALLOWED",
