@@ -136,7 +136,8 @@ static char *conf_plus(const char *name, const char *line)
 }
 
 /* A worker host of its own (no plugins: the relay and the metrics; no
- * metrics listener) with the stack's config plus metrics_textfile = PATH,
+ * metrics listener; it joins the relay members for its few seconds and gives
+ * its shards back on SIGTERM, as in "Relay shards and failover") with the stack's config plus metrics_textfile = PATH,
  * until the log since BEFORE shows WANT_LOG or PATH exists (want_log NULL);
  * then stopped.  Returns whether that happened within 15 s. */
 static bool textfile_worker(const char *conf_name, const char *path, const char *want_log,
