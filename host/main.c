@@ -6,7 +6,6 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +15,6 @@
 
 static pthread_t sig_tid;
 static int sig_started;
-static atomic_int sig_own;   /* the SIGTERM is stop_signals' own wake-up, not an operator's */
 
 static void *sig_thread(void *arg)
 {
@@ -27,7 +25,7 @@ static void *sig_thread(void *arg)
 	while (sigwait(set, &sig) != 0)
 		;
 	snprintf(num, sizeof num, "%d", sig);
-	if (!pin_stopping && !atomic_load(&sig_own))
+	if (!pin_stopping)
 		pin_log(PIN_LOG_INFO, "signal received, stopping", "signal", num, NULL);
 	pin_request_stop();
 	return NULL;
@@ -62,7 +60,9 @@ static void stop_signals(void)
 	if (!sig_started)
 		return;
 	if (!pin_stopping) {
-		atomic_store(&sig_own, 1);
+		/* stopping without a signal (a start-up failure): the flag first,
+		 * so the wake-up below is not logged as an operator's signal */
+		pin_request_stop();
 		pthread_kill(sig_tid, SIGTERM);
 	}
 	pthread_join(sig_tid, NULL);

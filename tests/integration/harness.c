@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
@@ -341,6 +342,54 @@ static void contract_record_kafka(const char *source, const char *topic,
 	json_object_object_add(o, "value",
 		value ? json_object_new_string_len(value, (int)len) : NULL);
 	contract_record("kafka.jsonl", o);
+}
+
+char *h_slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = calloc(1, (size_t)n + 1);
+	if (fread(buf, 1, (size_t)n, f) != (size_t)n)
+		buf[0] = '\0';
+	fclose(f);
+	{
+		char *h = h_strdup(buf);
+
+		free(buf);
+		return h;
+	}
+}
+
+char *h_http_raw(const char *request)
+{
+	const char *base = h_env("PIN_BASE_URL"), *colon = strrchr(base, ':');
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct timeval tv = { .tv_sec = 5 };
+	char buf[8192];
+	size_t got = 0;
+	ssize_t n;
+	int fd;
+
+	ck_assert_msg(colon && !strncmp(base, "http://127.0.0.1:", 17), "base %s", base);
+	a.sin_port = htons((uint16_t)atoi(colon + 1));
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_msg(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "connect %s", base);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	ck_assert(write(fd, request, strlen(request)) == (ssize_t)strlen(request));
+	while (got < sizeof(buf) - 1 && (n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += (size_t)n;
+	close(fd);
+	buf[got] = '\0';
+	return h_strdup(buf);
 }
 
 struct h_resp *h_request_opts(const char *method, const char *path,

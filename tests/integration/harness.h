@@ -117,6 +117,13 @@ struct h_resp *h_request_(const char *method, const char *path, const char *toke
 struct h_resp *h_request_opts(const char *method, const char *path,
 		const char *token, const struct h_req_opts *o);
 #define h_get(path, token) h_request("GET", (path), (token), NULL)
+/* The whole file (h_strdup), NULL when it cannot be opened. */
+char *h_slurp(const char *path);
+/* REQUEST sent as given to nginx over a plain socket (what libcurl would not
+ * send or would normalise: a raw request line, an HTTP version, a transfer
+ * coding); the whole answer (h_strdup, at most 8 KiB), read until nginx
+ * closes or 5 s pass. */
+char *h_http_raw(const char *request);
 #define h_post(path, token, body) h_request("POST", (path), (token), (body))
 void h_resp_free(struct h_resp *r);
 /* n POSTs of bodies[i] with Bearer tokens[i] (NULL: none) to path, all in

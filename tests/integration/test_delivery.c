@@ -100,29 +100,6 @@ static char *unique_phone(void)
 
 /* ---- mail: the Maildir aiosmtpd writes ------------------------------------ */
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = calloc(1, (size_t)n + 1);
-	if (fread(buf, 1, (size_t)n, f) != (size_t)n)
-		buf[0] = '\0';
-	fclose(f);
-	{
-		char *h = h_strdup(buf);
-
-		free(buf);
-		return h;
-	}
-}
-
 /* Messages in PIN_MAIL_DIR containing needle: count, and the last one. */
 static int mails_with(const char *needle, char **last)
 {
@@ -138,7 +115,7 @@ static int mails_with(const char *needle, char **last)
 
 		if (e->d_name[0] == '.')
 			continue;
-		m = slurp(h_sprintf("%s/%s", dir, e->d_name));
+		m = h_slurp(h_sprintf("%s/%s", dir, e->d_name));
 		if (m && strstr(m, needle)) {
 			n++;
 			if (last)
@@ -260,7 +237,7 @@ static const struct h_kmsg *dispatched_of(const char *id)
 /* Lines of PIN_SMS_LOG whose body.idempotencyKey is id; the last as JSON. */
 static int sms_requests(const char *id, json_object **last)
 {
-	char *log = slurp(h_env("PIN_SMS_LOG")), *save = NULL;
+	char *log = h_slurp(h_env("PIN_SMS_LOG")), *save = NULL;
 	int n = 0;
 
 	if (!log)
@@ -458,7 +435,7 @@ END_TEST
 static void smtp_kill(void)
 {
 	char *pf = h_sprintf("%s/pids/smtp.pid", h_env("PIN_DEV_DIR"));
-	char *pid = slurp(pf);
+	char *pid = h_slurp(pf);
 
 	ck_assert_ptr_nonnull(pid);
 	ck_assert_int_eq(kill(atoi(pid), SIGKILL), 0);
@@ -629,13 +606,13 @@ START_TEST(relay_parks_oversize_row)
 		" id = $1::bigint", bad_id), "too large"), "last_error: %s",
 		h_sql_scalar("SELECT last_error FROM calendar.outbox WHERE id = $1::bigint", bad_id));
 	ck_assert_ptr_nonnull(h_kafka_wait_key("pin.test.events.v1", key, 20000));
-	ck_assert_msg(H_WAIT_UNTIL((metrics = slurp(h_env("PIN_WORKER_METRICS_FILE"))) &&
+	ck_assert_msg(H_WAIT_UNTIL((metrics = h_slurp(h_env("PIN_WORKER_METRICS_FILE"))) &&
 		strstr(metrics, "pin_outbox_failed_total{outbox=\"calendar.outbox\","
 			"reason=\"too_large\"}"), 10000), "metric missing: %s",
 		metrics ? metrics : "(no file)");
 	/* logged without the payload */
 	{
-		char *log = slurp(h_sprintf("%s/logs/worker.log", h_env("PIN_DEV_DIR")));
+		char *log = h_slurp(h_sprintf("%s/logs/worker.log", h_env("PIN_DEV_DIR")));
 
 		ck_assert_ptr_nonnull(log);
 		ck_assert_msg(strstr(log, "row cannot be published, parked"), "no log line");

@@ -362,27 +362,10 @@ static void assert_4xx(const struct h_resp *r, const char *what)
  * status of the answer; *ctype gets its Content-Type (h_strdup) or NULL. */
 static long raw_get(const char *target, char **ctype)
 {
-	const char *base = h_env("PIN_BASE_URL"), *colon = strrchr(base, ':');
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	char *req, buf[8192], *ct, *e;
-	size_t got = 0;
-	ssize_t n;
+	char *buf = h_http_raw(h_sprintf("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+			"Connection: close\r\n\r\n", target)), *ct, *e;
 	long status = -1;
-	int fd;
 
-	ck_assert_msg(colon && !strncmp(base, "http://127.0.0.1:", 17), "base %s", base);
-	a.sin_port = htons((uint16_t)atoi(colon + 1));
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_msg(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "connect %s", base);
-	req = h_sprintf("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-			target);
-	ck_assert(write(fd, req, strlen(req)) == (ssize_t)strlen(req));
-	while (got < sizeof(buf) - 1 && (n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
-		got += (size_t)n;
-	close(fd);
-	buf[got] = '\0';
 	if (!strncmp(buf, "HTTP/1.", 7) && strlen(buf) > 12)
 		status = strtol(buf + 9, NULL, 10);
 	*ctype = NULL;

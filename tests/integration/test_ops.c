@@ -90,21 +90,30 @@ START_TEST(plugin_init_failure_stops_host)
 }
 END_TEST
 
-START_TEST(clock_offset_needs_permission)
+/* The stack's config as PIN_DEV_DIR/<name>: without the lines that contain
+ * DROP, then the lines ADD (each NULL: none). */
+static char *stack_conf(const char *name, const char *drop, const char *add)
 {
-	/* the stack's config with allow_clock_offset removed */
-	char *conf = h_sprintf("%s/ops-no-offset.conf", h_env("PIN_DEV_DIR"));
+	char *conf = h_sprintf("%s/%s", h_env("PIN_DEV_DIR"), name);
 	FILE *in = fopen(h_env("PIN_CONFIG"), "r"), *out = fopen(conf, "w");
 	char line[4096];
 
 	ck_assert_ptr_nonnull(in);
 	ck_assert_ptr_nonnull(out);
 	while (fgets(line, sizeof(line), in))
-		if (!strstr(line, "allow_clock_offset"))
+		if (!drop || !strstr(line, drop))
 			fputs(line, out);
+	if (add)
+		fprintf(out, "\n%s\n", add);
 	fclose(in);
 	fclose(out);
+	return conf;
+}
 
+START_TEST(clock_offset_needs_permission)
+{
+	/* the stack's config with allow_clock_offset removed */
+	char *conf = stack_conf("ops-no-offset.conf", "allow_clock_offset", NULL);
 	const char *extra[] = { "--config", conf, "--once", NULL };
 	long before = log_size();
 	int status = h_run_host("worker", NULL, 3600, extra);
@@ -118,32 +127,16 @@ START_TEST(clock_offset_needs_permission)
 }
 END_TEST
 
-/* The stack's config plus one line, in PIN_DEV_DIR/<name>. */
-static char *conf_plus(const char *name, const char *line)
-{
-	char *conf = h_sprintf("%s/%s", h_env("PIN_DEV_DIR"), name);
-	FILE *in = fopen(h_env("PIN_CONFIG"), "r"), *out = fopen(conf, "w");
-	char buf[4096];
-
-	ck_assert_ptr_nonnull(in);
-	ck_assert_ptr_nonnull(out);
-	while (fgets(buf, sizeof(buf), in))
-		fputs(buf, out);
-	fprintf(out, "\n%s\n", line);
-	fclose(in);
-	fclose(out);
-	return conf;
-}
-
 /* A worker host of its own (no plugins: the relay and the metrics; no
  * metrics listener; it joins the relay members for its few seconds and gives
- * its shards back on SIGTERM, as in "Relay shards and failover") with the stack's config plus metrics_textfile = PATH,
- * until the log since BEFORE shows WANT_LOG or PATH exists (want_log NULL);
+ * its shards back on SIGTERM, as in "Relay shards and failover") with the
+ * stack's config plus metrics_textfile = PATH, until the log since BEFORE shows WANT_LOG or PATH exists (want_log NULL);
  * then stopped.  Returns whether that happened within 15 s. */
 static bool textfile_worker(const char *conf_name, const char *path, const char *want_log,
 		long before)
 {
-	char *conf = conf_plus(conf_name, h_sprintf("metrics_listen =\nmetrics_textfile = %s", path));
+	char *conf = stack_conf(conf_name, NULL,
+			h_sprintf("metrics_listen =\nmetrics_textfile = %s", path));
 	const char *extra[] = { "--config", conf, NULL };
 	struct stat st;
 	pid_t pid;
@@ -166,8 +159,7 @@ START_TEST(metrics_textfile_readable_or_logged)
 	char *prom = h_sprintf("%s/ops-worker.prom", h_env("PIN_DEV_DIR"));
 	struct stat st;
 	mode_t um;
-	char *text = NULL;
-	FILE *f;
+	char *text;
 
 	unlink(prom);
 	um = umask(0077);   /* as the packaged units */
@@ -176,14 +168,7 @@ START_TEST(metrics_textfile_readable_or_logged)
 	umask(um);
 	ck_assert_msg(stat(prom, &st) == 0, "%s", prom);
 	ck_assert_msg((st.st_mode & 0777) == 0644, "mode %o, want 0644", (unsigned)(st.st_mode & 0777));
-	if ((f = fopen(prom, "r"))) {
-		char buf[8192];
-		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-
-		buf[n] = 0;
-		text = h_strdup(buf);
-		fclose(f);
-	}
+	text = h_slurp(prom);
 	ck_assert_msg(text && strstr(text, "# TYPE pin_"), "no pin_ metric in the file: %.200s",
 			text ? text : "(unreadable)");
 
