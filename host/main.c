@@ -11,7 +11,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 
 static pthread_t sig_tid;
 static int sig_started;

@@ -2,7 +2,7 @@
 -- (POST /api/public/calendar/appointments, no Idempotency-Key, a slot without
 -- auto-confirm: plugins/appointments/book.c -> apt_book in
 -- plugins/caldomain/appointment.c, pc_event_create in plugins/caldomain/event.c,
--- the outbox put of host/outbox.c), in the order the handler sends them.
+-- the outbox put of host/core/outbox.c), in the order the handler sends them.
 -- $n are pgbench variables; what the handler computes in C (ids, instants,
 -- the envelope) the first, table-free SELECT computes -- one extra round trip
 -- the handler does not make, so the anchor is slightly conservative.
@@ -79,7 +79,7 @@ SELECT u.id, :evid::uuid, u.off, u.due, u.st, :now::timestamptz, :now::timestamp
 FROM unnest(:remids::uuid[], :offs::int[], :remdues::timestamptz[], :remsts::text[])
   AS u(id, off, due, st);
 
--- stmt: - pin_outbox_put:calendar.outbox, host/outbox.c formats it (table name): event-created
+-- stmt: - pin_outbox_put:calendar.outbox, host/core/outbox.c formats it (table name): event-created
 INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at) VALUES (gen_random_uuid(), 'pin.calendar.event-created.v1', :evid, :env::jsonb, :now);
 
 -- stmt: apt_insert plugins/caldomain/appointment.c
@@ -99,7 +99,7 @@ RETURNING a.id, a.tenant_id, a.slot_id, a.calendar_event_id, a.agent_user_id,
   calendar.us(a.decided_at), calendar.us(a.cancelled_at), calendar.us(a.completed_at),
   calendar.us(a.created_at), calendar.us(a.updated_at), a.version;
 
--- stmt: - pin_outbox_put:calendar.outbox, host/outbox.c formats it (table name): appointment-created
+-- stmt: - pin_outbox_put:calendar.outbox, host/core/outbox.c formats it (table name): appointment-created
 INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at) VALUES (gen_random_uuid(), 'pin.calendar.appointment-created.v1', :aptid, :env::jsonb, :now);
 
 -- stmt: apt_fetch plugins/caldomain/appointment.c

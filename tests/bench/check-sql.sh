@@ -18,7 +18,7 @@ exec python3 - "$srcdir" "$CC" <<'EOF'
 import glob, os, re, subprocess, sys
 
 top, cc = sys.argv[1], sys.argv[2]
-incs = ["-I" + os.path.join(top, d) for d in ("host/include", "host", "plugins", ".")]
+incs = ["-I" + os.path.join(top, d) for d in ("host/include", "host/core", "host/api", "host/worker", "plugins/sdk/include", "plugins/caldomain/include", ".")]
 incs += ["-I/usr/include/postgresql", "-I/usr/include/json-c"]
 pre = {}
 

@@ -21,7 +21,7 @@
 # booking >= 5k msgs/s per worker host; notify has no absolute target (ratio
 # shown).
 
-BC_TOOL() { echo "$BUILD/host/tools/pin-benchconsume"; }
+BC_TOOL() { echo "$BUILD/tools/pin-benchconsume"; }
 
 # b_mid_range PREFIX: the bench messageIds of a consumer live in
 # PREFIX-000000000000 .. PREFIX-ffffffffffff (one index range scan)

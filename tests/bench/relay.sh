@@ -6,7 +6,7 @@
 # into calendar.outbox in ONE transaction (SQL, topic pin.bench.relay.v1,
 # which nothing consumes), so every row becomes visible at the commit; the
 # figure is N / (max(published_at) - the commit).  The anchor,
-# host/tools/pin-benchproduce, reads the same rows (topic, key, envelope)
+# tools/pin-benchproduce, reads the same rows (topic, key, envelope)
 # into memory first and produces them with the relay's producer settings.
 # relay-scale repeats the drain with 1, 2 and 3 worker hosts (extra
 # `pin-host --mode worker` processes with the stack's config, no metrics
@@ -70,7 +70,7 @@ b_relay_drain() {
 # b_relay_anchor: the raw producer of the rows just written; sets R_ANCHOR
 b_relay_anchor() {
 	local out
-	out=$("$BUILD/host/tools/pin-benchproduce" --pg-dsn "$PG_DSN" --bootstrap "@$BOOT" \
+	out=$("$BUILD/tools/pin-benchproduce" --pg-dsn "$PG_DSN" --bootstrap "@$BOOT" \
 		--sql "SELECT topic, key, envelope::text FROM calendar.outbox
 		       WHERE topic = '$B_RELAY_TOPIC' ORDER BY id") || die "pin-benchproduce failed: $out"
 	R_ANCHOR=$(sed -n 's/.*rows_per_s=\([0-9]*\).*/\1/p' <<<"$out")

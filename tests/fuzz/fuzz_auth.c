@@ -8,7 +8,9 @@
  * unless the edits left the token unchanged. */
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "fuzz.h"
 
 #define SECRET "fuzz-secret-0123456789-0123456789-abcdef"

@@ -1,7 +1,9 @@
 /* fuzz_clock.c -- pin_clock_parse on arbitrary strings.  Property: what
  * parses formats (pin_clock_fmt) to a string that parses to the same
  * instant; pin_clock_fmt of any instant never overflows its buffer. */
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -3,7 +3,9 @@
  * Property: no crash, no leak, a value read back is NUL-terminated text
  * without a newline. */
 #include <unistd.h>
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "fuzz.h"
 
 static char path[64];

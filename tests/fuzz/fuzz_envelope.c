@@ -3,7 +3,9 @@
  * success the raw value is strict UTF-8, every string of the tree is strict
  * UTF-8 without U+0000, messageId is a uuid and payload an object; on
  * failure the code is INVALID_ENVELOPE or INVALID_PAYLOAD. */
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

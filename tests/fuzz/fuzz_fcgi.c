@@ -1,5 +1,5 @@
 /* fuzz_fcgi.c -- the event-loop FastCGI server's record parser
- * (host/fcgi_loop.c: parse, record, params_decode) fed a fuzzed byte stream
+ * (host/api/fcgi_loop.c: parse, record, params_decode) fed a fuzzed byte stream
  * in fuzzed pieces, as reads from nginx's connection would deliver it.  The
  * server file is compiled into this harness (its parser is static); the
  * host functions it calls outside the parser are stubs that must not run.
@@ -7,7 +7,7 @@
  * name-value pair found again by io_param, a body no longer than the cap
  * read back whole by io_read; after a close (-1) nothing is parsed again;
  * the replies written (management, END_REQUEST) are whole records. */
-#include "../../host/fcgi_loop.c"   /* first: its config.h (_GNU_SOURCE) */
+#include "../../host/api/fcgi_loop.c"   /* first: its config.h (_GNU_SOURCE) */
 #include "fuzz.h"
 
 /* outside the parser: never reached from parse() */

@@ -1,7 +1,9 @@
 /* fuzz_json.c -- pin_json_parse on arbitrary bytes, read through an exact-size
  * buffer (ASan sees any read past len).  Properties: an error always comes
  * with a message; a parsed value serialises and parses back. */
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "fuzz.h"
 
 #define MAX_LEN (64 * 1024)

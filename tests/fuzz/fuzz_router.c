@@ -2,7 +2,9 @@
  * fixed route table shaped like the plugins' routes.  Properties: a match
  * has the asked method and the path's segment count, one decoded value per
  * {param}, each no longer than its segment; a miss leaves no values. */
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "fuzz.h"
 
 static int h(struct pin_req *r, void *ud)

@@ -1,7 +1,9 @@
 /* fuzz_url.c -- pin_url_decode on arbitrary bytes (exact-size buffer).
  * Properties: the result is no longer than the input and has no NUL inside;
  * decoding the result's re-encoding (%XX for every byte) gives it back. */
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -5,7 +5,9 @@
  * and a valid input re-encodes from its code points to the same bytes.
  * The PostgreSQL side of the differential is the integration test
  * input/utf8_validator_agrees_with_postgresql. */
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "fuzz.h"
 
 static size_t encode(uint32_t cp, unsigned char *o)

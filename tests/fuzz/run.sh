@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh [seconds] [fuzzer...] -- build the libFuzzer harnesses of
 # the host's input parsers with clang (-fsanitize=fuzzer,address,undefined)
-# straight from host/*.c and run each for N seconds (default 45).
+# straight from host/*/*.c and run each for N seconds (default 45).
 #
 #   json     pin_json_parse          url     pin_url_decode
 #   router   pin_router_match        clock   pin_clock_parse / pin_clock_fmt
@@ -28,26 +28,26 @@ CC=${FUZZ_CC:-clang}
 
 command -v "$CC" >/dev/null || { echo "run.sh: $CC not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
 mkdir -p "$OUT/bin"
-# host/*.c include "config.h" (autoconf); the harnesses need none of it
+# host/*/*.c include "config.h" (autoconf); the harnesses need none of it
 printf '#define _GNU_SOURCE 1\n' >"$OUT/config.h"
 
 CFLAGS=(-std=gnu11 -g -O1 -Wall -Wextra -Werror -fno-omit-frame-pointer
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-	-I"$OUT" -I"$ROOT/host/include" -I"$ROOT/host" -I"$ROOT/tests/fuzz"
+	-I"$OUT" -I"$ROOT/host/include" -I"$ROOT/host/core" -I"$ROOT/host/api" -I"$ROOT/host/worker" -I"$ROOT/tests/fuzz"
 	$(pkg-config --cflags json-c libpq))
 LIBS=($(pkg-config --libs json-c openssl) -pthread)
 
 sources() {
-	local h=$ROOT/host
+	local h=$ROOT/host/core a=$ROOT/host/api w=$ROOT/host/worker
 	case $1 in
 	json|url) echo "$h/json.c" ;;
 	router)   echo "$h/router.c $h/json.c" ;;
 	clock)    echo "$h/clock.c" ;;
-	auth)     echo "$h/auth.c $h/config.c $h/log.c $h/trace.c $h/clock.c $h/uuid.c" ;;
+	auth)     echo "$a/auth.c $h/config.c $h/log.c $h/trace.c $h/clock.c $h/uuid.c" ;;
 	config)   echo "$h/config.c $h/log.c $h/trace.c $h/clock.c" ;;
 	utf8)     echo "$h/utf8.c" ;;
-	envelope) echo "$h/envelope.c $h/utf8.c $h/uuid.c $h/clock.c $h/log.c $h/trace.c" ;;
-	fcgi)     echo "" ;;           # fuzz_fcgi.c includes host/fcgi_loop.c
+	envelope) echo "$w/envelope.c $h/utf8.c $h/uuid.c $h/clock.c $h/log.c $h/trace.c" ;;
+	fcgi)     echo "" ;;           # fuzz_fcgi.c includes host/api/fcgi_loop.c
 	*) echo "run.sh: unknown fuzzer $1 (${ALL[*]})" >&2; return 1 ;;
 	esac
 }

@@ -1498,7 +1498,7 @@ void h_host_start(struct h_host *h, const char *name, const char *mode,
 	ck_assert(pid >= 0);
 	if (pid == 0) {
 		child_stdio(log, true, asan);
-		/* PIN_<KEY> overrides the config file (host/config.c) */
+		/* PIN_<KEY> overrides the config file (host/core/config.c) */
 		setenv("PIN_METRICS_LISTEN", listen, 1);
 		setenv("PIN_METRICS_TEXTFILE", textfile, 1);
 		for (size_t i = 0; env && env[i]; i++)

@@ -1,6 +1,6 @@
 /*
  * test_fcgi.c -- the API host's own FastCGI server (api_server = loop,
- * host/fcgi_loop.c) spoken to directly, the way nginx and other FastCGI
+ * host/api/fcgi_loop.c) spoken to directly, the way nginx and other FastCGI
  * clients may speak: kept-alive connections serving requests in turn,
  * streams split into many records and written byte by byte, a response
  * longer than one record, the management and refusal records of the

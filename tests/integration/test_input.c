@@ -25,7 +25,9 @@
 #include <string.h>
 #include <check.h>
 #include "harness.h"
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 
 #define ECHO "/api/v1/test/echo"
 #define USERS "pin.identity.users.v1"

@@ -193,7 +193,7 @@ END_TEST
  * session dies and another session takes the lock before the relay notices,
  * the relay's next statement reconnects, but it does not publish what it
  * read on that unlocked session.  The lock is the one of the row's shard
- * (host/relay.c: class hashtext('pin.relay:' || outbox) & 0x7fffffff,
+ * (host/worker/relay.c: class hashtext('pin.relay:' || outbox) & 0x7fffffff,
  * shard (hashtext(key) & 0x7fffffff) % relay_shards, 4 by default) */
 #define RELAY_CLASS "(hashtext('pin.relay:calendar.outbox') & 2147483647)"
 #define RELAY_SHARD_OF(k) "((hashtext(" k ") & 2147483647) % 4)"
@@ -254,7 +254,7 @@ static char *k_insert_same_shard(const char *key, int n)
 /* (b') a row whose transaction took its id first and committed after rows
  * behind it were published is published too -- while rows keep coming into
  * its shard (20 every 20 ms: the relay's reads keep finding rows, it goes
- * back to the start at most every relay_rewind_ms then, host/relay.c) */
+ * back to the start at most every relay_rewind_ms then, host/worker/relay.c) */
 START_TEST(relay_publishes_late_commit)
 {
 	char *mid = h_uuid(), *key = h_uuid(), *env = k_envelope(mid, key, "noop");
@@ -402,7 +402,7 @@ START_TEST(consumer_dlq)
 }
 END_TEST
 
-/* (f) a batch (host/consumer.c, consumer_batch_max): a "stall" message holds
+/* (f) a batch (host/worker/consumer.c, consumer_batch_max): a "stall" message holds
  * the partition for its 20 s deadline while five more land behind it on the
  * same key (one record batch); then they come as one batch: the OK ones apply once (their inbox
  * rows claimed by one statement: same processed_at), the FATAL one goes to the

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <check.h>
 
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "suites.h"
 
 /*

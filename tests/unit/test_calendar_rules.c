@@ -5,7 +5,9 @@
 #include <string.h>
 #include <check.h>
 #include "suites.h"
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "sdk/sdk.h"
 #include "caldomain/event_rules.h"
 

@@ -1,6 +1,6 @@
 /* test_config.c -- pin_config_*: file, PIN_<KEY> environment, flags.
  *
- * Expectations (where host.h leaves room):
+ * Expectations (where core.h leaves room):
  *  - file lines "key = value": '#' comment lines and blank lines skipped,
  *    key and value trimmed, the value is everything after the first '='
  *    (so DSNs with '=' work);
@@ -29,7 +29,9 @@
 
 #include <check.h>
 
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "suites.h"
 
 static char path[64];

@@ -1,6 +1,6 @@
 /* test_json.c -- pin_json_parse() and pin_url_decode().
  *
- * Expectations (where host.h leaves room):
+ * Expectations (where core.h leaves room):
  *  - pin_json_parse reads exactly buf[0..len): one JSON value, optional
  *    surrounding whitespace, nothing else; bytes past len are never read;
  *  - nesting deeper than a sane limit (json-c's default 32 or so) fails
@@ -13,7 +13,9 @@
 
 #include <check.h>
 
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "pgarr.h"
 #include "suites.h"
 
@@ -264,7 +266,7 @@ START_TEST(test_url_decode_len)
 }
 END_TEST
 
-/* pg_barr (host/pgarr.c): array_send's layout; uuids as uuid_in reads them
+/* pg_barr (host/core/pgarr.c): array_send's layout; uuids as uuid_in reads them
  * (dashes optional, one per place, no braces); NULL sets has-nulls; jsonb
  * elements carry version 1 */
 START_TEST(test_pgarr_binary_array)

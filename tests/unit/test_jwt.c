@@ -11,7 +11,9 @@
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
 
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "suites.h"
 
 #define SECRET  "unit-test-secret-0123456789abcdef0123456789"

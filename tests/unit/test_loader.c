@@ -5,7 +5,7 @@
  * field ("abi_major", "abi_minor") or the plugin's own init reason; a good
  * plugin's init runs and its route and job land in pin_reg with the plugin's
  * name; pin_plugins_load() returning -1 has already unloaded everything
- * (host.h). */
+ * (core.h). */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,9 @@
 
 #include <check.h>
 
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "suites.h"
 
 #ifndef FIXTURE_DIR

@@ -1,9 +1,9 @@
-/* test_log.c -- host/log.c: the log line a log collector reads.
+/* test_log.c -- host/core/log.c: the log line a log collector reads.
  *
  * Expectations:
  *  - every line is json-c's JSON_C_TO_STRING_PLAIN | NOSLASHESCAPE rendering
  *    of the object {ts, level, msg, [traceId], fields...} (the writer before
- *    session 12 built that object; host/tools/textref.h still does), whatever
+ *    session 12 built that object; tools/textref.h still does), whatever
  *    bytes the strings hold, null values and repeated keys (the later value
  *    in the earlier place) included;
  *  - ts is the host clock's text (pin_clock_fmt), parsable back;
@@ -20,9 +20,11 @@
 
 #include <check.h>
 
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "suites.h"
-#include "tools/textref.h"
+#include "textref.h"
 
 /* stderr goes to a temporary file while a case logs */
 static int saved_fd = -1;

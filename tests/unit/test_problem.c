@@ -10,7 +10,9 @@
 
 #include <check.h>
 
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "suites.h"
 
 static json_object *body_of(int status, const char *code, const char *detail,

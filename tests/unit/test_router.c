@@ -1,6 +1,6 @@
 /* test_router.c -- pin_route_compile() and pin_router_match().
  *
- * Expectations (where host.h leaves room):
+ * Expectations (where core.h leaves room):
  *  - m->names[i] names the parameter: either "id" or the pattern segment
  *    "{id}" (router.c and fcgi.c use the latter); m->values[i] is the
  *    URL-decoded segment;
@@ -18,7 +18,9 @@
 
 #include <check.h>
 
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "suites.h"
 
 static int dummy(struct pin_req *req, void *ud)

@@ -7,9 +7,11 @@
 
 #include <check.h>
 
-#include "host.h"
+#include "core.h"
+#include "api.h"
+#include "worker.h"
 #include "suites.h"
-#include "tools/textref.h"
+#include "textref.h"
 
 #define V(s) pin_utf8_valid((s), sizeof(s) - 1)
 

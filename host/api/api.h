@@ -1,0 +1,64 @@
+/* api.h -- the API side of pin-host: the request pipeline (fcgi.c), the
+ * libfcgi server and the event-loop server (fcgi_loop.c), JWT verification
+ * (auth.c).  Built on the core (core.h); the worker side is not visible. */
+#ifndef PIN_API_H
+#define PIN_API_H
+
+#include "core.h"
+
+/* ---- auth.c: JWT verification ------------------------------------------- */
+struct pin_auth_principal {
+	char sub[64];
+	char tenant_id[64];           /* "" when absent */
+	char actor[32];
+	unsigned actor_bit;
+	char **permissions;           /* malloc'd */
+	size_t n_permissions;
+};
+/* Reads jwt_hs256_secret, jwt_rs256_public_key_file, jwt_issuer, jwt_audience
+ * from config.  0 ok, -1 bad key file (logged). */
+int pin_auth_init(void);
+void pin_auth_fini(void);
+/* Verifies "Bearer <jwt>" header value.  0 ok (out filled, free with
+ * pin_auth_principal_clear), -1 invalid with a reason in err (not secret). */
+int pin_auth_verify(const char *authorization, struct pin_auth_principal *out,
+		char *err, size_t errlen);
+void pin_auth_principal_clear(struct pin_auth_principal *p);
+unsigned pin_actor_bit(const char *actor);
+
+/* ---- fcgi.c: API mode ---------------------------------------------------- */
+int pin_api_run(const char *listen, int threads);     /* until SIGTERM */
+/* One FastCGI request as the pipeline sees it, whichever server read it
+ * (api_server: loop = fcgi_loop.c, threads = libfcgi). */
+struct pin_fcgi_io {
+	const char *(*param)(void *h, const char *name);   /* NULL: absent */
+	int (*read)(void *h, char *buf, int n);            /* STDIN; 0: end */
+	void (*write)(void *h, const char *head, size_t hlen, const char *body,
+			size_t blen);                       /* the whole response */
+	void *h;
+	double t_ready;     /* pin_metrics_mono_s() when the request was whole
+			     * (its wait for a worker counts in its duration);
+			     * 0: now */
+};
+void pin_fcgi_handle(const struct pin_fcgi_io *io);   /* fcgi.c */
+/* fcgi_loop.c: serves listen_fd until pin_wait_stop returns, each whole
+ * request run by handle in one of `workers` threads */
+int pin_fcgi_loop_run(int listen_fd, int workers,
+		void (*handle)(const struct pin_fcgi_io *io));
+/* request accessors behind the api table (fcgi.c) */
+const char *pin_req_method(struct pin_req *r);
+const char *pin_req_path(struct pin_req *r);
+const char *pin_req_param(struct pin_req *r, const char *name);
+const char *pin_req_query(struct pin_req *r, const char *name);
+const char *pin_req_header(struct pin_req *r, const char *name);
+json_object *pin_req_body(struct pin_req *r);
+const struct pin_principal *pin_req_principal(struct pin_req *r);
+const char *pin_req_trace_id(struct pin_req *r);
+int pin_respond_json(struct pin_req *r, int status, json_object *body);
+int pin_respond_json_text(struct pin_req *r, int status, char *text, size_t len);
+int pin_set_header(struct pin_req *r, const char *name, const char *value);
+int pin_respond_problem(struct pin_req *r, int status, const char *code,
+		const char *detail, json_object *errors);
+#define PIN_MAX_BODY (64 * 1024)
+
+#endif
