@@ -15,6 +15,11 @@ static void api_log(int level, const char *msg, ...)
 	va_end(ap);
 }
 
+static int api_config_bool(const char *key)
+{
+	return pin_config_bool(key) ? 1 : 0;
+}
+
 static char *api_sprintf(const char *fmt, ...)
 {
 	va_list ap;
@@ -46,7 +51,7 @@ const struct pin_host_api pin_api = {
 	.uuid_v7 = pin_uuid_v7,
 	.is_uuid = pin_uuid_valid,
 	.config_get = pin_config_get,
-	.config_int = pin_config_int,
+	.config_int = pin_config_int_def,
 	.alloc = pin_arena_alloc,
 	.strdup = pin_arena_strdup,
 	.sprintf = api_sprintf,
@@ -81,4 +86,8 @@ const struct pin_host_api pin_api = {
 	/* 1.5 (reminders, session 7) */
 	.run_shards = pin_jobs_run_shards,
 	.respond_json_text = pin_respond_json_text,
+	/* 1.7 (declared configuration) */
+	.config_str = pin_config_str,
+	.config_num = pin_config_int,
+	.config_bool = api_config_bool,
 };

@@ -95,7 +95,16 @@ static void usage(FILE *f)
 	      "  --log-level L          debug|info|warn|error\n"
 	      "  --list-routes          load --plugins, print METHOD PATH per route, exit\n"
 	      "  --check-plugin FILE.so load one plugin, print what it registers, exit\n"
-	      "  --version              version, plugin ABI and build flags\n", f);
+	      "  --check-config         check the configuration (file, environment,\n"
+	      "                         flags) against the declared keys, exit 0 or 1;\n"
+	      "                         --mode api|worker|migrate picks the host's keys\n"
+	      "  --print-config         print every key's effective value and where it\n"
+	      "                         comes from (secrets redacted), exit\n"
+	      "  --print-config-reference md|man|keys\n"
+	      "                         the reference of every declared key (the host's\n"
+	      "                         and those of the plugins in plugin_dir), exit\n"
+	      "  --version              version, plugin ABI and build flags\n"
+	      "keys, files and environment: pin-host.conf(5)\n", f);
 }
 
 static void version(void)
@@ -198,10 +207,15 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "check-plugin", required_argument, NULL, 'K' },
+		{ "check-config", no_argument, NULL, 'T' },
+		{ "print-config", no_argument, NULL, 'D' },
+		{ "print-config-reference", required_argument, NULL, 'G' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *config = NULL, *offset = NULL, *check = NULL;
+	const char *config = NULL, *check = NULL, *reference = NULL;
 	bool once = false, migrate = false, list_routes = false;
+	bool check_config = false, print_config = false;
+	unsigned cmode = 0;
 	int c, rc = 1;
 	struct pin_arena *arena = NULL;
 
@@ -217,7 +231,13 @@ int main(int argc, char **argv)
 	pin_metrics_init();
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'm': pin_config_set("mode", optarg); break;
+		case 'm':
+			/* --mode migrate: --check-config/--print-config of migrate.conf */
+			if (!strcmp(optarg, "migrate"))
+				migrate = true;
+			else
+				pin_config_set("mode", optarg);
+			break;
 		case 'c': config = optarg; break;
 		case 'p': pin_config_set("plugins", optarg); break;
 		case 'P': pin_config_set("plugin_dir", optarg); break;
@@ -228,7 +248,7 @@ int main(int argc, char **argv)
 		case 'R': pin_config_set("pg_dsn_read", optarg); break;
 		case 'k': pin_config_set("kafka_bootstrap", optarg); break;
 		case 'o': once = true; break;
-		case 'C': offset = optarg; break;
+		case 'C': pin_config_set("clock_offset_s", optarg); break;
 		case 'M': migrate = true; break;
 		case 's': pin_config_set("sql_dir", optarg); break;
 		case 'f': pin_config_set("pid_file", optarg); break;
@@ -237,6 +257,9 @@ int main(int argc, char **argv)
 		case 'h': usage(stdout); pin_config_free(); return 0;
 		case 'V': version(); pin_config_free(); return 0;
 		case 'K': check = optarg; break;
+		case 'T': check_config = true; break;
+		case 'D': print_config = true; break;
+		case 'G': reference = optarg; break;
 		default: usage(stderr); pin_config_free(); return 2;
 		}
 	}
@@ -245,34 +268,74 @@ int main(int argc, char **argv)
 		pin_config_free();
 		return 2;
 	}
+	if (reference) {   /* the table, not this machine's configuration */
+		pin_plugins_declare("", pin_config_str("plugin_dir"));
+		rc = pin_config_reference(stdout, reference) == 0 ? 0 : 2;
+		if (rc)
+			fprintf(stderr, "pin-host: --print-config-reference md, man or keys\n");
+		goto out_cfg;
+	}
 	/* --config, then PIN_CONFIG, then the default file if it is readable */
 	if (!config && getenv("PIN_CONFIG") && *getenv("PIN_CONFIG"))
 		config = getenv("PIN_CONFIG");
 	if (!config && access(PIN_SYSCONF_DIR "/pin-host.conf", R_OK) == 0)
 		config = PIN_SYSCONF_DIR "/pin-host.conf";
-	if (config && pin_config_load(config) < 0)
+	if (config && pin_config_load(config) < 0) {
+		if (check_config)
+			fprintf(stderr, "pin-host: configuration file %s test failed\n", config);
 		goto out_cfg;
-	pin_log_set_level(level_of(pin_config_get("log_level", "info")));
-	if (!offset)
-		offset = pin_config_get("clock_offset_s", NULL);
-	if (offset && *offset && strcmp(offset, "0") != 0) {
-		char *end;
-		long long s = strtoll(offset, &end, 10);
-		if (*end) {
-			pin_log(PIN_LOG_ERROR, "--clock-offset-s needs an integer", NULL);
-			goto out_cfg;
+	}
+	/* the keys of every plugin in plugin_dir (and of the .so paths in
+	 * plugins), read from their descriptors: a shared file may set the
+	 * keys of plugins this host does not load */
+	pin_plugins_declare(pin_config_str("plugins"), pin_config_str("plugin_dir"));
+	if (migrate)
+		cmode = PIN_CFG_MIGRATE;
+	else if (!strcmp(pin_config_str("mode"), "api"))
+		cmode = PIN_CFG_API;
+	else if (!strcmp(pin_config_str("mode"), "worker"))
+		cmode = PIN_CFG_WORKER;
+	if (check_config || print_config) {
+		int errors = pin_config_check(cmode, stderr);
+		const char *name = config ? config : "(none: defaults, environment, flags)";
+
+		if (errors) {
+			fprintf(stderr, "pin-host: configuration file %s test failed\n", name);
+			rc = 1;
+		} else if (print_config) {
+			printf("# pin-host %s, configuration %s, mode %s\n", PACKAGE_VERSION,
+				name, migrate ? "migrate" : *pin_config_str("mode") ?
+				pin_config_str("mode") : "(any)");
+			pin_config_print(stdout, cmode);
+			rc = 0;
+		} else {
+			fprintf(stderr, "pin-host: the configuration file %s syntax is ok\n"
+				"pin-host: configuration file %s test is successful\n", name, name);
+			rc = 0;
 		}
-		if (!pin_config_bool("allow_clock_offset", false)) {
+		goto out_cfg;
+	}
+	if (pin_config_check(cmode, NULL) > 0) {
+		pin_log(PIN_LOG_ERROR, "configuration refused, not starting (pin-host "
+			"--check-config explains)", "config", config ? config : "", NULL);
+		goto out_cfg;
+	}
+	pin_log_set_level(level_of(pin_config_str("log_level")));
+	if (pin_config_int("clock_offset_s") != 0) {
+		char offset[24];
+
+		if (!pin_config_bool("allow_clock_offset")) {
 			pin_log(PIN_LOG_ERROR, "clock offset refused: allow_clock_offset is "
 				"not true in the config", NULL);
 			goto out_cfg;
 		}
-		pin_clock_set_offset_s(s);
+		snprintf(offset, sizeof offset, "%lld", pin_config_int("clock_offset_s"));
+		pin_clock_set_offset_s(pin_config_int("clock_offset_s"));
 		pin_log(PIN_LOG_WARN, "host clock shifted", "offset_s", offset, NULL);
 	}
-	pin_db_set_dsn(pin_config_get("pg_dsn", ""));
-	pin_db_set_read_dsn(pin_config_get("pg_dsn_read", ""),
-		(double)pin_config_int("read_max_lag_s", 5));
+	pin_db_set_dsn(pin_config_str("pg_dsn"));
+	pin_db_set_read_dsn(pin_config_str("pg_dsn_read"),
+		(double)pin_config_int("read_max_lag_s"));
 	arena = pin_arena_new();
 	pin_arena_set_current(arena);
 
@@ -281,21 +344,21 @@ int main(int argc, char **argv)
 		goto out_db;
 	}
 	if (migrate) {
-		rc = pin_migrate(pin_config_get("sql_dir", PIN_SQL_DIR)) == 0 ? 0 : 1;
+		rc = pin_migrate(pin_config_str("sql_dir")) == 0 ? 0 : 1;
 		goto out_db;
 	}
 
 	if (list_routes) {   /* the routes the plugins register; nothing started */
-		rc = pin_plugins_load(pin_config_get("plugins", ""),
-			pin_config_get("plugin_dir", PIN_PLUGIN_DIR)) == 0 ? 0 : 1;
+		rc = pin_plugins_load(pin_config_str("plugins"),
+			pin_config_str("plugin_dir")) == 0 ? 0 : 1;
 		for (size_t i = 0; rc == 0 && i < pin_reg.nroutes; i++)
 			printf("%s %s\n", pin_reg.routes[i].r.method, pin_reg.routes[i].r.pattern);
 		pin_plugins_unload();
 		goto out_db;
 	}
 
-	const char *mode = pin_config_get("mode", NULL);
-	if (!mode || (strcmp(mode, "api") && strcmp(mode, "worker"))) {
+	const char *mode = pin_config_str("mode");
+	if (strcmp(mode, "api") && strcmp(mode, "worker")) {
 		pin_log(PIN_LOG_ERROR, "--mode api|worker is required", NULL);
 		usage(stderr);
 		rc = 2;
@@ -306,8 +369,8 @@ int main(int argc, char **argv)
 		rc = 2;
 		goto out_db;
 	}
-	const char *pidf = pin_config_get("pid_file", NULL);
-	if (pidf && *pidf) {
+	const char *pidf = pin_config_str("pid_file");
+	if (*pidf) {
 		FILE *f = fopen(pidf, "w");
 		if (f) {
 			fprintf(f, "%d\n", (int)getpid());
@@ -318,24 +381,21 @@ int main(int argc, char **argv)
 		goto out_db;
 	if (pin_auth_init() < 0)
 		goto out_sig;
-	if (pin_plugins_load(pin_config_get("plugins", ""),
-			pin_config_get("plugin_dir", PIN_PLUGIN_DIR)) < 0) {
+	if (pin_plugins_load(pin_config_str("plugins"),
+			pin_config_str("plugin_dir")) < 0) {
 		pin_log(PIN_LOG_ERROR, "stopping: a plugin could not be loaded", NULL);
 		goto out_plugins;
 	}
 	if (!strcmp(mode, "api")) {
 		/* 0: the server's default (fcgi.c) */
-		long threads = (long)pin_config_int("threads", 0);
-		if (threads < 0 || threads > 100000)
-			threads = 0;
-		rc = pin_api_run(pin_config_get("listen", "unix:/run/pin-calendar/api.sock"),
-			(int)threads) == 0 ? 0 : 1;
+		rc = pin_api_run(pin_config_str("listen"),
+			(int)pin_config_int("threads")) == 0 ? 0 : 1;
 	} else if (once) {
 		int a = pin_jobs_run_once();
 		int b = pin_relay_run_once();
 		rc = (a < 0 || b < 0) ? 1 : 0;
 	} else {
-		if (pin_metrics_listen_start(pin_config_get("metrics_listen", "")) < 0 ||
+		if (pin_metrics_listen_start(pin_config_str("metrics_listen")) < 0 ||
 		    pin_relay_start() < 0 || pin_jobs_start() < 0 ||
 		    pin_consumers_start() < 0) {
 			pin_log(PIN_LOG_ERROR, "worker host failed to start", NULL);
@@ -357,7 +417,7 @@ out_plugins:
 	pin_auth_fini();
 out_sig:
 	stop_signals();
-	if (pidf && *pidf)
+	if (*pidf)
 		unlink(pidf);
 out_db:
 	pin_arena_free(arena);

@@ -62,12 +62,12 @@ unsigned pin_actor_bit(const char *actor)
 	return 0;
 }
 
-/* config value or NULL when unset or empty */
+/* a declared key's value, or NULL when unset or empty */
 static const char *cfg(const char *key)
 {
-	const char *v = pin_config_get(key, NULL);
+	const char *v = pin_config_str(key);
 
-	return (v && *v) ? v : NULL;
+	return *v ? v : NULL;
 }
 
 void pin_auth_fini(void)

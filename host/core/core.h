@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <libpq-fe.h>
 #include <json-c/json.h>
 #include "pin/plugin.h"
@@ -34,12 +35,45 @@ void pin_uuid_v7(char out[37]);
 void pin_rand_bytes(unsigned char *b, size_t n);
 int pin_uuid_valid(const char *s);
 
-/* ---- config.c: key = value file, PIN_<KEY> env overrides, flags -------- */
-int pin_config_load(const char *path);              /* 0, -1 (logged) */
-int pin_config_set(const char *key, const char *value);
+/* ---- config.c: declared keys (config_keys.c and the plugins'), key =
+ * value files, PIN_<KEY> environment, flags (pin-host.conf(5)) ---------- */
+int pin_config_load(const char *path);              /* syntax only; 0, -1 (logged) */
+int pin_config_set(const char *key, const char *value);   /* a flag; NULL unsets */
+/* Declares a plugin's keys (descriptor 1.7; stride = config_key_size).
+ * Once per owner.  0; -1 with err for an invalid or conflicting key (the
+ * others are declared). */
+int pin_config_declare(const char *owner, const struct pin_config_key *keys,
+		size_t stride, char *err, size_t errlen);
+bool pin_config_owner_declared(const char *owner);
+/* a plugin of ABI < 1.7 (declares nothing): unknown keys are warned, not refused */
+void pin_config_note_undeclaring(const char *plugin);
+/* Checks every file line, flag and PIN_<KEY> variable against the declared
+ * keys; mode PIN_CFG_API/WORKER/MIGRATE or 0 (any).  Findings go to text
+ * (human lines, --check-config, which also warns about keys of another
+ * mode and PIN_* near misses) or, text NULL, to the log.  Returns the
+ * number of errors; then resolves every key (read-only afterwards). */
+int pin_config_check(unsigned mode, FILE *text);
+/* --print-config: key = value  # source, secrets redacted */
+int pin_config_print(FILE *out, unsigned mode);
+/* --print-config-reference: format "md", "man" or "keys"; -1 unknown */
+int pin_config_reference(FILE *out, const char *format);
+bool pin_config_declared(const char *key);
+/* A declared key's value (no default at the call site: the declaration
+ * has it); an undeclared key is a bug, logged once: "" / 0 / false. */
+const char *(pin_config_str)(const char *key);
+long long (pin_config_int)(const char *key);
+bool (pin_config_bool)(const char *key);
+/* the ABI's config_get / config_int (1.0): def only for keys without a
+ * declared default and undeclared keys */
 const char *pin_config_get(const char *key, const char *def);
-long long pin_config_int(const char *key, long long def);
-bool pin_config_bool(const char *key, bool def);
+long long pin_config_int_def(const char *key, long long def);
+bool pin_config_bool_def(const char *key, bool def);
+/* transition: call sites still passing a default (removed once converted) */
+#define PIN_CFG_PICK_(a, b, f, ...) f
+#define pin_config_int(...) \
+	PIN_CFG_PICK_(__VA_ARGS__, pin_config_int_def, (pin_config_int), _)(__VA_ARGS__)
+#define pin_config_bool(...) \
+	PIN_CFG_PICK_(__VA_ARGS__, pin_config_bool_def, (pin_config_bool), _)(__VA_ARGS__)
 void pin_config_free(void);
 /* Applies socket_mode (octal, default 0660) and socket_group (name; default:
  * the process's group) to the unix socket at path.  0, -1 (logged). */
@@ -214,6 +248,10 @@ extern const struct pin_host_api pin_api;
 /* Loads plugins from a comma list ("calendar,slots") or paths ending .so,
  * looked up in dir.  0 ok; -1: logged, already unloaded. */
 int pin_plugins_load(const char *list, const char *dir);
+/* Declares the configuration keys of every plugin in dir and of the .so
+ * paths in list, from their descriptors (no init).  0; -1 when one could
+ * not be read (logged, WARN). */
+int pin_plugins_declare(const char *list, const char *dir);
 void pin_plugins_unload(void);
 /* Loads one plugin file: returns 0, or -1 with a reason in err. */
 int pin_plugin_load_file(const char *path, char *err, size_t errlen);

@@ -62,6 +62,17 @@ static int reg_job(struct pin_registrar *reg, const struct pin_job *j)
 		return -1;
 	pin_reg.jobs = n;
 	pin_reg.jobs[pin_reg.njobs++] = (struct pin_job_entry){ *j, PLUGIN_OF(reg) };
+	/* 1.7: the plugin declares job.<name>.interval_ms (PIN_CFG_JOB_INTERVAL);
+	 * without it the job runs at its own interval and the key is unknown */
+	if (((struct reg_priv *)reg->host_private)->abi_minor >= 7) {
+		char key[300];
+
+		snprintf(key, sizeof key, "job.%s.interval_ms", j->name);
+		if (!pin_config_declared(key))
+			pin_log(PIN_LOG_WARN, "job registered without a declared interval "
+				"key (PIN_CFG_JOB_INTERVAL)", "plugin", PLUGIN_OF(reg),
+				"key", key, NULL);
+	}
 	return 0;
 }
 

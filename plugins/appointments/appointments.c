@@ -193,4 +193,14 @@ static int apt_init(const struct pin_host_api *api, struct pin_registrar *reg,
 			"appointments", err, errlen);
 }
 
-PIN_PLUGIN_DEFINE("appointments", PACKAGE_VERSION, apt_init, NULL)
+/* The keys appointments.so reads (declared configuration, pin/plugin.h
+ * 1.7); the booking rules in caldomain read them through this plugin. */
+static const struct pin_config_key apt_config_keys[] = {
+	{ "appointments.rate_limit_per_hour", PIN_CFG_INT, "10", PIN_CFG_API, PIN_CFG_RELOAD,
+	  0, 1000000, NULL, "bookings", "booking",
+	  "appointments an investor may create per rolling hour (a reschedule does not "
+	  "count again); 0: no limit; over it: 429 RATE_LIMITED" },
+	{ NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL }
+};
+
+PIN_PLUGIN_DEFINE_CONFIG("appointments", PACKAGE_VERSION, apt_init, NULL, apt_config_keys)

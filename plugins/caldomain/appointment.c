@@ -217,8 +217,7 @@ static int slot_row_refusal(const PGresult *slot, int64_t now_us)
  * reschedule is not refused by the limit.  0 / APT_E_RATE / PIN_ERR_DB. */
 static int investor_gate(const struct apt_book_req *b, const char *now)
 {
-	long long rate = pc_api->config_int("appointments.rate_limit_per_hour",
-			APT_RATE_PER_HOUR);
+	long long rate = pc_api->config_num("appointments.rate_limit_per_hour");
 	const char *p[2] = { b->investor_user_id, now };
 	PGresult *res;
 

@@ -47,6 +47,7 @@
 #include <string.h>
 #include <curl/curl.h>
 
+#include "notify.h"
 #include "dispatch.h"
 #include "send.h"
 
@@ -224,8 +225,8 @@ fail:
 
 static int64_t backoff_us(int attempts)
 {
-	long long base = api->config_int("notify.dispatch_backoff_base_s", 30);
-	long long max = api->config_int("notify.dispatch_backoff_max_s", 3600);
+	long long base = api->config_num("notify.dispatch_backoff_base_s");
+	long long max = api->config_num("notify.dispatch_backoff_max_s");
 	long long d = base;
 
 	for (int i = 1; i < attempts && d < max; i++)
@@ -239,7 +240,7 @@ static int64_t backoff_us(int attempts)
  * notify.dispatch_contact_retry_s */
 static void contact_retry_at(char *next, size_t len)
 {
-	api->fmt_time(api->now_us() + api->config_int("notify.dispatch_contact_retry_s", 300) *
+	api->fmt_time(api->now_us() + api->config_num("notify.dispatch_contact_retry_s") *
 			1000000, next, len);
 }
 
@@ -291,7 +292,7 @@ static void dispatch_row(PGresult *res, int i, const char *owner)
 		count(ch, "sent");
 		record(id, owner, ch, "Sent", 1, r.provider_id, NULL, 0);
 	} else if (r.outcome == NTF_PERMANENT ||
-			attempts >= api->config_int("notify.dispatch_max_attempts", 8)) {
+			attempts >= api->config_num("notify.dispatch_max_attempts")) {
 		count(ch, "failed");
 		api->log(PIN_LOG_WARN, "notification dispatch: failed", "notificationId", id,
 				"channel", ch, "attempts", att, "error", r.error, NULL);
@@ -334,12 +335,12 @@ static int dispatch_job(void *ud)
 	update_lag(chans, now);
 	do {
 		api->fmt_time(t, now, sizeof now);
-		api->fmt_time(t + api->config_int("notify.dispatch_lease_s", 300) * 1000000,
+		api->fmt_time(t + api->config_num("notify.dispatch_lease_s") * 1000000,
 				until, sizeof until);
 		api->uuid_v7(owner);
-		snprintf(lim, sizeof lim, "%lld", api->config_int("notify.dispatch_batch", 50));
+		snprintf(lim, sizeof lim, "%lld", api->config_num("notify.dispatch_batch"));
 		snprintf(wait_max, sizeof wait_max, "%lld",
-				api->config_int("notify.dispatch_contact_wait_max_s", 86400));
+				api->config_num("notify.dispatch_contact_wait_max_s"));
 		contact_retry_at(next, sizeof next);
 		res = api->db_exec(CLAIM_SQL, 7, p);             /* DUE_PLAN */
 		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
@@ -365,7 +366,8 @@ static int dispatch_job(void *ud)
 int ntf_dispatch_register(const struct pin_host_api *a, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
-	static const struct pin_job job = { "notification-dispatch", 1000, dispatch_job,
+	static const struct pin_job job = { "notification-dispatch", NTF_DISPATCH_INTERVAL_MS,
+		dispatch_job,
 		NULL, NULL };
 
 	api = a;

@@ -43,4 +43,5 @@ static int ntf_init(const struct pin_host_api *api, struct pin_registrar *reg,
 	return 0;
 }
 
-PIN_PLUGIN_DEFINE("notify", PACKAGE_VERSION, ntf_init, ntf_dispatch_fini)
+PIN_PLUGIN_DEFINE_CONFIG("notify", PACKAGE_VERSION, ntf_init, ntf_dispatch_fini,
+	ntf_config_keys)

@@ -18,6 +18,12 @@ extern const char *const ntf_channels[];
 #define NTF_CODE_INVALID "NTF_INVALID_PAYLOAD"
 #define NTF_CODE_TEMPLATE "NTF_TEMPLATE_NOT_RESOLVED"
 
+/* The keys notify.so reads (keys.c) and its jobs' default intervals. */
+extern const struct pin_config_key ntf_config_keys[];
+#define NTF_DISPATCH_INTERVAL_MS 1000
+#define NTF_PUSH_INTERVAL_MS 250
+#define NTF_HOUSEKEEPING_INTERVAL_MS 600000
+
 /* Registration of the two consumers (events.c, contacts.c): 0 or -1 with err. */
 int ntf_events_register(struct pin_registrar *reg, char *err, size_t errlen);
 int ntf_contacts_register(struct pin_registrar *reg, char *err, size_t errlen);

@@ -213,23 +213,14 @@ out:
 
 int ntf_push_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	const struct pin_job j = { JOB_NAME, 250, publish, NULL, NULL };
-	const char *u = pc_api->config_get("nchan_publish_url", NULL);
+	const struct pin_job j = { JOB_NAME, NTF_PUSH_INTERVAL_MS, publish, NULL, NULL };
+	const char *u = pc_api->config_str("nchan_publish_url");
 
-	timeout_ms = pc_api->config_int("nchan_publish_timeout_ms", 2000);
-	max_age_s = pc_api->config_int("nchan_publish_max_age_s", 3600);
-	if (timeout_ms < 100 || max_age_s < 1) {
-		snprintf(err, errlen, "nchan_publish_timeout_ms >= 100 and "
-			"nchan_publish_max_age_s >= 1 required");
-		return -1;
-	}
-	if (u && *u) {
-		if (strncmp(u, "http://", 7) && strncmp(u, "https://", 8)) {
-			snprintf(err, errlen, "nchan_publish_url must be http(s)://...");
-			return -1;
-		}
+	/* bounds and scheme: checked by the host against the declaration */
+	timeout_ms = pc_api->config_num("nchan_publish_timeout_ms");
+	max_age_s = pc_api->config_num("nchan_publish_max_age_s");
+	if (*u)
 		pub_url = u;
-	}
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
 		snprintf(err, errlen, "curl_global_init failed");
 		return -1;

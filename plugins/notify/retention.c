@@ -21,24 +21,24 @@
 #define JOB_NAME "notifications-housekeeping"
 
 static const struct pc_purge purges[] = {
-	{ "processed_messages", "notifications.housekeeping.inbox_days", 86400, 30,
+	{ "processed_messages", "notifications.housekeeping.inbox_days", 86400,
 	  "DELETE FROM notifications.processed_messages WHERE (consumer_group, message_id) IN ("
 	  " SELECT consumer_group, message_id FROM notifications.processed_messages"
 	  " WHERE processed_at < $1::timestamptz"
 	  " ORDER BY processed_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
-	{ "notifications", "notifications.housekeeping.notification_days", 86400, 180,
+	{ "notifications", "notifications.housekeeping.notification_days", 86400,
 	  "DELETE FROM notifications.notifications WHERE id IN ("
 	  " SELECT id FROM notifications.notifications"
 	  " WHERE status IN ('Sent', 'Failed', 'Read') AND created_at < $1::timestamptz"
 	  " ORDER BY created_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 	/* the context's own outbox, as housekeeping does for calendar.outbox
 	 * (workers.md: published rows older than 7 days; migration 0050) */
-	{ "outbox", "notifications.housekeeping.outbox_days", 86400, 7,
+	{ "outbox", "notifications.housekeeping.outbox_days", 86400,
 	  "DELETE FROM notifications.outbox WHERE id IN ("
 	  " SELECT id FROM notifications.outbox"
 	  " WHERE published_at IS NOT NULL AND published_at < $1::timestamptz"
 	  " ORDER BY published_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
-	{ "subject_final_states", "notifications.housekeeping.final_state_days", 86400, 180,
+	{ "subject_final_states", "notifications.housekeeping.final_state_days", 86400,
 	  "DELETE FROM notifications.subject_final_states WHERE subject_id IN ("
 	  " SELECT subject_id FROM notifications.subject_final_states"
 	  " WHERE recorded_at < $1::timestamptz"
@@ -53,7 +53,7 @@ static const struct pc_purge_job job = {
 
 int ntf_retention_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_job j = { JOB_NAME, 600000, pc_purge_run, (void *)&job, NULL };
+	struct pin_job j = { JOB_NAME, NTF_HOUSEKEEPING_INTERVAL_MS, pc_purge_run, (void *)&job, NULL };
 
 	return pc_register_job(reg, &j, "notify", err, errlen);
 }

@@ -33,7 +33,7 @@ void ntf_sms_close(void)
 
 int ntf_sms_configured(void)
 {
-	return *api->config_get("sms_url", "") != '\0';
+	return *api->config_str("sms_url") != '\0';
 }
 
 struct sink {
@@ -70,7 +70,7 @@ static int phone_ok(const char *p)
 void ntf_sms_send(const struct ntf_message *m, struct ntf_send_result *res)
 {
 	char auth[1100] = "", tok[1024];
-	const char *tf = api->config_get("sms_token_file", "");
+	const char *tf = api->config_str("sms_token_file");
 	struct curl_slist *hdr = NULL;
 	json_object *o = NULL, *reply = NULL, *v;
 	struct sink body = { .n = 0 };
@@ -107,7 +107,7 @@ void ntf_sms_send(const struct ntf_message *m, struct ntf_send_result *res)
 	hdr = curl_slist_append(hdr, "Content-Type: application/json");
 	if (*auth)
 		hdr = curl_slist_append(hdr, auth);
-	curl_easy_setopt(c, CURLOPT_URL, api->config_get("sms_url", ""));
+	curl_easy_setopt(c, CURLOPT_URL, api->config_str("sms_url"));
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
 	curl_easy_setopt(c, CURLOPT_POSTFIELDS, json_object_to_json_string_ext(o,
 			JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -115,9 +115,9 @@ void ntf_sms_send(const struct ntf_message *m, struct ntf_send_result *res)
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-			(long)api->config_int("sms_connect_timeout_ms", 5000));
+			(long)api->config_num("sms_connect_timeout_ms"));
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
-			(long)api->config_int("sms_timeout_ms", 15000));
+			(long)api->config_num("sms_timeout_ms"));
 	rc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	if (rc == CURLE_OK && code >= 200 && code < 300) {

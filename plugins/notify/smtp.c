@@ -140,9 +140,9 @@ char *ntf_mime_build(const struct ntf_message *m, const char *from,
 
 int ntf_smtp_configured(void)
 {
-	const char *u = api->config_get("smtp_url", "");
+	const char *u = api->config_str("smtp_url");
 
-	return *u && *api->config_get("smtp_from", "");
+	return *u && *api->config_str("smtp_from");
 }
 
 /* An address we hand to MAIL RCPT: no controls, no angle brackets, one @
@@ -195,7 +195,7 @@ static size_t read_cb(char *dst, size_t size, size_t nitems, void *ud)
 
 void ntf_smtp_send(const struct ntf_message *m, struct ntf_send_result *res)
 {
-	const char *from = api->config_get("smtp_from", "");
+	const char *from = api->config_str("smtp_from");
 	const char *domain = strchr(from, '@') ? strchr(from, '@') + 1 : "pin.invalid";
 	char *msg = NULL, *pw = NULL, rcpt_s[400], from_s[400];
 	struct curl_slist *rcpt = NULL;
@@ -203,7 +203,7 @@ void ntf_smtp_send(const struct ntf_message *m, struct ntf_send_result *res)
 	CURL *c = NULL;
 	CURLcode rc;
 	long code = 0;
-	int require_tls = !strcmp(api->config_get("smtp_require_tls", "false"), "true");
+	int require_tls = api->config_bool("smtp_require_tls");
 
 	memset(res, 0, sizeof *res);
 	if (!address_ok(m->to)) {
@@ -223,7 +223,7 @@ void ntf_smtp_send(const struct ntf_message *m, struct ntf_send_result *res)
 	rcpt = curl_slist_append(NULL, rcpt_s);
 	up.p = msg;
 	up.left = strlen(msg);
-	curl_easy_setopt(c, CURLOPT_URL, api->config_get("smtp_url", ""));
+	curl_easy_setopt(c, CURLOPT_URL, api->config_str("smtp_url"));
 	curl_easy_setopt(c, CURLOPT_MAIL_FROM, from_s);
 	curl_easy_setopt(c, CURLOPT_MAIL_RCPT, rcpt);
 	curl_easy_setopt(c, CURLOPT_READFUNCTION, read_cb);
@@ -234,12 +234,12 @@ void ntf_smtp_send(const struct ntf_message *m, struct ntf_send_result *res)
 			(long)CURLUSESSL_TRY);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-			(long)api->config_int("smtp_connect_timeout_ms", 5000));
+			(long)api->config_num("smtp_connect_timeout_ms"));
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
-			(long)api->config_int("smtp_timeout_ms", 30000));
-	if (*api->config_get("smtp_user", "")) {
-		pw = read_secret(api->config_get("smtp_password_file", ""));
-		curl_easy_setopt(c, CURLOPT_USERNAME, api->config_get("smtp_user", ""));
+			(long)api->config_num("smtp_timeout_ms"));
+	if (*api->config_str("smtp_user")) {
+		pw = read_secret(api->config_str("smtp_password_file"));
+		curl_easy_setopt(c, CURLOPT_USERNAME, api->config_str("smtp_user"));
 		curl_easy_setopt(c, CURLOPT_PASSWORD, pw ? pw : "");
 	}
 	rc = curl_easy_perform(c);

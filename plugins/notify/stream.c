@@ -39,7 +39,6 @@
 #define KEY_DERIVE_CTX "pin-ntf-stream-ticket-v1"
 #define SIG_LEN 43              /* base64url of 32 bytes, no padding */
 #define DEFAULT_TTL_S 60
-#define MAX_TTL_S 3600
 
 /* Set once in init (main thread), read-only afterwards. */
 static unsigned char key[64];
@@ -218,9 +217,9 @@ static const struct pin_route routes[] = {
 
 static int load_key(char *err, size_t errlen)
 {
-	const char *s = pc_api->config_get("ntf_stream_secret", NULL);
-	const char *file = pc_api->config_get("ntf_stream_secret_file", NULL);
-	const char *jwt = pc_api->config_get("jwt_hs256_secret", NULL);
+	const char *s = pc_api->config_str("ntf_stream_secret");
+	const char *file = pc_api->config_str("ntf_stream_secret_file");
+	const char *jwt = pc_api->config_str("jwt_hs256_secret");
 	char fbuf[512];
 	unsigned int mlen = 0;
 
@@ -267,11 +266,8 @@ static int load_key(char *err, size_t errlen)
 
 int ntf_stream_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	ttl_s = pc_api->config_int("ntf_stream_ticket_ttl_s", DEFAULT_TTL_S);
-	if (ttl_s < 5 || ttl_s > MAX_TTL_S) {
-		snprintf(err, errlen, "ntf_stream_ticket_ttl_s must be 5..%d", MAX_TTL_S);
-		return -1;
-	}
+	/* 5..3600: checked by the host against the declaration (keys.c) */
+	ttl_s = pc_api->config_num("ntf_stream_ticket_ttl_s");
 	if (load_key(err, errlen) < 0)
 		return -1;
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)

@@ -4,11 +4,12 @@
 #include "sdk/instant.h"
 #include "sdk/pg.h"
 
-int pc_batch_size(const char *key, int def)
+int pc_batch_size(const char *key)
 {
-	long long batch = pc_api->config_int(key, def);
+	long long batch = pc_api->config_num(key);
 
-	return batch < 1 || batch > 10000 ? def : (int)batch;
+	/* the declaration bounds it (1..10000); an undeclared key reads 0 */
+	return batch < 1 ? 1 : batch > 10000 ? 10000 : (int)batch;
 }
 
 int pc_batch_loop_ud(pc_batch_ud_fn fn, void *ud, int64_t now_us, int batch,

@@ -7,7 +7,6 @@
 #include "sdk/instant.h"
 #include "sdk/pg.h"
 
-#define DEFAULT_BATCH 500
 #define MAX_BATCHES 20
 
 struct pass {
@@ -17,9 +16,8 @@ struct pass {
 
 static long long age_s(const struct pc_purge *p)
 {
-	long long v = pc_api->config_int(p->age_key, p->def_units);
-
-	return (v > 0 ? v : p->def_units) * p->unit_s;
+	/* declared with a lower bound of 1 (the host refuses less) */
+	return pc_api->config_num(p->age_key) * p->unit_s;
 }
 
 static int purge_batch(void *ud, int64_t now_us, int batch)
@@ -49,7 +47,7 @@ int pc_purge_run(void *ud)
 {
 	const struct pc_purge_job *job = ud;
 	int64_t now_us = pc_api->now_us();
-	int batch = pc_batch_size(pc_api->sprintf("job.%s.batch", job->job), DEFAULT_BATCH);
+	int batch = pc_batch_size(pc_api->sprintf("job.%s.batch", job->job));
 	int total = 0, n;
 
 	for (size_t i = 0; i < job->ntables; i++) {

@@ -15,7 +15,6 @@
 
 #define JOB_NAME "appointment-timeout"
 #define LABELS "job=\"appointment-timeout\""
-#define DEFAULT_BATCH 500
 #define MAX_BATCHES 100     /* per pass; the next pass continues */
 
 /* Age in seconds of the oldest due Pending appointment (0 when none). */
@@ -45,7 +44,7 @@ static int appointment_timeout(void *ud)
 	(void)ud;
 	set_lag(now_us);
 	total = pc_batch_loop(expire_batch, now_us,
-			pc_batch_size("job." JOB_NAME ".batch", DEFAULT_BATCH), MAX_BATCHES);
+			pc_batch_size("job.appointment-timeout.batch"), MAX_BATCHES);
 	if (total < 0)
 		return total;
 	if (total > 0)
@@ -56,7 +55,7 @@ static int appointment_timeout(void *ud)
 
 int wrk_appointments_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_job j = { JOB_NAME, 60000, appointment_timeout, NULL, NULL };
+	struct pin_job j = { JOB_NAME, WRK_APT_EXPIRY_INTERVAL_MS, appointment_timeout, NULL, NULL };
 
 	return pc_register_job(reg, &j, "workers", err, errlen);
 }

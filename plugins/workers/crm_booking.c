@@ -30,7 +30,6 @@
 #define CODE_NO_REPLICA "CAL_BOOKING_SYNC_DEAL_REPLICA_NOT_FOUND"
 #define CODE_DB "CAL_BOOKING_SYNC_DB_ERROR"
 #define CODE_CONFLICT "CAL_BOOKING_SYNC_CONCURRENT_MODIFICATION"
-#define NO_REPLICA_DEADLINE_S 86400     /* seed 004: backoff up to 24 h */
 #define CONFLICT_RETRIES 3              /* seed 004: 3 attempts at once */
 #define DLQ_METRIC "calendar_crm_booking_sync_dlq_total"
 #define DEADLINE_TZ "Europe/Moscow"     /* seed 004, assumption v1 */
@@ -279,13 +278,10 @@ static void held_forget(const char *mid)
 
 static enum pin_consume_status replica_missing(struct bctx *c)
 {
-	long long deadline_s = pc_api->config_int("crm_booking.replica_retry_deadline_s",
-			NO_REPLICA_DEADLINE_S);
-	long long grace_s = pc_api->config_int("consumer_backoff_max_ms", 60000) / 1000 * 2 + 60;
+	long long deadline_s = pc_api->config_num("crm_booking.replica_retry_deadline_s");
+	long long grace_s = pc_api->config_num("consumer_backoff_max_ms") / 1000 * 2 + 60;
 	int64_t first;
 
-	if (deadline_s <= 0)
-		deadline_s = NO_REPLICA_DEADLINE_S;
 	pc_api->metric_add("calendar_crm_booking_sync_replica_not_found_total", NULL, 1);
 	first = held_first(c->msg->message_id, c->now);
 	if (c->now - first >= deadline_s * 1000000LL) {
@@ -1030,7 +1026,7 @@ int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen
 
 	/* [crm] the set-based batch handler; crm_booking.batch_set = 0 leaves
 	 * the group on the savepoint path (A/B of the bench) */
-	if (pc_api->config_int("crm_booking.batch_set", 1) != 0)
+	if (pc_api->config_bool("crm_booking.batch_set"))
 		c.batch_fn = on_bookings;
 	/* 0 from the start: the alert's increase() sees the first one */
 	pc_api->metric_add("calendar_crm_booking_sync_replica_not_found_total", NULL, 0);

@@ -20,7 +20,7 @@
 #define JOB_NAME "housekeeping"
 
 static const struct pc_purge purges[] = {
-	{ "calendar_events", "housekeeping.terminal_days", 86400, 180,
+	{ "calendar_events", "housekeeping.terminal_days", 86400,
 	  "DELETE FROM calendar.calendar_events WHERE id IN ("
 	  " SELECT e.id FROM calendar.calendar_events e"
 	  " WHERE e.status IN ('Completed', 'Cancelled') AND e.updated_at < $1::timestamptz"
@@ -30,23 +30,23 @@ static const struct pc_purge purges[] = {
 	  "                  WHERE a.calendar_event_id = e.id"
 	  "                    AND a.status IN ('Pending', 'Confirmed'))"
 	  " ORDER BY e.updated_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
-	{ "appointments", "housekeeping.terminal_days", 86400, 180,
+	{ "appointments", "housekeeping.terminal_days", 86400,
 	  "DELETE FROM calendar.appointments WHERE id IN ("
 	  " SELECT id FROM calendar.appointments"
 	  " WHERE status IN ('Declined', 'Cancelled', 'Expired', 'Completed', 'NoShow')"
 	  "  AND updated_at < $1::timestamptz"
 	  " ORDER BY updated_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
-	{ "outbox", "housekeeping.outbox_days", 86400, 7,
+	{ "outbox", "housekeeping.outbox_days", 86400,
 	  "DELETE FROM calendar.outbox WHERE id IN ("
 	  " SELECT id FROM calendar.outbox"
 	  " WHERE published_at IS NOT NULL AND published_at < $1::timestamptz"
 	  " ORDER BY published_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
-	{ "inbox", "housekeeping.inbox_days", 86400, 30,
+	{ "inbox", "housekeeping.inbox_days", 86400,
 	  "DELETE FROM calendar.inbox WHERE (consumer_group, message_id) IN ("
 	  " SELECT consumer_group, message_id FROM calendar.inbox"
 	  " WHERE processed_at < $1::timestamptz"
 	  " ORDER BY processed_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
-	{ "idempotency_keys", "housekeeping.idempotency_hours", 3600, 24,
+	{ "idempotency_keys", "housekeeping.idempotency_hours", 3600,
 	  "DELETE FROM calendar.idempotency_keys WHERE (caller, tenant_id, key) IN ("
 	  " SELECT caller, tenant_id, key FROM calendar.idempotency_keys"
 	  " WHERE created_at < $1::timestamptz"
@@ -60,7 +60,7 @@ static const struct pc_purge_job job = {
 
 int wrk_housekeeping_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_job j = { JOB_NAME, 600000, pc_purge_run, (void *)&job, NULL };
+	struct pin_job j = { JOB_NAME, WRK_HOUSEKEEPING_INTERVAL_MS, pc_purge_run, (void *)&job, NULL };
 
 	return pc_register_job(reg, &j, "workers", err, errlen);
 }

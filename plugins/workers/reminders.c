@@ -30,9 +30,7 @@
 #include "sdk/jtext.h"
 #include "caldomain/event.h"
 
-#define DEFAULT_BATCH 2000  /* one UPDATE ... RETURNING per batch (issue 13) */
 #define MAX_BATCHES 100     /* per pass (200k rows); the next pass continues */
-#define DEFAULT_CONNECTIONS 2
 #define MAX_CONNECTIONS 16  /* api->run_shards' limit */
 
 /* The UPDATE finds the batch's rows by primary key (= ANY of the array of
@@ -167,8 +165,7 @@ static int dispatch_shard(void *ud, int k, int n)
 /* job.reminder-dispatch.connections: shards of a busy pass (1..16). */
 static int dispatch_connections(void)
 {
-	long long n = pc_api->config_int("job.reminder-dispatch.connections",
-			DEFAULT_CONNECTIONS);
+	long long n = pc_api->config_num("job.reminder-dispatch.connections");
 
 	if (!PIN_API_HAS(pc_api, run_shards) || n < 1)
 		return 1;
@@ -182,7 +179,7 @@ static int reminder_dispatch(void *ud)
 {
 	int64_t now_us = pc_api->now_us();
 	struct rd_pass p = { now_us,
-		pc_batch_size("job.reminder-dispatch.batch", DEFAULT_BATCH), MAX_BATCHES - 1, 0 };
+		pc_batch_size("job.reminder-dispatch.batch"), MAX_BATCHES - 1, 0 };
 	struct rd_shard all = { 0, 1, &p };
 	int n = dispatch_connections(), rc, total;
 
@@ -207,7 +204,7 @@ static int reminder_dispatch(void *ud)
 
 int wrk_reminders_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	static const struct pin_job job = { "reminder-dispatch", 60000,
+	static const struct pin_job job = { "reminder-dispatch", WRK_REMINDERS_INTERVAL_MS,
 		reminder_dispatch, NULL, NULL };
 
 	return pc_register_job(reg, &job, "workers", err, errlen);

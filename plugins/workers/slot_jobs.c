@@ -78,12 +78,10 @@ static int run_batch(int step, const char *now, const char *batch)
 static int slot_expiration(void *ud)
 {
 	char now[40], batch[24];
-	long long bsz = pc_api->config_int("job." JOB_NAME ".batch", 500);
+	long long bsz = pc_api->config_num("job.slot-expiration.batch");
 	int step, n, total = 0;
 
 	(void)ud;
-	if (bsz < 1)
-		bsz = 500;
 	snprintf(batch, sizeof(batch), "%lld", bsz);
 	/* one "now" for the whole pass */
 	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
@@ -101,7 +99,7 @@ static int slot_expiration(void *ud)
 
 int wrk_slots_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_job j = { JOB_NAME, 60000, slot_expiration, NULL, NULL };
+	struct pin_job j = { JOB_NAME, WRK_SLOTS_INTERVAL_MS, slot_expiration, NULL, NULL };
 
 	return pc_register_job(reg, &j, "workers", err, errlen);
 }

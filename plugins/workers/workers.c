@@ -21,4 +21,4 @@ static int wrk_init(const struct pin_host_api *api, struct pin_registrar *reg,
 	return pc_register_all(reg, parts, sizeof(parts) / sizeof(parts[0]), err, errlen);
 }
 
-PIN_PLUGIN_DEFINE("workers", PACKAGE_VERSION, wrk_init, NULL)
+PIN_PLUGIN_DEFINE_CONFIG("workers", PACKAGE_VERSION, wrk_init, NULL, wrk_config_keys)

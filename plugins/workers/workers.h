@@ -6,6 +6,13 @@
 #define WRK_WORKERS_H
 #include "pin/plugin.h"
 
+/* The keys workers.so reads (keys.c) and its jobs' default intervals. */
+extern const struct pin_config_key wrk_config_keys[];
+#define WRK_REMINDERS_INTERVAL_MS 60000
+#define WRK_APT_EXPIRY_INTERVAL_MS 60000
+#define WRK_SLOTS_INTERVAL_MS 60000
+#define WRK_HOUSEKEEPING_INTERVAL_MS 600000
+
 /* Each returns 0 or PIN_ERR (with a reason in err). Called from workers.c init. */
 int wrk_reminders_register(struct pin_registrar *reg, char *err, size_t errlen);  /* reminders.c */
 int wrk_slots_register(struct pin_registrar *reg, char *err, size_t errlen);      /* slot_jobs.c */

@@ -1,16 +1,26 @@
-/* test_config.c -- pin_config_*: file, PIN_<KEY> environment, flags.
+/* test_config.c -- declared configuration (config.c, config_keys.c): file,
+ * PIN_<KEY> environment, flags, each checked against the declared keys.
  *
  * Expectations (where core.h leaves room):
  *  - file lines "key = value": '#' comment lines and blank lines skipped,
  *    key and value trimmed, the value is everything after the first '='
- *    (so DSNs with '=' work);
- *  - a line without '=' makes pin_config_load return -1 (logged), and so
- *    does a missing file;
- *  - precedence: pin_config_set (flags) > PIN_<KEY> env > file > default;
- *    the env name is PIN_ + key upper-cased with '.' and '-' as '_';
- *  - pin_config_int: base-10 whole string, else the default;
- *    pin_config_bool: true/yes/on/1, false/no/off/0 (any case), else default.
+ *    (so DSNs with '=' work); a line without '=' makes pin_config_load
+ *    return -1 (logged), and so does a missing file;
+ *  - precedence: pin_config_set (flags) > PIN_<KEY> env > file > declared
+ *    default; the env name is PIN_ + key upper-cased with '.' and '-' as
+ *    '_'; the first source that is set decides, and an empty value there
+ *    means the default;
+ *  - pin_config_check refuses (counts an error for) an unknown key, naming
+ *    file:line and key and a near miss ("did you mean"), a value of the
+ *    wrong type or out of range in a file, a flag or a PIN_<KEY> variable;
+ *    unknown PIN_* variables are ignored (--check-config warns about near
+ *    misses); while a plugin of ABI < 1.7 is known, an unknown key that is
+ *    no near miss is a warning;
+ *  - the ABI's config_get/config_int: the declared default replaces def;
+ *  - --print-config names every value's source and redacts secrets and DSN
+ *    passwords.
  */
+#include "config.h"
 #include <errno.h>
 #include <grp.h>
 #include <stddef.h>
@@ -34,6 +44,8 @@
 #include "worker.h"
 #include "suites.h"
 
+extern const struct pin_config_key pin_config_host_keys[];
+
 static char path[64];
 
 static void write_conf(const char *text)
@@ -56,8 +68,10 @@ static void setup(void)
 	pin_config_free();
 	unsetenv("PIN_PG_DSN");
 	unsetenv("PIN_THREADS");
-	unsetenv("PIN_ONLY_IN_ENV");
-	unsetenv("PIN_JOB_REMINDER_DISPATCH_INTERVAL_MS");
+	unsetenv("PIN_RELAY_BATCH");
+	unsetenv("PIN_METRICS_LISTEN");
+	unsetenv("PIN_RELAY_SHRADS");
+	unsetenv("PIN_TESTP_BATCH");
 }
 
 static void teardown(void)
@@ -67,6 +81,31 @@ static void teardown(void)
 	pin_config_free();
 }
 
+/* pin_config_check's human lines (--check-config) and error count */
+static int check_text(unsigned mode, char **out)
+{
+	size_t len = 0;
+	FILE *f = open_memstream(out, &len);
+	int n;
+
+	ck_assert_ptr_nonnull(f);
+	n = pin_config_check(mode, f);
+	fclose(f);
+	return n;
+}
+
+static char *print_text(unsigned mode)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	ck_assert_ptr_nonnull(f);
+	pin_config_print(f, mode);
+	fclose(f);
+	return out;
+}
+
 static const char *CONF =
 	"# pin-host test config\n"
 	"\n"
@@ -74,26 +113,28 @@ static const char *CONF =
 	"   threads=4\n"
 	"\t# indented comment\n"
 	"listen = 127.0.0.1:9000\n"
-	"empty =\n"
-	"job.reminder-dispatch.interval_ms = 30000\n"
-	"flag_yes = yes\n"
+	"socket_group =\n"
+	"relay_log_published = no\n"
 	"\n";
 
 START_TEST(test_load_file)
 {
+	char *out = NULL;
+
 	write_conf(CONF);
 	ck_assert_int_eq(pin_config_load(path), 0);
-	ck_assert_str_eq(pin_config_get("pg_dsn", "x"), "host=/tmp dbname=pin user=pin");
-	ck_assert_str_eq(pin_config_get("threads", "x"), "4");
-	ck_assert_str_eq(pin_config_get("listen", "x"), "127.0.0.1:9000");
-	ck_assert_str_eq(pin_config_get("job.reminder-dispatch.interval_ms", "x"), "30000");
-	/* an empty value is a value (""), an unknown key gets the default */
-	ck_assert_str_eq(pin_config_get("empty", "x"), "");
-	ck_assert_str_eq(pin_config_get("nope", "dflt"), "dflt");
-	ck_assert_ptr_null(pin_config_get("nope", NULL));
-	/* comments are not keys */
-	ck_assert_ptr_null(pin_config_get("# pin-host test config", NULL));
-	ck_assert_ptr_null(pin_config_get("#", NULL));
+	ck_assert_int_eq(check_text(0, &out), 0);
+	ck_assert_str_eq(out, "");
+	free(out);
+	ck_assert_str_eq(pin_config_str("pg_dsn"), "host=/tmp dbname=pin user=pin");
+	ck_assert_int_eq(pin_config_int("threads"), 4);
+	ck_assert_str_eq(pin_config_str("listen"), "127.0.0.1:9000");
+	ck_assert(!pin_config_bool("relay_log_published"));
+	/* an empty value and a key the file does not set: the declared default */
+	ck_assert_str_eq(pin_config_str("socket_group"), "");
+	ck_assert_int_eq(pin_config_int("relay_batch"), 1000);
+	ck_assert_str_eq(pin_config_str("api_server"), "loop");
+	ck_assert_int_eq(pin_config_int("socket_mode"), 0660);
 }
 END_TEST
 
@@ -118,9 +159,10 @@ START_TEST(test_include)
 	fputs("include = missing.conf\n", f);
 	fclose(f);
 	ck_assert_int_eq(pin_config_load(inst), 0);
-	ck_assert_str_eq(pin_config_get("pg_dsn", "x"), "dbname=pin");
-	ck_assert_str_eq(pin_config_get("plugins", "x"), "calendar,slots");
-	ck_assert_str_eq(pin_config_get("threads", "x"), "2");
+	ck_assert_int_eq(pin_config_check(0, NULL), 0);
+	ck_assert_str_eq(pin_config_str("pg_dsn"), "dbname=pin");
+	ck_assert_str_eq(pin_config_str("plugins"), "calendar,slots");
+	ck_assert_int_eq(pin_config_int("threads"), 2);
 	pin_config_free();
 	ck_assert_int_eq(pin_config_load(bad), -1);
 	unlink(common);
@@ -130,8 +172,8 @@ START_TEST(test_include)
 }
 END_TEST
 
-/* socket_mode (octal, default 0660) is applied; a bad mode or an unknown
- * socket_group refuses */
+/* socket_mode (octal, default 0660) is applied; a bad mode is refused by
+ * the check, an unknown socket_group when applied */
 START_TEST(test_socket_perms)
 {
 	char sp[] = "/tmp/pin-sock-XXXXXX";
@@ -150,9 +192,12 @@ START_TEST(test_socket_perms)
 	ck_assert_int_eq(stat(sa.sun_path, &st), 0);
 	ck_assert_int_eq(st.st_mode & 0777, 0600);
 	pin_config_set("socket_mode", "0968");
-	ck_assert_int_eq(pin_config_socket_perms(sa.sun_path), -1);
+	ck_assert_int_eq(pin_config_check(PIN_CFG_API, NULL), 1);
+	pin_config_set("socket_mode", "01777");
+	ck_assert_int_eq(pin_config_check(PIN_CFG_API, NULL), 1);
 	pin_config_set("socket_mode", "0660");
 	pin_config_set("socket_group", "no-such-group-pin");
+	ck_assert_int_eq(pin_config_check(PIN_CFG_API, NULL), 0);
 	ck_assert_int_eq(pin_config_socket_perms(sa.sun_path), -1);
 	close(fd);
 	unlink(sa.sun_path);
@@ -255,15 +300,29 @@ START_TEST(test_env_overrides_file)
 	write_conf(CONF);
 	ck_assert_int_eq(setenv("PIN_PG_DSN", "host=env", 1), 0);
 	ck_assert_int_eq(pin_config_load(path), 0);
-	ck_assert_str_eq(pin_config_get("pg_dsn", "x"), "host=env");
+	ck_assert_int_eq(pin_config_check(0, NULL), 0);
+	ck_assert_str_eq(pin_config_str("pg_dsn"), "host=env");
 	/* other keys still from the file */
-	ck_assert_str_eq(pin_config_get("threads", "x"), "4");
-	/* a key known only to the environment */
-	ck_assert_int_eq(setenv("PIN_ONLY_IN_ENV", "e", 1), 0);
-	ck_assert_str_eq(pin_config_get("only_in_env", "x"), "e");
-	/* dots and dashes become underscores */
-	ck_assert_int_eq(setenv("PIN_JOB_REMINDER_DISPATCH_INTERVAL_MS", "5", 1), 0);
-	ck_assert_int_eq(pin_config_int("job.reminder-dispatch.interval_ms", 0), 5);
+	ck_assert_int_eq(pin_config_int("threads"), 4);
+	/* an empty variable is set: the default, not the file's line */
+	ck_assert_int_eq(setenv("PIN_THREADS", "", 1), 0);
+	ck_assert_int_eq(pin_config_check(0, NULL), 0);
+	ck_assert_int_eq(pin_config_int("threads"), 0);
+	/* dots and dashes become underscores (a plugin's key) */
+	{
+		static const struct pin_config_key k[] = {
+			{ "job.testp-job.batch", PIN_CFG_INT, "7", PIN_CFG_WORKER, 0, 1, 100,
+			  NULL, "rows", "jobs", "rows per batch" },
+			{ NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL }
+		};
+		char err[200];
+
+		ck_assert_int_eq(pin_config_declare("testp", k, sizeof k[0], err, sizeof err), 0);
+		ck_assert_int_eq(setenv("PIN_JOB_TESTP_JOB_BATCH", "5", 1), 0);
+		ck_assert_int_eq(pin_config_check(0, NULL), 0);
+		ck_assert_int_eq(pin_config_int("job.testp-job.batch"), 5);
+		unsetenv("PIN_JOB_TESTP_JOB_BATCH");
+	}
 }
 END_TEST
 
@@ -273,72 +332,53 @@ START_TEST(test_flag_overrides_all)
 	ck_assert_int_eq(setenv("PIN_PG_DSN", "host=env", 1), 0);
 	ck_assert_int_eq(pin_config_load(path), 0);
 	ck_assert_int_eq(pin_config_set("pg_dsn", "host=flag"), 0);
-	ck_assert_str_eq(pin_config_get("pg_dsn", "x"), "host=flag");
+	ck_assert_str_eq(pin_config_str("pg_dsn"), "host=flag");
 	ck_assert_int_eq(pin_config_set("threads", "9"), 0);
-	ck_assert_int_eq(pin_config_int("threads", 0), 9);
+	ck_assert_int_eq(pin_config_int("threads"), 9);
 	/* a later set replaces an earlier one */
 	ck_assert_int_eq(pin_config_set("pg_dsn", "host=flag2"), 0);
-	ck_assert_str_eq(pin_config_get("pg_dsn", "x"), "host=flag2");
-	/* also for keys no file mentions */
-	ck_assert_int_eq(pin_config_set("new_key", "v"), 0);
-	ck_assert_str_eq(pin_config_get("new_key", "x"), "v");
+	ck_assert_str_eq(pin_config_str("pg_dsn"), "host=flag2");
+	ck_assert_int_eq(pin_config_check(0, NULL), 0);
+	/* NULL unsets the flag: the environment again */
+	ck_assert_int_eq(pin_config_set("pg_dsn", NULL), 0);
+	ck_assert_str_eq(pin_config_str("pg_dsn"), "host=env");
 }
 END_TEST
 
 START_TEST(test_free_forgets)
 {
-	ck_assert_int_eq(pin_config_set("k", "v"), 0);
+	ck_assert_int_eq(pin_config_set("threads", "3"), 0);
 	pin_config_free();
-	ck_assert_str_eq(pin_config_get("k", "dflt"), "dflt");
+	ck_assert_int_eq(pin_config_int("threads"), 0);
 	/* usable again after free */
-	ck_assert_int_eq(pin_config_set("k", "w"), 0);
-	ck_assert_str_eq(pin_config_get("k", "dflt"), "w");
+	ck_assert_int_eq(pin_config_set("threads", "5"), 0);
+	ck_assert_int_eq(pin_config_int("threads"), 5);
 }
 END_TEST
 
+/* values: whole integers within the bounds; trailing blanks (the
+ * environment's) are fine and not modified */
 START_TEST(test_int)
 {
-	pin_config_set("a", "42");
-	pin_config_set("b", "-5");
-	pin_config_set("c", "abc");
-	pin_config_set("d", "12abc");
-	pin_config_set("e", "");
-	pin_config_set("f", "9223372036854775807");
-	pin_config_set("g", "99999999999999999999");
-	ck_assert_int_eq(pin_config_int("a", 7), 42);
-	ck_assert_int_eq(pin_config_int("b", 7), -5);
-	ck_assert_int_eq(pin_config_int("c", 7), 7);
-	ck_assert_int_eq(pin_config_int("d", 7), 7);
-	ck_assert_int_eq(pin_config_int("e", 7), 7);
-	ck_assert_int_eq(pin_config_int("f", 7), 9223372036854775807LL);
-	ck_assert_int_eq(pin_config_int("g", 7), 7);
-	ck_assert_int_eq(pin_config_int("missing", 7), 7);
-}
-END_TEST
-
-/* reading an integer leaves the stored value as it was (config values are
- * read by every thread at once; some point into the environment) */
-START_TEST(test_int_does_not_modify)
-{
-	pin_config_set("t", "12  ");
-	ck_assert_int_eq(pin_config_int("t", 7), 12);
-	ck_assert_str_eq(pin_config_get("t", NULL), "12  ");
-	setenv("PIN_TEST_INT_ENV", "34 ", 1);
-	ck_assert_int_eq(pin_config_int("test_int_env", 7), 34);
-	ck_assert_str_eq(getenv("PIN_TEST_INT_ENV"), "34 ");
-	unsetenv("PIN_TEST_INT_ENV");
-	pin_config_set("u", "  ");
-	ck_assert_int_eq(pin_config_int("u", 7), 7);
-}
-END_TEST
-
-START_TEST(test_int_from_file)
-{
-	write_conf(CONF);
-	ck_assert_int_eq(pin_config_load(path), 0);
-	ck_assert_int_eq(pin_config_int("threads", 1), 4);
-	ck_assert_int_eq(pin_config_int("job.reminder-dispatch.interval_ms", 1), 30000);
-	ck_assert(pin_config_bool("flag_yes", false));
+	pin_config_set("relay_batch", "42");
+	ck_assert_int_eq(pin_config_check(0, NULL), 0);
+	ck_assert_int_eq(pin_config_int("relay_batch"), 42);
+	pin_config_set("clock_offset_s", "-5");
+	ck_assert_int_eq(pin_config_check(0, NULL), 0);
+	ck_assert_int_eq(pin_config_int("clock_offset_s"), -5);
+	static const char *bad[] = { "abc", "12abc", "99999999999999999999", "0", "100001",
+		"1.5" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		pin_config_set("relay_batch", bad[i]);
+		ck_assert_msg(pin_config_check(0, NULL) == 1, "%s accepted", bad[i]);
+		/* unchecked reads fall back to the default */
+		ck_assert_int_eq(pin_config_int("relay_batch"), 1000);
+	}
+	pin_config_set("relay_batch", NULL);
+	setenv("PIN_RELAY_BATCH", "34 ", 1);
+	ck_assert_int_eq(pin_config_check(0, NULL), 0);
+	ck_assert_int_eq(pin_config_int("relay_batch"), 34);
+	ck_assert_str_eq(getenv("PIN_RELAY_BATCH"), "34 ");
 }
 END_TEST
 
@@ -349,18 +389,308 @@ START_TEST(test_bool)
 	size_t i;
 
 	for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
-		pin_config_set("b", yes[i]);
-		ck_assert_msg(pin_config_bool("b", false), "%s", yes[i]);
+		pin_config_set("relay_log_published", yes[i]);
+		ck_assert_int_eq(pin_config_check(0, NULL), 0);
+		ck_assert_msg(pin_config_bool("relay_log_published"), "%s", yes[i]);
 	}
 	for (i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
-		pin_config_set("b", no[i]);
-		ck_assert_msg(!pin_config_bool("b", true), "%s", no[i]);
+		pin_config_set("relay_log_published", no[i]);
+		ck_assert_int_eq(pin_config_check(0, NULL), 0);
+		ck_assert_msg(!pin_config_bool("relay_log_published"), "%s", no[i]);
 	}
-	pin_config_set("b", "maybe");
-	ck_assert(pin_config_bool("b", true));
-	ck_assert(!pin_config_bool("b", false));
-	ck_assert(pin_config_bool("missing", true));
-	ck_assert(!pin_config_bool("missing", false));
+	pin_config_set("relay_log_published", "maybe");
+	ck_assert_int_eq(pin_config_check(0, NULL), 1);
+	/* the declared default (true) */
+	ck_assert(pin_config_bool("relay_log_published"));
+}
+END_TEST
+
+/* the issue's operator trap: a typo is refused with file, line, key and a
+ * suggestion */
+START_TEST(test_typo_refused)
+{
+	char *out = NULL, want[200];
+
+	write_conf("pg_dsn = dbname=pin\ndb_concurency = 8\nsmtp_ulr = smtp://x\n"
+		"relay_shrads = 2\nincldue = x.conf\nzzz_unrelated = 1\n");
+	ck_assert_int_eq(pin_config_load(path), 0);
+	ck_assert_int_eq(check_text(0, &out), 5);
+	snprintf(want, sizeof want, "[error] unknown key \"db_concurency\" in %s:2 "
+		"(did you mean \"db_concurrency\"?)", path);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	snprintf(want, sizeof want, "unknown key \"relay_shrads\" in %s:4 "
+		"(did you mean \"relay_shards\"?)", path);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	/* smtp_url is notify's key: not declared here, no suggestion */
+	snprintf(want, sizeof want, "unknown key \"smtp_ulr\" in %s:3\n", path);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	ck_assert_msg(strstr(out, "(did you mean \"include\"?)"), "%s", out);
+	snprintf(want, sizeof want, "unknown key \"zzz_unrelated\" in %s:6\n", path);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	free(out);
+}
+END_TEST
+
+/* wrong types and out-of-range values in a file, a flag and the
+ * environment; the value of a secret is never echoed */
+START_TEST(test_wrong_values_refused)
+{
+	char *out = NULL, want[300];
+
+	write_conf("threads = many\nrelay_shards = 0\napi_server = event\n"
+		"listen = nowhere\njwt_hs256_secret = short-secret\n"
+		"pg_dsn = host=x password=hunter2 port\nkafka_log_level = 8\n"
+		"log_level = verbose\nrelay_rewind_ms = 5s\n");
+	ck_assert_int_eq(pin_config_load(path), 0);
+	pin_config_set("relay_threads", "99");
+	setenv("PIN_METRICS_LISTEN", "localhost", 1);
+	ck_assert_int_eq(check_text(0, &out), 11);
+	snprintf(want, sizeof want, "[error] invalid value \"many\" of key \"threads\" in "
+		"%s:1: is not an integer", path);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	snprintf(want, sizeof want, "invalid value \"0\" of key \"relay_shards\" in %s:2: "
+		"is out of range 1..1024", path);
+	ck_assert_msg(strstr(out, want), "%s", out);
+	ck_assert_msg(strstr(out, "\"api_server\" in "), "%s", out);
+	ck_assert_msg(strstr(out, "is not one of loop|threads"), "%s", out);
+	ck_assert_msg(strstr(out, "is not host:port or unix:/path"), "%s", out);
+	ck_assert_msg(strstr(out, "invalid value of key \"jwt_hs256_secret\""), "%s", out);
+	ck_assert_msg(strstr(out, "must be 32 to 4096 bytes long"), "%s", out);
+	ck_assert_msg(strstr(out, "is not a whole number of ms"), "%s", out);
+	ck_assert_msg(strstr(out, "\"relay_threads\" in flag --relay-threads: "
+		"is out of range 1..8"), "%s", out);
+	ck_assert_msg(strstr(out, "invalid value \"localhost\" of key \"metrics_listen\" in "
+		"environment PIN_METRICS_LISTEN"), "%s", out);
+	ck_assert_msg(!strstr(out, "short-secret") && !strstr(out, "hunter2"), "%s", out);
+	free(out);
+}
+END_TEST
+
+/* only PIN_<KEY> of declared keys are read; other PIN_* variables are the
+ * dev stack's and the tests': ignored, a near miss warned about */
+START_TEST(test_env_rules)
+{
+	char *out = NULL;
+
+	setenv("PIN_RELAY_SHRADS", "2", 1);
+	setenv("PIN_BASE_URL_TEST_ONLY", "x", 1);
+	ck_assert_int_eq(check_text(PIN_CFG_WORKER, &out), 0);
+	ck_assert_msg(strstr(out, "[warn] variable \"PIN_RELAY_SHRADS\" in the environment: "
+		"not a configuration key, ignored (did you mean PIN_RELAY_SHARDS?)"), "%s", out);
+	ck_assert_msg(!strstr(out, "PIN_BASE_URL_TEST_ONLY"), "%s", out);
+	ck_assert_int_eq(pin_config_int("relay_shards"), 4);
+	free(out);
+	unsetenv("PIN_BASE_URL_TEST_ONLY");
+}
+END_TEST
+
+/* keys of another mode in the given file are accepted (a shared file);
+ * --check-config notes them */
+START_TEST(test_mode_notes)
+{
+	char *out = NULL;
+
+	write_conf("mode = worker\nthreads = 4\nrelay_threads = 2\n");
+	ck_assert_int_eq(pin_config_load(path), 0);
+	ck_assert_int_eq(check_text(PIN_CFG_WORKER, &out), 0);
+	ck_assert_msg(strstr(out, "[warn] key \"threads\" in "), "%s", out);
+	ck_assert_msg(strstr(out, "ignored in this mode (it applies to: api)"), "%s", out);
+	ck_assert_msg(!strstr(out, "relay_threads"), "%s", out);
+	free(out);
+	ck_assert_int_eq(pin_config_check(PIN_CFG_WORKER, NULL), 0);
+}
+END_TEST
+
+static const struct pin_config_key testp_keys[] = {
+	{ "testp.greeting", PIN_CFG_STRING, "hello", PIN_CFG_API, 0, 0, 0, NULL, NULL,
+	  "test", "what the test plugin says" },
+	{ "testp.batch", PIN_CFG_INT, "50", PIN_CFG_WORKER, PIN_CFG_RELOAD, 1, 100, NULL,
+	  "rows", "test", "rows per batch" },
+	{ "testp.token", PIN_CFG_STRING, "", PIN_CFG_WORKER, PIN_CFG_SECRET, 0, 0, NULL,
+	  NULL, "test", "a token" },
+	{ NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL }
+};
+
+/* a plugin's declared keys are accepted, checked, read with their default */
+START_TEST(test_plugin_keys)
+{
+	char err[300] = "", *out = NULL;
+
+	ck_assert_int_eq(pin_config_declare("testp", testp_keys, sizeof testp_keys[0],
+		err, sizeof err), 0);
+	ck_assert(pin_config_declared("testp.batch"));
+	write_conf("testp.batch = 20\ntestp.greting = hi\ntestp.batch = 200\n");
+	ck_assert_int_eq(pin_config_load(path), 0);
+	ck_assert_int_eq(check_text(0, &out), 2);
+	ck_assert_msg(strstr(out, "(did you mean \"testp.greeting\"?)"), "%s", out);
+	ck_assert_msg(strstr(out, "is out of range 1..100"), "%s", out);
+	free(out);
+	ck_assert_str_eq(pin_config_str("testp.greeting"), "hello");
+	/* the ABI: the declared default replaces the call site's */
+	ck_assert_str_eq(pin_config_get("testp.greeting", "other"), "hello");
+	ck_assert_int_eq(pin_config_int_def("relay_batch", 7), 1000);
+	ck_assert_str_eq(pin_config_get("testp.token", "fallback"), "fallback");
+	ck_assert_str_eq(pin_config_get("socket_mode", NULL), "0660");
+}
+END_TEST
+
+/* a plugin cannot redeclare a host key, nor declare an invalid one */
+START_TEST(test_plugin_bad_declarations)
+{
+	static const struct pin_config_key bad[] = {
+		{ "threads", PIN_CFG_INT, "1", PIN_CFG_API, 0, 0, 0, NULL, NULL, NULL, "x" },
+		{ "Bad Name", PIN_CFG_INT, "1", PIN_CFG_API, 0, 0, 0, NULL, NULL, NULL, "x" },
+		{ "badp.mode", PIN_CFG_ENUM, "a", PIN_CFG_API, 0, 0, 0, NULL, NULL, NULL, "x" },
+		{ "badp.n", PIN_CFG_INT, "500", PIN_CFG_API, 0, 1, 10, NULL, NULL, NULL, "x" },
+		{ "badp.ok", PIN_CFG_INT, "5", PIN_CFG_API, 0, 1, 10, NULL, NULL, NULL, "x" },
+		{ NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL }
+	};
+	char err[300] = "";
+
+	ck_assert_int_eq(pin_config_declare("badp", bad, sizeof bad[0], err, sizeof err), -1);
+	ck_assert(!pin_config_declared("Bad Name"));
+	ck_assert(!pin_config_declared("badp.mode"));
+	ck_assert(!pin_config_declared("badp.n"));
+	ck_assert(pin_config_declared("badp.ok"));
+	ck_assert_int_eq(pin_config_int("threads"), 0);
+	ck_assert(pin_config_owner_declared("badp"));
+}
+END_TEST
+
+/* a plugin of ABI < 1.7 declares nothing: unknown keys become warnings
+ * (its own may be among them) unless they are near misses */
+START_TEST(test_old_plugin_lenient)
+{
+	char *out = NULL;
+
+	pin_config_note_undeclaring("oldp");
+	write_conf("oldp.speed = 3\ndb_concurency = 8\n");
+	ck_assert_int_eq(pin_config_load(path), 0);
+	ck_assert_int_eq(check_text(0, &out), 1);
+	ck_assert_msg(strstr(out, "[warn] undeclared key \"oldp.speed\""), "%s", out);
+	ck_assert_msg(strstr(out, "[error] unknown key \"db_concurency\""), "%s", out);
+	free(out);
+	/* its ABI reads still see the value */
+	ck_assert_str_eq(pin_config_get("oldp.speed", "1"), "3");
+	ck_assert_int_eq(pin_config_int_def("oldp.speed", 1), 3);
+	ck_assert_int_eq(pin_config_int_def("oldp.other", 1), 1);
+}
+END_TEST
+
+/* --print-config: the effective value and its source, secrets redacted */
+START_TEST(test_print_config)
+{
+	char err[300] = "", *out, want[300];
+
+	ck_assert_int_eq(pin_config_declare("testp", testp_keys, sizeof testp_keys[0],
+		err, sizeof err), 0);
+	write_conf("pg_dsn = postgresql://pin:hunter2@db.example/pin\n"
+		"pg_dsn_read = host=standby password='s3 cret' dbname=pin\n"
+		"jwt_hs256_secret = 0123456789abcdef0123456789abcdef\n"
+		"testp.token = tok-secret\nthreads = 3\nrelay_batch = 10\n");
+	ck_assert_int_eq(pin_config_load(path), 0);
+	setenv("PIN_RELAY_BATCH", "20", 1);
+	pin_config_set("log_level", "debug");
+	ck_assert_int_eq(pin_config_check(0, NULL), 0);
+	out = print_text(0);
+	ck_assert_msg(!strstr(out, "hunter2") && !strstr(out, "s3 cret") &&
+		!strstr(out, "0123456789abcdef") && !strstr(out, "tok-secret"), "%s", out);
+	ck_assert_msg(strstr(out, "pg_dsn = postgresql://pin:<redacted>@db.example/pin"), "%s", out);
+	ck_assert_msg(strstr(out, "pg_dsn_read = host=standby password=<redacted> dbname=pin"),
+		"%s", out);
+	ck_assert_msg(strstr(out, "jwt_hs256_secret = <redacted>"), "%s", out);
+	ck_assert_msg(strstr(out, "testp.token = <redacted>"), "%s", out);
+	snprintf(want, sizeof want, "# %s:5", path);
+	ck_assert_msg(strstr(out, "threads = 3") && strstr(out, want), "%s", out);
+	ck_assert_msg(strstr(out, "# environment PIN_RELAY_BATCH"), "%s", out);
+	ck_assert_msg(strstr(out, "log_level = debug"), "%s", out);
+	ck_assert_msg(strstr(out, "# flag"), "%s", out);
+	ck_assert_msg(strstr(out, "# plugin testp"), "%s", out);
+	ck_assert_msg(strstr(out, "testp.greeting = hello"), "%s", out);
+	ck_assert_msg(strstr(out, "# default"), "%s", out);
+	free(out);
+	/* a mode prints its keys only */
+	out = print_text(PIN_CFG_WORKER);
+	ck_assert_msg(!strstr(out, "\nthreads =") && strstr(out, "relay_batch ="), "%s", out);
+	free(out);
+}
+END_TEST
+
+/* every declaration of the host's table is consistent (a plugin's are
+ * checked when it is declared), and no two keys share an environment
+ * variable */
+START_TEST(test_host_table)
+{
+	size_t n = 0;
+
+	for (const struct pin_config_key *k = pin_config_host_keys; k->name; k++, n++) {
+		char err[300] = "", env1[200], env2[200];
+		struct pin_config_key copy[2] = { *k };
+		char name[200];
+
+		/* a renamed copy must declare cleanly: same checks as a plugin's */
+		snprintf(name, sizeof name, "zz-selfcheck.%s", k->name);
+		copy[0].name = name;
+		ck_assert_msg(pin_config_declare(name, copy, sizeof copy[0], err, sizeof err) == 0,
+			"%s: %s", k->name, err);
+		ck_assert_msg(k->desc && strlen(k->desc) < 200, "%s", k->name);
+		snprintf(env1, sizeof env1, "%s", k->name);
+		for (const struct pin_config_key *j = k + 1; j->name; j++) {
+			snprintf(env2, sizeof env2, "%s", j->name);
+			for (char *p = env1; *p; p++)
+				if (*p == '.' || *p == '-')
+					*p = '_';
+			for (char *p = env2; *p; p++)
+				if (*p == '.' || *p == '-')
+					*p = '_';
+			ck_assert_msg(strcmp(env1, env2), "%s and %s share PIN_%s", k->name,
+				j->name, env1);
+		}
+	}
+	ck_assert_int_gt(n, 50);
+}
+END_TEST
+
+/* the reference lists every key in each format */
+START_TEST(test_reference)
+{
+	static const char *fmts[] = { "md", "man", "keys" };
+
+	for (size_t f = 0; f < 3; f++) {
+		char *out = NULL;
+		size_t len = 0;
+		FILE *m = open_memstream(&out, &len);
+
+		ck_assert_int_eq(pin_config_reference(m, fmts[f]), 0);
+		fclose(m);
+		for (const struct pin_config_key *k = pin_config_host_keys; k->name; k++) {
+			char want[200];
+
+			snprintf(want, sizeof want, f == 0 ? "| `%s` |" : f == 1 ? ".It Cm %s\n" :
+				"%s\n", k->name);
+			ck_assert_msg(strstr(out, want), "%s: no %s", fmts[f], want);
+		}
+		free(out);
+	}
+	ck_assert_int_eq(pin_config_reference(stdout, "html"), -1);
+}
+END_TEST
+
+/* plugin_dir's plugins declare their keys from the descriptor, without
+ * init (the fixture good.so declares good.greeting) */
+START_TEST(test_declare_from_dir)
+{
+	char *out = NULL;
+
+	ck_assert(!pin_config_declared("good.greeting"));
+	pin_plugins_declare("", FIXTURE_DIR);
+	ck_assert(pin_config_declared("good.greeting"));
+	ck_assert(pin_config_owner_declared("good"));
+	write_conf("good.greeting = hi\n");
+	ck_assert_int_eq(pin_config_load(path), 0);
+	ck_assert_int_eq(check_text(0, &out), 0);
+	free(out);
+	ck_assert_str_eq(pin_config_str("good.greeting"), "hi");
 }
 END_TEST
 
@@ -380,9 +710,18 @@ Suite *make_config_suite(void)
 	tcase_add_test(tc, test_flag_overrides_all);
 	tcase_add_test(tc, test_free_forgets);
 	tcase_add_test(tc, test_int);
-	tcase_add_test(tc, test_int_does_not_modify);
-	tcase_add_test(tc, test_int_from_file);
 	tcase_add_test(tc, test_bool);
+	tcase_add_test(tc, test_typo_refused);
+	tcase_add_test(tc, test_wrong_values_refused);
+	tcase_add_test(tc, test_env_rules);
+	tcase_add_test(tc, test_mode_notes);
+	tcase_add_test(tc, test_plugin_keys);
+	tcase_add_test(tc, test_plugin_bad_declarations);
+	tcase_add_test(tc, test_old_plugin_lenient);
+	tcase_add_test(tc, test_print_config);
+	tcase_add_test(tc, test_host_table);
+	tcase_add_test(tc, test_reference);
+	tcase_add_test(tc, test_declare_from_dir);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -66,6 +66,20 @@
  *   2026-12-03  1.6  pin_host_api.respond_json_text: a response whose body
  *                    is JSON text already (sdk/jtext pages), sent without
  *                    a json-c object and without a copy.
+ *   2026-12-04  1.7  declared configuration: struct pin_config_key, and
+ *                    pin_plugin.config_keys / config_key_size: the keys a
+ *                    plugin reads, with type, default, modes, bounds,
+ *                    secrecy and a description, read from the descriptor
+ *                    without calling init (pin-host --check-config knows
+ *                    the keys of every plugin in plugin_dir); a key that
+ *                    neither the host nor a plugin declares refuses the
+ *                    start.  pin_host_api.config_str / config_num /
+ *                    config_bool read a declared key (no default at the
+ *                    call site).  config_get / config_int keep working:
+ *                    for a declared key the declared default replaces def.
+ *                    Plugins built against < 1.7 declare nothing; while
+ *                    one is loaded or in plugin_dir, unknown keys are
+ *                    logged (WARN) instead of refused.
  */
 #ifndef PIN_PLUGIN_H
 #define PIN_PLUGIN_H
@@ -80,7 +94,7 @@ extern "C" {
 #endif
 
 #define PIN_ABI_MAJOR 1
-#define PIN_ABI_MINOR 6
+#define PIN_ABI_MINOR 7
 
 /* True when the (size-prefixed) table t has member m. */
 #define PIN_API_HAS(t, m) \
@@ -314,7 +328,12 @@ struct pin_host_api {
 	int (*is_uuid)(const char *s);
 
 	/* -- config: value of key (file, PIN_* env, flags) or def.  Borrowed,
-	 *    valid for the life of the host. */
+	 *    valid for the life of the host.  Since 1.7, for a key that the
+	 *    host or a plugin declares (struct pin_config_key) the declared
+	 *    default replaces def when the key is unset or empty; def is used
+	 *    for keys declared without a default (def "" / NULL) and for
+	 *    undeclared keys (logged once as a bug).  New code uses
+	 *    config_str / config_num / config_bool (1.7). */
 	const char *(*config_get)(const char *key, const char *def);
 	long long (*config_int)(const char *key, long long def);
 
@@ -444,7 +463,93 @@ struct pin_host_api {
 	 *    response -- also when the call fails.  PIN_ERR for NULL text,
 	 *    when the request has its response already, or out of memory. */
 	int (*respond_json_text)(struct pin_req *r, int status, char *text, size_t len);
+
+	/* -- 1.7: a declared key's value (flag, PIN_<KEY> environment, file,
+	 *    else its declared default), checked against its type and bounds
+	 *    before any plugin's init ran (a bad value refuses the start), so
+	 *    the call site writes no default and handles no parse error.
+	 *    config_str: borrowed for the life of the host; "" when unset (a
+	 *    key declared without a default).  config_num: PIN_CFG_INT,
+	 *    PIN_CFG_DURATION and PIN_CFG_OCTAL keys (and a BOOL as 0/1).
+	 *    config_bool: PIN_CFG_BOOL keys (1 true, 0 false).  A key that
+	 *    nobody declared is a bug: logged (ERROR, once per key), and ""
+	 *    / 0 / 0 returned.  Thread-safe: configuration is read-only once
+	 *    the host runs. */
+	const char *(*config_str)(const char *key);
+	long long (*config_num)(const char *key);
+	int (*config_bool)(const char *key);
 };
+
+/* ---- declared configuration (1.7) --------------------------------------- */
+
+/* Types of a key.  A value is given as text (file line, environment
+ * variable, flag) and checked at start; an empty value means "unset": the
+ * declared default applies. */
+enum pin_config_type {
+	PIN_CFG_STRING = 1,  /* any text */
+	PIN_CFG_INT,         /* base-10 integer in [min, max] */
+	PIN_CFG_DURATION,    /* whole number of `unit` (ms, s, h, days) in [min, max] */
+	PIN_CFG_BOOL,        /* true/false, yes/no, on/off, 1/0 (any case) */
+	PIN_CFG_ENUM,        /* one of `values` ("loop|threads") */
+	PIN_CFG_PATH,        /* a file or directory name */
+	PIN_CFG_URL,         /* scheme://...; `values` lists the schemes ("http|https") */
+	PIN_CFG_LIST,        /* comma-separated names */
+	PIN_CFG_OCTAL,       /* a file mode, octal (0660), in [min, max] */
+	PIN_CFG_DSN,         /* a libpq connection string (password redacted when printed) */
+	PIN_CFG_ADDR         /* host:port, or unix:/path (when `values` says "unix") */
+};
+
+/* modes: the host modes a key applies to (keys of other modes are
+ * accepted in a shared file and ignored) */
+#define PIN_CFG_API      0x1u
+#define PIN_CFG_WORKER   0x2u
+#define PIN_CFG_MIGRATE  0x4u
+#define PIN_CFG_ALL      0x7u
+
+/* flags */
+#define PIN_CFG_SECRET   0x1u  /* never printed: --print-config shows <redacted> */
+#define PIN_CFG_RELOAD   0x2u  /* may change on a reload (read at each use or
+                                  re-settable without restarting threads,
+                                  connections or sockets); else restart-only */
+#define PIN_CFG_BUILDDEF 0x4u  /* the default is a build's install path: the
+                                  reference names it instead of printing it */
+
+/*
+ * One configuration key.  All strings static (the host copies them).
+ * name: [a-z0-9_.-]+, unique across the host and every plugin (a plugin
+ * cannot redeclare a host key; the host's own are in pin-host.conf(5)).
+ * def: the default as a file would write it ("5000", "true", "range"), or
+ * NULL / "": unset.  min, max: bounds of INT, DURATION and OCTAL values
+ * (inclusive; min == max == 0: none).  values: ENUM values or URL schemes,
+ * '|'-separated.  unit: DURATION's unit ("ms", "s", "h", "days"); for INT
+ * a word for the reference ("rows") or NULL.  group: a section of the
+ * reference ("delivery"), or NULL.  desc: one line, no trailing period.
+ * A job's interval key job.<name>.interval_ms is declared by the plugin
+ * that registers the job (PIN_CFG_JOB_INTERVAL), with the job's default.
+ * Records may grow at their end: the array's stride is config_key_size.
+ */
+struct pin_config_key {
+	const char *name;
+	int type;                   /* enum pin_config_type */
+	const char *def;
+	unsigned modes;             /* PIN_CFG_API | PIN_CFG_WORKER | PIN_CFG_MIGRATE */
+	unsigned flags;             /* PIN_CFG_SECRET | PIN_CFG_RELOAD | ... */
+	long long min, max;
+	const char *values;
+	const char *unit;
+	const char *group;
+	const char *desc;
+};
+
+#define PIN_CFG_XSTR_(x) #x
+#define PIN_CFG_XSTR(x) PIN_CFG_XSTR_(x)
+/* The interval key of a job the plugin registers (job.<job>.interval_ms,
+ * 10 ms .. 24 h, read by the host's scheduler); ms is the job's own
+ * default: pass the macro (a plain integer) given to pin_job.interval_ms. */
+#define PIN_CFG_JOB_INTERVAL(job, ms, group, description)                 \
+	{ "job." job ".interval_ms", PIN_CFG_DURATION, PIN_CFG_XSTR(ms),  \
+	  PIN_CFG_WORKER, PIN_CFG_RELOAD, 10, 86400000, NULL, "ms", (group), \
+	  (description) }
 
 /* ---- the descriptor ----------------------------------------------------- */
 
@@ -461,6 +566,15 @@ struct pin_plugin {
 			char *err, size_t errlen);
 	/* Called once at shutdown after every thread stopped.  May be NULL. */
 	void (*fini)(void);
+	/* -- 1.7: the configuration keys this plugin reads: config_key_size
+	 *    (sizeof(struct pin_config_key)) bytes each, ending with a record
+	 *    whose name is NULL; NULL: none.  Static.  Read from the
+	 *    descriptor WITHOUT calling init, also from plugins in plugin_dir
+	 *    that this host does not load, so that a shared pin-host.conf may
+	 *    set the keys of API-only plugins on a worker host and
+	 *    --check-config knows them all. */
+	const struct pin_config_key *config_keys;
+	size_t config_key_size;
 };
 
 /* Every plugin defines this, and nothing else is exported (default
@@ -475,7 +589,19 @@ const struct pin_plugin *pin_plugin_desc(void);
 		static const struct pin_plugin d = {                      \
 			PIN_ABI_MAJOR, PIN_ABI_MINOR,                     \
 			sizeof(struct pin_plugin), (nm), (ver),           \
-			(initfn), (finifn) };                             \
+			(initfn), (finifn), NULL, 0 };                    \
+		return &d;                                                \
+	}
+/* The same with the plugin's configuration keys (1.7): keys is a static
+ * array of struct pin_config_key ending with { NULL }. */
+#define PIN_PLUGIN_DEFINE_CONFIG(nm, ver, initfn, finifn, keys)           \
+	const struct pin_plugin *pin_plugin_desc(void)                    \
+	{                                                                 \
+		static const struct pin_plugin d = {                      \
+			PIN_ABI_MAJOR, PIN_ABI_MINOR,                     \
+			sizeof(struct pin_plugin), (nm), (ver),           \
+			(initfn), (finifn), (keys),                       \
+			sizeof(struct pin_config_key) };                  \
 		return &d;                                                \
 	}
 

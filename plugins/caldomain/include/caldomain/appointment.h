@@ -26,7 +26,6 @@
 #define APT_DEADLINE_MAX_US     (24LL * 3600 * 1000000)   /* CreatedAt + 24 h */
 #define APT_DEADLINE_BEFORE_US  (30LL * 60 * 1000000)     /* StartAt - 30 min */
 #define APT_MAX_ACTIVE          3       /* active appointments per investor */
-#define APT_RATE_PER_HOUR       10      /* default of appointments.rate_limit_per_hour */
 #define APT_COMMENT_MAX         1000
 #define APT_REASON_MAX          500
 #define APT_NOTE_MAX            1000

@@ -7,9 +7,9 @@
 /* One batch of a job in its own transaction (FOR UPDATE SKIP LOCKED):
  * rows processed (>= 0) or a negative PIN_ERR*. */
 typedef int (*pc_batch_fn)(int64_t now_us, int batch);
-/* The config value key (e.g. "job.reminder-dispatch.batch"); def when it
- * is outside [1, 10000]. */
-int pc_batch_size(const char *key, int def);
+/* The value of the declared config key (e.g. "job.reminder-dispatch.batch",
+ * declared with bounds 1..10000 and its default by the plugin). */
+int pc_batch_size(const char *key);
 /* One job pass: fn(now_us, batch) until a batch comes back short or after
  * max_batches (the next pass continues).  The total (>= 0), or the first
  * negative result of fn. */

@@ -8,15 +8,16 @@
 
 struct pc_purge {
 	const char *name;        /* metric label and prepared statement suffix */
-	const char *age_key;     /* config key of the age, in units */
+	const char *age_key;     /* declared config key of the age, in units
+	                            (the plugin declares it, with its default) */
 	long long unit_s;        /* 86400 (days) or 3600 (hours) */
-	long long def_units;     /* default age, used when the key is not > 0 */
 	const char *sql;         /* $1 = cutoff (timestamptz), $2 = batch */
 };
 
 /* Which tables, and how the pass is named and counted. */
 struct pc_purge_job {
-	const char *job;         /* job name; batch size from "job.<job>.batch" */
+	const char *job;         /* job name; batch size from "job.<job>.batch"
+	                            (declared by the plugin) */
 	const char *stmt_prefix; /* prepared statement names: <prefix><name> */
 	const char *metric;      /* counter{table} of deleted rows */
 	const char *log_msg;     /* INFO line per table with deletions */
