@@ -150,6 +150,16 @@ static int check_plugin(const char *path)
 		printf("abi       %d.%d (host %d.%d)\n", d->abi_major, d->abi_minor,
 		       PIN_ABI_MAJOR, PIN_ABI_MINOR);
 	}
+	/* 1.7: the configuration keys it declares */
+	if (d && d->abi_minor >= 7 && d->config_keys &&
+	    d->size >= offsetof(struct pin_plugin, config_key_size) + sizeof(d->config_key_size))
+		for (const char *p = (const char *)d->config_keys;; p += d->config_key_size) {
+			const struct pin_config_key *k = (const void *)p;
+
+			if (!k->name)
+				break;
+			printf("config    %s = %s\n", k->name, k->def ? k->def : "");
+		}
 	for (size_t i = 0; i < pin_reg.nroutes; i++)
 		printf("route     %s %s\n", pin_reg.routes[i].r.method,
 		       pin_reg.routes[i].r.pattern);
