@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""pin-smssink -- the dev stack's SMS provider (issue 10).
+"""pin-smssink -- the dev stack's SMS provider.
 
 Listens on 127.0.0.1:PORT and records every POST as one JSON line in LOG:
   {"ts": ..., "path": "/sms", "authorization": "Bearer ...", "body": {...}}

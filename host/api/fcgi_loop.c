@@ -12,7 +12,7 @@
  * by exactly one thread at a time (armed: epoll's; fired: the I/O thread;
  * queued or running: one worker), so nothing else locks it.
  *
- * Why (doc/performance.md "Read paths (session 9)"): libfcgi's threaded server binds a
+ * Why (doc/performance.md "The FastCGI server"): libfcgi's threaded server binds a
  * thread to each kept-alive nginx connection; with 64 of them and a gate of
  * 4 database slots a request cost 3.5-3.9 context switches in the host (read
  * wake-up, the gate, the database round trip).  Here a loaded worker finds
@@ -100,7 +100,7 @@ static bool q_closed;
  * it (its CPU caches and its PostgreSQL backend are the warmest).  A
  * condition variable woke the longest idle one instead: on this 2-core VM
  * that cost a sequential request 0.12-0.25 ms (doc/performance.md
- * "Read paths (session 9)").  Each waits on its own semaphore, posted after q_mu is
+ * "The FastCGI server").  Each waits on its own semaphore, posted after q_mu is
  * released (the gate in fcgi.c does the same). */
 struct fc_idle {
 	sem_t go;
