@@ -57,13 +57,19 @@ static PGconn *connect_to(const char *db)
 	return c;
 }
 
+static void quiet(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+
 /* statements on the cluster's maintenance database */
 static void admin(const char *sql)
 {
 	PGconn *c = connect_to("postgres");
 	PGresult *r;
 
-	PQsetNoticeProcessor(c, NULL, NULL);
+	PQsetNoticeProcessor(c, quiet, NULL);   /* "does not exist, skipping" */
 	r = PQexec(c, sql);
 	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql,
 			PQerrorMessage(c));
@@ -167,6 +173,15 @@ static char *sql_tree(const char *rev)
 	else
 		sh(h_sprintf("cp -r '%s/sql' '%s/sql'", src, d));
 	return h_sprintf("%s/sql", d);
+}
+
+/* removes the scratch directory of a sql_tree() */
+static void rm_tree(const char *sqldir)
+{
+	size_t n = strlen(sqldir);
+
+	ck_assert(n > 4 && strcmp(sqldir + n - 4, "/sql") == 0);
+	sh(h_sprintf("rm -rf '%.*s'", (int)(n - 4), sqldir));
 }
 
 /* removes the files of sqldir/schema that sort after last */
@@ -287,15 +302,23 @@ static void assert_same(const char *what, const char *a, const char *b)
 /* db, migrated from sqldir first, then from the current files, equals
  * the fresh database */
 static void assert_upgrade_equals_fresh(const char *db, const char *first_sqldir,
-		const char *fresh_defs, const char *fresh_dump, const char *fresh_rec)
+		int rewritten, const char *fresh_defs, const char *fresh_dump,
+		const char *fresh_rec)
 {
 	char *out;
+	int n = 0;
 
 	db_create(db);
 	migrate_ok(db, first_sqldir, &out);
 	migrate_ok(db, h_sprintf("%s/sql", h_env("PIN_SOURCE_DIR")), &out);
 	ck_assert_msg(strstr(out, "changed since") == NULL,
 			"%s: an applied file warned as changed:\n%s", db, out);
+	/* each applied file rewritten since declares its recorded checksum */
+	for (const char *p = out; (p = strstr(p, "checksum updated")); p++)
+		n++;
+	ck_assert_msg(n == rewritten, "%s: %d rewritten files taken as applied, not %d:\n%s",
+			db, n, rewritten, out);
+	ck_assert_msg(strstr(out, "repeatable migration applied") != NULL, "%s", out);
 	assert_same(h_sprintf("%s: functions, triggers, views", db), fresh_defs, definitions(db));
 	assert_same(h_sprintf("%s: pg_dump --schema-only", db), fresh_dump, dump(db));
 	/* every file the fresh database ran is recorded with the same checksum
@@ -326,26 +349,29 @@ START_TEST(fresh_equals_upgraded)
 			"'Pending'::text))") != NULL, "%s", defs);
 	ck_assert_msg(strstr(defs, "uuid_hash_extended(s.owner_user_id, 0)") != NULL, "%s", defs);
 	ck_assert_msg(strstr(rec, "calendar/R__functions.sql|") != NULL, "%s", rec);
+	ck_assert_msg(strstr(fresh_dump, "CREATE FUNCTION calendar.slot_plan(") != NULL &&
+			strstr(fresh_dump, "CREATE TABLE calendar.availability_slots") != NULL,
+			"%.2000s", fresh_dump);
 	db_drop("pin_mig_fresh");
 
 	/* an installation that ran every file as they were */
-	assert_upgrade_equals_fresh("pin_mig_up_all", old, defs, fresh_dump, rec);
+	assert_upgrade_equals_fresh("pin_mig_up_all", old, 12, defs, fresh_dump, rec);
 
-	sh(h_sprintf("rm -rf '%s/..'", old));
+	rm_tree(old);
 
 	/* one that stopped before the first redefinition (calendar 0610) */
 	part = sql_tree(BEFORE_REPEATABLE);
 	keep_upto(part, "calendar", "0610_slots_tenant_start.sql");
 	keep_upto(part, "notifications", "0030_agent_unavailable_templates.sql");
-	assert_upgrade_equals_fresh("pin_mig_up_0610", part, defs, fresh_dump, rec);
-	sh(h_sprintf("rm -rf '%s/..'", part));
+	assert_upgrade_equals_fresh("pin_mig_up_0610", part, 4, defs, fresh_dump, rec);
+	rm_tree(part);
 
 	/* the current files in two steps */
 	part = sql_tree(NULL);
 	keep_upto(part, "calendar", "0640_slots_publish.sql");
 	keep_upto(part, "notifications", "0020_final_states_retention.sql");
-	assert_upgrade_equals_fresh("pin_mig_up_now", part, defs, fresh_dump, rec);
-	sh(h_sprintf("rm -rf '%s/..'", part));
+	assert_upgrade_equals_fresh("pin_mig_up_now", part, 0, defs, fresh_dump, rec);
+	rm_tree(part);
 }
 END_TEST
 
@@ -385,7 +411,7 @@ START_TEST(second_run_changes_nothing)
 	assert_same("schema_migrations", rec, recorded_at("pin_mig_twice"));
 	assert_same("catalog rows", cat, catalog_versions("pin_mig_twice"));
 	db_drop("pin_mig_twice");
-	sh(h_sprintf("rm -rf '%s/..'", sqldir));
+	rm_tree(sqldir);
 }
 END_TEST
 
@@ -425,7 +451,7 @@ START_TEST(repeatable_reapplied_when_changed)
 	ck_assert_msg(strstr(out, "9999_migrate_probe.sql") != NULL &&
 			strstr(out, "\"why\":\"after versioned migrations\"") != NULL, "%s", out);
 	db_drop(db);
-	sh(h_sprintf("rm -rf '%s/..'", sqldir));
+	rm_tree(sqldir);
 }
 END_TEST
 
@@ -458,7 +484,7 @@ START_TEST(edited_versioned_file)
 	ck_assert_msg(strstr(out, "checksum updated") == NULL &&
 			strstr(out, "changed since") == NULL, "%s", out);
 	db_drop(db);
-	sh(h_sprintf("rm -rf '%s/..'", sqldir));
+	rm_tree(sqldir);
 }
 END_TEST
 
@@ -474,7 +500,7 @@ START_TEST(other_file_name_refused)
 			strstr(out, "calendar/functions.sql") != NULL, "%s", out);
 	ck_assert_str_eq(query_text(db, "SELECT count(*) FROM public.schema_migrations"), "0\n");
 	db_drop(db);
-	sh(h_sprintf("rm -rf '%s/..'", sqldir));
+	rm_tree(sqldir);
 }
 END_TEST
 
