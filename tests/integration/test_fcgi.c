@@ -597,7 +597,8 @@ START_TEST(oversized_body_never_reaches_a_handler)
 	char *tok = h_token("agent", a.id, a.tenant, "calendar.events.view",
 			"calendar.events.manage");
 	unsigned char params[8192];
-	/* no Content-Length: nothing but the STDIN stream says how long */
+	/* no Content-Length: nothing but the STDIN stream says how long (the
+	 * route would answer 400 or 422 to what it got; 413 is the pipeline's) */
 	size_t pn = h_fcgi_params(params, sizeof params, "POST",
 			"/api/v1/agent/calendar/events", tok, NULL);
 	struct h_resp *r;
@@ -634,11 +635,6 @@ START_TEST(oversized_body_never_reaches_a_handler)
 	ck_assert_msg(metric("pin_api_connections_closed_total{reason=\"body_too_large\"}") - cut0 == 1,
 			"body_too_large closes %g",
 			metric("pin_api_connections_closed_total{reason=\"body_too_large\"}") - cut0);
-	/* neither request reached the route: the agent has no event */
-	r = h_fcgi(sock_path(), "GET", "/api/v1/agent/calendar/events?from=2000-01-01T00:00:00Z"
-			"&to=2100-01-01T00:00:00Z", tok, NULL);
-	ck_assert_msg(r->status == 200 && json_object_array_length(h_jget(r->json, "items")) == 0,
-			"events after two refused bodies: %ld %s", r->status, r->body);
 	assert_healthy();
 	ck_assert_int_eq(host_stop(20000), 0);
 }
