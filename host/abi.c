@@ -83,7 +83,7 @@ const struct pin_host_api pin_api = {
 	.outbox_put_many = pin_outbox_put_many,
 	/* 1.5 (reads) */
 	.db_exec_prepared_bin = pin_db_exec_prepared_bin,
-	/* 1.5 (reminders, session 7) */
+	/* 1.5 (reminders) */
 	.run_shards = pin_jobs_run_shards,
 	.respond_json_text = pin_respond_json_text,
 	/* 1.7 (declared configuration) */

@@ -233,7 +233,7 @@ int main(int argc, char **argv)
 	 * heap back (madvise DONTNEED) whenever it exceeded 128 KiB free, and
 	 * the next request faulted the pages in again; with 64 threads each
 	 * madvise is a TLB shootdown on every core.  Measured under the event
-	 * list (doc/performance.md "Read paths (session 4)"): madvise + page faults were a
+	 * list (doc/performance.md "Memory kept in the process"): madvise + page faults were a
 	 * third of the API host's CPU.  Allocations below 4 MiB (result sets,
 	 * pages of JSON, arena chunks) come from the heaps, not mmap/munmap. */
 	mallopt(M_TRIM_THRESHOLD, 64 << 20);

@@ -1,7 +1,7 @@
 /*
  * pin-benchoutbox -- the outbox's batch insert with its arrays as text
- * literals (before session 11) and in PostgreSQL's binary format (host/core/pgarr.c,
- * what host/core/outbox.c sends now): doc/performance.md "Reminder dispatch (session 11)".
+ * literals (before 2026-12-03) and in PostgreSQL's binary format (host/core/pgarr.c,
+ * what host/core/outbox.c sends now): doc/performance.md "Reminder dispatch".
  *
  *   pin-benchoutbox --pg-dsn DSN [-n ROWS] [-r ROUNDS]
  *

@@ -1,6 +1,6 @@
 /*
- * pin-benchpq -- the cost of one statement on one connection (issue 13,
- * doc/performance.md "Read paths (session 7)"): prepares SQL, runs it 200 times to warm
+ * pin-benchpq -- the cost of one statement on one connection (doc/performance.md
+ * "The read paths' SQL"): prepares SQL, runs it 200 times to warm
  * up (past the five custom plans), then N times, and prints the CPU the
  * connection's backend and this client spent per execution, read from
  * /proc/<pid>/schedstat (nanoseconds on the CPU).  /proc/<pid>/stat's tick

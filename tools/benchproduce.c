@@ -1,5 +1,5 @@
 /*
- * pin-benchproduce -- the anchor of `./dev bench relay` (issue 13): a raw
+ * pin-benchproduce -- the anchor of `./dev bench relay`: a raw
  * librdkafka producer of outbox rows, with the relay's producer settings
  * (host/worker/relay.c producer_create: idempotence, acks=all, murmur2_random,
  * linger.ms, message.timeout.ms, queue and batch sizes), no database work

@@ -1,7 +1,7 @@
 /* benchtext.c -- pin-benchtext: CPU per call of the host's per-message text
  * writers, before (tools/textref.h: json-c objects, stdio, one
  * getrandom per uuid) and now (log.c, outbox.c's pin_envelope_text, uuid.c),
- * alternated in one process (doc/performance.md "Per-message text (session 12)").
+ * alternated in one process (doc/performance.md "Per-message text: log lines, envelopes, message ids").
  *
  *   pin-benchtext [-n CALLS] [-r ROUNDS] [--log-file PATH]
  *

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""pin-smssink -- the dev stack's SMS provider (issue 10).
+"""pin-smssink -- the dev stack's SMS provider.
 
 Listens on 127.0.0.1:PORT and records every POST as one JSON line in LOG:
   {"ts": ..., "path": "/sms", "authorization": "Bearer ...", "body": {...}}
 and answers 200 {"id": "sink-<n>", "status": "accepted"} -- the shape notify.so
-expects of a provider (README, "SMS provider API").
+expects of a provider (doc/operating.md, "E-mail and SMS delivery").
 
 Tests steer it with the file LOG.status: when it holds a number (400, 503 ...),
 requests are answered with that status (and still recorded), e.g.

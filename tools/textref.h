@@ -1,4 +1,4 @@
-/* textref.h -- the host's text writers as they were before session 12, built
+/* textref.h -- the host's text writers as they were before 2026-12-03 (8aaefb7, caaf548), built
  * on json-c objects and stdio: the reference the unit tests compare the
  * direct writers with (test_log, test_text) and the "before" side of
  * pin-benchtext.  Not linked into the host. */
@@ -13,7 +13,7 @@
 
 #define REF_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
-/* the log line (with its newline) of log.c before session 12: a json-c
+/* the log line (with its newline) of log.c before 8aaefb7: a json-c
  * object {ts, level, msg, [traceId], kv...}; kv NULL-terminated pairs, a NULL
  * value is null; ts NULL: null.  malloc'd. */
 static inline char *ref_log_text(const char *ts, const char *level, const char *msg,
@@ -42,7 +42,7 @@ static inline char *ref_log_text(const char *ts, const char *level, const char *
 	return s;
 }
 
-/* the envelope of outbox.c before session 12: a json-c object around the
+/* the envelope of outbox.c before caaf548: a json-c object around the
  * payload (borrowed), printed.  malloc'd. */
 static inline char *ref_envelope(const char *mid, const char *ts, const char *et,
 		const char *at, const char *aid, const char *trace, json_object *payload)
@@ -63,7 +63,7 @@ static inline char *ref_envelope(const char *mid, const char *ts, const char *et
 	return s;
 }
 
-/* uuid.c's UUIDv7 text before session 12: one getrandom() and a snprintf */
+/* uuid.c's UUIDv7 text before caaf548: one getrandom() and a snprintf */
 static inline void ref_uuid_v7(long long ms, char out[37])
 {
 	unsigned char b[16];

@@ -39,6 +39,9 @@ struct pin_fcgi_io {
 	double t_ready;     /* pin_metrics_mono_s() when the request was whole
 			     * (its wait for a worker counts in its duration);
 			     * 0: now */
+	bool body_over;     /* STDIN was longer than PIN_MAX_BODY (the loop
+			     * kept only that much): 413 whatever
+			     * Content-Length says */
 };
 void pin_fcgi_handle(const struct pin_fcgi_io *io);   /* fcgi.c */
 /* fcgi_loop.c: serves listen_fd until pin_wait_stop returns, each whole

@@ -401,6 +401,13 @@ static int read_raw(struct pin_req *r, char **out, size_t *len)
 	long long n;
 	int got = 0;
 
+	if (r->io->body_over) {
+		/* more STDIN than a body may hold, with or without (or
+		 * against) Content-Length: never handed to the route */
+		pin_respond_problem(r, 413, "PAYLOAD_TOO_LARGE",
+			"request body is larger than 64 KiB", NULL);
+		return -1;
+	}
 	if (!cl || !*cl)
 		return 0;
 	errno = 0;
@@ -788,7 +795,7 @@ static void *worker(void *arg)
 {
 	FCGX_Request fr;
 	struct pin_arena *a = pin_arena_new();
-	const struct pin_fcgi_io io = { lf_param, lf_read, lf_write, &fr, 0 };
+	const struct pin_fcgi_io io = { lf_param, lf_read, lf_write, &fr, 0, false };
 
 	(void)arg;
 	pin_arena_set_current(a);

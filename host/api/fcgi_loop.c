@@ -12,7 +12,7 @@
  * by exactly one thread at a time (armed: epoll's; fired: the I/O thread;
  * queued or running: one worker), so nothing else locks it.
  *
- * Why (doc/performance.md "Read paths (session 9)"): libfcgi's threaded server binds a
+ * Why (doc/performance.md "The FastCGI server"): libfcgi's threaded server binds a
  * thread to each kept-alive nginx connection; with 64 of them and a gate of
  * 4 database slots a request cost 3.5-3.9 context switches in the host (read
  * wake-up, the gate, the database round trip).  Here a loaded worker finds
@@ -25,9 +25,20 @@
  * management records get FCGI_UNKNOWN_TYPE.  These replies are written
  * without waiting (a peer that does not read them is disconnected): the I/O
  * thread never blocks on a socket.  STDIN past PIN_MAX_BODY + 1 bytes is read
- * and dropped (the pipeline answers 413 by Content-Length); PARAMS past
- * 64 KiB close the connection.  A response is written by its worker within
- * 30 s in all, or the connection is dropped.
+ * and dropped, FC_DRAIN_MAX bytes at the most: the pipeline answers 413 (the
+ * body never reaches a handler), and a connection whose STDIN goes on past
+ * the drain bound is closed after that answer; PARAMS past 64 KiB close the
+ * connection.  A response is written by its worker within 30 s in all, or
+ * the connection is dropped.
+ *
+ * Hostile or broken peers (the socket is nginx's; a TCP listen is for a
+ * trusted network only): a request must be whole within api_read_timeout_ms
+ * of its first byte, and a kept-alive connection with no request may stay
+ * idle api_idle_timeout_ms (longer than nginx's upstream keepalive_timeout,
+ * so nginx closes first); past either the I/O thread closes it (checked
+ * once a second).  At most api_max_connections are open: the next one is
+ * accepted and closed at once.  Each is counted in
+ * pin_api_connections_closed_total{reason} / pin_api_connections_refused_total.
  *
  * SIGTERM: no new connections; whole requests (queued or running) are
  * answered and their connections then closed; the I/O thread keeps reading
@@ -71,6 +82,8 @@ enum {
 #define FC_KEEP_MAX (64 * 1024)           /* buffers kept between requests */
 #define FC_WRITE_TIMEOUT_MS 30000         /* nginx's fastcgi_read_timeout */
 #define FC_GRACE_MS 3000                  /* SIGTERM: in-flight requests */
+#define FC_DRAIN_MAX (2 * 1024 * 1024)    /* STDIN dropped past FC_STDIN_MAX */
+#define FC_SWEEP_MS 1000                  /* deadlines checked this often */
 
 struct fc_conn {
 	int fd;
@@ -79,6 +92,13 @@ struct fc_conn {
 	/* the request being read (id 0: none) */
 	unsigned req_id;
 	bool keep, params_done, stdin_done, stdin_over, dead;
+	size_t dropped;                   /* STDIN bytes past FC_STDIN_MAX */
+	/* deadlines (the I/O thread's sweep): armed_ms, when the connection
+	 * was last handed to epoll (0: a thread holds it; atomic: a worker
+	 * re-arms under all_mu); req_t0, the first byte of the request being
+	 * read (0: none, the connection is idle) */
+	int64_t armed_ms;
+	double req_t0;
 	double t_ready;                   /* the request was whole (enqueue) */
 	char *params;                     /* the raw PARAMS stream */
 	size_t params_len, params_cap;
@@ -100,7 +120,7 @@ static bool q_closed;
  * it (its CPU caches and its PostgreSQL backend are the warmest).  A
  * condition variable woke the longest idle one instead: on this 2-core VM
  * that cost a sequential request 0.12-0.25 ms (doc/performance.md
- * "Read paths (session 9)").  Each waits on its own semaphore, posted after q_mu is
+ * "The FastCGI server").  Each waits on its own semaphore, posted after q_mu is
  * released (the gate in fcgi.c does the same). */
 struct fc_idle {
 	sem_t go;
@@ -114,6 +134,9 @@ static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct fc_conn *all;
 static const char STOP_TAG;               /* epoll tag of the stop eventfd */
 static void (*handle_fn)(const struct pin_fcgi_io *io);
+/* api_read_timeout_ms, api_idle_timeout_ms, api_max_connections */
+static int64_t read_timeout_ms, idle_timeout_ms;
+static int max_conns, nconns;             /* nconns: the I/O thread's */
 
 /* ---- connections ---------------------------------------------------------- */
 
@@ -128,6 +151,7 @@ static void conn_free(struct fc_conn *c)
 		c->next->prev = c->prev;
 	pthread_mutex_unlock(&all_mu);
 	close(c->fd);                     /* also leaves the epoll set */
+	__atomic_sub_fetch(&nconns, 1, __ATOMIC_RELAXED);
 	free(c->in);
 	free(c->params);
 	free(c->names);
@@ -151,6 +175,8 @@ static void req_reset(struct fc_conn *c)
 {
 	c->req_id = 0;
 	c->keep = c->params_done = c->stdin_done = c->stdin_over = false;
+	c->dropped = 0;
+	c->req_t0 = 0;
 	c->params_len = 0;
 	c->nkv = 0;
 	c->body_len = c->body_off = 0;
@@ -511,9 +537,18 @@ static int record(struct fc_conn *c, int type, unsigned id,
 		 * Content-Length, else 400 "truncated body") */
 		if (len == 0)
 			c->stdin_done = true;
-		else if (c->stdin_over || c->body_len + len > FC_STDIN_MAX)
+		else if (c->stdin_over || c->body_len + len > FC_STDIN_MAX) {
 			c->stdin_over = true;
-		else if (!append(&c->body, &c->body_len, &c->body_cap, body, len))
+			c->dropped += len;
+			if (c->dropped > FC_DRAIN_MAX) {
+				/* enough: answer now (413), then close
+				 * without reading the rest */
+				c->stdin_done = true;
+				c->keep = false;
+				pin_metric_add("pin_api_connections_closed_total",
+					"reason=\"body_too_large\"", 1);
+			}
+		} else if (!append(&c->body, &c->body_len, &c->body_cap, body, len))
 			return -1;
 		break;
 	default:
@@ -605,13 +640,17 @@ static void readable(struct fc_conn *c)
 		k = read(c->fd, c->in + c->in_len, c->in_cap - c->in_len);
 		if (k > 0) {
 			c->in_len += (size_t)k;
+			if (c->req_t0 == 0)
+				c->req_t0 = now_ms();
 			continue;
 		}
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			__atomic_store_n(&c->armed_ms, (int64_t)now_ms(), __ATOMIC_RELAXED);
 			if (arm(c))
 				return;
+			__atomic_store_n(&c->armed_ms, 0, __ATOMIC_RELAXED);
 		}
 		break;                      /* EOF, an error, or arm failed */
 	}
@@ -636,7 +675,20 @@ static void finished(struct fc_conn *c)
 			enqueue(c);
 			return;
 		}
-		if (rc < 0 || !arm(c))
+		if (c->in_len)
+			c->req_t0 = now_ms();
+		bool armed = false;
+		if (rc == 0) {
+			/* under all_mu: the sweep never sees it armed but not
+			 * yet in epoll's hands */
+			pthread_mutex_lock(&all_mu);
+			__atomic_store_n(&c->armed_ms, (int64_t)now_ms(), __ATOMIC_RELAXED);
+			armed = arm(c);
+			if (!armed)
+				__atomic_store_n(&c->armed_ms, 0, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&all_mu);
+		}
+		if (!armed)
 			conn_free(c);
 	}
 	__atomic_sub_fetch(&busy, 1, __ATOMIC_ACQ_REL);
@@ -650,7 +702,7 @@ static void *worker(void *arg)
 	pin_arena_set_current(a);
 	for (;;) {
 		struct fc_conn *c;
-		struct pin_fcgi_io io = { io_param, io_read, io_write, NULL, 0 };
+		struct pin_fcgi_io io = { io_param, io_read, io_write, NULL, 0, false };
 		struct fc_idle self;
 
 		pthread_mutex_lock(&q_mu);
@@ -678,6 +730,7 @@ static void *worker(void *arg)
 		}
 		io.h = c;
 		io.t_ready = c->t_ready;
+		io.body_over = c->stdin_over;
 		handle_fn(&io);
 		pin_arena_reset(a);
 		finished(c);
@@ -692,17 +745,17 @@ static void *worker(void *arg)
  * counted at scrape time from the lists themselves: nothing per request */
 static void collect(void)
 {
-	int nconns = 0, nqueued = 0;
+	int nopen = 0, nqueued = 0;
 
 	pthread_mutex_lock(&all_mu);
 	for (struct fc_conn *c = all; c; c = c->next)
-		nconns++;
+		nopen++;
 	pthread_mutex_unlock(&all_mu);
 	pthread_mutex_lock(&q_mu);
 	for (struct fc_conn *c = q_head; c; c = c->qnext)
 		nqueued++;
 	pthread_mutex_unlock(&q_mu);
-	pin_metric_set("pin_api_connections", NULL, nconns);
+	pin_metric_set("pin_api_connections", NULL, nopen);
 	pin_metric_set("pin_api_requests_queued", NULL, nqueued);
 }
 
@@ -728,6 +781,63 @@ static void accept_pause(int err)
 	accept_paused_at = now;
 }
 
+/* api_max_connections reached: the connection was closed at once */
+static double refused_logged_at;
+
+static void refused(void)
+{
+	double now = now_ms();
+
+	pin_metric_add("pin_api_connections_refused_total", NULL, 1);
+	if (refused_logged_at == 0 || now - refused_logged_at > 10000) {
+		char n[16];
+
+		snprintf(n, sizeof n, "%d", max_conns);
+		pin_log(PIN_LOG_WARN, "api: connection limit reached, refusing",
+			"api_max_connections", n, NULL);
+		refused_logged_at = now;
+	}
+}
+
+/* Closes the connections epoll holds past their deadline: a request not
+ * whole api_read_timeout_ms after its first byte, an idle kept-alive
+ * connection after api_idle_timeout_ms.  The I/O thread's: no worker holds
+ * an armed connection, and only this thread takes one back from epoll. */
+static void sweep(void)
+{
+	int64_t now = (int64_t)now_ms();
+	struct fc_conn *expired = NULL, *c, *next;
+	int nread = 0, nidle = 0;
+
+	pthread_mutex_lock(&all_mu);
+	for (c = all; c; c = c->next) {
+		int64_t armed = __atomic_load_n(&c->armed_ms, __ATOMIC_RELAXED);
+
+		if (!armed)
+			continue;
+		if (c->req_t0 ? now - (int64_t)c->req_t0 > read_timeout_ms :
+				now - armed > idle_timeout_ms) {
+			c->qnext = expired;
+			expired = c;
+		}
+	}
+	pthread_mutex_unlock(&all_mu);
+	for (c = expired; c; c = next) {
+		next = c->qnext;
+		if (c->req_t0)
+			nread++;
+		else
+			nidle++;
+		conn_free(c);
+	}
+	if (nread)
+		pin_metric_add("pin_api_connections_closed_total",
+			"reason=\"read_timeout\"", nread);
+	if (nidle)
+		pin_metric_add("pin_api_connections_closed_total",
+			"reason=\"idle_timeout\"", nidle);
+}
+
 static void accept_all(void)
 {
 	for (;;) {
@@ -746,6 +856,11 @@ static void accept_all(void)
 			continue;   /* EINTR, ECONNABORTED, a pending network
 				     * error of that connection (accept(2)) */
 		}
+		if (__atomic_load_n(&nconns, __ATOMIC_RELAXED) >= max_conns) {
+			close(fd);
+			refused();
+			continue;
+		}
 		c = calloc(1, sizeof *c);
 		if (c)
 			c->in = malloc(FC_IN_START);
@@ -757,6 +872,8 @@ static void accept_all(void)
 		}
 		c->fd = fd;
 		c->in_cap = FC_IN_START;
+		c->armed_ms = (int64_t)now_ms();
+		__atomic_add_fetch(&nconns, 1, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&all_mu);
 		c->next = all;
 		if (all)
@@ -773,12 +890,12 @@ static void accept_all(void)
 static void *io_thread(void *arg)
 {
 	struct epoll_event ev[64];
-	double stop_at = 0;
+	double stop_at = 0, swept_at = now_ms();
 
 	(void)arg;
 	for (;;) {
 		int n = epoll_wait(ep, ev, 64, stop_at ? 50 :
-				accept_paused_at ? FC_ACCEPT_PAUSE_MS : -1);
+				accept_paused_at ? FC_ACCEPT_PAUSE_MS : FC_SWEEP_MS);
 
 		if (n < 0 && errno != EINTR) {
 			pin_log(PIN_LOG_ERROR, "api: epoll_wait failed, stopping",
@@ -800,8 +917,14 @@ static void *io_thread(void *arg)
 				stop_at = now_ms();
 				accept_paused_at = 0;
 			} else {
+				__atomic_store_n(&((struct fc_conn *)p)->armed_ms, 0,
+						__ATOMIC_RELAXED);
 				readable(p);
 			}
+		}
+		if (!stop_at && now_ms() - swept_at >= FC_SWEEP_MS) {
+			sweep();
+			swept_at = now_ms();
 		}
 		if (stop_at && (__atomic_load_n(&busy, __ATOMIC_ACQUIRE) == 0 ||
 				now_ms() - stop_at > FC_GRACE_MS))
@@ -848,6 +971,14 @@ int pin_fcgi_loop_run(int listen_fd, int workers,
 
 	lfd = listen_fd;
 	handle_fn = handle;
+	read_timeout_ms = pin_config_int("api_read_timeout_ms", 30000);
+	idle_timeout_ms = pin_config_int("api_idle_timeout_ms", 120000);
+	max_conns = (int)pin_config_int("api_max_connections", 1024);
+	if (read_timeout_ms < 100 || idle_timeout_ms < 100 || max_conns < 1) {
+		pin_log(PIN_LOG_ERROR, "api_read_timeout_ms and api_idle_timeout_ms "
+			"must be >= 100, api_max_connections >= 1", NULL);
+		return -1;
+	}
 	if (fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK) < 0 ||
 	    (ep = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
 	    (stop_ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {

@@ -1,13 +1,13 @@
 /* db.c -- one PostgreSQL connection per thread, reconnecting.
  * A thread never shares its connection.  The API host's request threads are
  * the exception: with a db_concurrency cap they use the connection of the
- * gate slot they hold (pin_db_slot_use, doc/performance.md "Read paths (session 4)"),
+ * gate slot they hold (pin_db_slot_use, doc/performance.md "A cap on concurrent database work"),
  * so 4 backends serve 64 threads, warm, instead of 64 used in turn.  When
  * the database is down the
  * accessors return NULL and callers answer 503 / retry later; reconnects are
  * attempted at most once per second per thread.
  *
- * Read replica (pg_dsn_read, issue 15): a thread may own a second link, to a
+ * Read replica (pg_dsn_read): a thread may own a second link, to a
  * hot standby.  pin_db_read_bind() points every accessor of this file at it
  * for one request of a route that tolerates staleness (ABI 1.3
  * route_replica_ok); the standby is checked at most once a second per

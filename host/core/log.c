@@ -2,11 +2,11 @@
  * trace.c).
  *
  * The line is written as text into one buffer and leaves in ONE write(2)
- * (session 12).  It used to be a json-c object per line, printed with
+ * (2026-12-03, c5c7e57).  It used to be a json-c object per line, printed with
  * fputs + fputc on the unbuffered stderr: two system calls, an allocation per
  * field and a hash table per line.  With one log line per consumed message
  * that was a fifth of the notify consumer thread's CPU (doc/performance.md
- * "Per-message text (session 12)").  The bytes are json-c's JSON_C_TO_STRING_PLAIN |
+ * "Per-message text: log lines, envelopes, message ids").  The bytes are json-c's JSON_C_TO_STRING_PLAIN |
  * NOSLASHESCAPE rendering of the object the old code built, a later value of
  * a repeated key included (it replaces the earlier value in its place); the
  * unit test test_log compares the two. */

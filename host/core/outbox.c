@@ -32,7 +32,7 @@ static void created_at(char *ts, size_t len)
 
 /* The events.md envelope around payload (borrowed), messageId mid, createdAt
  * ts, correlationId the thread's trace id, as text (malloc'd; NULL when out of
- * memory).  Written directly (session 12): the fields around the payload are
+ * memory).  Written directly (since 2026-12-03): the fields around the payload are
  * quoted into one buffer and the payload's own json-c text is appended --
  * the bytes json-c printed for an object of the same fields in the same order
  * with JSON_C_TO_STRING_PLAIN | NOSLASHESCAPE, without building that object
@@ -87,7 +87,7 @@ char *pin_envelope_text(const char *mid, const char *ts, const char *event_type,
  * same for both.  Every row of a call has the same created_at and
  * traceparent (ts, tp: one transaction's write): those two go as single
  * values, not as arrays of n equal strings for PostgreSQL to parse n times
- * (session 8: ~1.75 us per row of a reminder batch).
+ * (measured 2026-12-01: ~1.75 us per row of a reminder batch).
  * 0 / PIN_ERR_DB (PIN_ERR: out of memory).
  */
 #define OB_NCOLS 6

@@ -17,7 +17,7 @@
  * length and bytes (-1: NULL).  The batch's arrays go as binary parameters:
  * PostgreSQL's array_in scanned every byte of the ~1 KB envelopes twice for
  * quotes and escapes and uuid_in parsed each message id (doc/performance.md
- * "Reminder dispatch (session 11)"). */
+ * "Reminder dispatch"). */
 struct pg_barr {
 	char *p;
 	size_t len, cap;

@@ -10,8 +10,8 @@
 
 /* Random bytes from a per-thread pool filled by one getrandom() per
  * RAND_POOL bytes: a request used two system calls for its trace ids
- * (issue 13, doc/performance.md "Read paths (session 6)"), and a consumer one per
- * messageId of the outbox rows it writes (session 12: getrandom and the
+ * (doc/performance.md "A cap on concurrent database work"), and a consumer one per
+ * messageId of the outbox rows it writes (since 2026-12-03: getrandom and the
  * snprintf of the text were 8.5 % of the CRM consumer thread).  The bytes
  * still come from the kernel's generator; a pool byte is used once and
  * cleared. */

@@ -23,8 +23,8 @@
  * generic plan evaluates once per execution.  The first version had
  * "LEFT JOIN .. ON $10::bool AND .." and "($6 IS NULL OR e.kind = $6)" in one
  * statement: the join's inner scan ran for every row of the agent list, which
- * never shows owners (a page of 100: 282 -> 219 us in PostgreSQL, doc/performance.md
- * "Read paths (session 11)").  One statement per (scope, owners, kind,
+ * never shows owners (a page of 100: 282 -> 219 us in PostgreSQL, doc/performance.md,
+ * read paths).  One statement per (scope, owners, kind,
  * status): 16, prepared on first use. */
 #define LIST_SELECT_OWNERS \
 	"SELECT " PC_EVENT_COLS_TS ", u.display_name, u.avatar_url " \

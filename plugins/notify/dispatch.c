@@ -18,7 +18,7 @@
  *      after dispatch_contact_wait_max_s.  The claim itself puts such a row
  *      back (CLAIM_SQL, "waits") instead of leasing it: nothing is sent for
  *      it, so no lease is needed, and it costs one row version per look
- *      instead of two (the lease, then the deferral; session 13).
+ *      instead of two (the lease, then the deferral).
  *   3. record, one transaction per row, only while the lease is ours:
  *      Sent (+ sent_at, provider_message_id), or a retry (attempts + 1,
  *      next_attempt_at = now + base * 2^(attempts-1) capped, last_error
@@ -61,7 +61,7 @@ static const struct pin_host_api *api;
  * DUE_PLAN: both are planned at each execution (db_exec, not prepared): a
  * connection's generic plan made while the table held few rows is a
  * sequential scan that stays until the next ANALYZE, exactly when a burst
- * fills the table (doc/performance.md "Consumers (session 7)"). */
+ * fills the table (doc/performance.md, consumers). */
 #define DUE_AT "greatest(n.created_at, n.not_before, n.next_attempt_at, n.lease_until)"
 /* the due rows of the channels in parameter $chans (the index's predicate
  * spelt out: a parameter does not prove it) */
@@ -76,7 +76,7 @@ static const struct pin_host_api *api;
  * whose address is unknown (NULL or empty: contact_unknown()) and that may
  * still wait (age <= $6 s, notify.dispatch_contact_wait_max_s) is not
  * leased: the same statement puts it back until $7 (no attempt counted), so
- * such a row costs one row version per look instead of two (session 13); it
+ * such a row costs one row version per look instead of two; it
  * comes back with "waits" true.  The others are leased until $2 for owner
  * $3. */
 static const char CLAIM_SQL[] =

@@ -410,7 +410,7 @@ static const char *deep_link(struct ctx *c)
 /*
  * apply() does the database part of a group of classified messages -- one
  * message on the per-message path, a run of the set path -- in a fixed
- * number of statements whatever the group's size (session 6; before: about
+ * number of statements whatever the group's size (since 2026-12-02; before: about
  * 10 per reminder):
  *   ntf_msgs   the after-final guard and the local times of every message
  *              to enqueue;
@@ -1099,7 +1099,7 @@ static enum pin_consume_status on_event(const struct pin_msg *msg,
 }
 
 /*
- * The set path (pin_consumer.batch_fn, session 6): the batch's messages are
+ * The set path (pin_consumer.batch_fn, ABI 1.4): the batch's messages are
  * classified in C, cut into runs of distinct Kafka keys (pc_batch_runs: a
  * key that repeats starts a new run, so one key's messages keep their
  * order), and each run is applied by apply() in one go.  A message that

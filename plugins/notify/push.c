@@ -100,8 +100,8 @@ static int publish(void *ud)
 		return PIN_ERR_DB;
 	/* take and lag are planned at each execution (not prepared): a generic
 	 * plan made while the table held no unpublished row is a sequential scan
-	 * that stays until the next ANALYZE, exactly during a burst (doc/performance.md
-	 * "Consumers (session 7)") */
+	 * that stays until the next ANALYZE, exactly during a burst (doc/performance.md,
+	 * consumers) */
 	res = pc_api->db_exec(
 		"SELECT id, recipient_user_id, kind, title, body, deep_link, "
 		"  (extract(epoch FROM created_at) * 1000000)::bigint, publish_attempts, "

@@ -9,8 +9,8 @@
  *   - recorded final states (subject_final_states) older than 180 days (a
  *     message about a subject that late is not expected);
  *   - published rows of its outbox (notifications.outbox) older than 7
- *     days, as housekeeping does for calendar.outbox (before session 8
- *     nothing deleted them).
+ *     days, as housekeeping does for calendar.outbox (before migration
+ *     0050 nothing deleted them).
  * Ages are configurable in days (notifications.housekeeping.*_days). */
 #include "config.h"
 #include <stdio.h>

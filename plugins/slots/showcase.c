@@ -25,7 +25,7 @@ static const char *const slot_kinds[] = { "Showing", "Consultation", NULL };
  * not asked for is "$n IS NULL", which the generic plan of a prepared
  * statement evaluates once per execution (a One-Time Filter), where
  * "($n IS NULL OR col = $n)" was evaluated for every slot row (~3 % of the
- * statement's time in PostgreSQL, doc/performance.md "Read paths (session 11)"). */
+ * statement's time in PostgreSQL, doc/performance.md, read paths). */
 #define F_AGENT_OFF "  AND $1::uuid IS NULL "
 #define F_PROJ_ON   "  AND s.project_id = $2::uuid "
 #define F_PROJ_OFF  "  AND $2::uuid IS NULL "
@@ -48,8 +48,8 @@ static const char *const slot_kinds[] = { "Showing", "Consultation", NULL };
 	SHOWCASE_RANGE
 /* One agent: its replica is read once (two InitPlans), not once per slot row
  * -- the generic plan of the join above rescans user_replicas' primary key
- * for every row, 202 of the 209 buffer hits of a page of 100 (doc/performance.md
- * "Read paths (session 7)").  Same rows: no replica or an Active one shows the
+ * for every row, 202 of the 209 buffer hits of a page of 100 (doc/performance.md,
+ * read paths).  Same rows: no replica or an Active one shows the
  * slots, any other status hides them; no replica gives a null name. */
 #define SHOWCASE_OWNER_SQL(filters) \
 	SHOWCASE_COLS \

@@ -785,7 +785,7 @@ static enum pin_consume_status run_apply(struct pc_batch_run *run)
 	 * row with every id of the array (a parameter's array is not hashed, a
 	 * constant one is), and it stays until the next ANALYZE
 	 * -- 200 ms per run of 500 once a burst has put 20k links in
-	 * (doc/performance.md "Consumers (session 7)") */
+	 * (doc/performance.md, consumers) */
 	if (!(rt = pc_api->db_exec(sql_route, 1, (p[0] = run_ids(run, 1), p))) ||
 			!pc_res_ok(rt, PGRES_TUPLES_OK))
 		goto out;

@@ -10,7 +10,7 @@
  * this batch (the reminder is sent, then the event is cancelled) -- the
  * arbitration of the seed.
  *
- * Shards (session 7): a pass whose first batch comes back full goes on
+ * Shards: a pass whose first batch comes back full goes on
  * over job.reminder-dispatch.connections (2) shards at once (api->
  * run_shards, each on its own connection and backend: both cores work).
  * Shard k of n takes only the reminders of events whose uuid_hash falls in

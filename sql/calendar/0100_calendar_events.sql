@@ -1,14 +1,13 @@
 -- 0100_calendar_events.sql -- CalendarEvent, EventReminder (seed 000), the
--- identity user replica, idempotency keys and a small time helper.
+-- identity user replica and idempotency keys.
 -- Applied once by pin-host --migrate inside a transaction.
+-- It also defined calendar.us() (the time helper every read path uses) and
+-- the INV-REM-2 guard of event_reminders (function and trigger); they are
+-- defined in R__functions.sql now, the one place of the schema's functions.
+-- valid-checksum: ba8ed925b589a353
+--   (the file as applied before those definitions moved; sql/README.md)
 
 CREATE SCHEMA IF NOT EXISTS calendar;
-
--- Epoch microseconds of an instant: plugins read every timestamptz through
--- this, so no session time zone or DateStyle is ever involved.
-CREATE FUNCTION calendar.us(t timestamptz) RETURNS bigint
-	LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-	RETURN (extract(epoch FROM t) * 1000000)::bigint;
 
 CREATE TABLE calendar.calendar_events (
 	id                       uuid PRIMARY KEY,
@@ -105,20 +104,8 @@ CREATE INDEX ix_event_reminders_status_due_at
 CREATE INDEX ix_event_reminders_event
 	ON calendar.event_reminders (calendar_event_id);
 
--- INV-REM-2: Sent and Skipped rows are immutable (they may only be deleted,
--- with their event, by housekeeping).
-CREATE FUNCTION calendar.event_reminders_terminal_guard() RETURNS trigger
-	LANGUAGE plpgsql AS $$
-BEGIN
-	IF OLD.status <> 'Pending' THEN
-		RAISE EXCEPTION 'event reminder % is % and immutable (INV-REM-2)',
-			OLD.id, OLD.status USING ERRCODE = 'check_violation';
-	END IF;
-	RETURN NEW;
-END $$;
-CREATE TRIGGER tr_event_reminders_terminal_guard
-	BEFORE UPDATE ON calendar.event_reminders
-	FOR EACH ROW EXECUTE FUNCTION calendar.event_reminders_terminal_guard();
+-- INV-REM-2 (Sent and Skipped rows are immutable): the trigger
+-- tr_event_reminders_terminal_guard, R__functions.sql.
 
 -- UserReplica: display data from pin.identity.users.v1 (filled by the
 -- identity consumer of workers.so); the team view joins it.

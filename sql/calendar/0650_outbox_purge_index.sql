@@ -1,4 +1,4 @@
--- 0650_outbox_purge_index (issue 13, session 8): an index path for the housekeeping purge
+-- 0650_outbox_purge_index (issue 13): an index path for the housekeeping purge
 -- of published outbox rows (calendar.outbox, older than 7 days by default).
 -- The purge selected its batch with "published_at < $1 ORDER BY .. LIMIT n"
 -- and no index served that: every batch of 500 read the WHOLE outbox (a
@@ -9,7 +9,7 @@
 -- (that UPDATE already writes a new row version and entries in the primary
 -- key and message_id indexes); unpublished rows have none.
 --
--- Upgrade note (README "Configuration", upgrade notes): the migration runner
+-- Upgrade note (doc/operating.md, upgrade): the migration runner
 -- applies a file in one transaction, so this is a plain CREATE INDEX: writes to
 -- calendar.outbox -- every business write that emits an event -- wait while
 -- the table is read once.  On a large outbox build it beforehand, outside any
@@ -18,6 +18,8 @@
 --       ON calendar.outbox (published_at) WHERE published_at IS NOT NULL;
 -- this file then finds it (IF NOT EXISTS).  An INVALID leftover of a failed
 -- concurrent build is dropped and built again here.
+-- valid-checksum: 8d7508f63537aae7
+--   (its comments reworded only; sql/README.md)
 DO $$
 BEGIN
 	IF EXISTS (SELECT 1 FROM pg_index i

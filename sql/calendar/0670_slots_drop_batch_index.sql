@@ -1,4 +1,4 @@
--- 0670 (issue 13, session 8): one btree less to write per published slot.
+-- 0670 (issue 13): one btree less to write per published slot.
 -- ix_availability_slots_batch (0200: batch_id of Available slots) served only
 -- the batch archive (POST .../slots/batches/{id}/archive), whose UPDATE also
 -- names the owner and status = 'Available': it now reads the owner's
@@ -6,6 +6,10 @@
 -- them by batch (2.7 ms for an owner with 3,000 Available slots on the dev
 -- machine, a rare action).  A 480-slot publish wrote 480 entries into it
 -- (1/6 of its btree inserts; ~0.25 ms of its ~21 ms p50 on average over six
--- alternated pairs, doc/performance.md "480-slot publish (session 8)").  DROP INDEX takes
+-- alternated pairs, doc/performance.md, 480-slot publish).  DROP INDEX takes
 -- the table's lock only for the moment of the drop (no rebuild).
+-- valid-checksum: 161d4a5715734b18
+-- valid-checksum: 05195ebe11a57da8
+-- valid-checksum: 87f5bbe5ffe37fa1
+--   (its comments reworded only; sql/README.md)
 DROP INDEX IF EXISTS calendar.ix_availability_slots_batch;

@@ -1,4 +1,4 @@
--- 0040 (issue 13, session 7): an index path for the e-mail/SMS dispatcher's
+-- 0040 (issue 13): an index path for the e-mail/SMS dispatcher's
 -- claim and lag (plugins/notify/dispatch.c).  A row is due since
 --   greatest(created_at, not_before, next_attempt_at, lease_until)
 -- (greatest ignores NULLs; created_at is never NULL): the claim takes the
@@ -8,13 +8,15 @@
 -- this partial index.  It replaces ix_notifications_dispatch (0003), which no
 -- statement used.
 --
--- Upgrade note (README "Configuration", upgrade notes): the migration runner
+-- Upgrade note (doc/operating.md, upgrade): the migration runner
 -- applies a file in one transaction, so this is a plain CREATE INDEX: writes to
 -- notifications.notifications wait while the whole table is read once.  On a
 -- large table build it beforehand, outside any transaction:
 --   CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_notifications_due ON ...(as below);
 -- this file then finds it (IF NOT EXISTS).  An INVALID leftover of a failed
 -- concurrent build is dropped and built again here.
+-- valid-checksum: 83281cc854ad83fa
+--   (its comments reworded only; sql/README.md)
 DO $$
 BEGIN
 	IF EXISTS (SELECT 1 FROM pg_index i

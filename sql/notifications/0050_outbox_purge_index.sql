@@ -1,4 +1,4 @@
--- 0050_outbox_purge_index (issue 13, session 8): notify's retention job now
+-- 0050_outbox_purge_index (issue 13): notify's retention job now
 -- purges published rows of notifications.outbox older than 7 days (nothing
 -- deleted them before: the table kept every row ever written), with the same
 -- statement housekeeping uses for calendar.outbox: "published_at < $1 ORDER
@@ -9,7 +9,7 @@
 -- (that UPDATE already writes a new row version and entries in the primary
 -- key and message_id indexes); unpublished rows have none.
 --
--- Upgrade note (README "Configuration", upgrade notes): the migration runner
+-- Upgrade note (doc/operating.md, upgrade): the migration runner
 -- applies a file in one transaction, so this is a plain CREATE INDEX: writes to
 -- notifications.outbox -- every business write that emits an event -- wait while
 -- the table is read once.  On a large outbox build it beforehand, outside any
@@ -18,6 +18,9 @@
 --       ON notifications.outbox (published_at) WHERE published_at IS NOT NULL;
 -- this file then finds it (IF NOT EXISTS).  An INVALID leftover of a failed
 -- concurrent build is dropped and built again here.
+-- valid-checksum: bfcb59703d5faa82
+-- valid-checksum: 50c9a1764ced2459
+--   (its comments reworded only; sql/README.md)
 DO $$
 BEGIN
 	IF EXISTS (SELECT 1 FROM pg_index i

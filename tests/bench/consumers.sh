@@ -1,5 +1,5 @@
 # consumers.sh -- `./dev bench consumers`: how fast the worker host's
-# consumers apply real messages (issue 13), each against a raw librdkafka
+# consumers apply real messages, each against a raw librdkafka
 # consumer reading the same topic in the same run (pin-benchconsume).
 #
 # Per consumer: N envelopes of the real topic (valid payloads, distinct
@@ -17,7 +17,7 @@
 #                    (owner + client x InApp/Email/Sms rows)
 #
 # Knobs: PIN_BENCH_IDENTITY_N (30000), PIN_BENCH_CRM_N (10000),
-# PIN_BENCH_NOTIFY_N (5000), PIN_BENCH_CONSUMERS (which: "identity crm notify").  Targets (issue 13): identity >= 20k msgs/s, CRM
+# PIN_BENCH_NOTIFY_N (5000), PIN_BENCH_CONSUMERS (which: "identity crm notify").  Targets: identity >= 20k msgs/s, CRM
 # booking >= 5k msgs/s per worker host; notify has no absolute target (ratio
 # shown).
 
@@ -96,7 +96,7 @@ b_gen() {
 
 # The clean-up runs while the worker host's notify dispatcher and in-app
 # publisher still work on the fan-out's rows: a DELETE can deadlock with them
-# (session 12: the bench died there and left ~45k Pending notifications that
+# (until 2026-12-03, c5c7e57, the bench died there and left ~45k Pending notifications that
 # the worker host then dispatched during the next scenarios).  Retried.
 b_consumers_clean() {
 	local try
@@ -119,7 +119,7 @@ b_consumers_clean_once() {
 	b_psql <<-EOF >/dev/null || return 1
 		DELETE FROM calendar.user_replicas WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%';
 		DELETE FROM notifications.recipient_contacts WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%';
-		-- the runs' dedup rows (session 13: they stayed for the 30 days of the
+		-- the runs' dedup rows (until 2026-12-03, b760382, they stayed for the 30 days of the
 		-- retention, 45k per run plus notify's of the CRM run's event-created
 		-- messages): the bench's message ids (b1000000-/b2000000-/b3000000- + run)
 		DELETE FROM calendar.inbox WHERE consumer_group IN ('calendar-identity-users',

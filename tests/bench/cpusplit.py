@@ -11,8 +11,8 @@
 A sample belongs to the group of the first listed pid among its process's
 ancestors (perf's FORK records, so processes that exit during the run --
 pgbench, its backends, wrk -- count too: summing /proc/<pid>/stat before and
-after a run loses them, doc/performance.md "Read paths (session 6)"), else to a listed
-comm prefix, else to "other" (other sessions on a shared machine), pid 0 to
+after a run loses them: doc/performance.md "How the figures are measured"), else to a
+listed comm prefix, else to "other" (other work on a shared machine), pid 0 to
 "idle".  DATA@T0:T1 keeps the samples of that CLOCK_BOOTTIME window only.
 Prints samples, CPU seconds and CPU ms per request (REQUESTS: what the load
 tool counted in the window) of every group.

@@ -1,4 +1,4 @@
-# growth.sh -- `./dev bench growth` (issue 13 point 3): the hot paths at the
+# growth.sh -- `./dev bench growth`: the hot paths at the
 # size the ADR plans for.  Sourced by tests/bench/suite.sh (uses its helpers).
 #
 # 1. the small-data figures of showcase (limit 1 / 20 / 100), agent list and
@@ -15,7 +15,7 @@
 #    (tests/bench/explain.py over showcase.sql, list.sql, booking.sql) into
 #    .dev/bench/growth-explain.txt;
 # 4. removes the growth rows again (PIN_BENCH_GROWTH_KEEP=1 keeps them: a
-#    rerun then skips the load).
+#    rerun then skips the load).  PIN_BENCH_GROWTH_AGENTS (20000) scales it.
 #
 # Load time and database size are printed and recorded as rows.
 

@@ -1,4 +1,4 @@
-# relay.sh -- `./dev bench relay` and `./dev bench relay-scale` (issue 13, 15):
+# relay.sh -- `./dev bench relay` and `./dev bench relay-scale`:
 # the outbox relay of the worker host(s) against a raw librdkafka producer of
 # the same rows' bytes to the same dev broker, in the same run.
 #
@@ -53,7 +53,8 @@ b_relay_drain() {
 	# "is a row left" (LIMIT 1 over the partial index of unpublished rows),
 	# not count(*): the count walked every unpublished row and took 0.25-0.3 s,
 	# so polled every 0.2 s it kept a backend busy ~60 % of the drain -- most of
-	# a core of this 2-core machine taken from the relay it measures (session 13)
+	# a core of a 2-core machine taken from the relay it measures (doc/performance.md
+	# "Noise: repeats, settling, alternated runs")
 	while :; do
 		left=$(b_psql -tA -c "SELECT 1 FROM calendar.outbox WHERE published_at IS NULL
 			AND parked_at IS NULL AND topic = '$B_RELAY_TOPIC' LIMIT 1") ||

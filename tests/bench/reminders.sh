@@ -1,5 +1,5 @@
 # reminders.sh -- `./dev bench reminders`: the reminder dispatcher end to end
-# (issue 13), against the relay alone draining the same number of rows in
+# against the relay alone draining the same number of rows in
 # the same run.  Sourced by suite.sh (b_row, b_psql, b_div, b_ge).
 #
 #   1. N due Pending reminders over ~N/2 events with 1, 2 or 3 reminders each
@@ -20,7 +20,7 @@
 #
 # The figures come from the rows' own timestamps; the script only polls a
 # cheap "is anything left" query (LIMIT 1, 0.2 s apart) to know when to read
-# them.  Session 6: it used to poll count(*) of every bench row (a join over
+# them.  Until 2026-12-02 (6665f66) it polled count(*) of every bench row (a join over
 # the reminders and events, 0.3-1.8 s per poll at load 17, back to
 # back) and to time the anchor from before its 100k-row INSERT: on 2 cores the
 # poller took a large share of the CPU the dispatcher and the relay measure.
@@ -47,8 +47,8 @@ b_rem_wait() {    # b_rem_wait SQL WHAT: polls SQL (LIMIT 1: a row while work is
 # messages of a run (the dispatch's and the anchor's copies) for a minute
 # after it, so they are deleted only before the next run (b_settle waited for
 # that tail; a message consumed after this clean-up keeps its row until the
-# retention's 30 days).  Before session 13 each run's 200k rows stayed for
-# those 30 days (7.2M, 1.26 GB, in the dev database of session 12).  Then
+# retention's 30 days).  Before 2026-12-03 (b760382) each run's 200k rows stayed
+# for those 30 days (7.2M, 1.26 GB, in one dev database).  Then
 # VACUUM (ANALYZE) of what it deleted from (b_vacuum).
 b_rem_clean() {
 	b_psql <<-EOF >/dev/null

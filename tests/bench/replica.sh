@@ -1,10 +1,10 @@
-# replica.sh -- `./dev bench replica` (issue 15): the public showcase with
+# replica.sh -- `./dev bench replica`: the public showcase with
 # its reads on the hot standby (./dev up --replica, pg_dsn_read) against the
 # same API host with the standby stopped (every read falls back to the
 # primary).  Sourced by suite.sh.  Both runs share the machine's 2 cores with
 # both PostgreSQL servers, so the figure shows what the standby costs and
 # how much of the read load leaves the primary, not the capacity a second
-# machine adds.
+# machine adds.  PIN_BENCH_REPLICA_ROUNDS (2): alternated rounds with and without.
 
 # b_metric NAME_WITH_LABELS: the API host's sample (through nginx), 0 if absent
 b_metric() {

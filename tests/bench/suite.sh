@@ -1,4 +1,5 @@
-# suite.sh -- `./dev bench`: the benchmark suite of the real paths (issue 13).
+# suite.sh -- `./dev bench`: the benchmark suite of the real paths
+# (doc/performance.md "How the figures are measured").
 # Sourced by ./dev (uses its helpers and the dev stack's variables: PGBIN,
 # PG_DSN, BASE_URL, STATE, LOGS).  Every scenario measures its anchor in the
 # same run: absolute figures on a shared 2-core machine drift, ratios hold.
@@ -13,7 +14,10 @@
 # Knobs: PIN_BENCH_DURATION (8s per wrk / pgbench run), PIN_BENCH_CONNECTIONS
 # (32), PIN_BENCH_PG_CLIENTS (2 x cores = the host's default db_concurrency, so both
 # sides put the same number of statements into PostgreSQL at once; pgbench -c), PIN_BENCH_PUBLISH_N (40),
-# PIN_BENCH_REPEAT (3: runs of relay, consumers and reminders, the median kept; b_repeat).
+# PIN_BENCH_REPEAT (3: runs of relay, consumers and reminders, the median kept; b_repeat),
+# PIN_BENCH_SETTLE_BUSY (35) and PIN_BENCH_SETTLE_S (60) (b_settle); the scenarios'
+# own knobs are listed at the top of relay.sh, consumers.sh, reminders.sh,
+# replica.sh and growth.sh.
 # Writes .dev/bench/results.json (one object per measured figure) and prints
 # the table.  The data it creates lives under fixed bench uuids (prefix
 # b0000000-) and is deleted first, so reruns start from the same state.
@@ -113,8 +117,8 @@ b_background() {
 # script, prepared, 8 clients on 2 threads over the unix socket, against a
 # scale-10 pgbench database of the dev cluster (pin_bench_calib, created
 # once, ~150 MB), with the dev stack running.  The same command gave 88k tps
-# on the machine the platform notes were measured on (README "Performance":
-# "How fast is this machine").  The anchor of no target.
+# on the machine the platform notes were measured on (doc/performance.md
+# "The machine row").  The anchor of no target.
 B_MACHINE=""
 bench_machine() {
 	local dsn="host='$RUN/pgsock' port=$PG_PORT user=postgres dbname=pin_bench_calib" out
@@ -381,8 +385,8 @@ bench_report() {
 		        r["anchor"], f(r["anchor_value"]), f(r["ratio"]), r["target"],
 		        "yes" if r["ok"] else "NO"))
 		print("load average at the end: %s (%d cores)" % (d["loadavg"], d["cores"]))
-		# The absolute targets at this machine's speed (README "How fast is this
-		# machine"): scaled by the machine row against the platform notes' 88k tps.
+		# The absolute targets at this machine's speed (doc/performance.md "Reading
+		# a figure"): scaled by the machine row against the platform notes' 88k tps.
 		# Informational: the ok column and --check keep the targets as written.
 		m = [r["value"] for r in d["results"] if r["scenario"] == "machine"]
 		if m and m[0] > 0:
@@ -417,12 +421,12 @@ bench_report() {
 # in its "runs" and its figure text.  The worker scenarios (relay, consumers,
 # reminders) are single timed drains of a few seconds: on a shared 2-core
 # machine one run of the same build swung 2.5k-6k msgs/s (CRM) and 26k-50k
-# rows/s (the relay alone), so one run says little (session 12).  Each kept
+# rows/s (the relay alone) on 2026-12-03, so one run says little.  Each kept
 # row keeps the anchor of its own run.
 # b_vacuum TABLE...: VACUUM (ANALYZE) after a clean-up.  A run deletes what
 # it made; without this the next run of the same scenario started among the
 # dead rows of the last (until autovacuum came by) and measured less each time
-# (session 12, three runs in a row: identity 20.8k / 20.8k / 9.3k, CRM 4.7k /
+# (2026-12-03, three runs in a row: identity 20.8k / 20.8k / 9.3k, CRM 4.7k /
 # 3.9k / 3.1k msgs/s).
 # b_drop_published WHERE: the published calendar.outbox rows that match WHERE
 # (SQL over the outbox's columns), with notify's dedup rows of them (group

@@ -10,7 +10,10 @@
 #   envelope pin_envelope_parse (consumer decode + validate)
 #   fcgi     the event-loop FastCGI server's record parser (fcgi_loop.c)
 #
-# Seeds: tests/fuzz/corpus/<name>/ (read only).  Work corpus, binaries and
+# Seeds: tests/fuzz/corpus/<name>/ (read only).  Regressions:
+# tests/fuzz/regress/<name>/<what-it-found> -- every input a fuzzer ever
+# crashed on, named, with the fix it led to in tests/fuzz/regress/README.md;
+# each runs alone first (a failure names the file), then seeds the run.  Work corpus, binaries and
 # crash files: $PIN_FUZZ_DIR (default .dev/fuzz).  A crash or a failed
 # property stops that fuzzer, leaves crash-* in $PIN_FUZZ_DIR/<name>/ and
 # makes the script exit 1 after the others ran.  Needs clang and
@@ -60,11 +63,22 @@ for f in "${WANT[@]}"; do
 	"$CC" "${CFLAGS[@]}" -o "$bin" "$ROOT/tests/fuzz/fuzz_$f.c" $src "${LIBS[@]}"
 	work=$OUT/$f
 	mkdir -p "$work/corpus"
+	reg=$ROOT/tests/fuzz/regress/$f
+	if compgen -G "$reg/*" >/dev/null; then
+		if ! ( cd "$work" && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+			"$bin" -timeout=10 -rss_limit_mb=1024 "$reg"/* ) >"$work/regress.log" 2>&1; then
+			tail -n 40 "$work/regress.log" >&2
+			echo "run.sh: fuzz_$f: a regression input fails again ($reg)" >&2
+			failed+=("$f")
+			continue
+		fi
+		echo "== fuzz_$f: $(ls "$reg" | wc -l) regression input(s) pass" >&2
+	fi
 	echo "== fuzz_$f: ${SECS}s" >&2
 	if ( cd "$work" && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		"$bin" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=1024 \
-		-max_len=16384 -print_final_stats=1 \
-		corpus "$ROOT/tests/fuzz/corpus/$f" ) >"$work/log" 2>&1; then
+		-max_len=16384 -print_final_stats=1 -artifact_prefix="$work/" \
+		corpus "$ROOT/tests/fuzz/corpus/$f" $(compgen -G "$reg/*" >/dev/null && echo "$reg") ) >"$work/log" 2>&1; then
 		grep -E '^(stat::number_of_executed_units|Done )' "$work/log" >&2 || true
 	else
 		tail -n 40 "$work/log" >&2

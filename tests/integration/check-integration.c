@@ -42,6 +42,7 @@ int main(void)
 	srunner_add_suite(sr, make_input_suite());
 	srunner_add_suite(sr, make_obs_suite());
 	srunner_add_suite(sr, make_fcgi_suite());
+	srunner_add_suite(sr, make_migrate_suite());
 	srunner_add_suite(sr, make_replica_suite());  /* stops the standby */
 	srunner_add_suite(sr, make_ops_suite());    /* database outage */
 	srunner_add_suite(sr, make_scale_suite());  /* several worker hosts */

@@ -253,6 +253,16 @@ struct h_resp *h_fcgi(const char *sock, const char *method, const char *uri,
 	return r;
 }
 
+static bool probe_listening(const char *sock)
+{
+	int fd = h_fcgi_connect(sock);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
 pid_t h_fcgi_host_start(const char *sock, const char *name, const char *const *extra)
 {
 	const char *args[16] = { "--listen", h_sprintf("unix:%s", sock) };
@@ -277,6 +287,10 @@ pid_t h_fcgi_host_start(const char *sock, const char *name, const char *const *e
 	}
 	ck_assert_msg(H_WAIT_UNTIL(stat(sock, &st) == 0 && S_ISSOCK(st.st_mode), 30000),
 			"API host %s did not open its socket", name);
+	/* the socket file exists from bind(); connections are taken from
+	 * listen() on: wait for that too (a loaded machine shows the gap) */
+	ck_assert_msg(H_WAIT_UNTIL(probe_listening(sock), 10000),
+			"API host %s does not accept on its socket", name);
 	return pid;
 }
 

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -457,6 +458,188 @@ START_TEST(stop_answers_the_request_in_hand)
 }
 END_TEST
 
+/* ---- hostile and broken peers: deadlines, the connection cap, the drain ---- */
+
+/* the host's settings for one test (PIN_<KEY> overrides the config file) */
+static void host_start_with(const char *const *kv)
+{
+	for (const char *const *p = kv; *p; p += 2)
+		setenv(p[0], p[1], 1);
+	host_start();
+	for (const char *const *p = kv; *p; p += 2)
+		unsetenv(p[0]);
+}
+
+START_TEST(silent_and_slow_connections_closed_at_their_deadline)
+{
+	static const char *const kv[] = { "PIN_API_READ_TIMEOUT_MS", "1500",
+		"PIN_API_IDLE_TIMEOUT_MS", "4000", NULL };
+	static const unsigned char begin[8] = { 1, 1, 0, 1, 0, 8, 0, 0 };
+	double rd0 = 0, id0 = 0;
+	int64_t t0, t_partial = -1, t_slow = -1;
+	int partial, slow, idle, kept, sent = 0;
+	struct h_resp *r;
+
+	host_start_with(kv);
+	/* counters before: another test's host is gone, this one starts at 0 */
+	rd0 = fmax(metric("pin_api_connections_closed_total{reason=\"read_timeout\"}"), 0);
+	id0 = fmax(metric("pin_api_connections_closed_total{reason=\"idle_timeout\"}"), 0);
+	t0 = h_now_ms();
+	partial = must_connect();                 /* 3 bytes of a header, then silence */
+	ck_assert(h_fcgi_write(partial, begin, 3));
+	slow = must_connect();                    /* a byte every 250 ms, never whole */
+	idle = must_connect();                    /* nothing at all */
+	kept = must_connect();                    /* a request, then kept idle */
+	r = h_fcgi_on(kept, 1, true, "GET", "/healthz", NULL, NULL);
+	ck_assert_int_eq(r->status, 200);
+	while (h_now_ms() - t0 < 8000 && (t_partial < 0 || t_slow < 0)) {
+		if (t_slow < 0) {
+			if (closed_by_host(slow, 0) ||
+			    !h_fcgi_write(slow, begin + sent % 8, 1))
+				t_slow = h_now_ms() - t0;
+			sent++;
+		}
+		if (t_partial < 0 && closed_by_host(partial, 0))
+			t_partial = h_now_ms() - t0;
+		h_sleep_ms(250);
+	}
+	/* the read deadline counts from a request's first byte, whatever
+	 * trickles in after it; checked once a second */
+	ck_assert_msg(t_partial >= 1400 && t_partial < 6000,
+			"a partial request was closed after %lld ms (deadline 1500)",
+			(long long)t_partial);
+	ck_assert_msg(t_slow >= 1400 && t_slow < 6000,
+			"a trickling request was closed after %lld ms (deadline 1500)",
+			(long long)t_slow);
+	/* idle ones live longer (4 s) than a request may take (1.5 s) */
+	ck_assert_msg(h_now_ms() - t0 >= 3500 || still_open(idle, 0),
+			"an idle connection was closed before its deadline");
+	ck_assert_msg(closed_by_host(idle, 8000), "an idle connection was never closed");
+	ck_assert_msg(closed_by_host(kept, 8000), "a kept-alive idle connection was never closed");
+	ck_assert_msg(h_now_ms() - t0 >= 3900, "idle connections closed after %lld ms (deadline 4000)",
+			(long long)(h_now_ms() - t0));
+	assert_healthy();
+	ck_assert_msg(metric("pin_api_connections_closed_total{reason=\"read_timeout\"}") - rd0 == 2,
+			"read_timeout closes %g",
+			metric("pin_api_connections_closed_total{reason=\"read_timeout\"}") - rd0);
+	ck_assert_msg(metric("pin_api_connections_closed_total{reason=\"idle_timeout\"}") - id0 == 2,
+			"idle_timeout closes %g",
+			metric("pin_api_connections_closed_total{reason=\"idle_timeout\"}") - id0);
+	close(partial);
+	close(slow);
+	close(idle);
+	close(kept);
+	ck_assert_int_eq(host_stop(20000), 0);
+}
+END_TEST
+
+START_TEST(connection_cap_refuses_the_next_and_counts_it)
+{
+	static const char *const kv[] = { "PIN_API_MAX_CONNECTIONS", "6", NULL };
+	int idle[6], open_n = 0;
+	struct h_resp *r;
+
+	host_start_with(kv);
+	for (int i = 0; i < 6; i++)
+		idle[i] = must_connect();
+	h_sleep_ms(500);                          /* accepted (or refused) by now */
+	for (int i = 0; i < 6; i++)
+		open_n += still_open(idle[i], 0);
+	ck_assert_msg(open_n == 6, "%d of 6 connections under the cap kept", open_n);
+	/* the 7th: accepted and closed at once, no answer */
+	r = h_fcgi(sock_path(), "GET", "/healthz", NULL, NULL);
+	ck_assert_msg(r->status == 0, "a connection past the cap was served: %ld", r->status);
+	ck_assert_msg(kill(host_pid, 0) == 0, "the host is gone");
+	/* one leaves: the next is served again, and the refusal was counted */
+	close(idle[0]);
+	ck_assert_msg(H_WAIT_UNTIL(h_fcgi(sock_path(), "GET", "/healthz", NULL, NULL)->status == 200,
+			5000), "no connection served after one left");
+	ck_assert_msg(metric("pin_api_connections_refused_total") >= 1, "refusals %g",
+			metric("pin_api_connections_refused_total"));
+	for (int i = 1; i < 6; i++)
+		close(idle[i]);
+	ck_assert_int_eq(host_stop(20000), 0);
+}
+END_TEST
+
+/* STDIN records of 32 KiB written until total bytes are out or the host
+ * answers or hangs up; the bytes the host took */
+static size_t stdin_flood(int fd, size_t total)
+{
+	size_t rlen = 8 + 32768, off = 0, sent = 0;
+	unsigned char *rec = calloc(1, rlen);
+
+	ck_assert_ptr_nonnull(rec);
+	memset(rec + 8, '{', 32768);
+	h_fcgi_rec_bytes(rec, STDIN, 1, rec + 8, 32768);
+	while (sent < total) {
+		struct pollfd p = { .fd = fd, .events = POLLIN | POLLOUT };
+		ssize_t k;
+
+		if (poll(&p, 1, 5000) <= 0 || (p.revents & (POLLIN | POLLHUP | POLLERR)))
+			break;
+		k = send(fd, rec + off, rlen - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (k <= 0)
+			break;
+		sent += (size_t)k;
+		off = (off + (size_t)k) % rlen;
+	}
+	free(rec);
+	return sent;
+}
+
+START_TEST(oversized_body_never_reaches_a_handler)
+{
+	static const unsigned char begin[8] = { 0, 1, 1, 0, 0, 0, 0, 0 };
+	struct h_agent a = h_agent_new(NULL, NULL);
+	char *tok = h_token("agent", a.id, a.tenant, "calendar.events.view",
+			"calendar.events.manage");
+	unsigned char params[8192];
+	/* no Content-Length: nothing but the STDIN stream says how long (the
+	 * route would answer 400 or 422 to what it got; 413 is the pipeline's) */
+	size_t pn = h_fcgi_params(params, sizeof params, "POST",
+			"/api/v1/agent/calendar/events", tok, NULL);
+	struct h_resp *r;
+	size_t took;
+	int fd, nout, proto;
+	double cut0;
+
+	host_start();
+	cut0 = fmax(metric("pin_api_connections_closed_total{reason=\"body_too_large\"}"), 0);
+	/* 96 KiB of STDIN, within what the host drains: 413, the connection
+	 * stays for the next request */
+	fd = must_connect();
+	ck_assert(h_fcgi_rec(fd, BEGIN, 1, begin, 8) && h_fcgi_rec(fd, PARAMS, 1, params, pn) &&
+		  h_fcgi_rec(fd, PARAMS, 1, NULL, 0));
+	took = stdin_flood(fd, 3 * (8 + 32768));
+	ck_assert_uint_eq(took, 3 * (8 + 32768));
+	ck_assert(h_fcgi_rec(fd, STDIN, 1, NULL, 0));
+	r = h_fcgi_response(fd, 1, &nout, &proto);
+	h_assert_problem(r, 413, "PAYLOAD_TOO_LARGE");
+	r = h_fcgi_on(fd, 2, true, "GET", "/healthz", NULL, NULL);
+	ck_assert_msg(r->status == 200, "the connection after a 413: %ld", r->status);
+	close(fd);
+	/* an endless STDIN: the host stops reading past its drain bound,
+	 * answers 413 and hangs up */
+	fd = must_connect();
+	ck_assert(h_fcgi_rec(fd, BEGIN, 1, begin, 8) && h_fcgi_rec(fd, PARAMS, 1, params, pn) &&
+		  h_fcgi_rec(fd, PARAMS, 1, NULL, 0));
+	took = stdin_flood(fd, (size_t)64 << 20);
+	ck_assert_msg(took < (size_t)8 << 20, "the host read %zu bytes of STDIN", took);
+	r = h_fcgi_response(fd, 1, &nout, &proto);
+	h_assert_problem(r, 413, "PAYLOAD_TOO_LARGE");
+	ck_assert_msg(closed_by_host(fd, 5000), "kept open after the drain bound");
+	close(fd);
+	ck_assert_msg(metric("pin_api_connections_closed_total{reason=\"body_too_large\"}") - cut0 == 1,
+			"body_too_large closes %g",
+			metric("pin_api_connections_closed_total{reason=\"body_too_large\"}") - cut0);
+	assert_healthy();
+	ck_assert_int_eq(host_stop(20000), 0);
+}
+END_TEST
+
 Suite *make_fcgi_suite(void)
 {
 	Suite *s = suite_create("fcgi");
@@ -468,6 +651,9 @@ Suite *make_fcgi_suite(void)
 	tcase_add_test(tc, management_records_and_refusals);
 	tcase_add_test(tc, broken_peers_leave_the_host_serving);
 	tcase_add_test(tc, stop_answers_the_request_in_hand);
+	tcase_add_test(tc, silent_and_slow_connections_closed_at_their_deadline);
+	tcase_add_test(tc, connection_cap_refuses_the_next_and_counts_it);
+	tcase_add_test(tc, oversized_body_never_reaches_a_handler);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -502,7 +502,7 @@ static const char *rows_of(const char *mid)
 	return s ? s : "";
 }
 
-/* [fanout] Session 6: reminder-due messages of several keys in ONE record
+/* [fanout] reminder-due messages of several keys in ONE record
  * batch take the set path (pin_consumer.batch_fn: runs of distinct keys,
  * a fixed number of statements per run): after-final guard, stale guard,
  * a FATAL payload (DLQ, no inbox row), the ReminderId key across runs (the

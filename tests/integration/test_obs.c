@@ -264,7 +264,7 @@ END_TEST
  * minutes (socket.timeout.ms, retried, for every registered partition in
  * turn) and a held partition's lag stayed where it was: the rare
  * "lag did not grow: 2 then 2" of the suite, which ran this test soon
- * after test_kafka's broker restart (session 13).  This passes with that
+ * after test_kafka's broker restart (a clean-clone run, 2026-12-03).  This passes with that
  * code too (the hang needs a request in flight at the restart): it guards
  * that the lag follows the move, it does not reproduce the hang. */
 START_TEST(lag_follows_a_moved_broker)

@@ -471,7 +471,7 @@ static char *js(const char *fmt, ...)
 	}
 }
 
-/* The page's side, exactly what an application would do (README snippet):
+/* The page's side, exactly what an application would do (the snippet of doc/api.md):
  * ticket with the JWT, then an EventSource on the ticket's streamUrl. */
 static const char PAGE_JS[] =
 	"window.S = {};"

@@ -3,7 +3,7 @@
  * Expectations:
  *  - every line is json-c's JSON_C_TO_STRING_PLAIN | NOSLASHESCAPE rendering
  *    of the object {ts, level, msg, [traceId], fields...} (the writer before
- *    session 12 built that object; tools/textref.h still does), whatever
+ *    2026-12-03, 8aaefb7, built that object; tools/textref.h still does), whatever
  *    bytes the strings hold, null values and repeated keys (the later value
  *    in the earlier place) included;
  *  - ts is the host clock's text (pin_clock_fmt), parsable back;

@@ -1,6 +1,6 @@
 /* test_text.c -- utf8.c (strict UTF-8 and U+0000 checks), envelope.c (the
  * consumer's decode + validate step) and pin_db_classify (db.c: which
- * SQLSTATE is retriable).  README "Error classes". */
+ * SQLSTATE is retriable).  doc/api.md "Errors", doc/events.md "How the calendar consumes". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -27,7 +27,7 @@
 /* The same columns with the instants as the timestamptz columns themselves:
  * for binary results (pc_exec_prepared_bin), which the readers (pc_col_us,
  * sdk/jtext) take without calendar.us()'s numeric arithmetic in PostgreSQL
- * (7 calls per event; doc/performance.md "Read paths (session 11)"). */
+ * (7 calls per event; doc/performance.md, read paths). */
 #define PC_EVENT_COLS_TS \
 	"e.id, e.tenant_id, e.owner_user_id, e.kind, e.origin, e.status, e.priority, " \
 	"e.title, e.description, e.location, e.start_at, e.end_at, " \

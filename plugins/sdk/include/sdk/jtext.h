@@ -100,7 +100,7 @@ void pc_jt_col_int_array(struct pc_jt *w, const PGresult *res, int row, int col)
 
 /* A row as an object, written from a table of fields with one reservation
  * for the row's worst case (no room check, comma logic or key escaping per
- * value; doc/performance.md "Read paths (session 11)").  how: 's' pc_jt_col, 't'
+ * value; doc/performance.md, read paths).  how: 's' pc_jt_col, 't'
  * pc_jt_col_time, 'i' pc_jt_col_int, 'b' pc_jt_col_bool, 'a'
  * pc_jt_col_int_array, '{' opens an object under the key (col -1), '}'
  * (PC_JT_END) closes it.  The row's own object stays open: the caller adds

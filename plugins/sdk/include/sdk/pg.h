@@ -23,8 +23,8 @@ const char *pc_col(const PGresult *res, int row, int col);
 /* An instant column -> us since the Unix epoch; -1 on NULL.  Text or binary
  * results of a bigint of epoch microseconds -- calendar.us(col) (migration
  * 0100) -- or of a timestamptz itself: a binary result reads it without
- * any conversion in PostgreSQL (the read paths, doc/performance.md
- * "Read paths (session 11)"), a text one from the ISO text of the host's UTC sessions. */
+ * any conversion in PostgreSQL (the read paths, doc/performance.md,
+ * read paths), a text one from the ISO text of the host's UTC sessions. */
 int64_t pc_col_us(const PGresult *res, int row, int col);
 /* PostgreSQL's ISO text of a timestamptz ("2026-12-03 04:00:00.5+00", any
  * offset, " BC") as us since the Unix epoch into *us; -1 for anything else
@@ -48,8 +48,8 @@ int pc_pg_ts_bin_us(const char *v, int64_t *us);
 /* a binary timestamptz counts microseconds from 2000-01-01 00:00:00 UTC */
 #define PC_PG_EPOCH_US INT64_C(946684800000000)
 
-/* Binary results (api->db_exec_prepared_bin, ABI 1.5; doc/performance.md
- * "Read paths (session 7)"): PostgreSQL's binary values instead of their text.  Column
+/* Binary results (api->db_exec_prepared_bin, ABI 1.5; doc/performance.md,
+ * read paths): PostgreSQL's binary values instead of their text.  Column
  * col of res is in binary format. */
 int pc_col_is_bin(const PGresult *res, int col);
 /* api->db_exec_prepared_bin, or db_exec_prepared (text) on a host table
