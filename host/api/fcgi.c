@@ -817,7 +817,7 @@ int pin_api_run(const char *listen, int threads)
 {
 	pthread_t *tids;
 	const char *addr = listen;
-	const char *server = pin_config_get("api_server", "loop");
+	const char *server = pin_config_str("api_server");
 	bool is_unix = false;
 	int started = 0;
 
@@ -851,7 +851,7 @@ int pin_api_run(const char *listen, int threads)
 		return -1;
 	}
 	{
-		long long cap = pin_config_int("db_concurrency", 0);
+		long long cap = pin_config_int("db_concurrency");
 		if (cap <= 0)
 			cap = 2 * sysconf(_SC_NPROCESSORS_ONLN);
 		/* threads 0: loop, a worker per database slot (no gate);

@@ -971,9 +971,9 @@ int pin_fcgi_loop_run(int listen_fd, int workers,
 
 	lfd = listen_fd;
 	handle_fn = handle;
-	read_timeout_ms = pin_config_int("api_read_timeout_ms", 30000);
-	idle_timeout_ms = pin_config_int("api_idle_timeout_ms", 120000);
-	max_conns = (int)pin_config_int("api_max_connections", 1024);
+	read_timeout_ms = pin_config_int("api_read_timeout_ms");
+	idle_timeout_ms = pin_config_int("api_idle_timeout_ms");
+	max_conns = (int)pin_config_int("api_max_connections");
 	if (read_timeout_ms < 100 || idle_timeout_ms < 100 || max_conns < 1) {
 		pin_log(PIN_LOG_ERROR, "api_read_timeout_ms and api_idle_timeout_ms "
 			"must be >= 100, api_max_connections >= 1", NULL);

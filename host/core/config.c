@@ -729,7 +729,7 @@ int pin_config_set(const char *key, const char *value)
 
 /* ---------------------------------------------------------------- reading */
 
-const char *(pin_config_str)(const char *key)
+const char *pin_config_str(const char *key)
 {
 	struct decl *d = find_decl(key);
 
@@ -741,7 +741,7 @@ const char *(pin_config_str)(const char *key)
 	return d->val;
 }
 
-long long (pin_config_int)(const char *key)
+long long pin_config_int(const char *key)
 {
 	struct decl *d = find_decl(key);
 
@@ -753,7 +753,7 @@ long long (pin_config_int)(const char *key)
 	return d->num;
 }
 
-bool (pin_config_bool)(const char *key)
+bool pin_config_bool(const char *key)
 {
 	return pin_config_int(key) != 0;
 }
@@ -801,21 +801,6 @@ long long pin_config_int_def(const char *key, long long def)
 	}
 	resolve(d);
 	return *d->val ? d->num : def;
-}
-
-bool pin_config_bool_def(const char *key, bool def)
-{
-	struct decl *d = find_decl(key);
-	const char *v;
-	int b;
-
-	if (!d) {
-		warn_undeclared(key);
-		v = undeclared_raw(key);
-		return v && (b = parse_bool(v)) >= 0 ? b : def;
-	}
-	resolve(d);
-	return *d->val ? d->num != 0 : def;
 }
 
 /* -------------------------------------------------------------- checking */

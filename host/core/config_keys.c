@@ -58,6 +58,14 @@ const struct pin_config_key pin_config_host_keys[] = {
 	K("db_concurrency", PIN_CFG_INT, "0", API, 0, 0, 10000, NULL, "requests", "API",
 	  "requests doing database work at once, the others wait in the host; "
 	  "0 = 2 x CPU cores; >= threads turns the cap off"),
+	K("api_read_timeout_ms", PIN_CFG_DURATION, "30000", API, 0, 100, 3600000, NULL, "ms",
+	  "API", "loop: a request must be whole this long after its first byte, else its "
+	  "connection is closed"),
+	K("api_idle_timeout_ms", PIN_CFG_DURATION, "120000", API, 0, 100, 86400000, NULL, "ms",
+	  "API", "loop: a kept-alive connection without a request is closed after this "
+	  "(keep it above nginx's upstream keepalive_timeout)"),
+	K("api_max_connections", PIN_CFG_INT, "1024", API, 0, 1, 1000000, NULL, "connections",
+	  "API", "loop: connections open at once; the next is accepted and closed"),
 
 	/* ---- PostgreSQL */
 	K("pg_dsn", PIN_CFG_DSN, "", ALL, 0, 0, 0, NULL, NULL, "PostgreSQL",

@@ -60,20 +60,14 @@ int pin_config_reference(FILE *out, const char *format);
 bool pin_config_declared(const char *key);
 /* A declared key's value (no default at the call site: the declaration
  * has it); an undeclared key is a bug, logged once: "" / 0 / false. */
-const char *(pin_config_str)(const char *key);
-long long (pin_config_int)(const char *key);
-bool (pin_config_bool)(const char *key);
+const char *pin_config_str(const char *key);
+long long pin_config_int(const char *key);
+bool pin_config_bool(const char *key);
 /* the ABI's config_get / config_int (1.0): def only for keys without a
- * declared default and undeclared keys */
+ * declared default and for undeclared keys (an old plugin's own; the
+ * scheduler's job.<name>.interval_ms of a job whose plugin declares none) */
 const char *pin_config_get(const char *key, const char *def);
 long long pin_config_int_def(const char *key, long long def);
-bool pin_config_bool_def(const char *key, bool def);
-/* transition: call sites still passing a default (removed once converted) */
-#define PIN_CFG_PICK_(a, b, f, ...) f
-#define pin_config_int(...) \
-	PIN_CFG_PICK_(__VA_ARGS__, pin_config_int_def, (pin_config_int), _)(__VA_ARGS__)
-#define pin_config_bool(...) \
-	PIN_CFG_PICK_(__VA_ARGS__, pin_config_bool_def, (pin_config_bool), _)(__VA_ARGS__)
 void pin_config_free(void);
 /* Applies socket_mode (octal, default 0660) and socket_group (name; default:
  * the process's group) to the unix socket at path.  0, -1 (logged). */

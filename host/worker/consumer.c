@@ -411,9 +411,9 @@ static int consumer_create(struct cons *c)
 	conf = pin_kafka_conf_new(c->e->c.group, err, sizeof(err));
 	if (!conf)
 		goto fail;
-	snprintf(sto, sizeof(sto), "%lld", pin_config_int("kafka_session_timeout_ms", 6000));
-	snprintf(hb, sizeof(hb), "%lld", pin_config_int("kafka_heartbeat_interval_ms", 500));
-	snprintf(fw, sizeof(fw), "%lld", pin_config_int("kafka_fetch_wait_max_ms", 100));
+	snprintf(sto, sizeof(sto), "%lld", pin_config_int("kafka_session_timeout_ms"));
+	snprintf(hb, sizeof(hb), "%lld", pin_config_int("kafka_heartbeat_interval_ms"));
+	snprintf(fw, sizeof(fw), "%lld", pin_config_int("kafka_fetch_wait_max_ms"));
 	if (pin_kafka_conf_set(conf, "group.id", c->e->c.group, err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "enable.auto.offset.store", "false", err, sizeof(err)) ||
@@ -422,7 +422,7 @@ static int consumer_create(struct cons *c)
 			pin_kafka_conf_set(conf, "heartbeat.interval.ms", hb, err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "fetch.wait.max.ms", fw, err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "partition.assignment.strategy",
-				pin_config_get("kafka_assignment_strategy", "range"),
+				pin_config_str("kafka_assignment_strategy"),
 				err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "allow.auto.create.topics", "true", err, sizeof(err))) {
 		rd_kafka_conf_destroy(conf);
@@ -815,8 +815,8 @@ static void commit_offset(struct cons *c, const rd_kafka_message_t *m)
 
 static int backoff_next(int cur)
 {
-	int first = (int)pin_config_int("consumer_backoff_initial_ms", 1000);
-	int max = (int)pin_config_int("consumer_backoff_max_ms", 60000);
+	int first = (int)pin_config_int("consumer_backoff_initial_ms");
+	int max = (int)pin_config_int("consumer_backoff_max_ms");
 	int n = cur ? cur * 2 : first;
 
 	return n > max ? max : n;
@@ -871,7 +871,7 @@ static void hold(struct cons *c, rd_kafka_message_t *m, struct held *h,
 	h->attempts++;
 	if (a == A_RETRY && !h->deadline_us) {
 		long long s = v->deadline_s > 0 ? v->deadline_s :
-			pin_config_int("consumer_retry_deadline_s", 86400);
+			pin_config_int("consumer_retry_deadline_s");
 
 		h->deadline_us = now + s * 1000000LL;
 	}
@@ -1556,7 +1556,7 @@ static void *wm_main(void *arg)
 			nanosleep(&ts, NULL);
 			continue;
 		}
-		next = now + pin_config_int("consumer_lag_interval_ms", 5000) * 1000;
+		next = now + pin_config_int("consumer_lag_interval_ms") * 1000;
 		{
 			char *b = pin_kafka_bootstrap();
 
@@ -1669,7 +1669,7 @@ static void lag_sample(struct cons *c)
 
 	if (now < c->next_lag_us)
 		return;
-	c->next_lag_us = now + pin_config_int("consumer_lag_interval_ms", 5000) * 1000;
+	c->next_lag_us = now + pin_config_int("consumer_lag_interval_ms") * 1000;
 	if (rd_kafka_assignment(c->rk, &l) != RD_KAFKA_RESP_ERR_NO_ERROR || !l)
 		return;
 	if (l->cnt == 0)
@@ -1743,7 +1743,7 @@ static void *cons_main(void *arg)
 	struct cons *c = arg;
 	struct pin_arena *a = pin_arena_new();
 	int64_t next_boot_check = 0;
-	long long bmax = pin_config_int("consumer_batch_max", 64);
+	long long bmax = pin_config_int("consumer_batch_max");
 	struct bitem *b;
 
 	if (bmax < 1)
@@ -1755,7 +1755,7 @@ static void *cons_main(void *arg)
 	c->sp_max = (size_t)bmax;
 	if (c->e->c.batch_fn && bmax > 1) {
 		/* [consume] no savepoint per message on the set path: larger */
-		long long smax = pin_config_int("consumer_batch_set_max", 500);
+		long long smax = pin_config_int("consumer_batch_set_max");
 
 		if (smax > 10000)
 			smax = 10000;
@@ -1842,7 +1842,7 @@ int pin_consumers_start(void)
 		const char *inbox;
 
 		c->e = &pin_reg.consumers[i];
-		c->commit_async = pin_config_int("consumer_commit_async", 1) != 0;
+		c->commit_async = pin_config_bool("consumer_commit_async");
 		inbox = c->e->c.inbox_table ? c->e->c.inbox_table : "calendar.inbox";
 		if (!table_name_ok(inbox)) {
 			pin_log(PIN_LOG_ERROR, "consumer: invalid inbox table name",

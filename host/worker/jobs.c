@@ -47,7 +47,7 @@ static int job_interval(const struct pin_job_entry *e)
 	long long v;
 
 	snprintf(key, sizeof(key), "job.%s.interval_ms", e->j.name);
-	v = pin_config_int(key, e->j.interval_ms > 0 ? e->j.interval_ms : 60000);
+	v = pin_config_int_def(key, e->j.interval_ms > 0 ? e->j.interval_ms : 60000);
 	if (v < 10)
 		v = 10;
 	if (v > 86400000LL)

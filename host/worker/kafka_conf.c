@@ -63,7 +63,7 @@ static char *read_first_line(const char *path, int *err_out)
 
 char *pin_kafka_bootstrap(void)
 {
-	const char *v = pin_config_get("kafka_bootstrap", NULL);
+	const char *v = pin_config_str("kafka_bootstrap");
 	char *out = NULL;
 	int err = 0;
 
@@ -154,9 +154,9 @@ rd_kafka_conf_t *pin_kafka_conf_new(const char *client_id, char *err, size_t err
 	}
 	conf = rd_kafka_conf_new();
 	snprintf(cid, sizeof(cid), "%s-%s",
-			pin_config_get("kafka_client_id", "pin-host"),
+			pin_config_str("kafka_client_id"),
 			client_id ? client_id : "client");
-	snprintf(lvl, sizeof(lvl), "%lld", pin_config_int("kafka_log_level", 3));
+	snprintf(lvl, sizeof(lvl), "%lld", pin_config_int("kafka_log_level"));
 	if (pin_kafka_conf_set(conf, "bootstrap.servers", boot, err, errlen) ||
 			pin_kafka_conf_set(conf, "client.id", cid, err, errlen) ||
 			pin_kafka_conf_set(conf, "log_level", lvl, err, errlen) ||
@@ -166,7 +166,7 @@ rd_kafka_conf_t *pin_kafka_conf_new(const char *client_id, char *err, size_t err
 			pin_kafka_conf_set(conf, "topic.metadata.refresh.interval.ms", "30000", err, errlen))
 		goto out;
 	for (size_t i = 0; i < sizeof(passthrough) / sizeof(passthrough[0]); i++) {
-		const char *v = pin_config_get(passthrough[i].cfg, NULL);
+		const char *v = pin_config_str(passthrough[i].cfg);
 
 		if (v && *v && pin_kafka_conf_set(conf, passthrough[i].prop, v, err, errlen))
 			goto out;

@@ -286,8 +286,8 @@ static int producer_create(struct relay *r)
 	conf = pin_kafka_conf_new("relay", err, sizeof(err));
 	if (!conf)
 		goto fail;
-	snprintf(tmo, sizeof(tmo), "%lld", pin_config_int("kafka_message_timeout_ms", 10000));
-	snprintf(linger, sizeof(linger), "%lld", pin_config_int("kafka_linger_ms", 5));
+	snprintf(tmo, sizeof(tmo), "%lld", pin_config_int("kafka_message_timeout_ms"));
+	snprintf(linger, sizeof(linger), "%lld", pin_config_int("kafka_linger_ms"));
 	if (pin_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "acks", "all", err, sizeof(err)) ||
 			pin_kafka_conf_set(conf, "partitioner", "murmur2_random", err, sizeof(err)) ||
@@ -381,30 +381,30 @@ static void batch_free(struct relay_batch *b)
 
 static int relay_threads(void)
 {
-	long long t = pin_config_int("relay_threads", 2);
+	long long t = pin_config_int("relay_threads");
 
 	return t < 1 ? 1 : t > RELAY_MAX_THREADS ? RELAY_MAX_THREADS : (int)t;
 }
 
 static int64_t relay_failover_ms(void)
 {
-	long long s = pin_config_int("relay_failover_s", 5);
+	long long s = pin_config_int("relay_failover_s");
 
 	return (s < 1 ? 1 : s) * 1000;
 }
 
 static void units_build(struct relay *r)
 {
-	long long s = pin_config_int("relay_shards", 4);
-	long long w = pin_config_int("relay_inflight", 4);
+	long long s = pin_config_int("relay_shards");
+	long long w = pin_config_int("relay_inflight");
 
 	r->nshards = s < 1 ? 1 : s > 1024 ? 1024 : (int)s;
 	r->inflight = w < 1 ? 1 : w > RELAY_MAX_INFLIGHT ? RELAY_MAX_INFLIGHT : (int)w;
-	r->batch = (int)pin_config_int("relay_batch", 1000);
+	r->batch = (int)pin_config_int("relay_batch");
 	if (r->batch < 1)
 		r->batch = 1;
 	/* --once drains to a read from the start that finds nothing */
-	r->rewind_us = r->once ? 0 : pin_config_int("relay_rewind_ms", 250) * 1000;
+	r->rewind_us = r->once ? 0 : pin_config_int("relay_rewind_ms") * 1000;
 	if (r->rewind_us < 0)
 		r->rewind_us = 0;
 	r->nunits = (int)relay_noutboxes() * r->nshards;
@@ -426,7 +426,7 @@ static void units_build(struct relay *r)
 /* every unit's gauge at 0, before any relay thread runs */
 static void gauges_init(void)
 {
-	long long s = pin_config_int("relay_shards", 4);
+	long long s = pin_config_int("relay_shards");
 	char lab[200];
 
 	if (s < 1)
@@ -734,7 +734,7 @@ static const char *park_reason(rd_kafka_resp_err_t e, int attempts)
 		return "invalid";
 	case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
 	case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
-		if (attempts + 1 >= pin_config_int("relay_park_unknown_topic_attempts", 5))
+		if (attempts + 1 >= pin_config_int("relay_park_unknown_topic_attempts"))
 			return "unknown_topic";
 		return NULL;
 	default:
@@ -877,7 +877,7 @@ static void batch_produce(struct relay *r, struct relay_batch *b)
 		break;
 	}
 	b->deadline_us = pin_clock_now_us() +
-		(pin_config_int("kafka_message_timeout_ms", 10000) + 2000) * 1000;
+		(pin_config_int("kafka_message_timeout_ms") + 2000) * 1000;
 	b->produced_us = b->reported_us = pin_clock_mono_us();
 }
 
@@ -891,7 +891,7 @@ static void batch_produce(struct relay *r, struct relay_batch *b)
  */
 static void log_published(const char *table, struct relay_row *rows, int produced)
 {
-	const char *lvl = pin_config_get("log_level", "info");
+	const char *lvl = pin_config_str("log_level");
 	size_t cap = 4096, len = 0;
 	char *buf, ts[40];
 
@@ -978,7 +978,7 @@ static int batch_mark(const char *table, struct relay_row *rows, int produced,
 			return -1;
 		}
 		pin_metric_add("pin_outbox_published_total", NULL, *ok);
-		if (pin_config_bool("relay_log_published", true)) {
+		if (pin_config_bool("relay_log_published")) {
 			int64_t l0 = pin_clock_mono_us(), d;
 
 			log_published(table, rows, produced);
@@ -1156,7 +1156,7 @@ static int unit_feed(struct relay *r, struct relay_unit *u, int *nrows)
 
 static void on_failure(struct relay *r)
 {
-	int max = (int)pin_config_int("relay_backoff_max_ms", 30000);
+	int max = (int)pin_config_int("relay_backoff_max_ms");
 
 	r->consecutive_failures++;
 	r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : 1000;
@@ -1278,7 +1278,7 @@ static void write_metrics_file(void)
 {
 	static int64_t last;
 	static int warned;
-	const char *path = pin_config_get("metrics_textfile", "");
+	const char *path = pin_config_str("metrics_textfile");
 	char *tmp, *m;
 	FILE *f;
 	int ok;
@@ -1353,8 +1353,8 @@ static void *relay_main(void *arg)
 {
 	struct relay r = { .kafka_up = -1, .any_led = -1, .thread = (int)(intptr_t)arg };
 	struct pin_arena *a = pin_arena_new();
-	int busy = (int)pin_config_int("relay_busy_interval_ms", 50);
-	int idle = (int)pin_config_int("relay_idle_interval_ms", 100);
+	int busy = (int)pin_config_int("relay_busy_interval_ms");
+	int idle = (int)pin_config_int("relay_idle_interval_ms");
 	int64_t retry_us = relay_failover_ms() * 1000 / 5;
 	struct relay_clock clk = { .since = pin_clock_mono_us() };
 
@@ -1468,7 +1468,7 @@ int pin_relay_run_once(void)
 	struct relay r = { .kafka_up = -1, .any_led = -1, .once = true };
 	struct pin_arena *prev = pin_arena_current(), *a = pin_arena_new();
 	int64_t deadline = pin_clock_now_us() +
-		pin_config_int("relay_once_timeout_ms", 10000) * 1000;
+		pin_config_int("relay_once_timeout_ms") * 1000;
 	int rc = 0;
 
 	pin_arena_set_current(a);

@@ -2,7 +2,10 @@
  * test_ops.c -- the host as an operator sees it (issue 2): a plugin of
  * another ABI or one whose init fails stops the host with a clear message
  * and a non-zero exit; a clock offset is refused unless the config allows
- * it; the housekeeping job deletes only what is old enough; a database
+ * it; a configuration with an unknown key or a bad value is refused naming
+ * file, line and key, --check-config and --print-config answer as
+ * doc/configuration.md says; the housekeeping job deletes only what is old
+ * enough; a database
  * outage shows in /readyz, /metrics and as 503 UNAVAILABLE, and the running
  * host recovers without a restart.
  *
@@ -179,6 +182,156 @@ START_TEST(metrics_textfile_readable_or_logged)
 }
 END_TEST
 
+/* ---- declared configuration (issue 29 item 2) --------------------------- */
+
+/* The line number of the first line of FILE that contains WHAT, or 0. */
+static int line_of(const char *file, const char *what)
+{
+	FILE *f = fopen(file, "r");
+	char line[4096];
+	int n = 0;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		n++;
+		if (strstr(line, what)) {
+			fclose(f);
+			return n;
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+/* A host of MODE with the stack's command line and extra args; its exit
+ * status, and what it wrote since then in *out. */
+static int host_run(const char *mode, const char *const *extra, char **out)
+{
+	long before = log_size();
+	int status = h_run_host(mode, strcmp(mode, "api") ? NULL : h_env("PIN_API_PLUGINS"),
+			0, extra);
+
+	*out = log_since(before);
+	return status;
+}
+
+/* A typo in a key refuses the start of either host, naming file, line, key
+ * and the key it resembles; nothing listens, nothing runs. */
+START_TEST(config_typo_refuses_start)
+{
+	char *conf = stack_conf("ops-typo.conf", NULL, "db_concurency = 8");
+	char *sock = h_sprintf("unix:%s/ops-typo.sock", h_env("PIN_DEV_DIR"));
+	char *want = h_sprintf("\"in\":\"%s:%d\"", conf, line_of(conf, "db_concurency"));
+	const char *api[] = { "--config", conf, "--listen", sock, NULL };
+	const char *worker[] = { "--config", conf, "--once", NULL };
+	char *out;
+	int status;
+
+	status = host_run("api", api, &out);
+	ck_assert_msg(status != 0, "the API host started with a typo (exit %d)", status);
+	ck_assert_msg(strstr(out, "\"msg\":\"configuration: unknown key\",\"key\":\"db_concurency\"")
+		&& strstr(out, want) && strstr(out, "did you mean \\\"db_concurrency\\\"?"),
+		"no refusal naming key, %s and the suggestion: %s", want, out);
+	ck_assert_msg(strstr(out, "configuration refused, not starting"), "%s", out);
+	ck_assert_msg(!strstr(out, "api host listening") && !strstr(out, "plugin loaded"),
+		"the host went on: %s", out);
+	status = host_run("worker", worker, &out);
+	ck_assert_msg(status != 0 && strstr(out, "db_concurency"),
+		"the worker host ran with a typo (exit %d): %s", status, out);
+}
+END_TEST
+
+/* pin-host --check-config: 0 and "test is successful" for the stack's own
+ * configuration in each mode (the keys of every plugin in plugin_dir are
+ * known to either host); 1 with the finding for a typo, a wrong type, a
+ * plugin's key out of range */
+START_TEST(check_config_exit_codes)
+{
+	const char *ok_api[] = { "--check-config", NULL };
+	const char *ok_migrate[] = { "--check-config", "--mode", "migrate", NULL };
+	char *out, *conf;
+	int status;
+
+	status = host_run("api", ok_api, &out);
+	ck_assert_msg(status == 0 && strstr(out, "test is successful") && !strstr(out, "[error]"),
+		"api: exit %d: %s", status, out);
+	status = host_run("worker", ok_api, &out);
+	ck_assert_msg(status == 0 && strstr(out, "test is successful"), "worker: exit %d: %s",
+		status, out);
+	status = host_run("worker", ok_migrate, &out);
+	ck_assert_msg(status == 0 && strstr(out, "test is successful"), "migrate: exit %d: %s",
+		status, out);
+
+	const struct {
+		const char *name, *line, *want;
+	} bad[] = {
+		{ "ops-bad-typo.conf", "smtp_ulr = smtp://localhost", "unknown key \"smtp_ulr\"" },
+		{ "ops-bad-type.conf", "relay_batch = lots",
+		  "invalid value \"lots\" of key \"relay_batch\"" },
+		{ "ops-bad-range.conf", "notify.dispatch_batch = 0",
+		  "of key \"notify.dispatch_batch\"" },
+		{ "ops-bad-url.conf", "sms_url = ftp://sms.example", "has a scheme other than" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		const char *args[] = { "--check-config", "--config", NULL, NULL };
+		char *where;
+
+		conf = stack_conf(bad[i].name, NULL, bad[i].line);
+		args[2] = conf;
+		where = h_sprintf("in %s:%d", conf, line_of(conf, bad[i].line));
+		status = host_run("worker", args, &out);
+		ck_assert_msg(status != 0, "%s: exit 0: %s", bad[i].line, out);
+		ck_assert_msg(strstr(out, bad[i].want) && strstr(out, where) &&
+			strstr(out, "test failed"), "%s: want %s %s: %s", bad[i].line,
+			bad[i].want, where, out);
+	}
+}
+END_TEST
+
+/* pin-host --print-config: where each value comes from, secrets redacted */
+START_TEST(print_config_sources_and_redaction)
+{
+	const char *args[] = { "--print-config", NULL };
+	char *secret = NULL, *out, *line, *want;
+	FILE *f = fopen(h_env("PIN_CONFIG"), "r");
+	char buf[4096];
+	int status;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(buf, sizeof buf, f))
+		if (!strncmp(buf, "jwt_hs256_secret = ", 19)) {
+			buf[strcspn(buf, "\n")] = '\0';
+			secret = h_strdup(buf + 19);
+		}
+	fclose(f);
+	ck_assert_msg(secret && strlen(secret) >= 32, "no jwt_hs256_secret in the stack's config");
+	ck_assert_int_eq(setenv("PIN_RELAY_BATCH", "77", 1), 0);
+	status = host_run("worker", args, &out);
+	unsetenv("PIN_RELAY_BATCH");
+	ck_assert_msg(status == 0, "exit %d: %s", status, out);
+	ck_assert_msg(!strstr(out, secret), "the JWT secret is printed");
+	/* the worker's keys only: jwt_hs256_secret applies to API hosts */
+	ck_assert_msg(!strstr(out, "\njwt_hs256_secret ="), "%s", out);
+	ck_assert_msg(strstr(out, "# plugin notify") && strstr(out, "# plugin workers"), "%s", out);
+	line = strstr(out, "\nrelay_batch = 77 ");
+	ck_assert_msg(line && strstr(line, "# environment PIN_RELAY_BATCH"), "%s", out);
+	line = strstr(out, "\npg_dsn = ");
+	ck_assert_msg(line && strstr(line, "# flag"), "%s", out);
+	line = strstr(out, "\nrelay_shards = 4 ");
+	ck_assert_msg(line && strncmp(strstr(line, "# "), "# default", 9) == 0, "%s", out);
+	want = h_sprintf("# %s:%d", h_env("PIN_CONFIG"),
+		line_of(h_env("PIN_CONFIG"), "crm_booking.replica_retry_deadline_s"));
+	line = strstr(out, "\ncrm_booking.replica_retry_deadline_s = 30 ");
+	ck_assert_msg(line && !strncmp(strstr(line, "# "), want, strlen(want)), "want %s: %s",
+		want, out);
+
+	/* an API host's: the secret redacted */
+	status = host_run("api", args, &out);
+	ck_assert_msg(status == 0 && strstr(out, "\njwt_hs256_secret = <redacted>"), "%s", out);
+	ck_assert_msg(!strstr(out, secret), "the JWT secret is printed");
+}
+END_TEST
+
 /* ---- housekeeping (workers.md) ------------------------------------------ */
 
 /* A Cancelled manual event of a fresh agent, last changed days_ago. */
@@ -342,6 +495,9 @@ Suite *make_ops_suite(void)
 	tcase_add_test(tc, plugin_of_a_newer_minor_refused);
 	tcase_add_test(tc, plugin_init_failure_stops_host);
 	tcase_add_test(tc, clock_offset_needs_permission);
+	tcase_add_test(tc, config_typo_refuses_start);
+	tcase_add_test(tc, check_config_exit_codes);
+	tcase_add_test(tc, print_config_sources_and_redaction);
 	tcase_add_test(tc, metrics_textfile_readable_or_logged);
 	tcase_add_test(tc, housekeeping_purges_only_old_rows);
 	suite_add_tcase(s, tc);
