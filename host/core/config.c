@@ -72,7 +72,7 @@ static size_t nfiles;
 static struct fset *flags;
 static size_t nflags;
 static struct decl *decls;
-static size_t ndecls;
+static size_t ndecls, cdecls;
 static size_t *order;           /* indexes of decls sorted by name */
 static char **owners;           /* plugin names that declared keys */
 static size_t nowners;
@@ -458,12 +458,17 @@ static char *dup_or_null(const char *s)
 
 static int add_decl(const struct pin_config_key *k, const char *owner, bool copy)
 {
-	struct decl *n = realloc(decls, (ndecls + 1) * sizeof *n);
 	struct decl *d;
 
-	if (!n)
-		return -1;
-	decls = n;
+	if (ndecls == cdecls) {
+		size_t c = cdecls ? cdecls * 2 : 128;
+		struct decl *n = realloc(decls, c * sizeof *n);
+
+		if (!n)
+			return -1;
+		decls = n;
+		cdecls = c;
+	}
 	d = &decls[ndecls];
 	memset(d, 0, sizeof *d);
 	d->k = *k;
@@ -837,7 +842,9 @@ static const char *near_key(const char *key)
 	size_t bd = 3, kl = strlen(key);
 
 	for (size_t i = 0; i < ndecls; i++) {
-		size_t d = levenshtein(key, decls[i].k.name);
+		size_t nl = strlen(decls[i].k.name);
+		size_t d = (nl > kl ? nl - kl : kl - nl) > 2 ? SIZE_MAX :
+			levenshtein(key, decls[i].k.name);
 
 		if (d < bd && d * 3 < kl) {
 			bd = d;
@@ -1000,7 +1007,10 @@ int pin_config_check(unsigned mode, FILE *text)
 			memcpy(name, *ep, nl);
 			name[nl] = '\0';
 			for (size_t j = 0; j < ndecls && !exact; j++) {
-				size_t dd = levenshtein(name + 4, decls[j].env + 4);
+				size_t el = strlen(decls[j].env), dd;
+
+				dd = (el > nl ? el - nl : nl - el) > 2 ? SIZE_MAX :
+					levenshtein(name + 4, decls[j].env + 4);
 
 				exact = dd == 0;
 				if (dd < bd && dd * 3 < nl - 4) {
@@ -1395,7 +1405,7 @@ void pin_config_free(void)
 		}
 	free(decls);
 	decls = NULL;
-	ndecls = 0;
+	ndecls = cdecls = 0;
 	free(order);
 	order = NULL;
 	for (size_t i = 0; i < nowners; i++)

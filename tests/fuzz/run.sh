@@ -32,13 +32,15 @@ CC=${FUZZ_CC:-clang}
 command -v "$CC" >/dev/null || { echo "run.sh: $CC not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
 mkdir -p "$OUT/bin"
 # host/*/*.c include "config.h" (autoconf); the harnesses need none of it
-printf '#define _GNU_SOURCE 1\n' >"$OUT/config.h"
+# but the install paths the host's config table names as defaults
+printf '#define _GNU_SOURCE 1\n#define PIN_PLUGIN_DIR "/nonexistent/plugins"\n#define PIN_SQL_DIR "/nonexistent/sql"\n' \
+	>"$OUT/config.h"
 
 CFLAGS=(-std=gnu11 -g -O1 -Wall -Wextra -Werror -fno-omit-frame-pointer
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 	-I"$OUT" -I"$ROOT/host/include" -I"$ROOT/host/core" -I"$ROOT/host/api" -I"$ROOT/host/worker" -I"$ROOT/tests/fuzz"
 	$(pkg-config --cflags json-c libpq))
-LIBS=($(pkg-config --libs json-c openssl) -pthread)
+LIBS=($(pkg-config --libs json-c openssl libpq) -pthread)
 
 sources() {
 	local h=$ROOT/host/core a=$ROOT/host/api w=$ROOT/host/worker
@@ -46,8 +48,8 @@ sources() {
 	json|url) echo "$h/json.c" ;;
 	router)   echo "$h/router.c $h/json.c" ;;
 	clock)    echo "$h/clock.c" ;;
-	auth)     echo "$a/auth.c $h/config.c $h/log.c $h/trace.c $h/clock.c $h/uuid.c" ;;
-	config)   echo "$h/config.c $h/log.c $h/trace.c $h/clock.c" ;;
+	auth)     echo "$a/auth.c $h/config.c $h/config_keys.c $h/log.c $h/trace.c $h/clock.c $h/uuid.c $h/json.c" ;;
+	config)   echo "$h/config.c $h/config_keys.c $h/log.c $h/trace.c $h/clock.c $h/uuid.c $h/json.c" ;;
 	utf8)     echo "$h/utf8.c" ;;
 	envelope) echo "$w/envelope.c $h/utf8.c $h/uuid.c $h/clock.c $h/log.c $h/trace.c" ;;
 	fcgi)     echo "" ;;           # fuzz_fcgi.c includes host/api/fcgi_loop.c
