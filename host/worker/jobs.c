@@ -3,7 +3,9 @@
  *
  * One thread per registered job (pin_reg.jobs), each with its own database
  * connection (thread-local in db.c) and its own arena, reset after every
- * pass.  Interval: config job.<name>.interval_ms, else the job's default.
+ * pass.  Interval: job.<name>.interval_ms, which the job's plugin declares
+ * with the job's own default (PIN_CFG_JOB_INTERVAL); a plugin that declares
+ * none (ABI < 1.7) gets the job's default or an undeclared file value.
  * The sleep between passes waits on a condition variable, so a stop is
  * prompt.  Handlers take their own transactions; one left open is rolled
  * back here.
