@@ -319,6 +319,9 @@ function lint(doc = load(OPENAPI)) {
 					else if (!ex[1].summary)
 						bad.push(`${at} ${st}: example ${ex[0]} has no summary (when ${c} is answered)`);
 				}
+				for (const c of codes)
+					if (!(r.description || '').includes(`\`${c}\``))
+						bad.push(`${at} ${st}: the description does not say when \`${c}\` is answered`);
 				for (const [k, e] of exs)
 					if (e?.value?.code && !codes.has(e.value.code))
 						bad.push(`${at} ${st}: example ${k} has code ${e.value.code}, not in the schema`);
