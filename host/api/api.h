@@ -25,6 +25,13 @@ int pin_auth_verify(const char *authorization, struct pin_auth_principal *out,
 		char *err, size_t errlen);
 void pin_auth_principal_clear(struct pin_auth_principal *p);
 unsigned pin_actor_bit(const char *actor);
+/* The realm of the WWW-Authenticate challenge (api/openapi.yaml). */
+#define PIN_AUTH_REALM "pin-calendar"
+/* The WWW-Authenticate value of a 401 (RFC 6750 3) into out: authorization
+ * the request's header (NULL: none), err the reason pin_auth_verify gave
+ * (NULL: none). */
+void pin_auth_challenge(const char *authorization, const char *err, char *out,
+		size_t outlen);
 
 /* ---- fcgi.c: API mode ---------------------------------------------------- */
 int pin_api_run(const char *listen, int threads);     /* until SIGTERM */

@@ -508,6 +508,10 @@ static int authorize(struct pin_req *r, const struct pin_route *rt,
 	if (rt->actors == PIN_ACTOR_PUBLIC)
 		return 0;
 	if (!h || pin_auth_verify(h, ap, err, sizeof err) < 0) {
+		char challenge[256];
+
+		pin_auth_challenge(h, h ? err : NULL, challenge, sizeof challenge);
+		pin_set_header(r, "WWW-Authenticate", challenge);
 		pin_respond_problem(r, 401, "UNAUTHENTICATED",
 			h ? err : "missing bearer token", NULL);
 		return -1;

@@ -157,6 +157,8 @@ fail:
 
 #define AGENT (PIN_ACTOR_AGENT | PIN_ACTOR_CONSULTANT)
 #define INV PIN_ACTOR_INVESTOR
+/* the team view: every actor but investors (who have no tenant) */
+#define TEAM (PIN_ACTOR_ANY & ~PIN_ACTOR_INVESTOR)
 #define AG "/api/v1/agent/calendar/appointments"
 #define IN "/api/v1/investor/calendar/appointments"
 #define VIEW "calendar.appointments.view"
@@ -179,7 +181,7 @@ static const struct pin_route routes[] = {
 	{ "POST", IN "/{appointmentId}/reschedule", INV, NULL, 0, apt_h_investor_reschedule,
 		NULL, NULL },
 
-	{ "GET", "/api/v1/agency/calendar/appointments", PIN_ACTOR_ANY, "calendar.team.view", 1,
+	{ "GET", "/api/v1/agency/calendar/appointments", TEAM, "calendar.team.view", 1,
 		apt_h_agency_list, NULL, NULL },
 	{ "GET", "/api/v1/pin-manager/calendar/appointments", PIN_ACTOR_PIN_MANAGER,
 		"calendar.team.view", 0, apt_h_pinmgr_list, NULL, NULL },

@@ -41,9 +41,6 @@ static int fail(struct pin_req *r, int rc, struct pc_errs *e)
 	case PC_E_VALIDATION:
 		return pc_errs_respond(r, 422, "VALIDATION_FAILED",
 				"the request has invalid fields", e);
-	case PC_E_TZ:
-		return pc_problem(r, 422, "UNKNOWN_TIME_ZONE",
-				"timeZone is not a known IANA time zone");
 	default:
 		return rc < 0 ? rc : PIN_ERR;
 	}
@@ -222,7 +219,7 @@ int cal_events_create(struct pin_req *r, void *ud)
 	const char *tz = NULL;
 	PGresult *row;
 	char *location;
-	int rc;
+	int rc, tz_unknown = 0;
 
 	(void)ud;
 	pc_errs_init(&e);
@@ -233,13 +230,16 @@ int cal_events_create(struct pin_req *r, void *ud)
 	parse_create(b, &ev, &tz, &e);
 	if (e.n == 0)
 		create_rules(&ev, &e);
+	/* the zone is checked whatever else is wrong, so a 422 names every
+	 * invalid field; alone it is UNKNOWN_TIME_ZONE (sdk/problem.h) */
+	if (tz && (rc = pc_tz_lookup(tz, &ev.time_zone)) < 0) {
+		if (rc != PC_E_TZ)
+			return rc;
+		tz_unknown = 1;
+		pc_errs_add(&e, "timeZone", PC_TZ_UNKNOWN_MSG);
+	}
 	if (e.n)
-		return fail(r, PC_E_VALIDATION, &e);
-	rc = pc_tz_lookup(tz, &ev.time_zone);
-	if (rc == PC_E_TZ)
-		return fail(r, PC_E_TZ, &e);
-	if (rc < 0)
-		return rc;
+		return pc_errs_respond_422(r, "the request has invalid fields", &e, tz_unknown);
 
 	ev.tenant_id = p->tenant_id;
 	ev.owner_user_id = p->sub;

@@ -317,24 +317,23 @@ int ntf_h_settings_put(struct pin_req *r, void *ud)
 	struct settings_in in;
 	struct pc_errs e;
 	json_object *b;
-	int rc;
+	int rc, tz_unknown = 0;
 
 	(void)ud;
 	pc_errs_init(&e);
 	if (!(b = pc_body(r, &e)))
 		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "invalid body", &e);
 	parse_settings(b, &in, &e);
-	if (e.n)
-		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "invalid settings", &e);
-	if (in.ft == PC_SET) {
-		rc = pc_tz_lookup(in.tz, &in.tz);
-		if (rc == PC_E_TZ) {
-			pc_errs_add(&e, "timeZone", "unknown IANA time zone");
-			return pc_errs_respond(r, 422, "UNKNOWN_TIME_ZONE", "unknown time zone", &e);
-		}
-		if (rc < 0)
+	/* the zone is checked whatever else is wrong, so a 422 names every
+	 * invalid field; alone it is UNKNOWN_TIME_ZONE (sdk/problem.h) */
+	if (in.ft == PC_SET && (rc = pc_tz_lookup(in.tz, &in.tz)) < 0) {
+		if (rc != PC_E_TZ)
 			return rc;
+		tz_unknown = 1;
+		pc_errs_add(&e, "timeZone", PC_TZ_UNKNOWN_MSG);
 	}
+	if (e.n)
+		return pc_errs_respond_422(r, "invalid settings", &e, tz_unknown);
 	if ((rc = store_settings(user, &in)) < 0)
 		return rc;
 	return settings_respond(r, user);

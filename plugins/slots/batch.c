@@ -261,7 +261,7 @@ static int parse_batch(struct pin_req *r, struct batch_in *in)
 			goto out;
 		if (rc == PC_E_TZ) {
 			tz_unknown = 1;
-			pc_errs_add(&e, "timeZone", "unknown IANA time zone");
+			pc_errs_add(&e, "timeZone", PC_TZ_UNKNOWN_MSG);
 		}
 		rc = 0;
 	}
@@ -279,12 +279,7 @@ static int parse_batch(struct pin_req *r, struct batch_in *in)
 	}
 respond:
 	if (e.n > 0) {
-		if (tz_unknown && e.n == 1)
-			pc_errs_respond(r, 422, "UNKNOWN_TIME_ZONE",
-				"timeZone is not a known IANA time zone", &e);
-		else
-			pc_errs_respond(r, 422, "VALIDATION_FAILED",
-				"the batch is not valid", &e);
+		pc_errs_respond_422(r, "the batch is not valid", &e, tz_unknown);
 		rc = PC_E_RESPONDED;
 		goto out;
 	}

@@ -830,8 +830,13 @@ START_TEST(me_settings_api)
 
 	h_assert_problem(h_request("PUT", path, tok, "{\"globalmute\":true}"),
 		422, "VALIDATION_FAILED");
-	h_assert_problem(h_request("PUT", path, tok, "{\"timeZone\":\"Mars/Olympus\"}"),
-		422, "UNKNOWN_TIME_ZONE");
+	r = h_request("PUT", path, tok, "{\"timeZone\":\"Mars/Olympus\"}");
+	h_assert_problem(r, 422, "UNKNOWN_TIME_ZONE");
+	h_assert_error_fields(r, "timeZone");
+	/* with another invalid field: VALIDATION_FAILED names both */
+	r = h_request("PUT", path, tok, "{\"timeZone\":\"Mars/Olympus\",\"locale\":\"xx-yy\"}");
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	h_assert_error_fields(r, "locale", "timeZone");
 	h_assert_problem(h_request("PUT", path, tok,
 		"{\"quietHours\":{\"from\":\"25:00\",\"to\":\"07:00\"}}"), 422, "VALIDATION_FAILED");
 	h_assert_problem(h_request("PUT", path, tok,

@@ -167,8 +167,16 @@ START_TEST(if_match_parsing)
 
 	ck_assert_int_eq(pc_parse_if_match("\"3\"", &v), 0);
 	ck_assert_int_eq(v, 3);
-	ck_assert_int_eq(pc_parse_if_match("12", &v), 0);
+	ck_assert_int_eq(pc_parse_if_match(" \"12\" ", &v), 0);
 	ck_assert_int_eq(v, 12);
+	/* RFC 9110 8.8.3: an entity-tag is quoted */
+	ck_assert_int_eq(pc_parse_if_match("12", &v), -1);
+	ck_assert_int_eq(pc_parse_if_match("\"12", &v), -1);
+	ck_assert_int_eq(pc_parse_if_match("12\"", &v), -1);
+	ck_assert_int_eq(pc_parse_if_match("W/12", &v), -1);
+	ck_assert_int_eq(pc_parse_if_match("\"", &v), -1);
+	ck_assert_int_eq(pc_parse_if_match("*", &v), -1);
+	ck_assert_int_eq(pc_parse_if_match("\"1\", \"2\"", &v), -1);
 	ck_assert_int_eq(pc_parse_if_match("W/\"7\"", &v), 0);
 	ck_assert_int_eq(v, 7);
 	ck_assert_int_eq(pc_parse_if_match("\"x\"", &v), -1);
