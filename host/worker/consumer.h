@@ -23,6 +23,10 @@ struct held {
 	char detail[256];
 };
 
+/* contract versions other than 1 remembered per consumer for the
+ * once-per-version warning (cons_note_version) */
+#define CONS_CV_SEEN_MAX 64
+
 struct cons {
 	pthread_t thr;
 	const struct pin_consumer_entry *e;
@@ -40,6 +44,8 @@ struct cons {
 	size_t nheld, capheld;
 	bool started;
 	bool create_failing;        /* log creation failures once */
+	int cv_seen[CONS_CV_SEEN_MAX];  /* contract versions != 1 warned about */
+	size_t ncv_seen;
 	bool commit_async;          /* [ident] consumer_commit_async */
 	int64_t next_lag_us;        /* next lag sample */
 	struct lagp {               /* per partition: when lag > 0 began to stall */

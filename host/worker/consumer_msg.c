@@ -8,8 +8,8 @@
  *     (utf8.c), invalid JSON, no messageId (uuid) or no payload object ->
  *     DLQ at once (INVALID_ENVELOPE); U+0000 in any string -> DLQ at once
  *     (INVALID_PAYLOAD);
- *   - contractVersion != 1 -> warning + pin_consumer_contract_version_mismatch_total,
- *     processing goes on;
+ *   - contractVersion != 1 -> pin_consumer_contract_version_mismatch_total
+ *     (and a warning once per version), processing goes on;
  *   - BEGIN; inbox insert (group, messageId) ON CONFLICT DO NOTHING; no row
  *     -> duplicate: COMMIT, offset committed, pin_consumer_duplicates_total;
  *   - handler: OK -> COMMIT, then the offset is committed (asynchronously
@@ -209,16 +209,35 @@ void cons_msg_trace(const struct pin_msg *msg, const char *tp)
 	pin_trace_set(corr && *corr ? corr : msg->message_id);
 }
 
-/* a valid envelope: the contract-version warning */
+/* true when the consumer has not warned about version v yet (and now
+ * remembers it); a full table answers true: a warning too many rather than
+ * a version unseen */
+static bool version_first(struct cons *c, int v)
+{
+	for (size_t i = 0; i < c->ncv_seen; i++)
+		if (c->cv_seen[i] == v)
+			return false;
+	if (c->ncv_seen < CONS_CV_SEEN_MAX)
+		c->cv_seen[c->ncv_seen++] = v;
+	return true;
+}
+
+/* A valid envelope: the contract-version check, the only one (seeds 001,
+ * 002, 004: warn-and-proceed).  A message of another version than 1 is
+ * handled anyway; each counts in
+ * pin_consumer_contract_version_mismatch_total{group}, and the WARN line
+ * (group, topic, messageId, contractVersion) is written once per version
+ * and consumer group for the life of the process. */
 void cons_note_version(struct cons *c, const struct pin_msg *msg)
 {
 	if (msg->contract_version != 1) {
 		char cv[16];
 
 		snprintf(cv, sizeof(cv), "%d", msg->contract_version);
-		pin_log(PIN_LOG_WARN, "consumer: unexpected contractVersion, processing anyway",
-				"group", c->e->c.group, "topic", msg->topic,
-				"messageId", msg->message_id, "contractVersion", cv, NULL);
+		if (version_first(c, msg->contract_version))
+			pin_log(PIN_LOG_WARN, "consumer: unexpected contractVersion, processing anyway",
+					"group", c->e->c.group, "topic", msg->topic,
+					"messageId", msg->message_id, "contractVersion", cv, NULL);
 		pin_metric_add("pin_consumer_contract_version_mismatch_total", c->labels, 1);
 	}
 }
