@@ -1,6 +1,7 @@
-/* consumer.h -- what the files of the Kafka consumer share (consumer.c:
- * the group, threads and partitions; consumer_msg.c: one message;
- * consumer_batch.c: batches; consumer_lag.c: the real lag).  Private to
+/* consumer.h -- what the files of the Kafka consumer share
+ * (consumer_group.c: threads, the group, the poll loop; consumer_batch.c:
+ * batches; consumer_msg.c: one message; consumer_lag.c: the real lag;
+ * consumer.c: a consumer's partitions and offsets).  Private to
  * host/worker: worker.h is the worker side's face. */
 #ifndef PIN_CONSUMER_H
 #define PIN_CONSUMER_H
@@ -85,14 +86,28 @@ struct verdict {
 	int deadline_s;             /* handler RETRY: its own deadline, or 0 */
 };
 
-/* consumer.c: the group, its partitions and offsets */
+/* consumer.c: a consumer's partitions and offsets */
+extern volatile int cons_stop_flag;     /* pin_consumers_stop sets it */
 bool cons_stopping(void);
 /* op 0 pause, 1 resume, 2 seek to offset */
 void cons_part_list_op(struct cons *c, const char *topic, int32_t part,
 		int64_t offset, int op);
 struct held *cons_held_find(struct cons *c, const char *topic, int32_t part);
 void cons_held_remove(struct cons *c, struct held *h);
+/* Drops every held message (rebalance, shutdown); resumes if asked. */
+void cons_held_drop_all(struct cons *c, bool resume);
+/* pin_consumer_partitions_assigned{group} after a rebalance */
+void cons_assigned_gauge(struct cons *c, rd_kafka_t *rk);
+/* the first error of a commit's result, NO_ERROR if none */
+rd_kafka_resp_err_t cons_commit_error(rd_kafka_resp_err_t err,
+		const rd_kafka_topic_partition_list_t *offs);
+void cons_commit_failed(struct cons *c, const rd_kafka_topic_partition_list_t *offs,
+		rd_kafka_resp_err_t err);
 void cons_commit_offsets(struct cons *c, const rd_kafka_topic_partition_list_t *offs);
+/* the marked partitions still assigned: their highest offset again */
+void cons_commit_retry(struct cons *c);
+/* revoked partitions: no longer ours to commit */
+void cons_commits_revoke(struct cons *c, const rd_kafka_topic_partition_list_t *parts);
 
 /* consumer_msg.c: one message */
 int cons_dlq_send(struct cons *c, const rd_kafka_message_t *m,

@@ -1,6 +1,7 @@
-/* relay.h -- what the files of the outbox relay share (relay.c: threads,
- * leadership, the loop; relay_batch.c: read and mark; relay_produce.c: the
- * producer; relay_metrics.c: gauges, textfile, time split).  Private to
+/* relay.h -- what the files of the outbox relay share (relay_run.c: the
+ * threads and their loop; relay_batch.c: read and mark; relay_lead.c: the
+ * leadership of the shards; relay_produce.c: the producer; relay_metrics.c:
+ * gauges, textfile, time split; relay.c: what they all read).  Private to
  * host/worker: worker.h is the worker side's face. */
 #ifndef PIN_RELAY_H
 #define PIN_RELAY_H
@@ -113,13 +114,28 @@ struct relay {
 	int64_t next_boot_check;
 };
 
-/* relay.c: threads and leadership */
+/* relay.c: what every part reads */
+#define RELAY_MAX_THREADS 8
+extern bool relay_running;            /* threads started (not --once) */
+extern struct pin_waiter relay_w;     /* set up by start */
 extern _Atomic int relay_led_units;  /* over this host's relay threads */
 size_t relay_noutboxes(void);
 const char *relay_outbox(size_t i);
 bool relay_should_stop(void);
+/* Interruptible sleep: returns early when the relay is stopped. */
+void relay_sleep_ms(int ms);
+int relay_threads(void);              /* relay_threads, 1 .. RELAY_MAX_THREADS */
+int64_t relay_failover_ms(void);
+
+/* relay_lead.c: the leadership of the shards */
+void relay_units_build(struct relay *r);
+void relay_leader_gauge(struct relay *r);
 void relay_lose_all(struct relay *r, const char *reason);
+/* Gives a unit's lock back (its batches are marked). */
 void relay_unit_release(struct relay *r, struct relay_unit *u, const char *reason);
+/* relay hosts with our relay_shards (*same) and with another (*other) */
+int relay_count_members(struct relay *r, int *same, int *other);
+void relay_lead_round(struct relay *r);
 
 /* relay_batch.c: read and mark */
 void relay_batch_free(struct relay_batch *b);
