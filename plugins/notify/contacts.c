@@ -130,8 +130,6 @@ static enum pin_consume_status parse_contact(const struct pin_msg *msg,
 	int bad = 0;
 
 	*deleted = 0;
-	pc_contract_check(msg, "notifications: contract version mismatch",
-			"notifications_contacts_contract_mismatch_total");
 	k->status = msg->payload ? pc_jstr(msg->payload, "status") : NULL;
 	if (k->status && !strcmp(k->status, "Deleted")) {
 		/* the erasure needs the id only: a deleted profile may come

@@ -4,8 +4,9 @@
  *
  * Steps (seed 001 algorithm): 1. the host did the inbox row (consumer
  * group + messageId: the seed's notifications-calendar:{EventType}:{MessageId})
- * and warns on contractVersion != 1, pc_contract_check warns once per
- * version and counts every such message; 2. required fields (else FATAL
+ * and checks contractVersion (!= 1: a WARN once per version and group, every
+ * such message counted in pin_consumer_contract_version_mismatch_total);
+ * 2. required fields (else FATAL
  * NTF_INVALID_PAYLOAD -> DLQ); 3. mapping topic -> Kind -> recipients (no-op
  * branches are filtered and acknowledged; unknown Origin/Reason: warning,
  * nothing built); 4. stale reminder guard; after-final guard; 5. per
@@ -1046,8 +1047,6 @@ static void classify(struct ctx *c, const struct pin_msg *msg,
 	c->t0 = pc_api->now_us();
 	pc_api->fmt_time(c->t0, c->now, sizeof(c->now));
 	c->done = 1;
-	pc_contract_check(msg, "notifications: contract version mismatch",
-			"notifications_contract_mismatch_total");
 	for (c->t = 0; c->t < T__N; c->t++)
 		if (!strcmp(msg->topic, topics[c->t]))
 			break;

@@ -663,8 +663,6 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
 	c.msg = msg;
 	c.res = res;
 	c.now = t0;
-	pc_contract_check(msg, "crm booking sync: contract version mismatch",
-			"calendar_crm_booking_sync_contract_mismatch_total");
 	if ((bad = validate(&c, msg->payload, msg->topic, &at)))
 		return invalid(&c, bad);
 	log_ev(&c, "crm booking sync: consumed", NULL);
@@ -965,8 +963,6 @@ static enum pin_consume_status set_parse(const struct pin_msg *msg,
 	x->c.msg = msg;
 	x->c.res = res;
 	x->c.now = b->t0;
-	pc_contract_check(msg, "crm booking sync: contract version mismatch",
-			"calendar_crm_booking_sync_contract_mismatch_total");
 	if ((bad = validate(&x->c, msg->payload, msg->topic, &x->at)))
 		return invalid(&x->c, bad);
 	it->key = x->c.booking_id;

@@ -202,8 +202,6 @@ static enum pin_consume_status on_deal(const struct pin_msg *msg,
 	c.msg = msg;
 	c.res = res;
 	c.now = pc_api->now_us();
-	pc_contract_check(msg, "crm deal sync: contract version mismatch",
-			"calendar_crm_deal_sync_contract_mismatch_total");
 	if (!pl || !json_object_is_type(pl, json_type_object))
 		return invalid(&c, "payload is not an object");
 	c.deal_id = pc_jstr(pl, "dealId");
