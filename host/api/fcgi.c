@@ -73,6 +73,28 @@ struct listener {
 
 /* Opens listen_fd (a stale unix socket file is removed first) with
  * socket_mode / socket_group: nginx's workers reach it via the group. */
+/* A TCP listen ("host:port", ":port") on other than a loopback address:
+ * FastCGI carries no authentication and no encryption, and the host trusts
+ * what nginx passes (REMOTE_ADDR, the headers), so anyone who reaches the
+ * port is nginx as far as the host knows. */
+static bool tcp_beyond_loopback(const char *listen)
+{
+	const char *colon = strrchr(listen, ':');
+	size_t n = colon ? (size_t)(colon - listen) : 0;
+	char host[256];
+
+	if (!colon || n == 0 || n >= sizeof host)
+		return true;              /* ":port" is every interface */
+	memcpy(host, listen, n);
+	host[n] = '\0';
+	if (host[0] == '[' && n > 2 && host[n - 1] == ']') {
+		memmove(host, host + 1, n - 2);
+		host[n - 2] = '\0';
+	}
+	return !(strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0 ||
+		 strncmp(host, "127.", 4) == 0);
+}
+
 static int listener_open(struct listener *l, const char *listen)
 {
 	l->listen = l->addr = listen;
@@ -84,6 +106,14 @@ static int listener_open(struct listener *l, const char *listen)
 	} else if (listen[0] == '/') {
 		l->is_unix = true;
 		unlink(l->addr);
+	}
+	if (!l->is_unix && tcp_beyond_loopback(listen) &&
+	    !pin_config_bool("listen_trusted_network", false)) {
+		pin_log(PIN_LOG_ERROR, "refusing a FastCGI listen beyond loopback: "
+			"FastCGI has no authentication; set listen_trusted_network = "
+			"true only on a network that nothing but nginx reaches",
+			"listen", listen, NULL);
+		return -1;
 	}
 	listen_fd = FCGX_OpenSocket(l->addr, 1024);
 	if (listen_fd < 0) {
