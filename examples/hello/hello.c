@@ -7,6 +7,8 @@
  *   sudo make install   # into $(pkg-config --variable=plugindir pin-plugin)
  * then add "hello" to `plugins` in /etc/pin-calendar/api.conf and restart
  * pin-host-api@api. */
+#include <stdio.h>
+
 #include <pin/plugin.h>
 
 static const struct pin_host_api *api;
@@ -33,10 +35,12 @@ static int hello_init(const struct pin_host_api *host, struct pin_registrar *reg
 		.fn = hello_get,
 	};
 
-	(void)err;
-	(void)errlen;
 	api = host;
-	return reg->route(reg, &r) < 0 ? -1 : 0;
+	if (reg->route(reg, &r) < 0) {   /* e.g. another plugin has this route */
+		snprintf(err, errlen, "route GET %s refused", r.pattern);
+		return -1;
+	}
+	return 0;
 }
 
 PIN_PLUGIN_DEFINE("hello", "1.0.0", hello_init, NULL)
