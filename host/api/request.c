@@ -55,13 +55,13 @@ struct pin_req {
  * oldest waiter (each waits on its own semaphore).  A counting
  * semaphore lets a thread that arrives just then take the slot before the
  * woken waiter runs, and that waiter queues again: on a loaded machine that
- * is a request waiting several rounds, the p99 of issue 13.
+ * is a request waiting several rounds, a p99 many times the median.
  *
  * The waiter sleeps on its own semaphore, posted after the gate's mutex is
  * released.  A condition variable had to be signalled under the mutex (the
  * waiter lives on its own stack), and the woken waiter then blocked again
  * on that mutex: one more sleep and wake-up per queued request (doc/performance.md
- * "Read paths (session 6)").  glibc's sem_post may still be returning when
+ * "A cap on concurrent database work").  glibc's sem_post may still be returning when
  * the waiter has seen the post and left (its frame gone): glibc supports
  * that (sem_destroy right after sem_wait returns). */
 struct gate_waiter {
@@ -273,7 +273,7 @@ int pin_respond_json(struct pin_req *r, int status, json_object *body)
 		return PIN_ERR;
 	}
 	/* the text lives in body's print buffer: the arena keeps body (and so
-	 * the text) until the response is written, no copy (issue 13) */
+	 * the text) until the response is written, no copy */
 	s = body ? json_object_to_json_string_length(body, JSON_C_TO_STRING_PLAIN |
 			JSON_C_TO_STRING_NOSLASHESCAPE, &len) : "";
 	if (!s) {

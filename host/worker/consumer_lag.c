@@ -76,7 +76,7 @@ void cons_lag_forget(struct cons *c, const rd_kafka_topic_partition_list_t *part
  * a misbehaving query only makes the sampler late.  The handle is rebuilt
  * when the bootstrap moves.
  *
- * How late (session 13): librdkafka 2.0.2 waits for the ListOffsets answer
+ * How late (measured 2026-12-03): librdkafka 2.0.2 waits for the ListOffsets answer
  * without looking at the query's timeout, so a request queued for a broker
  * that went away ends only by socket.timeout.ms (60 s, then retried), and
  * the loop asked every registered partition in turn before it looked at
@@ -246,8 +246,8 @@ void cons_lag_sample(struct cons *c)
 			hi = q;     /* the sampler's: a held partition is not fetched */
 		if (hi < 0) {
 			/* no watermark for this partition yet (not fetched, not yet
-			 * answered to the sampler): keep its last value.  Until
-			 * session 12 this ended the whole sample and waited 10 s,
+			 * answered to the sampler): keep its last value.  Before
+			 * 2026-12-03 this ended the whole sample and waited 10 s,
 			 * so one such partition froze the lag of every other one
 			 * for 10 s -- as long as obs/lag's wait, a candidate cause
 			 * of its rare "lag did not grow: 2 then 2" under ASan */

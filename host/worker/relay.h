@@ -67,7 +67,7 @@ struct relay_unit {
 
 /*
  * Where a relay thread's wall time goes, summed per window and logged at
- * debug level ("outbox relay: time split", doc/performance.md "Relay (session 7)"):
+ * debug level ("outbox relay: time split", doc/performance.md "The relay: sharded, pipelined, its own commit rule"):
  * the leadership round, the batch reads, handing rows to the producer,
  * the marks (their UPDATE, then the published log lines), the pending
  * gauge, polling for delivery reports and sleeping; and per batch the

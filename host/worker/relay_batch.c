@@ -309,7 +309,8 @@ int relay_unit_reap(struct relay *r, struct relay_unit *u, int *done)
 		 * of every row published since the last vacuum; at each emptied
 		 * window (10-20 per second and relay thread under a trickle of
 		 * commits) that made the reads cost 16-25 us per row instead of
-		 * ~10 (doc/performance.md "Relay (session 8)"). */
+		 * ~10 (doc/performance.md "The relay:
+		 * sharded, pipelined, its own commit rule"). */
 		if (u->stalled || now - u->rewound_us >= r->rewind_us) {
 			if (relay_rclk && strcmp(u->cursor, "0"))
 				relay_rclk->rewinds++;
