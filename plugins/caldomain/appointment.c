@@ -445,11 +445,12 @@ int apt_book(const struct apt_book_req *b, int64_t now_us, const char **id_out)
 		return rc;
 	if ((rc = insert_appointment(b, slot, apt_id, ev_id, autoc, now, now_us, &row)) < 0)
 		return rc;
-	if ((rc = emit(APT_TOPIC_CREATED, "pin.calendar.appointment-created", row, 0,
+	if ((rc = emit(PC_TOPIC_APPOINTMENT_CREATED, "pin.calendar.appointment-created", row, 0,
 			payload_created(row, 0))) < 0)
 		return rc;
-	if (autoc && (rc = emit(APT_TOPIC_CONFIRMED, "pin.calendar.appointment-confirmed",
-			row, 0, payload_confirmed(row, 0))) < 0)
+	if (autoc && (rc = emit(PC_TOPIC_APPOINTMENT_CONFIRMED,
+			"pin.calendar.appointment-confirmed", row, 0,
+			payload_confirmed(row, 0))) < 0)
 		return rc;
 	pc_api->metric_add("pin_calendar_appointments_created_total",
 			autoc ? "auto_confirmed=\"true\"" : "auto_confirmed=\"false\"", 1);
@@ -524,7 +525,7 @@ static int end_row(const PGresult *locked, int row, const struct apt_end *x, int
 			x->cancel_reason ? x->cancel_reason : x->reason, now_us);
 	if (rc < 0)
 		return rc;
-	rc = emit(APT_TOPIC_CANCELLED, "pin.calendar.appointment-cancelled", upd, 0,
+	rc = emit(PC_TOPIC_APPOINTMENT_CANCELLED, "pin.calendar.appointment-cancelled", upd, 0,
 			payload_cancelled(upd, 0, x->reason));
 	if (rc < 0)
 		return rc;
@@ -560,7 +561,7 @@ int apt_confirm(const PGresult *locked, int64_t now_us)
 		return PIN_ERR_DB;
 	if (PQntuples(upd) != 1)
 		return PC_E_TRANSITION;
-	return emit(APT_TOPIC_CONFIRMED, "pin.calendar.appointment-confirmed", upd, 0,
+	return emit(PC_TOPIC_APPOINTMENT_CONFIRMED, "pin.calendar.appointment-confirmed", upd, 0,
 			payload_confirmed(upd, 0));
 }
 
@@ -591,7 +592,7 @@ int apt_complete(const PGresult *locked, const char *outcome, const char *note,
 	rc = event_cascade(PQgetvalue(locked, 0, APT_C_EVENT), "complete", NULL, now_us);
 	if (rc < 0)
 		return rc;
-	return emit(APT_TOPIC_COMPLETED, "pin.calendar.appointment-completed", upd, 0,
+	return emit(PC_TOPIC_APPOINTMENT_COMPLETED, "pin.calendar.appointment-completed", upd, 0,
 			payload_completed(upd, 0));
 }
 

@@ -22,9 +22,8 @@
 #include "sdk/sdk.h"
 #include "notify.h"
 
-#define GROUP "notifications-identity-users"
 
-static const char *const topics[] = { "pin.identity.users.v1", NULL };
+static const char *const topics[] = { PC_TOPIC_IDENTITY_USERS, NULL };
 
 
 static enum pin_consume_status fatal(struct pin_consume_result *res, const char *detail)
@@ -295,7 +294,7 @@ static enum pin_consume_status on_users(const struct pin_msg *const *msgs, size_
 
 int ntf_contacts_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { .group = GROUP, .topics = topics,
+	struct pin_consumer c = { .group = PC_GROUP_NTF_IDENTITY, .topics = topics,
 		.inbox_table = NTF_INBOX, .fn = on_user, .batch_fn = on_users };
 
 	return pc_register_consumer(reg, &c, "notify", err, errlen);

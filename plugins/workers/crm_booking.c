@@ -25,7 +25,6 @@
 #include "workers.h"
 #include "caldomain/crm.h"
 
-#define GROUP "calendar-crm-booking-events"
 #define CODE_INVALID "CAL_BOOKING_SYNC_INVALID_PAYLOAD"
 #define CODE_NO_REPLICA "CAL_BOOKING_SYNC_DEAL_REPLICA_NOT_FOUND"
 #define CODE_DB "CAL_BOOKING_SYNC_DB_ERROR"
@@ -35,11 +34,11 @@
 #define DLQ_METRIC "calendar_crm_booking_sync_dlq_total"
 #define DEADLINE_TZ "Europe/Moscow"     /* seed 004, assumption v1 */
 
-#define T_CREATED   "pin.crm.booking-created.v1"
-#define T_CONFIRMED "pin.crm.booking-confirmed.v1"
-#define T_PAID      "pin.crm.booking-paid.v1"
-#define T_EXPIRED   "pin.crm.booking-expired.v1"
-#define T_CANCELLED "pin.crm.booking-cancelled.v1"
+#define T_CREATED   PC_TOPIC_CRM_BOOKING_CREATED
+#define T_CONFIRMED PC_TOPIC_CRM_BOOKING_CONFIRMED
+#define T_PAID      PC_TOPIC_CRM_BOOKING_PAID
+#define T_EXPIRED   PC_TOPIC_CRM_BOOKING_EXPIRED
+#define T_CANCELLED PC_TOPIC_CRM_BOOKING_CANCELLED
 
 static const char *const topics[] = { T_CREATED, T_CONFIRMED, T_PAID, T_EXPIRED,
 	T_CANCELLED, NULL };
@@ -1022,7 +1021,7 @@ static enum pin_consume_status on_bookings(const struct pin_msg *const *msgs, si
 
 int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { .group = GROUP, .topics = topics,
+	struct pin_consumer c = { .group = PC_GROUP_CRM_BOOKING, .topics = topics,
 		.inbox_table = PC_INBOX_TABLE, .fn = on_booking,
 		/* [consume] its savepoint + the host's: 2 subxids a message, 32
 		 * stay within PostgreSQL's 64-per-backend subxid cache */

@@ -20,14 +20,13 @@
 #include "caldomain/schema.h"
 #include "workers.h"
 
-#define GROUP "calendar-crm-deal-events"
 #define CODE_INVALID "CAL_DEAL_SYNC_INVALID_PAYLOAD"
 #define CODE_DB "CAL_DEAL_SYNC_DB_ERROR"
 #define CLOSE_REASON "Сделка закрыта"   /* class Internal: never logged */
 
-#define T_CREATED "pin.crm.deal-created.v1"
-#define T_MEMBERS "pin.crm.deal-members-changed.v1"
-#define T_CLOSED  "pin.crm.deal-closed.v1"
+#define T_CREATED PC_TOPIC_CRM_DEAL_CREATED
+#define T_MEMBERS PC_TOPIC_CRM_DEAL_MEMBERS_CHANGED
+#define T_CLOSED  PC_TOPIC_CRM_DEAL_CLOSED
 
 static const char *const topics[] = { T_CREATED, T_MEMBERS, T_CLOSED, NULL };
 
@@ -257,7 +256,7 @@ static enum pin_consume_status on_deal(const struct pin_msg *msg,
 
 int wrk_crm_deal_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { .group = GROUP, .topics = topics,
+	struct pin_consumer c = { .group = PC_GROUP_CRM_DEAL, .topics = topics,
 		.inbox_table = PC_INBOX_TABLE, .fn = on_deal };
 
 	return pc_register_consumer(reg, &c, "workers", err, errlen);

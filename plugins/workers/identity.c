@@ -22,10 +22,9 @@
 #include "caldomain/schema.h"
 #include "workers.h"
 
-#define GROUP "calendar-identity-users"
 #define CODE_INVALID "CAL_IDENTITY_INVALID_PAYLOAD"
 
-static const char *const topics[] = { "pin.identity.users.v1", NULL };
+static const char *const topics[] = { PC_TOPIC_IDENTITY_USERS, NULL };
 
 static enum pin_consume_status fatal(struct pin_consume_result *res, const char *detail)
 {
@@ -210,7 +209,7 @@ static enum pin_consume_status on_users(const struct pin_msg *const *msgs, size_
 
 int wrk_identity_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { .group = GROUP, .topics = topics,
+	struct pin_consumer c = { .group = PC_GROUP_CAL_IDENTITY, .topics = topics,
 		.inbox_table = PC_INBOX_TABLE, .fn = on_user, .batch_fn = on_users };
 
 	return pc_register_consumer(reg, &c, "workers", err, errlen);

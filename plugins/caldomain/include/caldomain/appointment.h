@@ -46,11 +46,6 @@
 #define APT_E_STARTED           -51   /* 409 INVALID_STATUS_TRANSITION (already started) */
 #define APT_E_AGENT_UNAVAILABLE -52   /* 409 AGENT_UNAVAILABLE (replica not Active) */
 
-#define APT_TOPIC_CREATED    "pin.calendar.appointment-created.v1"
-#define APT_TOPIC_CONFIRMED  "pin.calendar.appointment-confirmed.v1"
-#define APT_TOPIC_CANCELLED  "pin.calendar.appointment-cancelled.v1"
-#define APT_TOPIC_COMPLETED  "pin.calendar.appointment-completed.v1"
-
 /*
  * Columns of an appointment row:  SELECT APT_COLS FROM calendar.appointments a
  * Instants are epoch microseconds (calendar.us).  Indexes: APT_C_*.

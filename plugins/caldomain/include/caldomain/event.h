@@ -121,14 +121,7 @@ json_object *pc_payload_event_rescheduled(const PGresult *res, int row);
 json_object *pc_payload_event_status_changed(const PGresult *res, int row,
 		const char *previous_status);
 
-#define PC_TOPIC_EVENT_CREATED        "pin.calendar.event-created.v1"
-#define PC_TOPIC_EVENT_RESCHEDULED    "pin.calendar.event-rescheduled.v1"
-#define PC_TOPIC_EVENT_STATUS_CHANGED "pin.calendar.event-status-changed.v1"
-#define PC_TOPIC_REMINDER_DUE         "pin.calendar.reminder-due.v1"
-
 /* ---- owner reassignment (event_owner.c) */
-
-#define PC_TOPIC_EVENT_OWNER_CHANGED  "pin.calendar.event-owner-changed.v1"
 
 /*
  * INV-CAL-8: moves a locked event (pc_event_lock) to owner_user_id and

@@ -18,5 +18,6 @@
 #include "sdk/batchjob.h"
 #include "sdk/purge.h"
 #include "sdk/jtext.h"
+#include "sdk/topics.h"
 
 #endif
