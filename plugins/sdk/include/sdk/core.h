@@ -16,6 +16,7 @@
  *   sdk/consume.h  consumer helpers (failures, contract versions)
  *   sdk/batchjob.h polling jobs in batches, lag gauges
  *   sdk/topics.h   every Kafka topic and consumer group, the one list
+ *   sdk/replica.h  the consumer skeleton of an identity replica
  *   sdk/sdk.h      all of the above
  *
  * Setup: a plugin calls pc_init(api) once, from its init; every SDK (and

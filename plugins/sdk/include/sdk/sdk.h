@@ -19,5 +19,6 @@
 #include "sdk/purge.h"
 #include "sdk/jtext.h"
 #include "sdk/topics.h"
+#include "sdk/replica.h"
 
 #endif
