@@ -379,27 +379,23 @@ void pc_event_jt(struct pc_jt *w, const PGresult *res, int row)
 
 json_object *pc_event_reminders_json(const char *event_id)
 {
+	static const struct pc_jfield f[] = {
+		{ "id", "id", PC_J_STR },
+		{ "offsetMinutes", "offset_minutes", PC_J_INT },
+		{ "dueAt", "due_us", PC_J_TIME },
+		{ "status", "status", PC_J_STR },
+		{ "sentAt", "sent_us", PC_J_TIME },
+	};
 	const char *params[1] = { event_id };
 	PGresult *res = pc_api->db_exec_prepared("pc_rem_list",
-		"SELECT id, offset_minutes, calendar.us(due_at), status, calendar.us(sent_at) "
+		"SELECT id, offset_minutes, calendar.us(due_at) AS due_us, status, "
+		"  calendar.us(sent_at) AS sent_us "
 		"FROM calendar.event_reminders WHERE calendar_event_id = $1 "
 		"ORDER BY due_at, id", 1, params);
-	json_object *arr;
-	int i;
 
 	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return NULL;
-	arr = json_object_new_array();
-	for (i = 0; i < PQntuples(res); i++) {
-		json_object *o = json_object_new_object();
-		pc_json_col(o, "id", res, i, 0);
-		pc_json_col_int(o, "offsetMinutes", res, i, 1);
-		pc_json_col_time(o, "dueAt", res, i, 2);
-		pc_json_col(o, "status", res, i, 3);
-		pc_json_col_time(o, "sentAt", res, i, 4);
-		json_object_array_add(arr, o);
-	}
-	return arr;
+	return pc_colmap_array(f, PC_NFIELDS(f), res);
 }
 
 /* Payloads: camelCase of events.md, nulls present, no PII (no title,

@@ -11,6 +11,7 @@
  *   sdk/etag.h     If-Match
  *   sdk/idem.h     Idempotency-Key
  *   sdk/pg.h       libpq result helpers, JSON output of columns
+ *   sdk/colmap.h   a row as a JSON object by column names
  *   sdk/publish.h  the outbox put helper
  *   sdk/reg.h      registration of route tables and consumers
  *   sdk/consume.h  consumer helpers (failures, contract versions)

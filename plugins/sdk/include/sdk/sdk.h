@@ -20,5 +20,6 @@
 #include "sdk/jtext.h"
 #include "sdk/topics.h"
 #include "sdk/replica.h"
+#include "sdk/colmap.h"
 
 #endif
