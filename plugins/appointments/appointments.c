@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "http.h"
+#include "caldomain/schema.h"
 
 /* Domain refusals answered with a plain problem (apt_fail). */
 static const struct apt_problem {
@@ -189,6 +190,10 @@ static int apt_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
 	pc_init(api);
+	if (pc_idem_table(PC_IDEM_TABLE) < 0) {
+		snprintf(err, errlen, "appointments: bad idempotency store name");
+		return PIN_ERR;
+	}
 	return pc_register_routes(reg, routes, sizeof(routes) / sizeof(routes[0]),
 			"appointments", err, errlen);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "sdk/sdk.h"
 #include "slots.h"
+#include "caldomain/schema.h"
 
 
 static const struct pc_jfield slot_fields[] = {
@@ -95,6 +96,10 @@ static int slot_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
 	pc_init(api);
+	if (pc_idem_table(PC_IDEM_TABLE) < 0) {
+		snprintf(err, errlen, "slots: bad idempotency store name");
+		return PIN_ERR;
+	}
 	if (pc_register_routes(reg, routes, sizeof(routes) / sizeof(routes[0]),
 			"slots", err, errlen) < 0)
 		return PIN_ERR;
