@@ -30,7 +30,7 @@ static int cal_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
 	pc_init(api);
-	if (pc_idem_table(PC_IDEM_TABLE) < 0) {
+	if (pc_idem_table(CD_IDEM_TABLE) < 0) {
 		snprintf(err, errlen, "calendar: bad idempotency store name");
 		return PIN_ERR;
 	}

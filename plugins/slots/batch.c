@@ -339,7 +339,7 @@ static int agent_gate(struct pin_req *r, const char *owner)
 {
 	int rc, active;
 
-	if ((rc = cal_agent_active(owner, &active)) < 0)
+	if ((rc = cd_agent_active(owner, &active)) < 0)
 		return rc;
 	if (active)
 		return 0;
@@ -498,7 +498,7 @@ static int owner_lock(struct pin_req *r, const char *owner)
 {
 	int rc;
 
-	if ((rc = cal_agent_slots_lock(owner)) < 0)
+	if ((rc = cd_agent_slots_lock(owner)) < 0)
 		return rc;
 	return agent_gate(r, owner);
 }

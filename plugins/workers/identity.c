@@ -10,7 +10,7 @@
  * Departure (issue 12): an applied message whose status is not Active
  * archives the agent's Available slots and declines the Pending
  * appointments (reason AgentUnavailable) in the same transaction
- * (caldomain/agent.h cal_agent_depart).  Confirmed appointments stay.  A
+ * (caldomain/agent.h cd_agent_depart).  Confirmed appointments stay.  A
  * later Active message only lets the agent publish again: nothing is
  * restored. */
 #include "config.h"
@@ -30,15 +30,15 @@ static enum pin_consume_status fatal(struct pin_consume_result *res, const char 
 	return pc_consume_fail(NULL, res, PIN_CONSUME_FATAL, CODE_INVALID, detail, NULL);
 }
 
-/* The replica now says the agent is gone: the cascade of cal_agent_depart in
+/* The replica now says the agent is gone: the cascade of cd_agent_depart in
  * the message's transaction.  Logs ids and counts only. */
 static enum pin_consume_status depart(const struct pin_msg *msg,
 		struct pin_consume_result *res, const char *user_id)
 {
-	struct cal_agent_departure d;
+	struct cd_agent_departure d;
 	int rc;
 
-	rc = cal_agent_depart(user_id, pc_api->now_us(), &d);
+	rc = cd_agent_depart(user_id, pc_api->now_us(), &d);
 	if (rc < 0)
 		return pc_consume_fail(NULL, res, PIN_CONSUME_RETRY, "CAL_IDENTITY_DB_ERROR",
 				"departure cascade failed", NULL);
@@ -102,7 +102,7 @@ static enum pin_consume_status applied(const struct pin_msg *msg,
 static struct pc_replica replica = {
 	.plugin = "workers",
 	.group = PC_GROUP_CAL_IDENTITY,
-	.inbox_table = PC_INBOX_TABLE,
+	.inbox_table = CD_INBOX_TABLE,
 	.table = "calendar.user_replicas",
 	.cols = { "display_name", "avatar_url", "status", NULL },
 	.has_created_at = 1,
