@@ -190,10 +190,8 @@ static int apt_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
 	pc_init(api);
-	if (pc_idem_table(CD_IDEM_TABLE) < 0) {
-		snprintf(err, errlen, "appointments: bad idempotency store name");
+	if (pc_idem_table(CD_IDEM_TABLE, err, errlen) < 0)
 		return PIN_ERR;
-	}
 	return pc_register_routes(reg, routes, sizeof(routes) / sizeof(routes[0]),
 			"appointments", err, errlen);
 }

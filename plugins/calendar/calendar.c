@@ -30,10 +30,8 @@ static int cal_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
 	pc_init(api);
-	if (pc_idem_table(CD_IDEM_TABLE) < 0) {
-		snprintf(err, errlen, "calendar: bad idempotency store name");
+	if (pc_idem_table(CD_IDEM_TABLE, err, errlen) < 0)
 		return PIN_ERR;
-	}
 	return pc_register_routes(reg, cal_routes, sizeof(cal_routes) / sizeof(cal_routes[0]),
 			"calendar", err, errlen);
 }

@@ -17,13 +17,15 @@ static struct {
 	int named;
 } idem;
 
-int pc_idem_table(const char *table)
+int pc_idem_table(const char *table, char *err, size_t errlen)
 {
 	size_t n = table ? strlen(table) : 0;
 	int w = 0;
 
-	if (n == 0 || strspn(table, "abcdefghijklmnopqrstuvwxyz0123456789_.") != n)
+	if (n == 0 || strspn(table, "abcdefghijklmnopqrstuvwxyz0123456789_.") != n) {
+		snprintf(err, errlen, "idempotency: bad key store name");
 		return PIN_ERR;
+	}
 	/* Claim the key.  A row older than 24 h is expired and taken over; a
 	 * concurrent claim waits on the unique index until we commit. */
 	w |= snprintf(idem.claim, sizeof(idem.claim),
@@ -52,6 +54,8 @@ int pc_idem_table(const char *table)
 	w |= snprintf(idem.store_name, sizeof(idem.store_name), "pc_idem_store:%s", table)
 		>= (int)sizeof(idem.store_name);
 	idem.named = !w;
+	if (w)
+		snprintf(err, errlen, "idempotency: key store name too long");
 	return w ? PIN_ERR : 0;
 }
 

@@ -96,10 +96,8 @@ static int slot_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
 	pc_init(api);
-	if (pc_idem_table(CD_IDEM_TABLE) < 0) {
-		snprintf(err, errlen, "slots: bad idempotency store name");
+	if (pc_idem_table(CD_IDEM_TABLE, err, errlen) < 0)
 		return PIN_ERR;
-	}
 	if (pc_register_routes(reg, routes, sizeof(routes) / sizeof(routes[0]),
 			"slots", err, errlen) < 0)
 		return PIN_ERR;

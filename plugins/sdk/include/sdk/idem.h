@@ -9,7 +9,7 @@
  * the plugin's schema holds the first successful response for 24 h.  The
  * SDK owns no table: the plugin names its store once, in init:
  *
- *     pc_idem_table("calendar.idempotency_keys");
+ *     pc_idem_table("calendar.idempotency_keys", err, errlen);
  *
  * (columns caller, tenant_id, key, request_hash, status, response_body,
  * location, created_at; unique (caller, tenant_id, key): the calendar
@@ -34,8 +34,8 @@
  */
 /* Names the key store (schema-qualified, [a-z0-9_.]) of this plugin's
  * writes and makes its statements.  Init only (not thread-safe).  0, or
- * PIN_ERR for a name that is not one. */
-int pc_idem_table(const char *table);
+ * PIN_ERR with the reason in err for a name that is not one. */
+int pc_idem_table(const char *table, char *err, size_t errlen);
 
 struct pc_idem {
 	const char *caller;     /* principal sub */
