@@ -2,6 +2,7 @@
  * read-only agency / PIN manager views. */
 #include "config.h"
 #include "calendar.h"
+#include "caldomain/schema.h"
 
 #define AGENT (PIN_ACTOR_AGENT | PIN_ACTOR_CONSULTANT)
 #define EV "/api/v1/agent/calendar/events"
@@ -31,6 +32,8 @@ static int cal_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
 	pc_init(api);
+	if (pc_idem_table(CD_IDEM_TABLE, err, errlen) < 0)
+		return PIN_ERR;
 	return pc_register_routes(reg, cal_routes, sizeof(cal_routes) / sizeof(cal_routes[0]),
 			"calendar", err, errlen);
 }
