@@ -542,6 +542,10 @@ START_TEST(connection_cap_refuses_the_next_and_counts_it)
 	struct h_resp *r;
 
 	host_start_with(kv);
+	/* the start's own probe connection is gone: only the asking one */
+	ck_assert_msg(H_WAIT_UNTIL(metric("pin_api_connections") == 1, 5000),
+			"%g connections open at start", metric("pin_api_connections"));
+	h_sleep_ms(200);                          /* the asking one is gone too */
 	for (int i = 0; i < 6; i++)
 		idle[i] = must_connect();
 	h_sleep_ms(500);                          /* accepted (or refused) by now */
