@@ -93,7 +93,8 @@ static void usage(FILE *f)
 	      "  --sql-dir DIR          migrations (default " PIN_SQL_DIR ")\n"
 	      "  --pid-file FILE        write the pid\n"
 	      "  --log-level L          debug|info|warn|error\n"
-	      "  --list-routes          load --plugins, print METHOD PATH per route, exit\n"
+	      "  --list-routes          load --plugins, print METHOD PATH and who may call it\n"
+	      "                         (actors, permission, tenant) per route, exit\n"
 	      "  --check-plugin FILE.so load one plugin, print what it registers, exit\n"
 	      "  --check-config         check the configuration (file, environment,\n"
 	      "                         flags) against the declared keys, exit 0 or 1;\n"
@@ -192,6 +193,24 @@ static int level_of(const char *s)
 	if (!strcmp(s, "error"))
 		return PIN_LOG_ERROR;
 	return PIN_LOG_INFO;
+}
+
+/* --list-routes: "METHOD PATH" then, tab-separated, who may call it (the
+ * contract check compares them with x-actors, x-permission and
+ * x-requires-tenant of api/openapi.yaml) */
+static void print_route(const struct pin_route *r)
+{
+	static const char *const names[] = { "agent", "consultant", "agency_head",
+		"pin_manager", "investor" };
+	char actors[80] = "";
+
+	for (size_t b = 0; b < sizeof names / sizeof names[0]; b++)
+		if (r->actors & pin_actor_bit(names[b]))
+			snprintf(actors + strlen(actors), sizeof actors - strlen(actors), "%s%s",
+				actors[0] ? "," : "", names[b]);
+	printf("%s %s\tactors=%s\tpermission=%s\ttenant=%s\n", r->method, r->pattern,
+		actors[0] ? actors : "public", r->permission ? r->permission : "-",
+		r->require_tenant ? "yes" : "no");
 }
 
 int main(int argc, char **argv)
@@ -362,7 +381,7 @@ int main(int argc, char **argv)
 		rc = pin_plugins_load(pin_config_str("plugins"),
 			pin_config_str("plugin_dir")) == 0 ? 0 : 1;
 		for (size_t i = 0; rc == 0 && i < pin_reg.nroutes; i++)
-			printf("%s %s\n", pin_reg.routes[i].r.method, pin_reg.routes[i].r.pattern);
+			print_route(&pin_reg.routes[i].r);
 		pin_plugins_unload();
 		goto out_db;
 	}

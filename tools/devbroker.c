@@ -33,37 +33,21 @@
 #include <unistd.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
+#include "sdk/topics.h"
 
+/* The contract topics, the dev and test topics and the dead-letter topic
+ * of every consumer group: the one list of sdk/topics.h. */
+#define TOPIC(t) t,
+#define DLQ(g) PC_DLQ(g),
 static const char *const default_topics[] = {
-	"pin.calendar.event-created.v1",
-	"pin.calendar.event-rescheduled.v1",
-	"pin.calendar.event-status-changed.v1",
-	"pin.calendar.event-owner-changed.v1",
-	"pin.calendar.appointment-created.v1",
-	"pin.calendar.appointment-confirmed.v1",
-	"pin.calendar.appointment-cancelled.v1",
-	"pin.calendar.appointment-completed.v1",
-	"pin.calendar.reminder-due.v1",
-	"pin.crm.booking-created.v1",
-	"pin.crm.booking-confirmed.v1",
-	"pin.crm.booking-paid.v1",
-	"pin.crm.booking-expired.v1",
-	"pin.crm.booking-cancelled.v1",
-	"pin.crm.deal-created.v1",
-	"pin.crm.deal-members-changed.v1",
-	"pin.crm.deal-closed.v1",
-	"pin.identity.users.v1",
-	"pin.notifications.dispatched.v1",
-	"pin.test.events.v1",
-	"pin.bench.relay.v1",          /* ./dev bench relay; nobody consumes it */
-	"calendar-crm-booking-events.dlq",
-	"calendar-crm-deal-events.dlq",
-	"calendar-identity-users.dlq",
-	"notifications-calendar-events.dlq",
-	"notifications-identity-users.dlq",
-	"test-consumer.dlq",
+	PC_TOPICS(TOPIC)
+	PC_DEV_TOPICS(TOPIC)
+	PC_GROUPS(DLQ)
+	PC_DEV_GROUPS(DLQ)
 	NULL
 };
+#undef TOPIC
+#undef DLQ
 
 static void usage(FILE *f)
 {

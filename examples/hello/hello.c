@@ -9,6 +9,8 @@
  *   sudo make install   # into $(pkg-config --variable=plugindir pin-plugin)
  * then add "hello" to `plugins` in /etc/pin-calendar/api.conf and restart
  * pin-host-api@api. */
+#include <stdio.h>
+
 #include <pin/plugin.h>
 
 static const struct pin_host_api *api;
@@ -37,10 +39,12 @@ static int hello_init(const struct pin_host_api *host, struct pin_registrar *reg
 		.fn = hello_get,
 	};
 
-	(void)err;
-	(void)errlen;
 	api = host;
-	return reg->route(reg, &r) < 0 ? -1 : 0;
+	if (reg->route(reg, &r) < 0) {   /* e.g. another plugin has this route */
+		snprintf(err, errlen, "route GET %s refused", r.pattern);
+		return -1;
+	}
+	return 0;
 }
 
 /* The keys this plugin reads: read by the host from the descriptor before

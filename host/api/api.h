@@ -1,6 +1,6 @@
-/* api.h -- the API side of pin-host: the request pipeline (fcgi.c), the
- * libfcgi server and the event-loop server (fcgi_loop.c), JWT verification
- * (auth.c).  Built on the core (core.h); the worker side is not visible. */
+/* api.h -- the API side of pin-host: the request pipeline (request.c), the
+ * libfcgi server (fcgi.c) and the event-loop server (fcgi_loop.c), JWT
+ * verification (auth.c).  Built on the core (core.h); the worker side is not visible. */
 #ifndef PIN_API_H
 #define PIN_API_H
 
@@ -25,9 +25,23 @@ int pin_auth_verify(const char *authorization, struct pin_auth_principal *out,
 		char *err, size_t errlen);
 void pin_auth_principal_clear(struct pin_auth_principal *p);
 unsigned pin_actor_bit(const char *actor);
+/* The realm of the WWW-Authenticate challenge (api/openapi.yaml). */
+#define PIN_AUTH_REALM "pin-calendar"
+/* The WWW-Authenticate value of a 401 (RFC 6750 3) into out: authorization
+ * the request's header (NULL: none), err the reason pin_auth_verify gave
+ * (NULL: none). */
+void pin_auth_challenge(const char *authorization, const char *err, char *out,
+		size_t outlen);
 
-/* ---- fcgi.c: API mode ---------------------------------------------------- */
+/* ---- fcgi.c: API mode: size, listen, run the server ---------------------- */
 int pin_api_run(const char *listen, int threads);     /* until SIGTERM */
+
+/* ---- request.c: the request pipeline -------------------------------------- */
+/* the database gate: at most cap requests at the database when threads
+ * workers could bring more (true: the gate is on); closed when no thread
+ * holds a slot */
+bool pin_api_gate_open(long long cap, int threads);
+void pin_api_gate_close(void);
 /* One FastCGI request as the pipeline sees it, whichever server read it
  * (api_server: loop = fcgi_loop.c, threads = libfcgi). */
 struct pin_fcgi_io {
@@ -43,12 +57,12 @@ struct pin_fcgi_io {
 			     * kept only that much): 413 whatever
 			     * Content-Length says */
 };
-void pin_fcgi_handle(const struct pin_fcgi_io *io);   /* fcgi.c */
+void pin_fcgi_handle(const struct pin_fcgi_io *io);   /* request.c */
 /* fcgi_loop.c: serves listen_fd until pin_wait_stop returns, each whole
  * request run by handle in one of `workers` threads */
 int pin_fcgi_loop_run(int listen_fd, int workers,
 		void (*handle)(const struct pin_fcgi_io *io));
-/* request accessors behind the api table (fcgi.c) */
+/* request accessors behind the api table (request.c) */
 const char *pin_req_method(struct pin_req *r);
 const char *pin_req_path(struct pin_req *r);
 const char *pin_req_param(struct pin_req *r, const char *name);

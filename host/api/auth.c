@@ -551,3 +551,44 @@ out:
 	free(sig);
 	return ret;
 }
+
+/* ---- challenge ---------------------------------------------------------- */
+
+/*
+ * RFC 6750 section 3: every 401 names the scheme and realm; a request that
+ * sent no bearer credentials (no Authorization header, or another scheme)
+ * gets no error attribute, an empty bearer token is error="invalid_request",
+ * any other refused token error="invalid_token" with the reason of
+ * pin_auth_verify as error_description (its reasons are fixed texts; a
+ * character outside the attribute's set, RFC 6750 3: %x20-21 / %x23-5B /
+ * %x5D-7E, is replaced by a space).
+ */
+void pin_auth_challenge(const char *authorization, const char *err, char *out,
+		size_t outlen)
+{
+	const char *tok, *error;
+	char desc[160];
+	size_t i;
+
+	if (!outlen)
+		return;
+	if (!authorization || strncasecmp(authorization, "Bearer", 6) != 0 ||
+	    (authorization[6] != ' ' && authorization[6] != '\0')) {
+		snprintf(out, outlen, "Bearer realm=\"%s\"", PIN_AUTH_REALM);
+		return;
+	}
+	tok = authorization + 6;
+	while (*tok == ' ' || *tok == '\t')
+		tok++;
+	error = *tok ? "invalid_token" : "invalid_request";
+	for (i = 0; err && err[i] && i < sizeof desc - 1; i++)
+		desc[i] = (err[i] < 0x20 || err[i] > 0x7e || err[i] == '"' ||
+			err[i] == '\\') ? ' ' : err[i];
+	desc[i] = '\0';
+	if (desc[0])
+		snprintf(out, outlen, "Bearer realm=\"%s\", error=\"%s\", "
+			"error_description=\"%s\"", PIN_AUTH_REALM, error, desc);
+	else
+		snprintf(out, outlen, "Bearer realm=\"%s\", error=\"%s\"",
+			PIN_AUTH_REALM, error);
+}

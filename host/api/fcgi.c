@@ -1,773 +1,24 @@
-/* fcgi.c -- API mode: the request pipeline (route, auth, body, handler with
- * its database slot, response) and the servers that feed it.
- * api_server = loop (default): fcgi_loop.c, an epoll I/O thread + `threads`
- * workers.  api_server = threads: libfcgi's threaded responder, FCGX_Init
- * once; per thread FCGX_InitRequest / FCGX_Accept_r / FCGX_Finish_r (fcgi2
- * examples/threaded.c), one thread per kept-alive nginx connection.  Both
- * listen on FCGX_OpenSocket's socket.  SIGTERM: no new connections, the
- * requests in hand finish, the threads return. */
+/* fcgi.c -- API mode: the servers that feed the request pipeline
+ * (request.c).  api_server = loop (default): fcgi_loop.c, an epoll I/O
+ * thread + `threads` workers.  api_server = threads: libfcgi's threaded
+ * responder, FCGX_Init once; per thread FCGX_InitRequest / FCGX_Accept_r /
+ * FCGX_Finish_r (fcgi2 examples/threaded.c), one thread per kept-alive
+ * nginx connection.  Both listen on FCGX_OpenSocket's socket.  SIGTERM: no
+ * new connections, the requests in hand finish, the threads return. */
 #include "config.h"
-#include <ctype.h>
 #include <errno.h>
 #include <fcgiapp.h>
 #include <pthread.h>
-#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include "api.h"
 
-#define MAX_HEADERS 8
-#define DRAIN_MAX (1024 * 1024)
-#define TX_ATTEMPTS 3
-
-struct kvp {
-	char *k, *v;
-};
-
-struct pin_req {
-	const struct pin_fcgi_io *io;
-	const char *method;
-	const char *path;
-	const char *trace;
-	struct pin_match match;
-	json_object *body;
-	struct pin_principal principal;
-	bool has_principal;
-	/* query, parsed lazily (arena) */
-	bool query_parsed;
-	bool query_bad;             /* a pair that does not decode (bad %, %00, not UTF-8) */
-	struct kvp *query;
-	size_t nquery;
-	/* response */
-	bool responded;
-	int status;
-	const char *content_type;
-	const char *resp_body;    /* arena (or a json object the arena keeps) */
-	size_t resp_len;
-	struct kvp headers[MAX_HEADERS];
-	int nheaders;
-};
-
 static int listen_fd = -1;
-
-/* The cap on requests doing database work at once (config `db_concurrency`,
- * default 2 x cores).  Measured (doc/performance.md "Where the time goes"):
- * with 64 threads each
- * driving its own PostgreSQL backend on 2 cores, throughput fell and p99 grew
- * as more requests reached the database together; past the cap, requests
- * wait here, in the host, instead of in the kernel's run queue.
- *
- * The wait is first come, first served: a released slot is handed to the
- * oldest waiter (each waits on its own semaphore).  A counting
- * semaphore lets a thread that arrives just then take the slot before the
- * woken waiter runs, and that waiter queues again: on a loaded machine that
- * is a request waiting several rounds, the p99 of issue 13.
- *
- * The waiter sleeps on its own semaphore, posted after the gate's mutex is
- * released.  A condition variable had to be signalled under the mutex (the
- * waiter lives on its own stack), and the woken waiter then blocked again
- * on that mutex: one more sleep and wake-up per queued request (doc/performance.md
- * "Read paths (session 6)").  glibc's sem_post may still be returning when
- * the waiter has seen the post and left (its frame gone): glibc supports
- * that (sem_destroy right after sem_wait returns). */
-struct gate_waiter {
-	sem_t handed;            /* posted once slot is set */
-	int slot;
-	struct gate_waiter *next;
-};
-
-/* Each slot has its own PostgreSQL connection (pin_db_slot_use): a request
- * uses the connection of the slot it holds.  Free slots are a stack, the
- * slot released last (its backend's caches warmest) is taken first. */
-static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
-static int *gate_free;                       /* stack of free slots */
-static int gate_nfree;
-static struct gate_waiter *gate_head, *gate_tail;
-static bool db_capped;
-
-static void db_slot_take(void)
-{
-	struct gate_waiter w;
-
-	if (!db_capped)
-		return;
-	pthread_mutex_lock(&gate_mu);
-	if (gate_nfree > 0 && !gate_head) {
-		w.slot = gate_free[--gate_nfree];
-		pthread_mutex_unlock(&gate_mu);
-		pin_db_slot_use(w.slot);
-		return;
-	}
-	sem_init(&w.handed, 0, 0);
-	w.slot = -1;
-	w.next = NULL;
-	if (gate_tail)
-		gate_tail->next = &w;
-	else
-		gate_head = &w;
-	gate_tail = &w;
-	pthread_mutex_unlock(&gate_mu);
-	while (sem_wait(&w.handed) != 0)
-		;                        /* EINTR (SIGUSR1 of the drain) */
-	sem_destroy(&w.handed);
-	pin_db_slot_use(w.slot);
-}
-
-static void db_slot_give(void)
-{
-	struct gate_waiter *w;
-	int slot = pin_db_slot_current();
-
-	if (!db_capped)
-		return;
-	pin_db_slot_use(-1);
-	pthread_mutex_lock(&gate_mu);
-	w = gate_head;
-	if (w) {
-		/* hand the slot over: it never becomes free in between */
-		gate_head = w->next;
-		if (!gate_head)
-			gate_tail = NULL;
-		w->slot = slot;
-	} else {
-		gate_free[gate_nfree++] = slot;
-	}
-	pthread_mutex_unlock(&gate_mu);
-	if (w)
-		sem_post(&w->handed);   /* w may be gone once this returns */
-}
-
-/* no thread holds a slot */
-static void gate_close(void)
-{
-	if (db_capped)
-		pin_db_pool_close();
-	db_capped = false;
-	free(gate_free);
-	gate_free = NULL;
-	gate_nfree = 0;
-}
-
-/* ---- accessors --------------------------------------------------------- */
-
-static const char *r_param(struct pin_req *r, const char *name)
-{
-	return r->io->param(r->io->h, name);
-}
-
-const char *pin_req_method(struct pin_req *r) { return r->method; }
-const char *pin_req_path(struct pin_req *r) { return r->path; }
-json_object *pin_req_body(struct pin_req *r) { return r->body; }
-const char *pin_req_trace_id(struct pin_req *r) { return r->trace; }
-
-const struct pin_principal *pin_req_principal(struct pin_req *r)
-{
-	return r->has_principal ? &r->principal : NULL;
-}
-
-const char *pin_req_param(struct pin_req *r, const char *name)
-{
-	for (int i = 0; i < r->match.nparams; i++) {
-		const char *n = r->match.names[i];   /* "{id}" */
-		size_t l = strlen(name);
-		if (strlen(n) == l + 2 && strncmp(n + 1, name, l) == 0)
-			return r->match.values[i];
-	}
-	return NULL;
-}
-
-static void parse_query(struct pin_req *r)
-{
-	const char *qs = r->io ? r_param(r, "QUERY_STRING") : NULL;
-	size_t cap = 0;
-
-	r->query_parsed = true;
-	if (!qs || !*qs)
-		return;
-	for (const char *p = qs; *p; p++)
-		if (*p == '&')
-			cap++;
-	cap++;
-	r->query = pin_arena_alloc(cap * sizeof *r->query);
-	if (!r->query)
-		return;
-	const char *p = qs;
-	while (*p && r->nquery < cap) {
-		const char *amp = strchr(p, '&');
-		size_t len = amp ? (size_t)(amp - p) : strlen(p);
-		const char *eq = memchr(p, '=', len);
-		size_t kl = eq ? (size_t)(eq - p) : len;
-		char *k = pin_url_decode(p, kl);
-		char *v = eq ? pin_url_decode(eq + 1, len - kl - 1) : strdup("");
-		if (!k || !v || !pin_utf8_valid(k, strlen(k)) || !pin_utf8_valid(v, strlen(v)))
-			r->query_bad = true;
-		else if (*k) {
-			r->query[r->nquery].k = pin_arena_strdup(k);
-			r->query[r->nquery].v = pin_arena_strdup(v);
-			r->nquery++;
-		}
-		free(k);
-		free(v);
-		if (!amp)
-			break;
-		p = amp + 1;
-	}
-}
-
-const char *pin_req_query(struct pin_req *r, const char *name)
-{
-	if (!r->query_parsed)
-		parse_query(r);
-	for (size_t i = 0; i < r->nquery; i++)
-		if (strcmp(r->query[i].k, name) == 0)
-			return r->query[i].v;
-	return NULL;
-}
-
-const char *pin_req_header(struct pin_req *r, const char *name)
-{
-	char env[128] = "HTTP_";
-	size_t i;
-
-	if (!r->io)
-		return NULL;
-	if (!strcasecmp(name, "Content-Type"))
-		return r_param(r, "CONTENT_TYPE");
-	if (!strcasecmp(name, "Content-Length"))
-		return r_param(r, "CONTENT_LENGTH");
-	for (i = 0; name[i] && i + 6 < sizeof env; i++)
-		env[5 + i] = name[i] == '-' ? '_' : (char)toupper((unsigned char)name[i]);
-	env[5 + i] = '\0';
-	return r_param(r, env);
-}
-
-/* ---- responses ------------------------------------------------------------ */
-
-int pin_set_header(struct pin_req *r, const char *name, const char *value)
-{
-	if (r->nheaders == MAX_HEADERS || !name || !value ||
-	    strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
-		return PIN_ERR;
-	r->headers[r->nheaders].k = pin_arena_strdup(name);
-	r->headers[r->nheaders].v = pin_arena_strdup(value);
-	r->nheaders++;
-	return 0;
-}
-
-int pin_respond_json(struct pin_req *r, int status, json_object *body)
-{
-	size_t len = 0;
-	const char *s;
-
-	if (r->responded) {
-		json_object_put(body);
-		return PIN_ERR;
-	}
-	/* the text lives in body's print buffer: the arena keeps body (and so
-	 * the text) until the response is written, no copy (issue 13) */
-	s = body ? json_object_to_json_string_length(body, JSON_C_TO_STRING_PLAIN |
-			JSON_C_TO_STRING_NOSLASHESCAPE, &len) : "";
-	if (!s) {
-		s = "";
-		len = 0;
-	}
-	r->resp_body = s;
-	r->resp_len = len;
-	pin_arena_track_json(body);
-	r->status = status;
-	r->content_type = "application/json";
-	r->responded = true;
-	return 0;
-}
-
-int pin_respond_json_text(struct pin_req *r, int status, char *text, size_t len)
-{
-	if (!text)
-		return PIN_ERR;
-	/* the arena frees the text after the response is written */
-	if (r->responded || pin_arena_track_free(text) < 0) {
-		free(text);
-		return PIN_ERR;
-	}
-	r->resp_body = text;
-	r->resp_len = len;
-	r->status = status;
-	r->content_type = "application/json";
-	r->responded = true;
-	return 0;
-}
-
-int pin_respond_problem(struct pin_req *r, int status, const char *code,
-		const char *detail, json_object *errors)
-{
-	char *s;
-
-	if (r->responded) {
-		json_object_put(errors);
-		return PIN_ERR;
-	}
-	s = pin_problem_body(status, code, detail, r->trace, errors);
-	json_object_put(errors);
-	if (!s)
-		return PIN_ERR;
-	r->resp_body = pin_arena_strdup(s);
-	r->resp_len = strlen(s);
-	free(s);
-	r->status = status;
-	r->content_type = "application/problem+json";
-	r->responded = true;
-	if (status >= 500)
-		pin_log(PIN_LOG_WARN, "request failed", "code", code, "path", r->path,
-			NULL);
-	return 0;
-}
-
-static void respond_text(struct pin_req *r, int status, const char *ctype,
-		const char *body)
-{
-	r->status = status;
-	r->content_type = ctype;
-	r->resp_body = pin_arena_strdup(body);
-	r->resp_len = strlen(body);
-	r->responded = true;
-}
-
-static void write_response(struct pin_req *r)
-{
-	char head[4096];
-	int n;
-
-	n = snprintf(head, sizeof head, "Status: %d %s\r\nContent-Type: %s\r\n"
-		"Content-Length: %zu\r\nX-Request-Id: %s\r\n%s%s%s%s",
-		r->status, pin_status_title(r->status), r->content_type,
-		r->resp_len, r->trace, r->status == 503 ? "Retry-After: 1\r\n" : "",
-		pin_traceparent_get() ? "traceparent: " : "",
-		pin_traceparent_get() ? pin_traceparent_get() : "",
-		pin_traceparent_get() ? "\r\n" : "");
-	for (int i = 0; i < r->nheaders && n > 0 && (size_t)n < sizeof head; i++)
-		n += snprintf(head + n, sizeof head - (size_t)n, "%s: %s\r\n",
-			r->headers[i].k, r->headers[i].v);
-	if (n < 0 || (size_t)n >= sizeof head - 2) {
-		/* headers too big: a complete, empty 500 instead */
-		pin_log(PIN_LOG_ERROR, "response headers too large", "path", r->path, NULL);
-		n = snprintf(head, sizeof head, "Status: 500 Internal Server Error\r\n"
-			"Content-Length: 0\r\nX-Request-Id: %s\r\n\r\n", r->trace);
-		r->status = 500;
-		r->resp_len = 0;
-	} else {
-		n += snprintf(head + n, sizeof head - (size_t)n, "\r\n");
-	}
-	r->io->write(r->io->h, head, (size_t)n, r->resp_body,
-		strcmp(r->method, "HEAD") != 0 ? r->resp_len : 0);
-}
-
-/* ---- pipeline --------------------------------------------------------------- */
-
-static void drain(struct pin_req *r)
-{
-	char buf[8192];
-	size_t total = 0;
-	int n;
-
-	while (total < DRAIN_MAX && (n = r->io->read(r->io->h, buf, sizeof buf)) > 0)
-		total += (size_t)n;
-}
-
-static bool json_content_type(const char *ct)
-{
-	size_t l = strlen("application/json");
-
-	if (!ct)
-		return false;
-	while (*ct == ' ')
-		ct++;
-	return strncasecmp(ct, "application/json", l) == 0 &&
-		(ct[l] == '\0' || ct[l] == ';' || ct[l] == ' ');
-}
-
-/* Reads the body into an arena buffer: 1 read (*out, *len), 0 no body,
- * -1 an error response was set. */
-static int read_raw(struct pin_req *r, char **out, size_t *len)
-{
-	const char *cl = r_param(r, "CONTENT_LENGTH");
-	char *end, *buf;
-	long long n;
-	int got = 0;
-
-	if (r->io->body_over) {
-		/* more STDIN than a body may hold, with or without (or
-		 * against) Content-Length: never handed to the route */
-		pin_respond_problem(r, 413, "PAYLOAD_TOO_LARGE",
-			"request body is larger than 64 KiB", NULL);
-		return -1;
-	}
-	if (!cl || !*cl)
-		return 0;
-	errno = 0;
-	n = strtoll(cl, &end, 10);
-	if (errno || *end || n < 0) {
-		pin_respond_problem(r, 400, "MALFORMED_REQUEST", "bad Content-Length", NULL);
-		return -1;
-	}
-	if (n == 0)
-		return 0;
-	if (n > PIN_MAX_BODY) {
-		drain(r);
-		pin_respond_problem(r, 413, "PAYLOAD_TOO_LARGE",
-			"request body is larger than 64 KiB", NULL);
-		return -1;
-	}
-	if (!json_content_type(r_param(r, "CONTENT_TYPE"))) {
-		drain(r);
-		pin_respond_problem(r, 400, "MALFORMED_REQUEST",
-			"request body must be application/json", NULL);
-		return -1;
-	}
-	buf = pin_arena_alloc((size_t)n + 1);
-	if (!buf)
-		return -1;
-	while (got < n) {
-		int k = r->io->read(r->io->h, buf + got, (int)(n - got));
-		if (k <= 0)
-			break;
-		got += k;
-	}
-	if (got != n) {
-		pin_respond_problem(r, 400, "MALFORMED_REQUEST", "truncated body", NULL);
-		return -1;
-	}
-	buf[got] = '\0';
-	*out = buf;
-	*len = (size_t)got;
-	return 1;
-}
-
-/* 0: body parsed (or none); -1: an error response was set.
- *   bytes that are not strict UTF-8 (utf8.c)   -> 400 MALFORMED_REQUEST
- *   invalid JSON                               -> 400 MALFORMED_REQUEST
- *   U+0000 ("\u0000") in any string            -> 422 VALIDATION_FAILED,
- *                                                 errors[].field = its path */
-static int read_body(struct pin_req *r)
-{
-	char err[160], where[128];
-	char *buf = NULL;
-	size_t len = 0, i;
-	int rc = read_raw(r, &buf, &len);
-
-	if (rc <= 0)
-		return rc;
-	for (i = 0; i < len && isspace((unsigned char)buf[i]); i++)
-		;
-	if (i == len)
-		return 0;           /* an all-whitespace body is "no body" */
-	if (!pin_utf8_valid(buf, len)) {
-		pin_respond_problem(r, 400, "MALFORMED_REQUEST",
-			"request body is not valid UTF-8", NULL);
-		return -1;
-	}
-	r->body = pin_json_parse(buf, len, err, sizeof err);
-	if (!r->body) {
-		pin_respond_problem(r, 400, "MALFORMED_REQUEST", err, NULL);
-		return -1;
-	}
-	pin_arena_track_json(r->body);
-	rc = pin_utf8_check_json(r->body, where, sizeof where);
-	if (rc == PIN_UTF8_INVALID) {
-		pin_respond_problem(r, 400, "MALFORMED_REQUEST",
-			"request body is not valid UTF-8", NULL);
-		return -1;
-	}
-	if (rc == PIN_UTF8_NUL) {
-		json_object *errs = json_object_new_array(), *e = json_object_new_object();
-
-		json_object_object_add(e, "field", json_object_new_string(where));
-		json_object_object_add(e, "message",
-			json_object_new_string("must not contain U+0000"));
-		json_object_array_add(errs, e);
-		pin_respond_problem(r, 422, "VALIDATION_FAILED",
-			"a string holds U+0000", errs);
-		return -1;
-	}
-	return 0;
-}
-
-static int authorize(struct pin_req *r, const struct pin_route *rt,
-		struct pin_auth_principal *ap)
-{
-	const char *h = r_param(r, "HTTP_AUTHORIZATION");
-	char err[160];
-	bool ok = false;
-
-	if (rt->actors == PIN_ACTOR_PUBLIC)
-		return 0;
-	if (!h || pin_auth_verify(h, ap, err, sizeof err) < 0) {
-		pin_respond_problem(r, 401, "UNAUTHENTICATED",
-			h ? err : "missing bearer token", NULL);
-		return -1;
-	}
-	r->principal.sub = ap->sub;
-	r->principal.tenant_id = ap->tenant_id[0] ? ap->tenant_id : NULL;
-	r->principal.actor = ap->actor;
-	r->principal.actor_bit = ap->actor_bit;
-	r->principal.permissions = (const char *const *)ap->permissions;
-	r->principal.n_permissions = ap->n_permissions;
-	r->has_principal = true;
-	if (!(rt->actors & ap->actor_bit)) {
-		pin_respond_problem(r, 403, "FORBIDDEN",
-			"this area is not open to your actor", NULL);
-		return -1;
-	}
-	if (rt->permission) {
-		for (size_t i = 0; i < ap->n_permissions; i++)
-			if (!strcmp(ap->permissions[i], rt->permission))
-				ok = true;
-		if (!ok) {
-			pin_respond_problem(r, 403, "FORBIDDEN",
-				pin_arena_sprintf("permission %s required", rt->permission),
-				NULL);
-			return -1;
-		}
-	}
-	if (rt->require_tenant && !r->principal.tenant_id) {
-		pin_respond_problem(r, 403, "FORBIDDEN", "token has no tenant_id", NULL);
-		return -1;
-	}
-	return 0;
-}
-
-static void builtin(struct pin_req *r, const char *what)
-{
-	if (!strcmp(what, "healthz")) {
-		respond_text(r, 200, "application/json", "{\"status\":\"ok\"}");
-	} else if (!strcmp(what, "readyz")) {
-		PGresult *res;
-
-		db_slot_take();
-		res = pin_db_exec("SELECT 1", 0, NULL);
-		db_slot_give();
-		if (res && PQresultStatus(res) == PGRES_TUPLES_OK)
-			respond_text(r, 200, "application/json",
-				"{\"status\":\"ready\",\"database\":\"up\"}");
-		else
-			pin_respond_problem(r, 503, "UNAVAILABLE", "database unreachable",
-				NULL);
-	} else {
-		char *m = pin_metrics_render();
-		respond_text(r, 200, "text/plain; version=0.0.4", m ? m : "");
-		free(m);
-	}
-}
-
-/* method, trace (a valid W3C traceparent is continued, else a sane
- * X-Request-Id is the trace id, else a new W3C trace id; a new span id for
- * this request either way) and path */
-static void begin(struct pin_req *r, const struct pin_fcgi_io *io)
-{
-	const char *uri, *xid, *tp;
-	char *path;
-
-	r->io = io;
-	r->method = r_param(r, "REQUEST_METHOD");
-	if (!r->method)
-		r->method = "GET";
-	xid = r_param(r, "HTTP_X_REQUEST_ID");
-	tp = r_param(r, "HTTP_TRACEPARENT");
-	r->trace = pin_arena_strdup(pin_trace_start(tp));
-	if (!pin_traceparent_valid(tp) && xid && strlen(xid) <= 64 && strspn(xid,
-	    "0123456789abcdefABCDEF-_.:") == strlen(xid) && *xid) {
-		r->trace = pin_arena_strdup(xid);
-		pin_trace_set(r->trace);
-	}
-	/* route on the path as the client sent it (REQUEST_URI, still
-	 * percent-encoded): the router decodes each parameter exactly once.
-	 * DOCUMENT_URI is already decoded by nginx; decoding it again turned
-	 * "%2525" into "%" (and made "%2F" split a segment). */
-	uri = r_param(r, "REQUEST_URI");
-	if (uri && *uri != '/' && strstr(uri, "://"))
-		uri = strchr(strstr(uri, "://") + 3, '/');   /* absolute form */
-	if (!uri || *uri != '/')
-		uri = r_param(r, "DOCUMENT_URI");
-	if (!uri)
-		uri = "/";
-	path = pin_arena_strdup(uri);
-	if (strchr(path, '?'))
-		*strchr(path, '?') = '\0';
-	r->path = path;
-}
-
-/* builtins, then the route table.  0: r->match set; -1: answered. */
-static int route(struct pin_req *r, const char **label)
-{
-	if ((!strcmp(r->method, "GET") || !strcmp(r->method, "HEAD")) &&
-	    (!strcmp(r->path, "/healthz") || !strcmp(r->path, "/readyz") ||
-	     !strcmp(r->path, "/metrics"))) {
-		*label = r->path;
-		builtin(r, r->path + 1);
-		return -1;
-	}
-	/* HEAD is GET without the body (RFC 9110 9.3.2): the GET route answers,
-	 * nginx sends only the head */
-	if (pin_router_match(pin_reg.routes, pin_reg.nroutes,
-			strcmp(r->method, "HEAD") ? r->method : "GET", r->path, &r->match) < 0) {
-		drain(r);
-		if (r->match.method_mismatch)
-			pin_respond_problem(r, 405, "METHOD_NOT_ALLOWED",
-				"method not allowed on this path", NULL);
-		else
-			pin_respond_problem(r, 404, "ROUTE_NOT_FOUND", "no such route", NULL);
-		return -1;
-	}
-	*label = r->match.e->r.pattern;
-	/* a query pair the handler could not see must not widen its answer
-	 * (a filter dropped): refuse the request instead */
-	if (!r->query_parsed)
-		parse_query(r);
-	if (r->query_bad) {
-		drain(r);
-		pin_respond_problem(r, 400, "MALFORMED_REQUEST",
-			"malformed query string (a bad %-escape, %00 or not UTF-8)", NULL);
-		return -1;
-	}
-	return 0;
-}
-
-/* Runs the handler.  A deadlock or serialization failure aborted the
- * handler's transaction before it answered: everything it wrote is rolled
- * back, so the request runs again on a fresh transaction (at most
- * TX_ATTEMPTS runs).  Returns the handler's last rc. */
-static int run_with_retry(struct pin_req *r)
-{
-	int rc;
-
-	pin_db_take_conflict();
-	for (int attempt = 1;; attempt++) {
-		pin_db_error_reset();
-		rc = r->match.e->r.fn(r, r->match.e->r.ud);
-		if (pin_db_in_tx())
-			pin_db_rollback();
-		if (r->responded || rc != PIN_ERR_DB || !pin_db_take_conflict())
-			break;
-		/* on a standby: a conflict with recovery; handle() goes to
-		 * the primary instead of running again here */
-		if (pin_db_read_bound())
-			break;
-		pin_metric_add("pin_http_tx_conflicts_total", NULL, 1);
-		if (attempt == TX_ATTEMPTS) {
-			pin_respond_problem(r, 409, "VERSION_CONFLICT",
-				"concurrent update of the same data; retry", NULL);
-			break;
-		}
-		r->nheaders = 0;
-	}
-	return rc;
-}
-
-/* The handler failed without answering: the SQLSTATE of the statement that
- * failed decides (README "Error classes").  503 only for an outage. */
-static void answer_failure(struct pin_req *r, int rc)
-{
-	const char *state = pin_db_last_error();
-	char detail[80];
-
-	switch (pin_db_classify(state)) {
-	case PIN_DBC_DATA:
-		snprintf(detail, sizeof detail,
-			"a value cannot be stored (SQLSTATE %s)", state);
-		pin_respond_problem(r, 422, "DATA_EXCEPTION", detail, NULL);
-		return;
-	case PIN_DBC_INTEGRITY:
-	case PIN_DBC_EXPECTED:
-		snprintf(detail, sizeof detail,
-			"the change conflicts with stored data (SQLSTATE %s)", state);
-		pin_respond_problem(r, 409, "INTEGRITY_VIOLATION", detail, NULL);
-		return;
-	case PIN_DBC_PERMANENT:
-		pin_log(PIN_LOG_ERROR, "handler failed on a non-transient SQLSTATE",
-			"sqlstate", state, "path", r->path, NULL);
-		pin_respond_problem(r, 500, "INTERNAL", "internal error", NULL);
-		return;
-	default:
-		break;
-	}
-	if (rc == PIN_ERR_DB || !pin_db_conn())
-		pin_respond_problem(r, 503, "UNAVAILABLE",
-			"database unavailable, retry later", NULL);
-	else
-		pin_respond_problem(r, 500, "INTERNAL", "internal error", NULL);
-}
-
-static void count(const struct pin_req *r, const char *label, double t0)
-{
-	char lbl[512];
-	const char *m = r->match.e || label[0] == '/' ? r->method : "other";
-
-	snprintf(lbl, sizeof lbl, "route=\"%s\",method=\"%s\",status=\"%d\"",
-		label, m, r->status);
-	pin_metric_add("pin_http_requests_total", lbl, 1);
-	snprintf(lbl, sizeof lbl, "route=\"%s\",method=\"%s\"", label, m);
-	pin_metric_observe("pin_http_request_duration_seconds", lbl,
-			pin_metrics_mono_s() - t0);
-}
-
-/* route -> auth -> body -> run-with-retry -> answer (+ metrics) */
-void pin_fcgi_handle(const struct pin_fcgi_io *io)
-{
-	struct pin_req r = { 0 };
-	struct pin_auth_principal ap = { 0 };
-	const char *label = "none";
-	double t0 = io->t_ready > 0 ? io->t_ready : pin_metrics_mono_s();
-	int rc;
-
-	begin(&r, io);
-	if (route(&r, &label) < 0)
-		goto send;
-	if (authorize(&r, &r.match.e->r, &ap) < 0) {
-		drain(&r);
-		goto send;
-	}
-	if (read_body(&r) < 0)
-		goto send;
-	/* the slot first: its connection is the request's */
-	db_slot_take();
-	/* a read that tolerates staleness: on the standby when it is fit */
-	if (r.match.e->replica_ok)
-		pin_db_read_bind();
-	if (!pin_db_conn()) {
-		pin_respond_problem(&r, 503, "UNAVAILABLE", "database unreachable", NULL);
-		db_slot_give();
-		goto send;
-	}
-	rc = run_with_retry(&r);
-	/* the standby failed under the request (stopped, conflict with
-	 * recovery): the handler only reads, so it runs again on the primary */
-	if (!r.responded && rc == PIN_ERR_DB && pin_db_read_bound() &&
-	    pin_db_classify(pin_db_last_error()) == PIN_DBC_TRANSIENT) {
-		pin_db_read_fallback("error");
-		r.nheaders = 0;
-		if (pin_db_conn())
-			rc = run_with_retry(&r);
-	}
-	/* answer_failure reads the slot's connection (its last SQLSTATE) */
-	if (!r.responded)
-		answer_failure(&r, rc);
-	db_slot_give();
-send:
-	if (!r.responded)
-		pin_respond_problem(&r, 500, "INTERNAL", "internal error", NULL);
-	pin_db_read_unbind();
-	write_response(&r);
-	count(&r, label, t0);
-	pin_match_clear(&r.match);
-	pin_auth_principal_clear(&ap);
-	pin_trace_set(NULL);
-}
 
 /* ---- api_server = threads: libfcgi, one thread per nginx connection ------ */
 
@@ -813,13 +64,166 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* the listening socket: listen is "unix:/path", "/path" or "host:port" */
+struct listener {
+	const char *listen;         /* as configured */
+	const char *addr;           /* as FCGX_OpenSocket takes it */
+	bool is_unix;
+};
+
+/* Opens listen_fd (a stale unix socket file is removed first) with
+ * socket_mode / socket_group: nginx's workers reach it via the group. */
+/* A TCP listen ("host:port", ":port") on other than a loopback address:
+ * FastCGI carries no authentication and no encryption, and the host trusts
+ * what nginx passes (REMOTE_ADDR, the headers), so anyone who reaches the
+ * port is nginx as far as the host knows. */
+static bool tcp_beyond_loopback(const char *listen)
+{
+	const char *colon = strrchr(listen, ':');
+	size_t n = colon ? (size_t)(colon - listen) : 0;
+	char host[256];
+
+	if (!colon || n == 0 || n >= sizeof host)
+		return true;              /* ":port" is every interface */
+	memcpy(host, listen, n);
+	host[n] = '\0';
+	if (host[0] == '[' && n > 2 && host[n - 1] == ']') {
+		memmove(host, host + 1, n - 2);
+		host[n - 2] = '\0';
+	}
+	return !(strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0 ||
+		 strncmp(host, "127.", 4) == 0);
+}
+
+static int listener_open(struct listener *l, const char *listen)
+{
+	l->listen = l->addr = listen;
+	l->is_unix = false;
+	if (!strncmp(listen, "unix:", 5)) {
+		l->addr = listen + 5;
+		l->is_unix = true;
+		unlink(l->addr);
+	} else if (listen[0] == '/') {
+		l->is_unix = true;
+		unlink(l->addr);
+	}
+	if (!l->is_unix && tcp_beyond_loopback(listen) &&
+	    !pin_config_bool("listen_trusted_network")) {
+		pin_log(PIN_LOG_ERROR, "refusing a FastCGI listen beyond loopback: "
+			"FastCGI has no authentication; set listen_trusted_network = "
+			"true only on a network that nothing but nginx reaches",
+			"listen", listen, NULL);
+		return -1;
+	}
+	listen_fd = FCGX_OpenSocket(l->addr, 1024);
+	if (listen_fd < 0) {
+		pin_log(PIN_LOG_ERROR, "cannot listen", "listen", listen,
+			"error", strerror(errno), NULL);
+		return -1;
+	}
+	if (l->is_unix && pin_config_socket_perms(l->addr) < 0) {
+		close(listen_fd);
+		listen_fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+static void listener_close(const struct listener *l)
+{
+	close(listen_fd);
+	if (l->is_unix)
+		unlink(l->addr);
+}
+
+/* The workers and the database gate (request.c): db_concurrency slots
+ * (default 2 x cores); threads 0 means a worker per slot for the loop (no
+ * gate), 2 x cores for libfcgi.  Returns the number of workers. */
+static int size_workers(const char *server, int threads)
+{
+	long long cap = pin_config_int("db_concurrency");
+
+	if (cap <= 0)
+		cap = 2 * sysconf(_SC_NPROCESSORS_ONLN);
+	if (threads < 1)
+		threads = !strcmp(server, "loop") ? (int)cap :
+			2 * (int)sysconf(_SC_NPROCESSORS_ONLN);
+	pin_metric_set("pin_api_db_concurrency", NULL,
+			pin_api_gate_open(cap, threads) ? cap : threads);
+	return threads;
+}
+
+/* api_server = loop: fcgi_loop.c until SIGTERM */
+static int run_loop(const struct listener *l, int threads)
+{
+	int rc = pin_fcgi_loop_run(listen_fd, threads, pin_fcgi_handle);
+
+	listener_close(l);
+	pin_api_gate_close();
+	pin_log(PIN_LOG_INFO, rc == 0 ? "api host stopped" :
+		"api host could not start", NULL);
+	return rc;
+}
+
+/* SIGTERM came: no new connection; threads idle in accept() return at
+ * once, threads parked on a kept-alive nginx connection get SIGUSR1
+ * (EINTR) after a grace period that lets in-flight requests finish */
+static void threads_stop(pthread_t *tids, int started)
+{
+	struct timespec dl;
+
+	FCGX_ShutdownPending();
+	shutdown(listen_fd, SHUT_RDWR);
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 3;
+	for (int i = 0; i < started; i++)
+		if (pthread_timedjoin_np(tids[i], NULL, &dl) != 0) {
+			pthread_kill(tids[i], SIGUSR1);
+			pthread_join(tids[i], NULL);
+		}
+}
+
+/* api_server = threads: libfcgi's responder threads until SIGTERM */
+static int run_threads(const struct listener *l, int threads)
+{
+	pthread_t *tids = calloc((size_t)threads, sizeof *tids);
+	int started = 0;
+	char n[16];
+
+	if (!tids) {
+		pin_api_gate_close();
+		return -1;
+	}
+	for (int i = 0; i < threads; i++) {
+		if (pthread_create(&tids[i], NULL, worker, NULL) != 0)
+			break;
+		started++;
+	}
+	if (started == 0) {
+		pin_log(PIN_LOG_ERROR, "no FastCGI thread could be started", NULL);
+		pin_api_gate_close();
+		listener_close(l);
+		free(tids);
+		return -1;
+	}
+	snprintf(n, sizeof n, "%d", started);
+	pin_log(PIN_LOG_INFO, "api host listening", "listen", l->listen,
+		"threads", n, NULL);
+	pin_metric_set("pin_api_threads", NULL, started);
+	/* main thread: wait for the signal thread to set pin_stopping */
+	pin_wait_stop();
+	threads_stop(tids, started);
+	listener_close(l);
+	free(tids);
+	pin_api_gate_close();
+	pin_log(PIN_LOG_INFO, "api host stopped", NULL);
+	return 0;
+}
+
 int pin_api_run(const char *listen, int threads)
 {
-	pthread_t *tids;
-	const char *addr = listen;
 	const char *server = pin_config_str("api_server");
-	bool is_unix = false;
-	int started = 0;
+	struct listener l;
 
 	if (strcmp(server, "loop") != 0 && strcmp(server, "threads") != 0) {
 		pin_log(PIN_LOG_ERROR, "api_server must be loop or threads",
@@ -830,103 +234,10 @@ int pin_api_run(const char *listen, int threads)
 		pin_log(PIN_LOG_ERROR, "FCGX_Init failed", NULL);
 		return -1;
 	}
-	if (!strncmp(listen, "unix:", 5)) {
-		addr = listen + 5;
-		is_unix = true;
-		unlink(addr);
-	} else if (listen[0] == '/') {
-		is_unix = true;
-		unlink(addr);
-	}
-	listen_fd = FCGX_OpenSocket(addr, 1024);
-	if (listen_fd < 0) {
-		pin_log(PIN_LOG_ERROR, "cannot listen", "listen", listen,
-			"error", strerror(errno), NULL);
+	if (listener_open(&l, listen) < 0)
 		return -1;
-	}
-	/* socket_mode / socket_group: nginx's workers reach it via the group */
-	if (is_unix && pin_config_socket_perms(addr) < 0) {
-		close(listen_fd);
-		listen_fd = -1;
-		return -1;
-	}
-	{
-		long long cap = pin_config_int("db_concurrency");
-		if (cap <= 0)
-			cap = 2 * sysconf(_SC_NPROCESSORS_ONLN);
-		/* threads 0: loop, a worker per database slot (no gate);
-		 * libfcgi, 2 x cores */
-		if (threads < 1)
-			threads = !strcmp(server, "loop") ? (int)cap :
-				2 * (int)sysconf(_SC_NPROCESSORS_ONLN);
-		if (cap < threads && (gate_free = calloc((size_t)cap, sizeof *gate_free)) &&
-		    pin_db_pool_init((int)cap) == 0) {
-			for (int k = (int)cap - 1; k >= 0; k--)
-				gate_free[gate_nfree++] = k;
-			db_capped = true;
-			pin_db_pool_connect();
-		}
-		pin_metric_set("pin_api_db_concurrency", NULL, db_capped ? cap : threads);
-	}
-	if (!strcmp(server, "loop")) {
-		int rc = pin_fcgi_loop_run(listen_fd, threads, pin_fcgi_handle);
-
-		close(listen_fd);
-		if (is_unix)
-			unlink(addr);
-		gate_close();
-		pin_log(PIN_LOG_INFO, rc == 0 ? "api host stopped" :
-			"api host could not start", NULL);
-		return rc;
-	}
-	tids = calloc((size_t)threads, sizeof *tids);
-	if (!tids) {
-		gate_close();
-		return -1;
-	}
-	for (int i = 0; i < threads; i++) {
-		if (pthread_create(&tids[i], NULL, worker, NULL) != 0)
-			break;
-		started++;
-	}
-	if (started == 0) {
-		pin_log(PIN_LOG_ERROR, "no FastCGI thread could be started", NULL);
-		gate_close();
-		close(listen_fd);
-		if (is_unix)
-			unlink(addr);
-		free(tids);
-		return -1;
-	}
-	{
-		char n[16];
-		snprintf(n, sizeof n, "%d", started);
-		pin_log(PIN_LOG_INFO, "api host listening", "listen", listen,
-			"threads", n, NULL);
-	}
-	pin_metric_set("pin_api_threads", NULL, started);
-	/* main thread: wait for the signal thread to set pin_stopping */
-	pin_wait_stop();
-	FCGX_ShutdownPending();
-	shutdown(listen_fd, SHUT_RDWR);
-	{
-		/* threads idle in accept() return at once; threads parked on a
-		 * kept-alive nginx connection get SIGUSR1 (EINTR) after a grace
-		 * period that lets in-flight requests finish */
-		struct timespec dl;
-		clock_gettime(CLOCK_REALTIME, &dl);
-		dl.tv_sec += 3;
-		for (int i = 0; i < started; i++)
-			if (pthread_timedjoin_np(tids[i], NULL, &dl) != 0) {
-				pthread_kill(tids[i], SIGUSR1);
-				pthread_join(tids[i], NULL);
-			}
-	}
-	close(listen_fd);
-	if (is_unix)
-		unlink(addr);
-	free(tids);
-	gate_close();
-	pin_log(PIN_LOG_INFO, "api host stopped", NULL);
-	return 0;
+	threads = size_workers(server, threads);
+	if (!strcmp(server, "loop"))
+		return run_loop(&l, threads);
+	return run_threads(&l, threads);
 }

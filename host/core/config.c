@@ -341,8 +341,9 @@ static int check_value(const struct pin_config_key *k, const char *v, char *why,
 		if (k->values && in_list(k->values, "unix", 4) &&
 		    (!strncmp(v, "unix:/", 6) || v[0] == '/'))
 			return 0;
+		/* host:port; ":port" is every interface */
 		colon = strrchr(v, ':');
-		if (!colon || colon == v || !is_number(colon + 1, &n) || n < 1 || n > 65535) {
+		if (!colon || !is_number(colon + 1, &n) || n < 1 || n > 65535) {
 			snprintf(why, len, "is not host:port%s",
 				k->values && in_list(k->values, "unix", 4) ?
 				" or unix:/path" : "");

@@ -45,6 +45,9 @@ const struct pin_config_key pin_config_host_keys[] = {
 	/* ---- API host */
 	K("listen", PIN_CFG_ADDR, "unix:/run/pin-calendar/api.sock", API, 0, 0, 0, "unix", NULL,
 	  "API", "where the FastCGI socket listens: unix:/path.sock or host:port; flag --listen"),
+	K("listen_trusted_network", PIN_CFG_BOOL, "false", API, 0, 0, 0, NULL, NULL, "API",
+	  "allow a TCP listen beyond loopback (FastCGI has no authentication): only on "
+	  "a network that nothing but nginx reaches"),
 	K("socket_mode", PIN_CFG_OCTAL, "0660", API, 0, 0, 0777, NULL, NULL, "API",
 	  "mode of a unix listen socket (octal)"),
 	K("socket_group", PIN_CFG_STRING, "", API, 0, 0, 0, NULL, NULL, "API",

@@ -1,5 +1,5 @@
 /* worker.h -- the worker side of pin-host: polling jobs (jobs.c), the outbox
- * relay (relay.c), the Kafka consumers (consumer.c), the consumed envelope
+ * relay (relay*.c), the Kafka consumers (consumer*.c), the consumed envelope
  * (envelope.c) and the shared librdkafka settings (kafka_conf.c).  Built on
  * the core (core.h); the API side is not visible. */
 #ifndef PIN_WORKER_H

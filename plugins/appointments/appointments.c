@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "http.h"
+#include "caldomain/schema.h"
 
 /* Domain refusals answered with a plain problem (apt_fail). */
 static const struct apt_problem {
@@ -14,28 +15,28 @@ static const struct apt_problem {
 	{ PC_E_NOT_FOUND, 404, APT_NOT_FOUND, "no such appointment" },
 	{ PC_E_TRANSITION, 409, "INVALID_STATUS_TRANSITION",
 		"the appointment's status does not allow this operation" },
-	{ APT_E_DEADLINE, 409, "INVALID_STATUS_TRANSITION",
+	{ CD_APT_E_DEADLINE, 409, "INVALID_STATUS_TRANSITION",
 		"the confirmation deadline has passed" },
-	{ APT_E_STARTED, 409, "INVALID_STATUS_TRANSITION",
+	{ CD_APT_E_STARTED, 409, "INVALID_STATUS_TRANSITION",
 		"the appointment has started; complete it instead" },
 	{ PC_E_VERSION, 409, "VERSION_CONFLICT",
 		"the appointment was changed meanwhile (If-Match)" },
-	{ APT_E_SLOT_NOT_FOUND, 404, "SLOT_NOT_FOUND", "no such slot" },
-	{ APT_E_SLOT_BOOKED, 409, "SLOT_ALREADY_BOOKED",
+	{ CD_APT_E_SLOT_NOT_FOUND, 404, "SLOT_NOT_FOUND", "no such slot" },
+	{ CD_APT_E_SLOT_BOOKED, 409, "SLOT_ALREADY_BOOKED",
 		"the slot has just been booked; choose another one" },
-	{ APT_E_SLOT_UNAVAILABLE, 409, "SLOT_NOT_AVAILABLE", "the slot is no longer offered" },
-	{ APT_E_LEAD_TIME, 422, "LEAD_TIME_NOT_MET",
+	{ CD_APT_E_SLOT_UNAVAILABLE, 409, "SLOT_NOT_AVAILABLE", "the slot is no longer offered" },
+	{ CD_APT_E_LEAD_TIME, 422, "LEAD_TIME_NOT_MET",
 		"the slot starts in less than 60 minutes" },
-	{ APT_E_DUPLICATE, 409, "APPOINTMENT_DUPLICATE_ACTIVE",
+	{ CD_APT_E_DUPLICATE, 409, "APPOINTMENT_DUPLICATE_ACTIVE",
 		"you already have an active appointment of this kind with this agent" },
-	{ APT_E_LIMIT, 409, "APPOINTMENT_LIMIT_REACHED",
+	{ CD_APT_E_LIMIT, 409, "APPOINTMENT_LIMIT_REACHED",
 		"at most 3 active appointments at a time" },
-	{ APT_E_RATE, 429, "RATE_LIMITED", "too many appointments booked in the last hour" },
-	{ APT_E_CUTOFF, 409, "CANCELLATION_CUTOFF_PASSED",
+	{ CD_APT_E_RATE, 429, "RATE_LIMITED", "too many appointments booked in the last hour" },
+	{ CD_APT_E_CUTOFF, 409, "CANCELLATION_CUTOFF_PASSED",
 		"too close to the start to cancel or reschedule" },
-	{ APT_E_NOT_STARTED, 409, "APPOINTMENT_NOT_STARTED",
+	{ CD_APT_E_NOT_STARTED, 409, "APPOINTMENT_NOT_STARTED",
 		"the appointment has not started yet" },
-	{ APT_E_AGENT_UNAVAILABLE, 409, "AGENT_UNAVAILABLE",
+	{ CD_APT_E_AGENT_UNAVAILABLE, 409, "AGENT_UNAVAILABLE",
 		"the agent no longer takes appointments" },
 };
 
@@ -56,13 +57,13 @@ int apt_fail(struct pin_req *r, int rc, struct pc_errs *e)
 		return pc_errs_respond(r, 422, "VALIDATION_FAILED",
 				"the request has invalid fields", &oe);
 	}
-	if (rc == APT_E_OTHER_SLOT) {
+	if (rc == CD_APT_E_OTHER_SLOT) {
 		pc_errs_init(&oe);
 		pc_errs_add(&oe, "newSlotId", "must be a slot of the same agent and kind");
 		return pc_errs_respond(r, 422, "VALIDATION_FAILED",
 				"the new slot does not fit the appointment", &oe);
 	}
-	if (rc == APT_E_RATE)
+	if (rc == CD_APT_E_RATE)
 		pc_api->set_header(r, "Retry-After", "3600");
 	for (i = 0; i < sizeof(problems) / sizeof(problems[0]); i++)
 		if (problems[i].rc == rc)
@@ -122,26 +123,26 @@ int apt_write_run(struct pin_req *r, struct apt_write *w)
 		return PIN_ERR_DB;
 	if ((rc = pc_idem_begin(r, &idem)) < 0)
 		goto fail;
-	if ((rc = apt_lock(id, &w->scope, &locked)) < 0)
+	if ((rc = cd_apt_lock(id, &w->scope, &locked)) < 0)
 		goto fail;
-	if (have_ver && ver != atoi(PQgetvalue(locked, 0, APT_C_VERSION))) {
+	if (have_ver && ver != atoi(PQgetvalue(locked, 0, CD_APT_C_VERSION))) {
 		rc = PC_E_VERSION;
 		goto fail;
 	}
 	w->result_id = NULL;
 	if ((rc = w->op(w, locked, pc_api->now_us())) < 0)
 		goto fail;
-	if ((rc = apt_fetch(w->result_id ? w->result_id : id, &w->scope, &view)) < 0)
+	if ((rc = cd_apt_fetch(w->result_id ? w->result_id : id, &w->scope, &view)) < 0)
 		goto fail;
-	body = apt_json(view, 0);
+	body = cd_apt_json(view, 0);
 	if (w->status == 201 && w->location_base)
-		loc = pc_api->sprintf("%s%s", w->location_base, PQgetvalue(view, 0, APT_C_ID));
+		loc = pc_api->sprintf("%s%s", w->location_base, PQgetvalue(view, 0, CD_APT_C_ID));
 	if ((rc = pc_idem_store(&idem, w->status, body, loc)) < 0)
 		goto fail;
 	if ((rc = pc_api->db_commit()) != 0)
 		goto fail;
 	pc_api->set_header(r, "ETag", pc_api->sprintf("\"%s\"",
-			PQgetvalue(view, 0, APT_C_VERSION)));
+			PQgetvalue(view, 0, CD_APT_C_VERSION)));
 	if (loc)
 		pc_api->set_header(r, "Location", loc);
 	return pc_api->respond_json(r, w->status, body);
@@ -157,6 +158,8 @@ fail:
 
 #define AGENT (PIN_ACTOR_AGENT | PIN_ACTOR_CONSULTANT)
 #define INV PIN_ACTOR_INVESTOR
+/* the team view: every actor but investors (who have no tenant) */
+#define TEAM (PIN_ACTOR_ANY & ~PIN_ACTOR_INVESTOR)
 #define AG "/api/v1/agent/calendar/appointments"
 #define IN "/api/v1/investor/calendar/appointments"
 #define VIEW "calendar.appointments.view"
@@ -179,7 +182,7 @@ static const struct pin_route routes[] = {
 	{ "POST", IN "/{appointmentId}/reschedule", INV, NULL, 0, apt_h_investor_reschedule,
 		NULL, NULL },
 
-	{ "GET", "/api/v1/agency/calendar/appointments", PIN_ACTOR_ANY, "calendar.team.view", 1,
+	{ "GET", "/api/v1/agency/calendar/appointments", TEAM, "calendar.team.view", 1,
 		apt_h_agency_list, NULL, NULL },
 	{ "GET", "/api/v1/pin-manager/calendar/appointments", PIN_ACTOR_PIN_MANAGER,
 		"calendar.team.view", 0, apt_h_pinmgr_list, NULL, NULL },
@@ -189,6 +192,8 @@ static int apt_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
 	pc_init(api);
+	if (pc_idem_table(CD_IDEM_TABLE, err, errlen) < 0)
+		return PIN_ERR;
 	return pc_register_routes(reg, routes, sizeof(routes) / sizeof(routes[0]),
 			"appointments", err, errlen);
 }

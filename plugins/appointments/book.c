@@ -13,8 +13,8 @@ int apt_h_book(struct pin_req *r, void *ud)
 	static const char *const allowed[] = { "slotId", "comment", "consultationRequestId",
 		NULL };
 	const struct pin_principal *me = pc_api->req_principal(r);
-	struct apt_book_req b;
-	struct apt_scope sc = { NULL, NULL, me->sub };
+	struct cd_apt_book_req b;
+	struct cd_apt_scope sc = { NULL, NULL, me->sub };
 	struct pc_errs e;
 	struct pc_idem idem;
 	json_object *body, *out = NULL;
@@ -27,7 +27,7 @@ int apt_h_book(struct pin_req *r, void *ud)
 	if (!(body = apt_body(r, allowed, &e)))
 		return PIN_OK;
 	pc_get_uuid(body, "slotId", 1, &b.slot_id, &e);
-	pc_get_string(body, "comment", 0, 0, APT_COMMENT_MAX, &b.comment, &e);
+	pc_get_string(body, "comment", 0, 0, CD_APT_COMMENT_MAX, &b.comment, &e);
 	pc_get_uuid(body, "consultationRequestId", 0, &b.consultation_request_id, &e);
 	if (e.n > 0)
 		return apt_fail(r, PC_E_VALIDATION, &e);
@@ -37,11 +37,11 @@ int apt_h_book(struct pin_req *r, void *ud)
 		return PIN_ERR_DB;
 	if ((rc = pc_idem_begin(r, &idem)) < 0)
 		goto fail;
-	if ((rc = apt_book(&b, pc_api->now_us(), &id)) < 0)
+	if ((rc = cd_apt_book(&b, pc_api->now_us(), &id)) < 0)
 		goto fail;
-	if ((rc = apt_fetch(id, &sc, &view)) < 0)
+	if ((rc = cd_apt_fetch(id, &sc, &view)) < 0)
 		goto fail;
-	out = apt_json(view, 0);
+	out = cd_apt_json(view, 0);
 	loc = pc_api->sprintf(IN_PATH "%s", id);
 	if ((rc = pc_idem_store(&idem, 201, out, loc)) < 0)
 		goto fail;
@@ -54,7 +54,7 @@ fail:
 	if (out)
 		json_object_put(out);
 	out = NULL;
-	if (rc == APT_E_SLOT_BOOKED)
+	if (rc == CD_APT_E_SLOT_BOOKED)
 		pc_api->metric_add("pin_calendar_booking_conflicts_total", NULL, 1);
 	/* PIN_ERR_DB after a deadlock: the host runs the request again */
 	return apt_fail(r, rc, &e);
@@ -69,33 +69,33 @@ struct resched {
 static int op_reschedule(struct apt_write *w, const PGresult *old, int64_t now_us)
 {
 	const struct resched *c = w->ctx;
-	struct apt_book_req b;
-	struct apt_end end = { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1, NULL };
-	const char *status = PQgetvalue(old, 0, APT_C_STATUS), *new_id;
-	long long cutoff_min = atoll(PQgetvalue(old, 0, APT_C_CUTOFF));
+	struct cd_apt_book_req b;
+	struct cd_apt_end end = { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1, NULL };
+	const char *status = PQgetvalue(old, 0, CD_APT_C_STATUS), *new_id;
+	long long cutoff_min = atoll(PQgetvalue(old, 0, CD_APT_C_CUTOFF));
 	int rc;
 
 	if (strcmp(status, "Pending") != 0 && strcmp(status, "Confirmed") != 0)
 		return PC_E_TRANSITION;
 	/* the old one must still be cancellable */
-	if (now_us > pc_col_us(old, 0, APT_C_START) - cutoff_min * 60 * 1000000LL)
-		return APT_E_CUTOFF;
+	if (now_us > pc_col_us(old, 0, CD_APT_C_START) - cutoff_min * 60 * 1000000LL)
+		return CD_APT_E_CUTOFF;
 	memset(&b, 0, sizeof(b));
 	b.slot_id = c->new_slot_id;
-	b.investor_user_id = PQgetvalue(old, 0, APT_C_INVESTOR);
-	b.comment = PQgetisnull(old, 0, APT_C_COMMENT) ? NULL
-		: PQgetvalue(old, 0, APT_C_COMMENT);
-	b.consultation_request_id = PQgetisnull(old, 0, APT_C_CONSULTATION) ? NULL
-		: PQgetvalue(old, 0, APT_C_CONSULTATION);
-	b.rescheduled_from = PQgetvalue(old, 0, APT_C_ID);
-	b.old_slot_id = PQgetvalue(old, 0, APT_C_SLOT);
-	b.same_agent = PQgetvalue(old, 0, APT_C_AGENT);
-	b.same_kind = PQgetvalue(old, 0, APT_C_KIND);
+	b.investor_user_id = PQgetvalue(old, 0, CD_APT_C_INVESTOR);
+	b.comment = PQgetisnull(old, 0, CD_APT_C_COMMENT) ? NULL
+		: PQgetvalue(old, 0, CD_APT_C_COMMENT);
+	b.consultation_request_id = PQgetisnull(old, 0, CD_APT_C_CONSULTATION) ? NULL
+		: PQgetvalue(old, 0, CD_APT_C_CONSULTATION);
+	b.rescheduled_from = PQgetvalue(old, 0, CD_APT_C_ID);
+	b.old_slot_id = PQgetvalue(old, 0, CD_APT_C_SLOT);
+	b.same_agent = PQgetvalue(old, 0, CD_APT_C_AGENT);
+	b.same_kind = PQgetvalue(old, 0, CD_APT_C_KIND);
 	/* the new slot first: a lost race leaves the old appointment untouched */
-	if ((rc = apt_book(&b, now_us, &new_id)) < 0)
+	if ((rc = cd_apt_book(&b, now_us, &new_id)) < 0)
 		return rc;
 	end.rescheduled_to = new_id;
-	if ((rc = apt_end(old, &end, now_us)) < 0)
+	if ((rc = cd_apt_end(old, &end, now_us)) < 0)
 		return rc;
 	w->result_id = new_id;
 	return 0;

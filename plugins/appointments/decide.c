@@ -23,7 +23,7 @@ static void agent_scope(struct pin_req *r, struct apt_write *w)
 static int op_confirm(struct apt_write *w, const PGresult *row, int64_t now_us)
 {
 	(void)w;
-	return apt_confirm(row, now_us);
+	return cd_apt_confirm(row, now_us);
 }
 
 int apt_h_agent_confirm(struct pin_req *r, void *ud)
@@ -44,8 +44,8 @@ int apt_h_agent_confirm(struct pin_req *r, void *ud)
 
 static int op_end(struct apt_write *w, const PGresult *row, int64_t now_us)
 {
-	struct apt_end *x = w->ctx;
-	const char *status = PQgetvalue(row, 0, APT_C_STATUS);
+	struct cd_apt_end *x = w->ctx;
+	const char *status = PQgetvalue(row, 0, CD_APT_C_STATUS);
 
 	if (strcmp(x->reason, "DeclinedByAgent") == 0) {
 		if (strcmp(status, "Pending") != 0)
@@ -54,29 +54,29 @@ static int op_end(struct apt_write *w, const PGresult *row, int64_t now_us)
 		if (strcmp(status, "Pending") != 0 && strcmp(status, "Confirmed") != 0)
 			return PC_E_TRANSITION;
 		if (strcmp(x->reason, "CancelledByAgent") == 0 &&
-				now_us >= pc_col_us(row, 0, APT_C_START))
-			return APT_E_STARTED;
+				now_us >= pc_col_us(row, 0, CD_APT_C_START))
+			return CD_APT_E_STARTED;
 		if (strcmp(x->reason, "CancelledByInvestor") == 0) {
-			long long cutoff = atoll(PQgetvalue(row, 0, APT_C_CUTOFF));
-			if (now_us > pc_col_us(row, 0, APT_C_START) - cutoff * 60 * 1000000LL)
-				return APT_E_CUTOFF;
+			long long cutoff = atoll(PQgetvalue(row, 0, CD_APT_C_CUTOFF));
+			if (now_us > pc_col_us(row, 0, CD_APT_C_START) - cutoff * 60 * 1000000LL)
+				return CD_APT_E_CUTOFF;
 		}
 	}
-	return apt_end(row, x, now_us);
+	return cd_apt_end(row, x, now_us);
 }
 
 /* {reason?} of a cancel. */
 static void read_reason(json_object *body, void *ctx, struct pc_errs *e)
 {
-	struct apt_end *x = ctx;
+	struct cd_apt_end *x = ctx;
 
-	pc_get_string(body, "reason", 0, 0, APT_REASON_MAX, &x->cancel_reason, e);
+	pc_get_string(body, "reason", 0, 0, CD_APT_REASON_MAX, &x->cancel_reason, e);
 }
 
 /* {reason?, releaseSlot?} of the agent's decline / cancel. */
 static void read_agent_end(json_object *body, void *ctx, struct pc_errs *e)
 {
-	struct apt_end *x = ctx;
+	struct cd_apt_end *x = ctx;
 
 	read_reason(body, x, e);
 	pc_get_bool(body, "releaseSlot", 0, &x->release_slot, e);
@@ -85,7 +85,7 @@ static void read_agent_end(json_object *body, void *ctx, struct pc_errs *e)
 static int agent_end(struct pin_req *r, const char *status, const char *reason)
 {
 	static const char *const allowed[] = { "reason", "releaseSlot", NULL };
-	struct apt_end x = { status, "Agent", reason, NULL, 0, NULL };
+	struct cd_apt_end x = { status, "Agent", reason, NULL, 0, NULL };
 	struct apt_write w;
 
 	agent_scope(r, &w);
@@ -110,7 +110,7 @@ int apt_h_investor_cancel(struct pin_req *r, void *ud)
 {
 	static const char *const allowed[] = { "reason", NULL };
 	const struct pin_principal *me = pc_api->req_principal(r);
-	struct apt_end x = { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1, NULL };
+	struct cd_apt_end x = { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1, NULL };
 	struct apt_write w;
 
 	(void)ud;
@@ -132,7 +132,7 @@ static int op_complete(struct apt_write *w, const PGresult *row, int64_t now_us)
 {
 	const struct complete_args *c = w->ctx;
 
-	return apt_complete(row, c->outcome, c->note, now_us);
+	return cd_apt_complete(row, c->outcome, c->note, now_us);
 }
 
 static void read_complete(json_object *body, void *ctx, struct pc_errs *e)
@@ -140,7 +140,7 @@ static void read_complete(json_object *body, void *ctx, struct pc_errs *e)
 	struct complete_args *c = ctx;
 
 	pc_get_enum(body, "outcome", 1, outcomes, &c->outcome, e);
-	pc_get_string(body, "note", 0, 0, APT_NOTE_MAX, &c->note, e);
+	pc_get_string(body, "note", 0, 0, CD_APT_NOTE_MAX, &c->note, e);
 }
 
 int apt_h_agent_complete(struct pin_req *r, void *ud)

@@ -10,7 +10,7 @@
 
 #define APT_NOT_FOUND "APPOINTMENT_NOT_FOUND"
 
-/* Rolls back, then answers the problem of rc (PC_E_*, APT_E_*); returns
+/* Rolls back, then answers the problem of rc (PC_E_*, CD_APT_E_*); returns
  * PIN_OK, or rc itself for PIN_ERR / PIN_ERR_DB (the host answers 500/503).
  * e: collected validation errors (may be NULL). */
 int apt_fail(struct pin_req *r, int rc, struct pc_errs *e);
@@ -44,7 +44,7 @@ int apt_body_run(struct pin_req *r, const char *const *allowed,
 struct apt_write;
 typedef int (*apt_op_fn)(struct apt_write *w, const PGresult *locked, int64_t now_us);
 struct apt_write {
-	struct apt_scope scope;
+	struct cd_apt_scope scope;
 	apt_op_fn op;
 	void *ctx;                  /* the op's arguments */
 	const char *result_id;      /* set by op to answer another appointment */

@@ -17,7 +17,7 @@ static const char *const statuses[] = { "Pending", "Confirmed", "Declined", "Can
 /* ?status=&from=&to=&limit=&cursor= (+ agentUserIds for the agency).
  * e: initialised by the caller, may already hold errors of the caller's own
  * parameters (answered together as 400). */
-static int list_e(struct pin_req *r, const struct apt_scope *sc, int with_agents,
+static int list_e(struct pin_req *r, const struct cd_apt_scope *sc, int with_agents,
 		struct pc_errs *e)
 {
 	const char *status = NULL, *agents = NULL, *p[10];
@@ -51,7 +51,7 @@ static int list_e(struct pin_req *r, const struct apt_scope *sc, int with_agents
 	p[8] = cur_id[0] ? cur_id : NULL;
 	p[9] = pc_api->sprintf("%lld", limit + 1);
 	res = pc_api->db_exec_prepared("apt_list",
-		APT_VIEW_SQL
+		CD_APT_VIEW_SQL
 		"WHERE ($1::uuid IS NULL OR a.tenant_id = $1::uuid) "
 		"  AND ($2::uuid IS NULL OR a.agent_user_id = $2::uuid) "
 		"  AND ($3::uuid IS NULL OR a.investor_user_id = $3::uuid) "
@@ -64,10 +64,10 @@ static int list_e(struct pin_req *r, const struct apt_scope *sc, int with_agents
 	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	return pc_api->respond_json(r, 200,
-			pc_page_json(res, limit, APT_C_START, APT_C_ID, apt_json));
+			pc_page_json(res, limit, CD_APT_C_START, CD_APT_C_ID, cd_apt_json));
 }
 
-static int list(struct pin_req *r, const struct apt_scope *sc, int with_agents)
+static int list(struct pin_req *r, const struct cd_apt_scope *sc, int with_agents)
 {
 	struct pc_errs e;
 
@@ -75,7 +75,7 @@ static int list(struct pin_req *r, const struct apt_scope *sc, int with_agents)
 	return list_e(r, sc, with_agents, &e);
 }
 
-static int card(struct pin_req *r, const struct apt_scope *sc)
+static int card(struct pin_req *r, const struct cd_apt_scope *sc)
 {
 	const char *id = pc_path_uuid(r, "appointmentId");
 	PGresult *row;
@@ -83,20 +83,20 @@ static int card(struct pin_req *r, const struct apt_scope *sc)
 
 	if (!id)
 		return PIN_OK;
-	rc = apt_fetch(id, sc, &row);
+	rc = cd_apt_fetch(id, sc, &row);
 	if (rc == PC_E_NOT_FOUND)
 		return pc_problem(r, 404, APT_NOT_FOUND, "no such appointment");
 	if (rc < 0)
 		return rc;
 	pc_api->set_header(r, "ETag", pc_api->sprintf("\"%s\"",
-			PQgetvalue(row, 0, APT_C_VERSION)));
-	return pc_api->respond_json(r, 200, apt_json(row, 0));
+			PQgetvalue(row, 0, CD_APT_C_VERSION)));
+	return pc_api->respond_json(r, 200, cd_apt_json(row, 0));
 }
 
 int apt_h_agent_list(struct pin_req *r, void *ud)
 {
 	const struct pin_principal *me = pc_api->req_principal(r);
-	struct apt_scope sc = { me->tenant_id, me->sub, NULL };
+	struct cd_apt_scope sc = { me->tenant_id, me->sub, NULL };
 
 	(void)ud;
 	return list(r, &sc, 0);
@@ -105,7 +105,7 @@ int apt_h_agent_list(struct pin_req *r, void *ud)
 int apt_h_agent_get(struct pin_req *r, void *ud)
 {
 	const struct pin_principal *me = pc_api->req_principal(r);
-	struct apt_scope sc = { me->tenant_id, me->sub, NULL };
+	struct cd_apt_scope sc = { me->tenant_id, me->sub, NULL };
 
 	(void)ud;
 	return card(r, &sc);
@@ -114,7 +114,7 @@ int apt_h_agent_get(struct pin_req *r, void *ud)
 int apt_h_investor_list(struct pin_req *r, void *ud)
 {
 	const struct pin_principal *me = pc_api->req_principal(r);
-	struct apt_scope sc = { NULL, NULL, me->sub };
+	struct cd_apt_scope sc = { NULL, NULL, me->sub };
 
 	(void)ud;
 	return list(r, &sc, 0);
@@ -123,7 +123,7 @@ int apt_h_investor_list(struct pin_req *r, void *ud)
 int apt_h_investor_get(struct pin_req *r, void *ud)
 {
 	const struct pin_principal *me = pc_api->req_principal(r);
-	struct apt_scope sc = { NULL, NULL, me->sub };
+	struct cd_apt_scope sc = { NULL, NULL, me->sub };
 
 	(void)ud;
 	return card(r, &sc);
@@ -132,7 +132,7 @@ int apt_h_investor_get(struct pin_req *r, void *ud)
 int apt_h_agency_list(struct pin_req *r, void *ud)
 {
 	const struct pin_principal *me = pc_api->req_principal(r);
-	struct apt_scope sc = { me->tenant_id, NULL, NULL };
+	struct cd_apt_scope sc = { me->tenant_id, NULL, NULL };
 
 	(void)ud;
 	return list(r, &sc, 1);
@@ -143,7 +143,7 @@ int apt_h_agency_list(struct pin_req *r, void *ud)
  * like the PIN manager's events view). */
 int apt_h_pinmgr_list(struct pin_req *r, void *ud)
 {
-	struct apt_scope sc = { NULL, NULL, NULL };
+	struct cd_apt_scope sc = { NULL, NULL, NULL };
 	struct pc_errs e;
 
 	(void)ud;

@@ -8,7 +8,7 @@
 #include "caldomain/appointment.h"
 #include "caldomain/agent.h"
 
-int cal_agent_active(const char *user_id, int *active)
+int cd_agent_active(const char *user_id, int *active)
 {
 	const char *p[1] = { user_id };
 	PGresult *res = pc_api->db_exec_prepared("cal_agent_active",
@@ -21,7 +21,7 @@ int cal_agent_active(const char *user_id, int *active)
 	return 0;
 }
 
-int cal_agent_slots_lock(const char *owner_user_id)
+int cd_agent_slots_lock(const char *owner_user_id)
 {
 	const char *p[1] = { owner_user_id };
 	PGresult *res = pc_api->db_exec_prepared("cal_agent_slots_lock",
@@ -31,14 +31,14 @@ int cal_agent_slots_lock(const char *owner_user_id)
 	return pc_res_ok(res, PGRES_TUPLES_OK) ? 0 : PIN_ERR_DB;
 }
 
-int cal_agent_depart(const char *user_id, int64_t now_us, struct cal_agent_departure *out)
+int cd_agent_depart(const char *user_id, int64_t now_us, struct cd_agent_departure *out)
 {
 	const char *p[2] = { user_id, pc_time_param(now_us) };
 	PGresult *res;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if ((rc = cal_agent_slots_lock(user_id)) < 0)
+	if ((rc = cd_agent_slots_lock(user_id)) < 0)
 		return rc;
 	/* Available slots first: a booking racing with us either took its slot
 	 * before (we wait for it, then see it Booked and decline its Pending
@@ -50,7 +50,7 @@ int cal_agent_depart(const char *user_id, int64_t now_us, struct cal_agent_depar
 	if (!pc_res_ok(res, PGRES_COMMAND_OK))
 		return PIN_ERR_DB;
 	out->archived = atoi(PQcmdTuples(res));
-	if ((rc = apt_decline_unavailable(user_id, now_us, &out->declined)) < 0)
+	if ((rc = cd_apt_decline_unavailable(user_id, now_us, &out->declined)) < 0)
 		return rc;
 	res = pc_api->db_exec_prepared("cal_agent_confirmed_left",
 		"SELECT count(*) FROM calendar.appointments a "

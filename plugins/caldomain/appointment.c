@@ -25,7 +25,7 @@
 /* The row of sql (SCOPE_WHERE) for id in sc: 0 with *row, PC_E_NOT_FOUND,
  * PIN_ERR_DB. */
 static int one_in_scope(const char *stmt, const char *sql, const char *id,
-		const struct apt_scope *sc, PGresult **row)
+		const struct cd_apt_scope *sc, PGresult **row)
 {
 	const char *p[4] = { id, sc->tenant_id, sc->agent_user_id, sc->investor_user_id };
 	PGresult *res = pc_api->db_exec_prepared(stmt, sql, 4, p);
@@ -38,60 +38,60 @@ static int one_in_scope(const char *stmt, const char *sql, const char *id,
 	return 0;
 }
 
-int apt_lock(const char *id, const struct apt_scope *sc, PGresult **row)
+int cd_apt_lock(const char *id, const struct cd_apt_scope *sc, PGresult **row)
 {
 	return one_in_scope("apt_lock",
-		"SELECT " APT_COLS ", NULL::text, NULL::text, s.cancellation_cutoff_minutes "
+		"SELECT " CD_APT_COLS ", NULL::text, NULL::text, s.cancellation_cutoff_minutes "
 		"FROM calendar.appointments a "
 		"JOIN calendar.availability_slots s ON s.id = a.slot_id "
 		SCOPE_WHERE "FOR UPDATE OF a", id, sc, row);
 }
 
-int apt_fetch(const char *id, const struct apt_scope *sc, PGresult **row)
+int cd_apt_fetch(const char *id, const struct cd_apt_scope *sc, PGresult **row)
 {
-	return one_in_scope("apt_fetch", APT_VIEW_SQL SCOPE_WHERE, id, sc, row);
+	return one_in_scope("apt_fetch", CD_APT_VIEW_SQL SCOPE_WHERE, id, sc, row);
 }
 
-json_object *apt_json(const PGresult *res, int row)
+json_object *cd_apt_json(const PGresult *res, int row)
 {
 	json_object *o = json_object_new_object(), *sub;
 
-	pc_json_col(o, "id", res, row, APT_C_ID);
-	pc_json_col(o, "tenantId", res, row, APT_C_TENANT);
-	pc_json_col(o, "slotId", res, row, APT_C_SLOT);
-	pc_json_col(o, "calendarEventId", res, row, APT_C_EVENT);
-	pc_json_col(o, "agentUserId", res, row, APT_C_AGENT);
-	pc_json_col(o, "investorUserId", res, row, APT_C_INVESTOR);
-	pc_json_col(o, "kind", res, row, APT_C_KIND);
-	pc_json_col_time(o, "startAt", res, row, APT_C_START);
-	pc_json_col_time(o, "endAt", res, row, APT_C_END);
-	pc_json_col(o, "timeZone", res, row, APT_C_TZ);
-	pc_json_col(o, "status", res, row, APT_C_STATUS);
-	pc_json_col_bool(o, "autoConfirmed", res, row, APT_C_AUTO);
-	pc_json_col(o, "comment", res, row, APT_C_COMMENT);
-	pc_json_col(o, "projectId", res, row, APT_C_PROJECT);
-	pc_json_col(o, "propertyObjectId", res, row, APT_C_PROPERTY);
-	pc_json_col(o, "consultationRequestId", res, row, APT_C_CONSULTATION);
-	pc_json_col_time(o, "confirmDeadlineAt", res, row, APT_C_DEADLINE);
-	pc_json_col(o, "cancelledBy", res, row, APT_C_CANCELLED_BY);
-	pc_json_col(o, "cancelReason", res, row, APT_C_CANCEL_REASON);
-	pc_json_col(o, "outcome", res, row, APT_C_OUTCOME);
-	pc_json_col(o, "outcomeNote", res, row, APT_C_OUTCOME_NOTE);
-	pc_json_col(o, "rescheduledFromAppointmentId", res, row, APT_C_FROM);
-	pc_json_col(o, "rescheduledToAppointmentId", res, row, APT_C_TO);
-	pc_json_col_time(o, "decidedAt", res, row, APT_C_DECIDED);
-	pc_json_col_time(o, "cancelledAt", res, row, APT_C_CANCELLED);
-	pc_json_col_time(o, "completedAt", res, row, APT_C_COMPLETED);
-	pc_json_col_time(o, "createdAt", res, row, APT_C_CREATED);
-	pc_json_col_time(o, "updatedAt", res, row, APT_C_UPDATED);
-	pc_json_col_int(o, "version", res, row, APT_C_VERSION);
+	pc_json_col(o, "id", res, row, CD_APT_C_ID);
+	pc_json_col(o, "tenantId", res, row, CD_APT_C_TENANT);
+	pc_json_col(o, "slotId", res, row, CD_APT_C_SLOT);
+	pc_json_col(o, "calendarEventId", res, row, CD_APT_C_EVENT);
+	pc_json_col(o, "agentUserId", res, row, CD_APT_C_AGENT);
+	pc_json_col(o, "investorUserId", res, row, CD_APT_C_INVESTOR);
+	pc_json_col(o, "kind", res, row, CD_APT_C_KIND);
+	pc_json_col_time(o, "startAt", res, row, CD_APT_C_START);
+	pc_json_col_time(o, "endAt", res, row, CD_APT_C_END);
+	pc_json_col(o, "timeZone", res, row, CD_APT_C_TZ);
+	pc_json_col(o, "status", res, row, CD_APT_C_STATUS);
+	pc_json_col_bool(o, "autoConfirmed", res, row, CD_APT_C_AUTO);
+	pc_json_col(o, "comment", res, row, CD_APT_C_COMMENT);
+	pc_json_col(o, "projectId", res, row, CD_APT_C_PROJECT);
+	pc_json_col(o, "propertyObjectId", res, row, CD_APT_C_PROPERTY);
+	pc_json_col(o, "consultationRequestId", res, row, CD_APT_C_CONSULTATION);
+	pc_json_col_time(o, "confirmDeadlineAt", res, row, CD_APT_C_DEADLINE);
+	pc_json_col(o, "cancelledBy", res, row, CD_APT_C_CANCELLED_BY);
+	pc_json_col(o, "cancelReason", res, row, CD_APT_C_CANCEL_REASON);
+	pc_json_col(o, "outcome", res, row, CD_APT_C_OUTCOME);
+	pc_json_col(o, "outcomeNote", res, row, CD_APT_C_OUTCOME_NOTE);
+	pc_json_col(o, "rescheduledFromAppointmentId", res, row, CD_APT_C_FROM);
+	pc_json_col(o, "rescheduledToAppointmentId", res, row, CD_APT_C_TO);
+	pc_json_col_time(o, "decidedAt", res, row, CD_APT_C_DECIDED);
+	pc_json_col_time(o, "cancelledAt", res, row, CD_APT_C_CANCELLED);
+	pc_json_col_time(o, "completedAt", res, row, CD_APT_C_COMPLETED);
+	pc_json_col_time(o, "createdAt", res, row, CD_APT_C_CREATED);
+	pc_json_col_time(o, "updatedAt", res, row, CD_APT_C_UPDATED);
+	pc_json_col_int(o, "version", res, row, CD_APT_C_VERSION);
 	sub = json_object_new_object();
-	pc_json_col(sub, "id", res, row, APT_C_SLOT);
-	pc_json_col(sub, "status", res, row, APT_C_SLOT_STATUS);
+	pc_json_col(sub, "id", res, row, CD_APT_C_SLOT);
+	pc_json_col(sub, "status", res, row, CD_APT_C_SLOT_STATUS);
 	json_object_object_add(o, "slot", sub);
 	sub = json_object_new_object();
-	pc_json_col(sub, "id", res, row, APT_C_EVENT);
-	pc_json_col(sub, "status", res, row, APT_C_EVENT_STATUS);
+	pc_json_col(sub, "id", res, row, CD_APT_C_EVENT);
+	pc_json_col(sub, "status", res, row, CD_APT_C_EVENT_STATUS);
 	json_object_object_add(o, "event", sub);
 	return o;
 }
@@ -105,16 +105,16 @@ static json_object *payload_head(const PGresult *res, int row, int with_span)
 {
 	json_object *o = json_object_new_object();
 
-	pc_json_col(o, "appointmentId", res, row, APT_C_ID);
-	pc_json_col(o, "tenantId", res, row, APT_C_TENANT);
-	pc_json_col(o, "eventId", res, row, APT_C_EVENT);
-	pc_json_col(o, "agentUserId", res, row, APT_C_AGENT);
-	pc_json_col(o, "investorUserId", res, row, APT_C_INVESTOR);
-	pc_json_col(o, "kind", res, row, APT_C_KIND);
-	pc_json_col_time(o, "startAt", res, row, APT_C_START);
+	pc_json_col(o, "appointmentId", res, row, CD_APT_C_ID);
+	pc_json_col(o, "tenantId", res, row, CD_APT_C_TENANT);
+	pc_json_col(o, "eventId", res, row, CD_APT_C_EVENT);
+	pc_json_col(o, "agentUserId", res, row, CD_APT_C_AGENT);
+	pc_json_col(o, "investorUserId", res, row, CD_APT_C_INVESTOR);
+	pc_json_col(o, "kind", res, row, CD_APT_C_KIND);
+	pc_json_col_time(o, "startAt", res, row, CD_APT_C_START);
 	if (with_span) {
-		pc_json_col_time(o, "endAt", res, row, APT_C_END);
-		pc_json_col(o, "timeZone", res, row, APT_C_TZ);
+		pc_json_col_time(o, "endAt", res, row, CD_APT_C_END);
+		pc_json_col(o, "timeZone", res, row, CD_APT_C_TZ);
 	}
 	return o;
 }
@@ -123,16 +123,16 @@ static json_object *payload_created(const PGresult *res, int row)
 {
 	json_object *o = payload_head(res, row, 1);
 
-	pc_json_col(o, "slotId", res, row, APT_C_SLOT);
-	pc_json_col(o, "status", res, row, APT_C_STATUS);
-	pc_json_col_bool(o, "autoConfirmed", res, row, APT_C_AUTO);
-	pc_json_col_time(o, "confirmDeadlineAt", res, row, APT_C_DEADLINE);
-	pc_json_col(o, "projectId", res, row, APT_C_PROJECT);
-	pc_json_col(o, "propertyObjectId", res, row, APT_C_PROPERTY);
-	pc_json_col(o, "consultationRequestId", res, row, APT_C_CONSULTATION);
-	pc_json_col(o, "rescheduledFromAppointmentId", res, row, APT_C_FROM);
+	pc_json_col(o, "slotId", res, row, CD_APT_C_SLOT);
+	pc_json_col(o, "status", res, row, CD_APT_C_STATUS);
+	pc_json_col_bool(o, "autoConfirmed", res, row, CD_APT_C_AUTO);
+	pc_json_col_time(o, "confirmDeadlineAt", res, row, CD_APT_C_DEADLINE);
+	pc_json_col(o, "projectId", res, row, CD_APT_C_PROJECT);
+	pc_json_col(o, "propertyObjectId", res, row, CD_APT_C_PROPERTY);
+	pc_json_col(o, "consultationRequestId", res, row, CD_APT_C_CONSULTATION);
+	pc_json_col(o, "rescheduledFromAppointmentId", res, row, CD_APT_C_FROM);
 	/* Comment is class Internal: carried in this contract, never logged */
-	pc_json_col(o, "comment", res, row, APT_C_COMMENT);
+	pc_json_col(o, "comment", res, row, CD_APT_C_COMMENT);
 	return o;
 }
 
@@ -140,7 +140,7 @@ static json_object *payload_confirmed(const PGresult *res, int row)
 {
 	json_object *o = payload_head(res, row, 1);
 
-	pc_json_col_bool(o, "autoConfirmed", res, row, APT_C_AUTO);
+	pc_json_col_bool(o, "autoConfirmed", res, row, CD_APT_C_AUTO);
 	return o;
 }
 
@@ -149,10 +149,10 @@ static json_object *payload_cancelled(const PGresult *res, int row, const char *
 	json_object *o = payload_head(res, row, 1);
 
 	pc_json_str(o, "reason", reason);
-	pc_json_col(o, "cancelledBy", res, row, APT_C_CANCELLED_BY);
+	pc_json_col(o, "cancelledBy", res, row, CD_APT_C_CANCELLED_BY);
 	/* CancelReason is class Internal: carried, never logged */
-	pc_json_col(o, "cancelReason", res, row, APT_C_CANCEL_REASON);
-	pc_json_col(o, "rescheduledToAppointmentId", res, row, APT_C_TO);
+	pc_json_col(o, "cancelReason", res, row, CD_APT_C_CANCEL_REASON);
+	pc_json_col(o, "rescheduledToAppointmentId", res, row, CD_APT_C_TO);
 	return o;
 }
 
@@ -160,14 +160,14 @@ static json_object *payload_completed(const PGresult *res, int row)
 {
 	json_object *o = payload_head(res, row, 0);
 
-	pc_json_col(o, "outcome", res, row, APT_C_OUTCOME);
+	pc_json_col(o, "outcome", res, row, CD_APT_C_OUTCOME);
 	return o;
 }
 
 static int emit(const char *topic, const char *type, const PGresult *res, int row,
 		json_object *payload)
 {
-	const char *id = PQgetvalue(res, row, APT_C_ID);
+	const char *id = PQgetvalue(res, row, CD_APT_C_ID);
 
 	return pc_outbox(topic, id, type, AGG, id, payload);
 }
@@ -178,16 +178,16 @@ static int emit(const char *topic, const char *type, const PGresult *res, int ro
 static int slot_refusal(const char *status, int64_t start_us, int64_t now_us)
 {
 	if (strcmp(status, "Booked") == 0)
-		return APT_E_SLOT_BOOKED;
+		return CD_APT_E_SLOT_BOOKED;
 	if (strcmp(status, "Available") != 0)
-		return APT_E_SLOT_UNAVAILABLE;
-	if (start_us < now_us + APT_LEAD_MIN * 60LL * 1000000)
-		return APT_E_LEAD_TIME;
+		return CD_APT_E_SLOT_UNAVAILABLE;
+	if (start_us < now_us + CD_APT_LEAD_MIN * 60LL * 1000000)
+		return CD_APT_E_LEAD_TIME;
 	return 0;
 }
 
 /* status, owner, kind, start, and whether the owner may be booked (no
- * identity replica, or one with status Active: cal_agent_active). */
+ * identity replica, or one with status Active: cd_agent_active). */
 static PGresult *slot_get(const char *slot_id)
 {
 	const char *p[1] = { slot_id };
@@ -205,7 +205,7 @@ static PGresult *slot_get(const char *slot_id)
 static int slot_row_refusal(const PGresult *slot, int64_t now_us)
 {
 	if (strcmp(PQgetvalue(slot, 0, 4), "t") != 0)
-		return APT_E_AGENT_UNAVAILABLE;
+		return CD_APT_E_AGENT_UNAVAILABLE;
 	return slot_refusal(PQgetvalue(slot, 0, 0), pc_col_us(slot, 0, 3), now_us);
 }
 
@@ -214,8 +214,8 @@ static int slot_row_refusal(const PGresult *slot, int64_t now_us)
  * per-investor rate limit: bookings created in the rolling hour (refused
  * attempts leave no row, so they do not count).  Anti-spam counts a
  * reschedule pair as one: the new side of a pair is not counted, and a
- * reschedule is not refused by the limit.  0 / APT_E_RATE / PIN_ERR_DB. */
-static int investor_gate(const struct apt_book_req *b, const char *now)
+ * reschedule is not refused by the limit.  0 / CD_APT_E_RATE / PIN_ERR_DB. */
+static int investor_gate(const struct cd_apt_book_req *b, const char *now)
 {
 	long long rate = pc_api->config_num("appointments.rate_limit_per_hour");
 	const char *p[2] = { b->investor_user_id, now };
@@ -235,12 +235,12 @@ static int investor_gate(const struct apt_book_req *b, const char *now)
 		"  AND rescheduled_from_appointment_id IS NULL", 2, p);
 	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
-	return atoll(PQgetvalue(res, 0, 0)) >= rate ? APT_E_RATE : 0;
+	return atoll(PQgetvalue(res, 0, 0)) >= rate ? CD_APT_E_RATE : 0;
 }
 
 /* The slot as it stands: found, bookable, and (reschedule) of the same agent
- * and kind.  0 with *slot_out (the slot_get row), APT_E_*, PIN_ERR_DB. */
-static int slot_check(const struct apt_book_req *b, int64_t now_us, PGresult **slot_out)
+ * and kind.  0 with *slot_out (the slot_get row), CD_APT_E_*, PIN_ERR_DB. */
+static int slot_check(const struct cd_apt_book_req *b, int64_t now_us, PGresult **slot_out)
 {
 	PGresult *slot = slot_get(b->slot_id);
 	int rc;
@@ -248,21 +248,21 @@ static int slot_check(const struct apt_book_req *b, int64_t now_us, PGresult **s
 	if (!pc_res_ok(slot, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(slot) != 1)
-		return APT_E_SLOT_NOT_FOUND;
+		return CD_APT_E_SLOT_NOT_FOUND;
 	rc = slot_row_refusal(slot, now_us);
 	if (rc < 0)
 		return rc;
 	if ((b->same_agent && strcmp(b->same_agent, PQgetvalue(slot, 0, 1)) != 0) ||
 			(b->same_kind && strcmp(b->same_kind, PQgetvalue(slot, 0, 2)) != 0))
-		return APT_E_OTHER_SLOT;
+		return CD_APT_E_OTHER_SLOT;
 	*slot_out = slot;
 	return 0;
 }
 
 /* Anti-spam (domain.md): active = Pending | Confirmed with StartAt > now;
  * the appointment being rescheduled does not count (the pair is one).
- * 0 / APT_E_DUPLICATE / APT_E_LIMIT / PIN_ERR_DB. */
-static int anti_spam(const struct apt_book_req *b, const PGresult *slot, const char *now)
+ * 0 / CD_APT_E_DUPLICATE / CD_APT_E_LIMIT / PIN_ERR_DB. */
+static int anti_spam(const struct cd_apt_book_req *b, const PGresult *slot, const char *now)
 {
 	const char *p[5] = { b->investor_user_id, PQgetvalue(slot, 0, 1),
 		PQgetvalue(slot, 0, 2), now, b->rescheduled_from };
@@ -276,15 +276,15 @@ static int anti_spam(const struct apt_book_req *b, const PGresult *slot, const c
 	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (atoll(PQgetvalue(res, 0, 0)) > 0)
-		return APT_E_DUPLICATE;
-	if (atoll(PQgetvalue(res, 0, 1)) >= APT_MAX_ACTIVE)
-		return APT_E_LIMIT;
+		return CD_APT_E_DUPLICATE;
+	if (atoll(PQgetvalue(res, 0, 1)) >= CD_APT_MAX_ACTIVE)
+		return CD_APT_E_LIMIT;
 	return 0;
 }
 
 /* Investor-scoped checks before the slot update: rate limit, slot guards,
  * anti-spam.  *slot_out: the slot_get row. */
-static int book_guards(const struct apt_book_req *b, const char *now, int64_t now_us,
+static int book_guards(const struct cd_apt_book_req *b, const char *now, int64_t now_us,
 		PGresult **slot_out)
 {
 	int rc;
@@ -311,7 +311,7 @@ static int book_guards(const struct apt_book_req *b, const char *now, int64_t no
 /* The race: Available -> Booked, conditional.  Losers wait here for the
  * winner's row lock, then see status = 'Booked' and update nothing.
  * 0 with *slot (tenant, owner, kind, start, end, tz, auto_confirm, project,
- * property, location), APT_E_*, PIN_ERR_DB. */
+ * property, location), CD_APT_E_*, PIN_ERR_DB. */
 static int slot_take(const char *slot_id, const char *now, int64_t now_us, PGresult **slot)
 {
 	const char *p[2] = { slot_id, now };
@@ -337,17 +337,17 @@ static int slot_take(const char *slot_id, const char *now, int64_t now_us, PGres
 	if (!pc_res_ok(cur, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(cur) != 1)
-		return APT_E_SLOT_NOT_FOUND;
+		return CD_APT_E_SLOT_NOT_FOUND;
 	rc = slot_row_refusal(cur, now_us);
-	return rc < 0 ? rc : APT_E_SLOT_BOOKED;
+	return rc < 0 ? rc : CD_APT_E_SLOT_BOOKED;
 }
 
 /* The CalendarEvent of a booking (slot_take row): shared lifecycle code
  * (reminders, event-created).  0 / PIN_ERR*. */
-static int booking_event(const struct apt_book_req *b, const PGresult *slot,
+static int booking_event(const struct cd_apt_book_req *b, const PGresult *slot,
 		const char *apt_id, const char *ev_id, int64_t now_us)
 {
-	struct pc_event_new ev;
+	struct cd_event_new ev;
 	PGresult *evrow;
 
 	memset(&ev, 0, sizeof(ev));
@@ -368,22 +368,22 @@ static int booking_event(const struct apt_book_req *b, const PGresult *slot,
 	ev.property_object_id = pc_col(slot, 0, 8);
 	ev.appointment_id = apt_id;
 	ev.created_by_user_id = b->investor_user_id;
-	return pc_event_create(&ev, now_us, &evrow);
+	return cd_event_create(&ev, now_us, &evrow);
 }
 
-/* The appointment row (APT_COLS) of a booking.  0 with *row,
- * APT_E_SLOT_BOOKED (the unique index of active appointments of a slot: the
+/* The appointment row (CD_APT_COLS) of a booking.  0 with *row,
+ * CD_APT_E_SLOT_BOOKED (the unique index of active appointments of a slot: the
  * structural guarantee), PIN_ERR_DB. */
-static int insert_appointment(const struct apt_book_req *b, const PGresult *slot,
+static int insert_appointment(const struct cd_apt_book_req *b, const PGresult *slot,
 		const char *apt_id, const char *ev_id, int autoc, const char *now,
 		int64_t now_us, PGresult **row)
 {
 	int64_t start_us = pc_col_us(slot, 0, 3);
-	int64_t deadline_us = now_us + APT_DEADLINE_MAX_US;
+	int64_t deadline_us = now_us + CD_APT_DEADLINE_MAX_US;
 	const char *p[20];
 
-	if (start_us - APT_DEADLINE_BEFORE_US < deadline_us)
-		deadline_us = start_us - APT_DEADLINE_BEFORE_US;
+	if (start_us - CD_APT_DEADLINE_BEFORE_US < deadline_us)
+		deadline_us = start_us - CD_APT_DEADLINE_BEFORE_US;
 	/* every instant the row stores stays in the supported range */
 	if (!pc_instant_ok(start_us) || !pc_instant_ok(pc_col_us(slot, 0, 4)) ||
 			!pc_instant_ok(deadline_us))
@@ -416,17 +416,17 @@ static int insert_appointment(const struct apt_book_req *b, const PGresult *slot
 		"  updated_at, version) "
 		"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::boolean, $13, $14, $15, "
 		"  $16, $17, $18, $19::timestamptz, $20::timestamptz, $20::timestamptz, 1) "
-		"RETURNING " APT_COLS, 20, p);
+		"RETURNING " CD_APT_COLS, 20, p);
 	if (*row && PQresultStatus(*row) == PGRES_FATAL_ERROR &&
 			strcmp(pc_api->db_sqlstate(*row), "23505") == 0 &&
 			strcmp(pc_api->db_constraint(*row), "ux_appointments_slot_active") == 0)
-		return APT_E_SLOT_BOOKED;
+		return CD_APT_E_SLOT_BOOKED;
 	if (!pc_res_ok(*row, PGRES_TUPLES_OK) || PQntuples(*row) != 1)
 		return PIN_ERR_DB;
 	return 0;
 }
 
-int apt_book(const struct apt_book_req *b, int64_t now_us, const char **id_out)
+int cd_apt_book(const struct cd_apt_book_req *b, int64_t now_us, const char **id_out)
 {
 	const char *now = pc_time_param(now_us);
 	PGresult *slot, *row;
@@ -444,11 +444,12 @@ int apt_book(const struct apt_book_req *b, int64_t now_us, const char **id_out)
 		return rc;
 	if ((rc = insert_appointment(b, slot, apt_id, ev_id, autoc, now, now_us, &row)) < 0)
 		return rc;
-	if ((rc = emit(APT_TOPIC_CREATED, "pin.calendar.appointment-created", row, 0,
+	if ((rc = emit(PC_TOPIC_APPOINTMENT_CREATED, "pin.calendar.appointment-created", row, 0,
 			payload_created(row, 0))) < 0)
 		return rc;
-	if (autoc && (rc = emit(APT_TOPIC_CONFIRMED, "pin.calendar.appointment-confirmed",
-			row, 0, payload_confirmed(row, 0))) < 0)
+	if (autoc && (rc = emit(PC_TOPIC_APPOINTMENT_CONFIRMED,
+			"pin.calendar.appointment-confirmed", row, 0,
+			payload_confirmed(row, 0))) < 0)
 		return rc;
 	pc_api->metric_add("pin_calendar_appointments_created_total",
 			autoc ? "auto_confirmed=\"true\"" : "auto_confirmed=\"false\"", 1);
@@ -466,23 +467,23 @@ static int event_cascade(const char *event_id, const char *action, const char *r
 	PGresult *ev, *out;
 	int rc;
 
-	rc = pc_event_lock(event_id, NULL, NULL, &ev);
+	rc = cd_event_lock(event_id, NULL, NULL, &ev);
 	if (rc == PC_E_NOT_FOUND)
 		return 0;
 	if (rc < 0)
 		return rc;
-	rc = pc_event_transition(ev, action, reason, now_us, &out);
+	rc = cd_event_transition(ev, action, reason, now_us, &out);
 	return rc == PC_E_TRANSITION ? 0 : rc;
 }
 
-static int end_row(const PGresult *locked, int row, const struct apt_end *x, int64_t now_us)
+static int end_row(const PGresult *locked, int row, const struct cd_apt_end *x, int64_t now_us)
 {
 	const char *now = pc_time_param(now_us);
 	const char *p[6];
 	PGresult *res, *upd;
 	int rc;
 
-	p[0] = PQgetvalue(locked, row, APT_C_ID);
+	p[0] = PQgetvalue(locked, row, CD_APT_C_ID);
 	p[1] = x->status;
 	p[2] = x->cancelled_by;
 	p[3] = x->cancel_reason;
@@ -497,7 +498,7 @@ static int end_row(const PGresult *locked, int row, const struct apt_end *x, int
 		"  updated_at = $5::timestamptz, version = a.version + 1 "
 		"WHERE a.id = $1::uuid AND (a.status = 'Pending' "
 		"  OR ($2 = 'Cancelled' AND a.status = 'Confirmed')) "
-		"RETURNING " APT_COLS, 6, p);
+		"RETURNING " CD_APT_COLS, 6, p);
 	if (!pc_res_ok(upd, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(upd) != 1)
@@ -505,7 +506,7 @@ static int end_row(const PGresult *locked, int row, const struct apt_end *x, int
 
 	/* slot: released while the lead time still allows a booking and its
 	 * agent is active (a departed agent gets nothing back), else archived */
-	p[0] = PQgetvalue(locked, row, APT_C_SLOT);
+	p[0] = PQgetvalue(locked, row, CD_APT_C_SLOT);
 	p[1] = x->release_slot ? "true" : "false";
 	p[2] = now;
 	res = pc_api->db_exec_prepared("apt_slot_release",
@@ -519,11 +520,11 @@ static int end_row(const PGresult *locked, int row, const struct apt_end *x, int
 	if (!pc_res_ok(res, PGRES_COMMAND_OK))
 		return PIN_ERR_DB;
 
-	rc = event_cascade(PQgetvalue(locked, row, APT_C_EVENT), "cancel",
+	rc = event_cascade(PQgetvalue(locked, row, CD_APT_C_EVENT), "cancel",
 			x->cancel_reason ? x->cancel_reason : x->reason, now_us);
 	if (rc < 0)
 		return rc;
-	rc = emit(APT_TOPIC_CANCELLED, "pin.calendar.appointment-cancelled", upd, 0,
+	rc = emit(PC_TOPIC_APPOINTMENT_CANCELLED, "pin.calendar.appointment-cancelled", upd, 0,
 			payload_cancelled(upd, 0, x->reason));
 	if (rc < 0)
 		return rc;
@@ -532,49 +533,49 @@ static int end_row(const PGresult *locked, int row, const struct apt_end *x, int
 	return 0;
 }
 
-int apt_end(const PGresult *locked, const struct apt_end *x, int64_t now_us)
+int cd_apt_end(const PGresult *locked, const struct cd_apt_end *x, int64_t now_us)
 {
 	return end_row(locked, 0, x, now_us);
 }
 
-int apt_confirm(const PGresult *locked, int64_t now_us)
+int cd_apt_confirm(const PGresult *locked, int64_t now_us)
 {
 	const char *p[2];
 	PGresult *upd;
 
-	if (strcmp(PQgetvalue(locked, 0, APT_C_STATUS), "Pending") != 0)
+	if (strcmp(PQgetvalue(locked, 0, CD_APT_C_STATUS), "Pending") != 0)
 		return PC_E_TRANSITION;
 	/* "before ConfirmDeadlineAt": at the deadline the row is already the
 	 * timeout job's (ConfirmDeadlineAt <= now -> Expired) */
-	if (now_us >= pc_col_us(locked, 0, APT_C_DEADLINE))
-		return APT_E_DEADLINE;
-	p[0] = PQgetvalue(locked, 0, APT_C_ID);
+	if (now_us >= pc_col_us(locked, 0, CD_APT_C_DEADLINE))
+		return CD_APT_E_DEADLINE;
+	p[0] = PQgetvalue(locked, 0, CD_APT_C_ID);
 	p[1] = pc_time_param(now_us);
 	upd = pc_api->db_exec_prepared("apt_confirm",
 		"UPDATE calendar.appointments a SET status = 'Confirmed', "
 		"  decided_at = $2::timestamptz, updated_at = $2::timestamptz, "
 		"  version = a.version + 1 "
-		"WHERE a.id = $1::uuid AND a.status = 'Pending' RETURNING " APT_COLS, 2, p);
+		"WHERE a.id = $1::uuid AND a.status = 'Pending' RETURNING " CD_APT_COLS, 2, p);
 	if (!pc_res_ok(upd, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(upd) != 1)
 		return PC_E_TRANSITION;
-	return emit(APT_TOPIC_CONFIRMED, "pin.calendar.appointment-confirmed", upd, 0,
+	return emit(PC_TOPIC_APPOINTMENT_CONFIRMED, "pin.calendar.appointment-confirmed", upd, 0,
 			payload_confirmed(upd, 0));
 }
 
-int apt_complete(const PGresult *locked, const char *outcome, const char *note,
+int cd_apt_complete(const PGresult *locked, const char *outcome, const char *note,
 		int64_t now_us)
 {
 	const char *p[4];
 	PGresult *upd;
 	int rc;
 
-	if (strcmp(PQgetvalue(locked, 0, APT_C_STATUS), "Confirmed") != 0)
+	if (strcmp(PQgetvalue(locked, 0, CD_APT_C_STATUS), "Confirmed") != 0)
 		return PC_E_TRANSITION;
-	if (now_us < pc_col_us(locked, 0, APT_C_START))
-		return APT_E_NOT_STARTED;
-	p[0] = PQgetvalue(locked, 0, APT_C_ID);
+	if (now_us < pc_col_us(locked, 0, CD_APT_C_START))
+		return CD_APT_E_NOT_STARTED;
+	p[0] = PQgetvalue(locked, 0, CD_APT_C_ID);
 	p[1] = outcome;
 	p[2] = note;
 	p[3] = pc_time_param(now_us);
@@ -582,23 +583,23 @@ int apt_complete(const PGresult *locked, const char *outcome, const char *note,
 		"UPDATE calendar.appointments a SET status = $2, outcome = $2, "
 		"  outcome_note = $3, completed_at = $4::timestamptz, "
 		"  updated_at = $4::timestamptz, version = a.version + 1 "
-		"WHERE a.id = $1::uuid AND a.status = 'Confirmed' RETURNING " APT_COLS, 4, p);
+		"WHERE a.id = $1::uuid AND a.status = 'Confirmed' RETURNING " CD_APT_COLS, 4, p);
 	if (!pc_res_ok(upd, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(upd) != 1)
 		return PC_E_TRANSITION;
-	rc = event_cascade(PQgetvalue(locked, 0, APT_C_EVENT), "complete", NULL, now_us);
+	rc = event_cascade(PQgetvalue(locked, 0, CD_APT_C_EVENT), "complete", NULL, now_us);
 	if (rc < 0)
 		return rc;
-	return emit(APT_TOPIC_COMPLETED, "pin.calendar.appointment-completed", upd, 0,
+	return emit(PC_TOPIC_APPOINTMENT_COMPLETED, "pin.calendar.appointment-completed", upd, 0,
 			payload_completed(upd, 0));
 }
 
 /* ------------------------------------------------------------------ expiry */
 
-int apt_expire_batch(int64_t now_us, int batch)
+int cd_apt_expire_batch(int64_t now_us, int batch)
 {
-	static const struct apt_end expire = {
+	static const struct cd_apt_end expire = {
 		"Expired", "System", "Expired", NULL, 1, NULL
 	};
 	const char *p[2];
@@ -610,7 +611,7 @@ int apt_expire_batch(int64_t now_us, int batch)
 	p[0] = pc_time_param(now_us);
 	p[1] = pc_api->sprintf("%d", batch);
 	res = pc_api->db_exec_prepared("apt_expire_pick",
-		"SELECT " APT_COLS ", NULL::text, NULL::text, NULL::int "
+		"SELECT " CD_APT_COLS ", NULL::text, NULL::text, NULL::int "
 		"FROM calendar.appointments a "
 		"WHERE a.status = 'Pending' AND a.confirm_deadline_at <= $1::timestamptz "
 		"ORDER BY a.confirm_deadline_at LIMIT $2::int FOR UPDATE SKIP LOCKED", 2, p);
@@ -632,9 +633,9 @@ fail:
 
 /* ------------------------------------------------------- departed agents */
 
-int apt_decline_unavailable(const char *agent_user_id, int64_t now_us, int *declined)
+int cd_apt_decline_unavailable(const char *agent_user_id, int64_t now_us, int *declined)
 {
-	static const struct apt_end gone = {
+	static const struct cd_apt_end gone = {
 		"Declined", "System", "AgentUnavailable", NULL, 0, NULL
 	};
 	const char *p[1] = { agent_user_id };
@@ -644,7 +645,7 @@ int apt_decline_unavailable(const char *agent_user_id, int64_t now_us, int *decl
 	*declined = 0;
 	/* id order: the same order as any other multi-row lock of appointments */
 	res = pc_api->db_exec_prepared("apt_unavailable_pick",
-		"SELECT " APT_COLS ", NULL::text, NULL::text, NULL::int "
+		"SELECT " CD_APT_COLS ", NULL::text, NULL::text, NULL::int "
 		"FROM calendar.appointments a "
 		"WHERE a.agent_user_id = $1::uuid AND a.status = 'Pending' "
 		"ORDER BY a.id FOR UPDATE", 1, p);

@@ -3,7 +3,7 @@
 #include <string.h>
 #include "caldomain/crm_rules.h"
 
-const char *wrk_crm_expired_reason(const char *phase)
+const char *cd_crm_expired_reason(const char *phase)
 {
 	if (phase && !strcmp(phase, "Reserve"))
 		return "Резерв истёк";
@@ -12,13 +12,13 @@ const char *wrk_crm_expired_reason(const char *phase)
 	return "Бронирование истекло";
 }
 
-const char *wrk_crm_title_prefix(const char *phase)
+const char *cd_crm_title_prefix(const char *phase)
 {
 	return phase && !strcmp(phase, "Reserve") ? "Оплата резерва до " :
 		"Дедлайн брони: подтвердить/продлить до ";
 }
 
-size_t wrk_crm_phase_offsets(const char *phase, int out[2])
+size_t cd_crm_phase_offsets(const char *phase, int out[2])
 {
 	if (phase && !strcmp(phase, "Reserve")) {
 		out[0] = 30;
@@ -29,12 +29,12 @@ size_t wrk_crm_phase_offsets(const char *phase, int out[2])
 	return 2;
 }
 
-enum wrk_crm_upsert wrk_crm_upsert_action(const char *link_status, int64_t cur_start_us,
+enum cd_crm_upsert cd_crm_upsert_action(const char *link_status, int64_t cur_start_us,
 		int64_t new_us, int can_move)
 {
 	if (!link_status)
-		return WRK_CRM_CREATE;
+		return CD_CRM_CREATE;
 	if (!can_move || strcmp(link_status, "Open") != 0 || cur_start_us == new_us)
-		return WRK_CRM_NOOP;
-	return WRK_CRM_MOVE;
+		return CD_CRM_NOOP;
+	return CD_CRM_MOVE;
 }

@@ -25,7 +25,7 @@ static int insert_reminders(const char *event_id, int64_t start_us, const int *o
 	for (i = 0; i < n; i++) {
 		char id[37];
 		int64_t due;
-		enum pc_rem_status st = pc_rule_reminder(start_us, offsets[i], now_us, &due);
+		enum cd_rem_status st = cd_rule_reminder(start_us, offsets[i], now_us, &due);
 		const char *sep = i ? "," : "";
 
 		if (!pc_instant_ok(due))
@@ -35,7 +35,7 @@ static int insert_reminders(const char *event_id, int64_t start_us, const int *o
 		ids = pc_api->sprintf("%s%s%s", ids, sep, id);
 		offs = pc_api->sprintf("%s%s%d", offs, sep, offsets[i]);
 		dues = pc_api->sprintf("%s%s\"%s\"", dues, sep, pc_time_param(due));
-		sts = pc_api->sprintf("%s%s%s", sts, sep, pc_rem_status_name(st));
+		sts = pc_api->sprintf("%s%s%s", sts, sep, cd_rem_status_name(st));
 	}
 	params[0] = event_id;
 	params[1] = pc_api->sprintf("%s}", ids);
@@ -52,11 +52,11 @@ static int insert_reminders(const char *event_id, int64_t start_us, const int *o
 	return pc_res_ok(res, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
 }
 
-int pc_reminders_rematerialise(const char *event_id, int64_t start_us,
+int cd_reminders_rematerialise(const char *event_id, int64_t start_us,
 		const char *offsets_pg, int64_t now_us)
 {
-	int offsets[PC_MAX_OFFSETS];
-	size_t n = pc_pg_int_parse(offsets_pg, offsets, PC_MAX_OFFSETS);
+	int offsets[CD_MAX_OFFSETS];
+	size_t n = pc_pg_int_parse(offsets_pg, offsets, CD_MAX_OFFSETS);
 	const char *params[1] = { event_id };
 	PGresult *res;
 
@@ -69,7 +69,7 @@ int pc_reminders_rematerialise(const char *event_id, int64_t start_us,
 	return insert_reminders(event_id, start_us, offsets, n, now_us);
 }
 
-int pc_reminders_skip(const char *event_id, int64_t now_us)
+int cd_reminders_skip(const char *event_id, int64_t now_us)
 {
 	const char *params[2] = { event_id, pc_time_param(now_us) };
 	PGresult *res = pc_api->db_exec_prepared("pc_rem_skip",
@@ -79,7 +79,7 @@ int pc_reminders_skip(const char *event_id, int64_t now_us)
 	return pc_res_ok(res, PGRES_COMMAND_OK) ? 0 : PIN_ERR_DB;
 }
 
-/* Runs an UPDATE ... RETURNING PC_EVENT_COLS of one event: 0 with *row_out
+/* Runs an UPDATE ... RETURNING CD_EVENT_COLS of one event: 0 with *row_out
  * or PIN_ERR_DB. */
 static int update_event(const char *stmt, const char *sql, int n, const char *const *params,
 		PGresult **row_out)
@@ -96,14 +96,14 @@ static int update_event(const char *stmt, const char *sql, int n, const char *co
 static int publish(const char *topic, const char *event_type, const PGresult *row,
 		json_object *payload)
 {
-	const char *id = PQgetvalue(row, 0, PC_EC_ID);
+	const char *id = PQgetvalue(row, 0, CD_EC_ID);
 
 	return pc_outbox(topic, id, event_type, EV_AGG, id, payload);
 }
 
 /* ---------------------------------------------------------------- create */
 
-int pc_event_create(const struct pc_event_new *ev, int64_t now_us, PGresult **row_out)
+int cd_event_create(const struct cd_event_new *ev, int64_t now_us, PGresult **row_out)
 {
 	static const int def_offsets[] = { 1440, 60 };
 	const int *offsets = ev->has_offsets ? ev->offsets : def_offsets;
@@ -113,7 +113,7 @@ int pc_event_create(const struct pc_event_new *ev, int64_t now_us, PGresult **ro
 	PGresult *res;
 	int rc;
 
-	if (pc_rule_event_instants(ev->start_us, ev->has_end, ev->end_us, offsets, n) != 0)
+	if (cd_rule_event_instants(ev->start_us, ev->has_end, ev->end_us, offsets, n) != 0)
 		return PC_E_RANGE;
 	if (ev->id)
 		snprintf(id, sizeof(id), "%s", ev->id);
@@ -149,14 +149,14 @@ int pc_event_create(const struct pc_event_new *ev, int64_t now_us, PGresult **ro
 		"  created_by_user_id, created_at, updated_at, version) "
 		"VALUES ($1, $2, $3, $4, $5, 'Planned', $6, $7, $8, $9, $10, $11, $12, $13, $14, "
 		"  $15, $16, $17, $18, $19, $20::int[], $21, $22, $22, 1) "
-		"RETURNING " PC_EVENT_COLS, 22, params);
+		"RETURNING " CD_EVENT_COLS, 22, params);
 	if (!pc_res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
 		return PIN_ERR_DB;
 	rc = insert_reminders(id, ev->start_us, offsets, n, now_us);
 	if (rc < 0)
 		return rc;
 	rc = publish(PC_TOPIC_EVENT_CREATED, "pin.calendar.event-created", res,
-			pc_payload_event_created(res, 0));
+			cd_payload_event_created(res, 0));
 	if (rc < 0)
 		return rc;
 	pc_api->metric_add("pin_calendar_events_created_total",
@@ -167,12 +167,12 @@ int pc_event_create(const struct pc_event_new *ev, int64_t now_us, PGresult **ro
 
 /* ------------------------------------------------------------------ lock */
 
-int pc_event_lock(const char *id, const char *tenant_id, const char *owner_user_id,
+int cd_event_lock(const char *id, const char *tenant_id, const char *owner_user_id,
 		PGresult **row_out)
 {
 	const char *params[3] = { id, tenant_id, owner_user_id };
 	PGresult *res = pc_api->db_exec_prepared("pc_event_lock",
-		"SELECT " PC_EVENT_COLS " FROM calendar.calendar_events e "
+		"SELECT " CD_EVENT_COLS " FROM calendar.calendar_events e "
 		"WHERE e.id = $1 AND ($2::uuid IS NULL OR e.tenant_id = $2::uuid) "
 		"  AND ($3::uuid IS NULL OR e.owner_user_id = $3::uuid) FOR UPDATE", 3, params);
 
@@ -186,16 +186,16 @@ int pc_event_lock(const char *id, const char *tenant_id, const char *owner_user_
 
 /* ----------------------------------------------------------- transitions */
 
-int pc_event_transition(const PGresult *locked, const char *action,
+int cd_event_transition(const PGresult *locked, const char *action,
 		const char *cancel_reason, int64_t now_us, PGresult **row_out)
 {
-	const char *from = PQgetvalue(locked, 0, PC_EC_STATUS);
-	const char *id = PQgetvalue(locked, 0, PC_EC_ID);
+	const char *from = PQgetvalue(locked, 0, CD_EC_STATUS);
+	const char *id = PQgetvalue(locked, 0, CD_EC_ID);
 	const char *to, *params[4];
 	PGresult *res;
 	int rc;
 
-	if (pc_rule_transition(from, action, &to) != 0)
+	if (cd_rule_transition(from, action, &to) != 0)
 		return PC_E_TRANSITION;
 	params[0] = id;
 	params[1] = to;
@@ -208,29 +208,29 @@ int pc_event_transition(const PGresult *locked, const char *action,
 		"  completed_at = CASE WHEN $2::text = 'Completed' THEN $4::timestamptz ELSE e.completed_at END, "
 		"  cancelled_at = CASE WHEN $2::text = 'Cancelled' THEN $4::timestamptz ELSE e.cancelled_at END, "
 		"  updated_at = $4::timestamptz, version = e.version + 1 "
-		"WHERE e.id = $1 RETURNING " PC_EVENT_COLS, 4, params, &res);
+		"WHERE e.id = $1 RETURNING " CD_EVENT_COLS, 4, params, &res);
 	if (rc < 0)
 		return rc;
 	if (strcmp(to, "Completed") == 0 || strcmp(to, "Cancelled") == 0) {
-		rc = pc_reminders_skip(id, now_us);     /* rule 3 */
+		rc = cd_reminders_skip(id, now_us);     /* rule 3 */
 		if (rc < 0)
 			return rc;
 	}
 	rc = publish(PC_TOPIC_EVENT_STATUS_CHANGED, "pin.calendar.event-status-changed", res,
-			pc_payload_event_status_changed(res, 0, from));
+			cd_payload_event_status_changed(res, 0, from));
 	if (rc < 0)
 		return rc;
 	*row_out = res;
 	return 0;
 }
 
-int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t now_us,
+int cd_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t now_us,
 		PGresult **row_out, int *changed)
 {
-	const char *id = PQgetvalue(locked, 0, PC_EC_ID);
-	int has_end = !PQgetisnull(locked, 0, PC_EC_END);
-	int64_t old_start = pc_col_us(locked, 0, PC_EC_START);
-	int64_t old_end = pc_col_us(locked, 0, PC_EC_END);
+	const char *id = PQgetvalue(locked, 0, CD_EC_ID);
+	int has_end = !PQgetisnull(locked, 0, CD_EC_END);
+	int64_t old_start = pc_col_us(locked, 0, CD_EC_START);
+	int64_t old_end = pc_col_us(locked, 0, CD_EC_END);
 	int64_t new_end;
 	const char *params[4];
 	PGresult *res;
@@ -238,7 +238,7 @@ int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t no
 
 	if (changed)
 		*changed = 0;
-	if (!pc_rule_can_reschedule(PQgetvalue(locked, 0, PC_EC_STATUS)))
+	if (!cd_rule_can_reschedule(PQgetvalue(locked, 0, CD_EC_STATUS)))
 		return PC_E_TRANSITION;
 	if (new_start_us == old_start) {
 		/* not an actual move (seed 002 publishes "every actual reschedule"):
@@ -246,13 +246,13 @@ int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t no
 		*row_out = (PGresult *)locked;
 		return 0;
 	}
-	new_end = pc_rule_reschedule_end(old_start, has_end, old_end, new_start_us);
+	new_end = cd_rule_reschedule_end(old_start, has_end, old_end, new_start_us);
 	{
-		int offsets[PC_MAX_OFFSETS];
-		size_t n = pc_pg_int_parse(PQgetvalue(locked, 0, PC_EC_OFFSETS), offsets,
-				PC_MAX_OFFSETS);
+		int offsets[CD_MAX_OFFSETS];
+		size_t n = pc_pg_int_parse(PQgetvalue(locked, 0, CD_EC_OFFSETS), offsets,
+				CD_MAX_OFFSETS);
 
-		if (pc_rule_event_instants(new_start_us, has_end, new_end, offsets, n) != 0)
+		if (cd_rule_event_instants(new_start_us, has_end, new_end, offsets, n) != 0)
 			return PC_E_RANGE;
 	}
 	params[0] = id;
@@ -262,15 +262,15 @@ int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t no
 	rc = update_event("pc_event_reschedule",
 		"UPDATE calendar.calendar_events e SET start_at = $2::timestamptz, "
 		"  end_at = $3::timestamptz, updated_at = $4::timestamptz, version = e.version + 1 "
-		"WHERE e.id = $1 RETURNING " PC_EVENT_COLS, 4, params, &res);
+		"WHERE e.id = $1 RETURNING " CD_EVENT_COLS, 4, params, &res);
 	if (rc < 0)
 		return rc;
-	rc = pc_reminders_rematerialise(id, new_start_us,
-			PQgetvalue(res, 0, PC_EC_OFFSETS), now_us);   /* rule 2 */
+	rc = cd_reminders_rematerialise(id, new_start_us,
+			PQgetvalue(res, 0, CD_EC_OFFSETS), now_us);   /* rule 2 */
 	if (rc < 0)
 		return rc;
 	rc = publish(PC_TOPIC_EVENT_RESCHEDULED, "pin.calendar.event-rescheduled", res,
-			pc_payload_event_rescheduled(res, 0));
+			cd_payload_event_rescheduled(res, 0));
 	if (rc < 0)
 		return rc;
 	*row_out = res;
@@ -287,119 +287,115 @@ static json_object *event_identity(const char *id_key, const PGresult *res, int 
 {
 	json_object *o = json_object_new_object();
 
-	pc_json_col(o, id_key, res, row, PC_EC_ID);
-	pc_json_col(o, "tenantId", res, row, PC_EC_TENANT);
-	pc_json_col(o, "ownerUserId", res, row, PC_EC_OWNER);
-	pc_json_col(o, "kind", res, row, PC_EC_KIND);
-	pc_json_col(o, "origin", res, row, PC_EC_ORIGIN);
+	pc_json_col(o, id_key, res, row, CD_EC_ID);
+	pc_json_col(o, "tenantId", res, row, CD_EC_TENANT);
+	pc_json_col(o, "ownerUserId", res, row, CD_EC_OWNER);
+	pc_json_col(o, "kind", res, row, CD_EC_KIND);
+	pc_json_col(o, "origin", res, row, CD_EC_ORIGIN);
 	return o;
 }
 
 /* When: startAt, endAt (null for a point event), timeZone. */
 static void event_when(json_object *o, const PGresult *res, int row)
 {
-	pc_json_col_time(o, "startAt", res, row, PC_EC_START);
-	pc_json_col_time(o, "endAt", res, row, PC_EC_END);
-	pc_json_col(o, "timeZone", res, row, PC_EC_TZ);
+	pc_json_col_time(o, "startAt", res, row, CD_EC_START);
+	pc_json_col_time(o, "endAt", res, row, CD_EC_END);
+	pc_json_col(o, "timeZone", res, row, CD_EC_TZ);
 }
 
 /* The references to other contexts (ids only), same order everywhere. */
 static void event_refs(json_object *o, const PGresult *res, int row)
 {
-	pc_json_col(o, "clientUserId", res, row, PC_EC_CLIENT);
-	pc_json_col(o, "leadId", res, row, PC_EC_LEAD);
-	pc_json_col(o, "dealId", res, row, PC_EC_DEAL);
-	pc_json_col(o, "bookingId", res, row, PC_EC_BOOKING);
-	pc_json_col(o, "projectId", res, row, PC_EC_PROJECT);
-	pc_json_col(o, "propertyObjectId", res, row, PC_EC_PROPERTY);
-	pc_json_col(o, "appointmentId", res, row, PC_EC_APPOINTMENT);
+	pc_json_col(o, "clientUserId", res, row, CD_EC_CLIENT);
+	pc_json_col(o, "leadId", res, row, CD_EC_LEAD);
+	pc_json_col(o, "dealId", res, row, CD_EC_DEAL);
+	pc_json_col(o, "bookingId", res, row, CD_EC_BOOKING);
+	pc_json_col(o, "projectId", res, row, CD_EC_PROJECT);
+	pc_json_col(o, "propertyObjectId", res, row, CD_EC_PROPERTY);
+	pc_json_col(o, "appointmentId", res, row, CD_EC_APPOINTMENT);
 }
 
-json_object *pc_event_json(const PGresult *res, int row)
+json_object *cd_event_json(const PGresult *res, int row)
 {
 	json_object *o = event_identity("id", res, row);
 
-	pc_json_col(o, "status", res, row, PC_EC_STATUS);
-	pc_json_col(o, "priority", res, row, PC_EC_PRIORITY);
-	pc_json_col(o, "title", res, row, PC_EC_TITLE);
-	pc_json_col(o, "description", res, row, PC_EC_DESCRIPTION);
-	pc_json_col(o, "location", res, row, PC_EC_LOCATION);
+	pc_json_col(o, "status", res, row, CD_EC_STATUS);
+	pc_json_col(o, "priority", res, row, CD_EC_PRIORITY);
+	pc_json_col(o, "title", res, row, CD_EC_TITLE);
+	pc_json_col(o, "description", res, row, CD_EC_DESCRIPTION);
+	pc_json_col(o, "location", res, row, CD_EC_LOCATION);
 	event_when(o, res, row);
 	event_refs(o, res, row);
 	json_object_object_add(o, "reminderOffsetsMinutes",
-			pc_json_int_array(pc_col(res, row, PC_EC_OFFSETS)));
-	pc_json_col(o, "cancelReason", res, row, PC_EC_CANCEL_REASON);
-	pc_json_col_time(o, "startedAt", res, row, PC_EC_STARTED);
-	pc_json_col_time(o, "completedAt", res, row, PC_EC_COMPLETED);
-	pc_json_col_time(o, "cancelledAt", res, row, PC_EC_CANCELLED);
-	pc_json_col_time(o, "createdAt", res, row, PC_EC_CREATED);
-	pc_json_col_time(o, "updatedAt", res, row, PC_EC_UPDATED);
-	pc_json_col_int(o, "version", res, row, PC_EC_VERSION);
+			pc_json_int_array(pc_col(res, row, CD_EC_OFFSETS)));
+	pc_json_col(o, "cancelReason", res, row, CD_EC_CANCEL_REASON);
+	pc_json_col_time(o, "startedAt", res, row, CD_EC_STARTED);
+	pc_json_col_time(o, "completedAt", res, row, CD_EC_COMPLETED);
+	pc_json_col_time(o, "cancelledAt", res, row, CD_EC_CANCELLED);
+	pc_json_col_time(o, "createdAt", res, row, CD_EC_CREATED);
+	pc_json_col_time(o, "updatedAt", res, row, CD_EC_UPDATED);
+	pc_json_col_int(o, "version", res, row, CD_EC_VERSION);
 	return o;
 }
 
 /* The same representation as text (sdk/jtext.h), without the closing '}'
  * (the list adds "owner"); the same keys in the same order as
- * pc_event_json -- tests/unit/test_jtext.c compares the two. */
-void pc_event_jt(struct pc_jt *w, const PGresult *res, int row)
+ * cd_event_json -- tests/unit/test_jtext.c compares the two. */
+void cd_event_jt(struct pc_jt *w, const PGresult *res, int row)
 {
 	static const struct pc_jt_field f[] = {
-		PC_JT_F("id", PC_EC_ID, 's'),
-		PC_JT_F("tenantId", PC_EC_TENANT, 's'),
-		PC_JT_F("ownerUserId", PC_EC_OWNER, 's'),
-		PC_JT_F("kind", PC_EC_KIND, 's'),
-		PC_JT_F("origin", PC_EC_ORIGIN, 's'),
-		PC_JT_F("status", PC_EC_STATUS, 's'),
-		PC_JT_F("priority", PC_EC_PRIORITY, 's'),
-		PC_JT_F("title", PC_EC_TITLE, 's'),
-		PC_JT_F("description", PC_EC_DESCRIPTION, 's'),
-		PC_JT_F("location", PC_EC_LOCATION, 's'),
-		PC_JT_F("startAt", PC_EC_START, 't'),
-		PC_JT_F("endAt", PC_EC_END, 't'),
-		PC_JT_F("timeZone", PC_EC_TZ, 's'),
-		PC_JT_F("clientUserId", PC_EC_CLIENT, 's'),
-		PC_JT_F("leadId", PC_EC_LEAD, 's'),
-		PC_JT_F("dealId", PC_EC_DEAL, 's'),
-		PC_JT_F("bookingId", PC_EC_BOOKING, 's'),
-		PC_JT_F("projectId", PC_EC_PROJECT, 's'),
-		PC_JT_F("propertyObjectId", PC_EC_PROPERTY, 's'),
-		PC_JT_F("appointmentId", PC_EC_APPOINTMENT, 's'),
-		PC_JT_F("reminderOffsetsMinutes", PC_EC_OFFSETS, 'a'),
-		PC_JT_F("cancelReason", PC_EC_CANCEL_REASON, 's'),
-		PC_JT_F("startedAt", PC_EC_STARTED, 't'),
-		PC_JT_F("completedAt", PC_EC_COMPLETED, 't'),
-		PC_JT_F("cancelledAt", PC_EC_CANCELLED, 't'),
-		PC_JT_F("createdAt", PC_EC_CREATED, 't'),
-		PC_JT_F("updatedAt", PC_EC_UPDATED, 't'),
-		PC_JT_F("version", PC_EC_VERSION, 'i'),
+		PC_JT_F("id", CD_EC_ID, 's'),
+		PC_JT_F("tenantId", CD_EC_TENANT, 's'),
+		PC_JT_F("ownerUserId", CD_EC_OWNER, 's'),
+		PC_JT_F("kind", CD_EC_KIND, 's'),
+		PC_JT_F("origin", CD_EC_ORIGIN, 's'),
+		PC_JT_F("status", CD_EC_STATUS, 's'),
+		PC_JT_F("priority", CD_EC_PRIORITY, 's'),
+		PC_JT_F("title", CD_EC_TITLE, 's'),
+		PC_JT_F("description", CD_EC_DESCRIPTION, 's'),
+		PC_JT_F("location", CD_EC_LOCATION, 's'),
+		PC_JT_F("startAt", CD_EC_START, 't'),
+		PC_JT_F("endAt", CD_EC_END, 't'),
+		PC_JT_F("timeZone", CD_EC_TZ, 's'),
+		PC_JT_F("clientUserId", CD_EC_CLIENT, 's'),
+		PC_JT_F("leadId", CD_EC_LEAD, 's'),
+		PC_JT_F("dealId", CD_EC_DEAL, 's'),
+		PC_JT_F("bookingId", CD_EC_BOOKING, 's'),
+		PC_JT_F("projectId", CD_EC_PROJECT, 's'),
+		PC_JT_F("propertyObjectId", CD_EC_PROPERTY, 's'),
+		PC_JT_F("appointmentId", CD_EC_APPOINTMENT, 's'),
+		PC_JT_F("reminderOffsetsMinutes", CD_EC_OFFSETS, 'a'),
+		PC_JT_F("cancelReason", CD_EC_CANCEL_REASON, 's'),
+		PC_JT_F("startedAt", CD_EC_STARTED, 't'),
+		PC_JT_F("completedAt", CD_EC_COMPLETED, 't'),
+		PC_JT_F("cancelledAt", CD_EC_CANCELLED, 't'),
+		PC_JT_F("createdAt", CD_EC_CREATED, 't'),
+		PC_JT_F("updatedAt", CD_EC_UPDATED, 't'),
+		PC_JT_F("version", CD_EC_VERSION, 'i'),
 	};
 
 	pc_jt_row(w, res, row, f, sizeof(f) / sizeof(f[0]));
 }
 
-json_object *pc_event_reminders_json(const char *event_id)
+json_object *cd_event_reminders_json(const char *event_id)
 {
+	static const struct pc_jfield f[] = {
+		{ "id", "id", PC_J_STR },
+		{ "offsetMinutes", "offset_minutes", PC_J_INT },
+		{ "dueAt", "due_us", PC_J_TIME },
+		{ "status", "status", PC_J_STR },
+		{ "sentAt", "sent_us", PC_J_TIME },
+	};
 	const char *params[1] = { event_id };
 	PGresult *res = pc_api->db_exec_prepared("pc_rem_list",
-		"SELECT id, offset_minutes, calendar.us(due_at), status, calendar.us(sent_at) "
+		"SELECT id, offset_minutes, calendar.us(due_at) AS due_us, status, "
+		"  calendar.us(sent_at) AS sent_us "
 		"FROM calendar.event_reminders WHERE calendar_event_id = $1 "
 		"ORDER BY due_at, id", 1, params);
-	json_object *arr;
-	int i;
 
 	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return NULL;
-	arr = json_object_new_array();
-	for (i = 0; i < PQntuples(res); i++) {
-		json_object *o = json_object_new_object();
-		pc_json_col(o, "id", res, i, 0);
-		pc_json_col_int(o, "offsetMinutes", res, i, 1);
-		pc_json_col_time(o, "dueAt", res, i, 2);
-		pc_json_col(o, "status", res, i, 3);
-		pc_json_col_time(o, "sentAt", res, i, 4);
-		json_object_array_add(arr, o);
-	}
-	return arr;
+	return pc_colmap_array(f, PC_NFIELDS(f), res);
 }
 
 /* Payloads: camelCase of events.md, nulls present, no PII (no title,
@@ -410,41 +406,41 @@ static json_object *payload_identity(const PGresult *res, int row)
 	return event_identity("eventId", res, row);
 }
 
-json_object *pc_payload_event_created(const PGresult *res, int row)
+json_object *cd_payload_event_created(const PGresult *res, int row)
 {
 	json_object *o = payload_identity(res, row);
 
-	pc_json_col(o, "status", res, row, PC_EC_STATUS);
-	pc_json_col(o, "priority", res, row, PC_EC_PRIORITY);
+	pc_json_col(o, "status", res, row, CD_EC_STATUS);
+	pc_json_col(o, "priority", res, row, CD_EC_PRIORITY);
 	event_when(o, res, row);
 	event_refs(o, res, row);
-	pc_json_col(o, "createdByUserId", res, row, PC_EC_CREATED_BY);
+	pc_json_col(o, "createdByUserId", res, row, CD_EC_CREATED_BY);
 	return o;
 }
 
 /* exactly seed 002: no status, no title/description/location */
-json_object *pc_payload_event_rescheduled(const PGresult *res, int row)
+json_object *cd_payload_event_rescheduled(const PGresult *res, int row)
 {
 	json_object *o = payload_identity(res, row);
 
-	pc_json_col(o, "clientUserId", res, row, PC_EC_CLIENT);
+	pc_json_col(o, "clientUserId", res, row, CD_EC_CLIENT);
 	event_when(o, res, row);
 	return o;
 }
 
-json_object *pc_payload_event_status_changed(const PGresult *res, int row,
+json_object *cd_payload_event_status_changed(const PGresult *res, int row,
 		const char *previous_status)
 {
 	json_object *o = payload_identity(res, row);
 
-	pc_json_col(o, "clientUserId", res, row, PC_EC_CLIENT);
+	pc_json_col(o, "clientUserId", res, row, CD_EC_CLIENT);
 	pc_json_str(o, "previousStatus", previous_status);
-	pc_json_col(o, "status", res, row, PC_EC_STATUS);
+	pc_json_col(o, "status", res, row, CD_EC_STATUS);
 	/* CancelReason is class Internal: carried in the payload, never logged */
-	pc_json_col(o, "cancelReason", res, row, PC_EC_CANCEL_REASON);
+	pc_json_col(o, "cancelReason", res, row, CD_EC_CANCEL_REASON);
 	event_when(o, res, row);
-	pc_json_col(o, "dealId", res, row, PC_EC_DEAL);
-	pc_json_col(o, "bookingId", res, row, PC_EC_BOOKING);
-	pc_json_col(o, "appointmentId", res, row, PC_EC_APPOINTMENT);
+	pc_json_col(o, "dealId", res, row, CD_EC_DEAL);
+	pc_json_col(o, "bookingId", res, row, CD_EC_BOOKING);
+	pc_json_col(o, "appointmentId", res, row, CD_EC_APPOINTMENT);
 	return o;
 }

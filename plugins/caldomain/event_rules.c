@@ -9,20 +9,20 @@
 #include "caldomain/event_rules.h"
 #include "sdk/instant.h"
 
-const char *const pc_event_kinds[] = { "Showing", "Consultation", "Meeting", "Task",
+const char *const cd_event_kinds[] = { "Showing", "Consultation", "Meeting", "Task",
 	"BookingDeadline", NULL };
-const char *const pc_manual_kinds[] = { "Showing", "Consultation", "Meeting", "Task", NULL };
-const char *const pc_event_origins[] = { "Manual", "Appointment", "CrmBooking", NULL };
-const char *const pc_event_statuses[] = { "Planned", "InProgress", "Completed",
+const char *const cd_manual_kinds[] = { "Showing", "Consultation", "Meeting", "Task", NULL };
+const char *const cd_event_origins[] = { "Manual", "Appointment", "CrmBooking", NULL };
+const char *const cd_event_statuses[] = { "Planned", "InProgress", "Completed",
 	"Cancelled", NULL };
-const char *const pc_event_priorities[] = { "Normal", "High", "Critical", NULL };
+const char *const cd_event_priorities[] = { "Normal", "High", "Critical", NULL };
 
 static int streq(const char *a, const char *b)
 {
 	return a && b && strcmp(a, b) == 0;
 }
 
-const char *pc_rule_kind_matrix(const struct pc_kind_facts *f, const char **field)
+const char *cd_rule_kind_matrix(const struct cd_kind_facts *f, const char **field)
 {
 	*field = "kind";
 	if (!f->kind || !f->origin)
@@ -78,18 +78,18 @@ const char *pc_rule_kind_matrix(const struct pc_kind_facts *f, const char **fiel
 	return "unknown origin";
 }
 
-const char *pc_rule_span(int64_t start_us, int has_end, int64_t end_us)
+const char *cd_rule_span(int64_t start_us, int has_end, int64_t end_us)
 {
 	if (!has_end)
 		return NULL;
 	if (end_us <= start_us)
 		return "endAt must be after startAt";
-	if (end_us - start_us > PC_MAX_EVENT_US)
+	if (end_us - start_us > CD_MAX_EVENT_US)
 		return "an event lasts at most 24 hours";
 	return NULL;
 }
 
-int pc_rule_transition(const char *from, const char *action, const char **to)
+int cd_rule_transition(const char *from, const char *action, const char **to)
 {
 	int open = streq(from, "Planned") || streq(from, "InProgress");
 
@@ -108,12 +108,12 @@ int pc_rule_transition(const char *from, const char *action, const char **to)
 	return -1;
 }
 
-int pc_rule_can_reschedule(const char *status)
+int cd_rule_can_reschedule(const char *status)
 {
 	return streq(status, "Planned") || streq(status, "InProgress");
 }
 
-int64_t pc_rule_reschedule_end(int64_t old_start, int has_end, int64_t old_end,
+int64_t cd_rule_reschedule_end(int64_t old_start, int has_end, int64_t old_end,
 		int64_t new_start)
 {
 	if (!has_end)
@@ -121,7 +121,7 @@ int64_t pc_rule_reschedule_end(int64_t old_start, int has_end, int64_t old_end,
 	return new_start + (old_end - old_start);
 }
 
-int pc_rule_event_instants(int64_t start_us, int has_end, int64_t end_us,
+int cd_rule_event_instants(int64_t start_us, int has_end, int64_t end_us,
 		const int *offsets, size_t n)
 {
 	size_t i;
@@ -134,14 +134,14 @@ int pc_rule_event_instants(int64_t start_us, int has_end, int64_t end_us,
 	return 0;
 }
 
-const char *pc_rule_offsets(const int *offsets, size_t n)
+const char *cd_rule_offsets(const int *offsets, size_t n)
 {
 	size_t i, j;
 
-	if (n > PC_MAX_OFFSETS)
+	if (n > CD_MAX_OFFSETS)
 		return "at most 5 reminder offsets";
 	for (i = 0; i < n; i++) {
-		if (offsets[i] < PC_OFFSET_MIN || offsets[i] > PC_OFFSET_MAX)
+		if (offsets[i] < CD_OFFSET_MIN || offsets[i] > CD_OFFSET_MAX)
 			return "each offset must be between 1 and 40320 minutes";
 		for (j = 0; j < i; j++)
 			if (offsets[j] == offsets[i])
@@ -150,19 +150,19 @@ const char *pc_rule_offsets(const int *offsets, size_t n)
 	return NULL;
 }
 
-enum pc_rem_status pc_rule_reminder(int64_t start_us, int offset_min,
+enum cd_rem_status cd_rule_reminder(int64_t start_us, int offset_min,
 		int64_t now_us, int64_t *due_us)
 {
 	*due_us = start_us - (int64_t)offset_min * 60 * 1000000;
-	return *due_us <= now_us ? PC_REM_SKIPPED : PC_REM_PENDING;
+	return *due_us <= now_us ? CD_REM_SKIPPED : CD_REM_PENDING;
 }
 
-const char *pc_rem_status_name(enum pc_rem_status s)
+const char *cd_rem_status_name(enum cd_rem_status s)
 {
 	switch (s) {
-	case PC_REM_PENDING: return "Pending";
-	case PC_REM_SENT: return "Sent";
-	case PC_REM_SKIPPED: return "Skipped";
+	case CD_REM_PENDING: return "Pending";
+	case CD_REM_SENT: return "Sent";
+	case CD_REM_SKIPPED: return "Skipped";
 	}
 	return "Pending";
 }

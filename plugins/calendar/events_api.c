@@ -41,9 +41,6 @@ static int fail(struct pin_req *r, int rc, struct pc_errs *e)
 	case PC_E_VALIDATION:
 		return pc_errs_respond(r, 422, "VALIDATION_FAILED",
 				"the request has invalid fields", e);
-	case PC_E_TZ:
-		return pc_problem(r, 422, "UNKNOWN_TIME_ZONE",
-				"timeZone is not a known IANA time zone");
 	default:
 		return rc < 0 ? rc : PIN_ERR;
 	}
@@ -54,11 +51,11 @@ static int fail(struct pin_req *r, int rc, struct pc_errs *e)
 static json_object *card(const PGresult *row)
 {
 	json_object *o;
-	json_object *rem = pc_event_reminders_json(PQgetvalue(row, 0, PC_EC_ID));
+	json_object *rem = cd_event_reminders_json(PQgetvalue(row, 0, CD_EC_ID));
 
 	if (!rem)
 		return NULL;
-	o = pc_event_json(row, 0);
+	o = cd_event_json(row, 0);
 	json_object_object_add(o, "reminders", rem);
 	return o;
 }
@@ -66,7 +63,7 @@ static json_object *card(const PGresult *row)
 static void set_etag(struct pin_req *r, const PGresult *row)
 {
 	pc_api->set_header(r, "ETag", pc_api->sprintf("\"%s\"",
-			PQgetvalue(row, 0, PC_EC_VERSION)));
+			PQgetvalue(row, 0, CD_EC_VERSION)));
 }
 
 /*
@@ -90,12 +87,12 @@ static int write_prologue(struct pin_req *r, const char *id, const struct pc_err
 	rc = pc_idem_begin(r, idem);
 	if (rc < 0)
 		return rc;
-	rc = pc_event_lock(id, p->tenant_id, p->sub, row);
+	rc = cd_event_lock(id, p->tenant_id, p->sub, row);
 	if (rc < 0)
 		return rc;
-	if (strcmp(PQgetvalue(*row, 0, PC_EC_ORIGIN), "Manual") != 0)
+	if (strcmp(PQgetvalue(*row, 0, CD_EC_ORIGIN), "Manual") != 0)
 		return PC_E_MANAGED;
-	if (have_ver && ver != atoi(PQgetvalue(*row, 0, PC_EC_VERSION)))
+	if (have_ver && ver != atoi(PQgetvalue(*row, 0, CD_EC_VERSION)))
 		return PC_E_VERSION;
 	return 0;
 }
@@ -150,7 +147,7 @@ int cal_events_get(struct pin_req *r, void *ud)
 	params[1] = p->tenant_id;
 	params[2] = p->sub;
 	res = pc_api->db_exec_prepared("cal_event_get",
-		"SELECT " PC_EVENT_COLS " FROM calendar.calendar_events e "
+		"SELECT " CD_EVENT_COLS " FROM calendar.calendar_events e "
 		"WHERE e.id = $1 AND e.tenant_id = $2 AND e.owner_user_id = $3", 3, params);
 	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
@@ -170,20 +167,20 @@ static const char *const create_fields[] = { "kind", "title", "description", "lo
 	"leadId", "dealId", "projectId", "propertyObjectId", NULL };
 
 /* The create body into *ev (Origin Manual) and *tz; errors collected. */
-static void parse_create(json_object *b, struct pc_event_new *ev, const char **tz,
+static void parse_create(json_object *b, struct cd_event_new *ev, const char **tz,
 		struct pc_errs *e)
 {
 	pc_check_fields(b, create_fields, e);
-	pc_get_enum(b, "kind", 1, pc_event_kinds, &ev->kind, e);
+	pc_get_enum(b, "kind", 1, cd_event_kinds, &ev->kind, e);
 	pc_get_string(b, "title", 1, 1, 200, &ev->title, e);
 	pc_get_string(b, "description", 0, 0, 4000, &ev->description, e);
 	pc_get_string(b, "location", 0, 0, 500, &ev->location, e);
 	pc_get_instant(b, "startAt", 1, &ev->start_us, e);
 	ev->has_end = pc_get_instant(b, "endAt", 0, &ev->end_us, e) == PC_SET;
 	pc_get_string(b, "timeZone", 1, 1, 64, tz, e);
-	pc_get_enum(b, "priority", 0, pc_event_priorities, &ev->priority, e);
-	ev->has_offsets = pc_get_int_array(b, "reminderOffsetsMinutes", 0, PC_MAX_OFFSETS,
-			PC_OFFSET_MIN, PC_OFFSET_MAX, 1, ev->offsets, &ev->n_offsets, e) == PC_SET;
+	pc_get_enum(b, "priority", 0, cd_event_priorities, &ev->priority, e);
+	ev->has_offsets = pc_get_int_array(b, "reminderOffsetsMinutes", 0, CD_MAX_OFFSETS,
+			CD_OFFSET_MIN, CD_OFFSET_MAX, 1, ev->offsets, &ev->n_offsets, e) == PC_SET;
 	pc_get_uuid(b, "clientUserId", 0, &ev->client_user_id, e);
 	pc_get_uuid(b, "leadId", 0, &ev->lead_id, e);
 	pc_get_uuid(b, "dealId", 0, &ev->deal_id, e);
@@ -192,9 +189,9 @@ static void parse_create(json_object *b, struct pc_event_new *ev, const char **t
 }
 
 /* INV-CAL-1 and the EndAt rule of a well-formed new event. */
-static void create_rules(struct pc_event_new *ev, struct pc_errs *e)
+static void create_rules(struct cd_event_new *ev, struct pc_errs *e)
 {
-	struct pc_kind_facts f;
+	struct cd_kind_facts f;
 	const char *msg, *field;
 
 	ev->origin = "Manual";
@@ -204,10 +201,10 @@ static void create_rules(struct pc_event_new *ev, struct pc_errs *e)
 	f.has_end = ev->has_end;
 	f.has_deal = ev->deal_id != NULL;
 	f.has_client = ev->client_user_id != NULL;
-	msg = pc_rule_kind_matrix(&f, &field);
+	msg = cd_rule_kind_matrix(&f, &field);
 	if (msg)
 		pc_errs_add(e, field, msg);
-	msg = pc_rule_span(ev->start_us, ev->has_end, ev->end_us);
+	msg = cd_rule_span(ev->start_us, ev->has_end, ev->end_us);
 	if (msg)
 		pc_errs_add(e, "endAt", msg);
 }
@@ -215,14 +212,14 @@ static void create_rules(struct pc_event_new *ev, struct pc_errs *e)
 int cal_events_create(struct pin_req *r, void *ud)
 {
 	const struct pin_principal *p = me(r);
-	struct pc_event_new ev;
+	struct cd_event_new ev;
 	struct pc_errs e;
 	struct pc_idem idem;
 	json_object *b, *body;
 	const char *tz = NULL;
 	PGresult *row;
 	char *location;
-	int rc;
+	int rc, tz_unknown = 0;
 
 	(void)ud;
 	pc_errs_init(&e);
@@ -233,13 +230,16 @@ int cal_events_create(struct pin_req *r, void *ud)
 	parse_create(b, &ev, &tz, &e);
 	if (e.n == 0)
 		create_rules(&ev, &e);
+	/* the zone is checked whatever else is wrong, so a 422 names every
+	 * invalid field; alone it is UNKNOWN_TIME_ZONE (sdk/problem.h) */
+	if (tz && (rc = pc_tz_lookup(tz, &ev.time_zone)) < 0) {
+		if (rc != PC_E_TZ)
+			return rc;
+		tz_unknown = 1;
+		pc_errs_add(&e, "timeZone", PC_TZ_UNKNOWN_MSG);
+	}
 	if (e.n)
-		return fail(r, PC_E_VALIDATION, &e);
-	rc = pc_tz_lookup(tz, &ev.time_zone);
-	if (rc == PC_E_TZ)
-		return fail(r, PC_E_TZ, &e);
-	if (rc < 0)
-		return rc;
+		return pc_errs_respond_422(r, "the request has invalid fields", &e, tz_unknown);
 
 	ev.tenant_id = p->tenant_id;
 	ev.owner_user_id = p->sub;
@@ -249,13 +249,13 @@ int cal_events_create(struct pin_req *r, void *ud)
 	rc = pc_idem_begin(r, &idem);
 	if (rc < 0)
 		return fail(r, rc, &e);
-	rc = pc_event_create(&ev, pc_api->now_us(), &row);
+	rc = cd_event_create(&ev, pc_api->now_us(), &row);
 	if (rc < 0)
 		return fail(r, rc, &e);
 	body = card(row);
 	if (!body)
 		return fail(r, PIN_ERR_DB, &e);
-	location = pc_api->sprintf(EV_PATH "%s", PQgetvalue(row, 0, PC_EC_ID));
+	location = pc_api->sprintf(EV_PATH "%s", PQgetvalue(row, 0, CD_EC_ID));
 	if (pc_idem_store(&idem, 201, body, location) < 0 || pc_api->db_commit() != 0) {
 		json_object_put(body);
 		pc_api->db_rollback();
@@ -300,7 +300,7 @@ static void parse_patch(json_object *b, struct set_clause *s, const char **new_o
 		{ "clientUserId", "client_user_id" }, { "dealId", "deal_id" },
 		{ "leadId", "lead_id" }, { "projectId", "project_id" },
 		{ "propertyObjectId", "property_object_id" } };
-	int offsets[PC_MAX_OFFSETS];
+	int offsets[CD_MAX_OFFSETS];
 	const char *v = NULL;
 	json_object *t;
 	enum pc_field st;
@@ -316,15 +316,15 @@ static void parse_patch(json_object *b, struct set_clause *s, const char **new_o
 	}
 	if (json_object_object_get_ex(b, "title", &t) && t == NULL)
 		pc_errs_add(e, "title", "must not be null");
-	if (pc_get_enum(b, "priority", 0, pc_event_priorities, &v, e) == PC_SET)
+	if (pc_get_enum(b, "priority", 0, cd_event_priorities, &v, e) == PC_SET)
 		add_set(s, "priority", "", v);
 	for (i = 0; i < sizeof(uuids) / sizeof(uuids[0]); i++) {
 		st = pc_get_uuid(b, uuids[i].field, 0, &v, e);
 		if (st == PC_SET || st == PC_NULL)
 			add_set(s, uuids[i].column, "::uuid", st == PC_SET ? v : NULL);
 	}
-	st = pc_get_int_array(b, "reminderOffsetsMinutes", 0, PC_MAX_OFFSETS,
-			PC_OFFSET_MIN, PC_OFFSET_MAX, 1, offsets, &n_off, e);
+	st = pc_get_int_array(b, "reminderOffsetsMinutes", 0, CD_MAX_OFFSETS,
+			CD_OFFSET_MIN, CD_OFFSET_MAX, 1, offsets, &n_off, e);
 	if (st == PC_NULL)
 		pc_errs_add(e, "reminderOffsetsMinutes", "must be an array (use [])");
 	if (st == PC_SET)
@@ -341,14 +341,14 @@ static int patch_apply(const char *id, struct set_clause *s, const char *new_off
 	s->params[s->n] = pc_time_param(pc_api->now_us());
 	s->n++;
 	sql = pc_api->sprintf("UPDATE calendar.calendar_events e SET updated_at = $%d, "
-			"version = e.version + 1%s WHERE e.id = $1 RETURNING " PC_EVENT_COLS,
+			"version = e.version + 1%s WHERE e.id = $1 RETURNING " CD_EVENT_COLS,
 			s->n, s->sql);
 	*res = pc_api->db_exec(sql, s->n, s->params);
 	if (!pc_res_ok(*res, PGRES_TUPLES_OK) || PQntuples(*res) != 1)
 		return PIN_ERR_DB;
 	if (!new_offsets)
 		return 0;
-	return pc_reminders_rematerialise(id, pc_col_us(*res, 0, PC_EC_START),
+	return cd_reminders_rematerialise(id, pc_col_us(*res, 0, CD_EC_START),
 			new_offsets, pc_api->now_us());
 }
 
@@ -376,9 +376,9 @@ int cal_events_patch(struct pin_req *r, void *ud)
 	rc = write_prologue(r, id, &e, &idem, &row);
 	if (rc < 0)
 		return fail(r, rc, &e);
-	if (!pc_rule_can_reschedule(PQgetvalue(row, 0, PC_EC_STATUS)))
+	if (!cd_rule_can_reschedule(PQgetvalue(row, 0, CD_EC_STATUS)))
 		return fail(r, PC_E_TRANSITION, &e);   /* terminal events are read only */
-	if (new_offsets && strcmp(new_offsets, PQgetvalue(row, 0, PC_EC_OFFSETS)) == 0)
+	if (new_offsets && strcmp(new_offsets, PQgetvalue(row, 0, CD_EC_OFFSETS)) == 0)
 		new_offsets = NULL;                     /* unchanged: keep the rows */
 	if (new_offsets)
 		add_set(&s, "reminder_offsets_minutes", "::int[]", new_offsets);
@@ -430,9 +430,9 @@ static int event_action(struct pin_req *r, const char *action)
 	if (rc < 0)
 		return fail(r, rc, &e);
 	if (reschedule)
-		rc = pc_event_reschedule(row, start, pc_api->now_us(), &res, NULL);
+		rc = cd_event_reschedule(row, start, pc_api->now_us(), &res, NULL);
 	else
-		rc = pc_event_transition(row, action, reason, pc_api->now_us(), &res);
+		rc = cd_event_transition(row, action, reason, pc_api->now_us(), &res);
 	if (rc < 0)
 		return fail(r, rc, &e);
 	return write_epilogue(r, &idem, res);

@@ -27,12 +27,12 @@
  * read paths).  One statement per (scope, owners, kind,
  * status): 16, prepared on first use. */
 #define LIST_SELECT_OWNERS \
-	"SELECT " PC_EVENT_COLS_TS ", u.display_name, u.avatar_url " \
+	"SELECT " CD_EVENT_COLS_TS ", u.display_name, u.avatar_url " \
 	"FROM calendar.calendar_events e " \
 	"LEFT JOIN calendar.user_replicas u ON u.user_id = e.owner_user_id " \
 	"WHERE $10::bool AND "
 #define LIST_SELECT_PLAIN \
-	"SELECT " PC_EVENT_COLS_TS ", NULL::text, NULL::text " \
+	"SELECT " CD_EVENT_COLS_TS ", NULL::text, NULL::text " \
 	"FROM calendar.calendar_events e " \
 	"WHERE NOT $10::bool AND "
 #define LIST_KIND_ON    "  AND e.kind = $6::text "
@@ -96,8 +96,8 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 
 	pc_q_instant(r, "from", 1, &from, e);
 	pc_q_instant(r, "to", 1, &to, e);
-	pc_q_enum(r, "kind", 0, pc_event_kinds, &kind, e);
-	pc_q_enum(r, "status", 0, pc_event_statuses, &status, e);
+	pc_q_enum(r, "kind", 0, cd_event_kinds, &kind, e);
+	pc_q_enum(r, "status", 0, cd_event_statuses, &status, e);
 	pc_q_int(r, "limit", 0, 1, 500, &limit, e);
 	pc_q_cursor(r, &cur_us, cur_id, e);
 	if (e->n)
@@ -117,7 +117,7 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 	params[4] = pc_time_param(to);
 	params[5] = kind;
 	params[6] = status;
-	params[7] = pc_time_param(cur_id[0] ? cur_us : from - PC_MAX_EVENT_US);
+	params[7] = pc_time_param(cur_id[0] ? cur_us : from - CD_MAX_EVENT_US);
 	params[8] = cur_id[0] ? pc_api->strdup(cur_id) : NIL_UUID;
 	params[9] = scope->with_owner ? "true" : "false";
 	params[10] = pc_api->sprintf("%lld", limit + 1);
@@ -134,23 +134,23 @@ int cal_list_events(struct pin_req *r, const struct cal_list_scope *scope,
 	PC_JT_K(&w, "items");
 	pc_jt_arr(&w);
 	for (i = 0; i < n && i < limit; i++) {
-		pc_event_jt(&w, res, i);
+		cd_event_jt(&w, res, i);
 		if (scope->with_owner) {
 			PC_JT_K(&w, "owner");
 			pc_jt_obj(&w);
 			PC_JT_K(&w, "userId");
-			pc_jt_col(&w, res, i, PC_EC_OWNER);
+			pc_jt_col(&w, res, i, CD_EC_OWNER);
 			PC_JT_K(&w, "displayName");
-			pc_jt_col(&w, res, i, PC_EC__N);
+			pc_jt_col(&w, res, i, CD_EC__N);
 			PC_JT_K(&w, "avatarUrl");
-			pc_jt_col(&w, res, i, PC_EC__N + 1);
+			pc_jt_col(&w, res, i, CD_EC__N + 1);
 			pc_jt_end_obj(&w);
 		}
 		pc_jt_end_obj(&w);
 	}
 	pc_jt_end_arr(&w);
 	PC_JT_K(&w, "nextCursor");
-	pc_jt_str(&w, pc_next_cursor(res, limit, PC_EC_START, PC_EC_ID));
+	pc_jt_str(&w, pc_next_cursor(res, limit, CD_EC_START, CD_EC_ID));
 	pc_jt_end_obj(&w);
 	return pc_jt_respond(r, 200, &w);
 }

@@ -48,6 +48,7 @@
 #include <curl/curl.h>
 
 #include "notify.h"
+#include "sdk/topics.h"
 #include "dispatch.h"
 #include "send.h"
 
@@ -173,7 +174,7 @@ static int emit(PGresult *rec, const char *now, const char *error)
 			(int)strcspn(error, ":")) : NULL);
 	json_object_object_add(p, "sourceMessageId",
 			json_object_new_string(PQgetvalue(rec, 0, 6)));
-	rc = api->outbox_put_to(NTF_OUTBOX, NTF_TOPIC_DISPATCHED, id,
+	rc = api->outbox_put_to(NTF_OUTBOX, PC_TOPIC_NOTIFICATIONS_DISPATCHED, id,
 			"pin.notifications.dispatched", "Notification", id, p);
 	json_object_put(p);
 	return rc;

@@ -8,7 +8,6 @@
 #include "pin/plugin.h"
 
 #define NTF_OUTBOX "notifications.outbox"
-#define NTF_TOPIC_DISPATCHED "pin.notifications.dispatched.v1"
 
 /* dispatch.c: registers the job notification-dispatch and the outbox.
  * 0, or -1 with err. */

@@ -4,8 +4,9 @@
  *
  * Steps (seed 001 algorithm): 1. the host did the inbox row (consumer
  * group + messageId: the seed's notifications-calendar:{EventType}:{MessageId})
- * and warns on contractVersion != 1, pc_contract_check warns once per
- * version and counts every such message; 2. required fields (else FATAL
+ * and checks contractVersion (!= 1: a WARN once per version and group, every
+ * such message counted in pin_consumer_contract_version_mismatch_total);
+ * 2. required fields (else FATAL
  * NTF_INVALID_PAYLOAD -> DLQ); 3. mapping topic -> Kind -> recipients (no-op
  * branches are filtered and acknowledged; unknown Origin/Reason: warning,
  * nothing built); 4. stale reminder guard; after-final guard; 5. per
@@ -22,7 +23,6 @@
 #include "sdk/sdk.h"
 #include "notify.h"
 
-#define GROUP "notifications-calendar-events"
 
 enum topic {
 	T_EVENT_CREATED, T_EVENT_RESCHEDULED, T_EVENT_STATUS, T_EVENT_OWNER,
@@ -31,15 +31,15 @@ enum topic {
 };
 
 static const char *const topics[] = {
-	"pin.calendar.event-created.v1",
-	"pin.calendar.event-rescheduled.v1",
-	"pin.calendar.event-status-changed.v1",
-	"pin.calendar.event-owner-changed.v1",
-	"pin.calendar.appointment-created.v1",
-	"pin.calendar.appointment-confirmed.v1",
-	"pin.calendar.appointment-cancelled.v1",
-	"pin.calendar.appointment-completed.v1",
-	"pin.calendar.reminder-due.v1",
+	PC_TOPIC_EVENT_CREATED,
+	PC_TOPIC_EVENT_RESCHEDULED,
+	PC_TOPIC_EVENT_STATUS_CHANGED,
+	PC_TOPIC_EVENT_OWNER_CHANGED,
+	PC_TOPIC_APPOINTMENT_CREATED,
+	PC_TOPIC_APPOINTMENT_CONFIRMED,
+	PC_TOPIC_APPOINTMENT_CANCELLED,
+	PC_TOPIC_APPOINTMENT_COMPLETED,
+	PC_TOPIC_REMINDER_DUE,
 	NULL
 };
 
@@ -1046,8 +1046,6 @@ static void classify(struct ctx *c, const struct pin_msg *msg,
 	c->t0 = pc_api->now_us();
 	pc_api->fmt_time(c->t0, c->now, sizeof(c->now));
 	c->done = 1;
-	pc_contract_check(msg, "notifications: contract version mismatch",
-			"notifications_contract_mismatch_total");
 	for (c->t = 0; c->t < T__N; c->t++)
 		if (!strcmp(msg->topic, topics[c->t]))
 			break;
@@ -1165,7 +1163,7 @@ static enum pin_consume_status on_events(const struct pin_msg *const *msgs, size
 
 int ntf_events_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { .group = GROUP, .topics = topics,
+	struct pin_consumer c = { .group = PC_GROUP_NTF_EVENTS, .topics = topics,
 		.inbox_table = NTF_INBOX, .fn = on_event, .batch_fn = on_events };
 
 	/* 0 from the start: the alert's increase() sees the first one */

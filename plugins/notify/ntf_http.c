@@ -16,27 +16,24 @@
 #define MAX_LIMIT 100
 
 #define ITEM_COLS \
-	"id, kind, urgency, status, title, body, deep_link, payload::text, " \
-	"(extract(epoch FROM created_at) * 1000000)::bigint, " \
-	"(extract(epoch FROM read_at) * 1000000)::bigint"
+	"id, kind, urgency, status, title, body, deep_link, payload::text AS payload, " \
+	"(extract(epoch FROM created_at) * 1000000)::bigint AS created_us, " \
+	"(extract(epoch FROM read_at) * 1000000)::bigint AS read_us"
 
-static json_object *item_json(const PGresult *res, int row)
-{
-	json_object *o = json_object_new_object();
-
-	pc_json_col(o, "id", res, row, 0);
-	pc_json_col(o, "kind", res, row, 1);
-	pc_json_col(o, "urgency", res, row, 2);
-	pc_json_col(o, "status", res, row, 3);
-	pc_json_col(o, "title", res, row, 4);
-	pc_json_col(o, "body", res, row, 5);
-	pc_json_col(o, "deepLink", res, row, 6);
-	json_object_object_add(o, "payload", json_tokener_parse(PQgetvalue(res, row, 7)));
-	pc_json_col_time(o, "createdAt", res, row, 8);
-	pc_json_col_time(o, "readAt", res, row, 9);
-	json_object_object_add(o, "read", json_object_new_boolean(!PQgetisnull(res, row, 9)));
-	return o;
-}
+/* A notification of the caller (api.md) from an ITEM_COLS row. */
+static const struct pc_jfield item_f[] = {
+	{ "id", "id", PC_J_STR },
+	{ "kind", "kind", PC_J_STR },
+	{ "urgency", "urgency", PC_J_STR },
+	{ "status", "status", PC_J_STR },
+	{ "title", "title", PC_J_STR },
+	{ "body", "body", PC_J_STR },
+	{ "deepLink", "deep_link", PC_J_STR },
+	{ "payload", "payload", PC_J_JSON },
+	{ "createdAt", "created_us", PC_J_TIME },
+	{ "readAt", "read_us", PC_J_TIME },
+	{ "read", "read_us", PC_J_SET },
+};
 
 static const char *const bools[] = { "true", "false", NULL };
 
@@ -77,7 +74,9 @@ int ntf_h_list(struct pin_req *r, void *ud)
 		"WHERE recipient_user_id = $1::uuid AND channel = 'InApp' AND read_at IS NULL", 1, p);
 	if (!pc_res_ok(cnt, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
-	body = pc_page_json(res, limit, 8, 0, item_json);
+	body = pc_page_json_map(res, limit, "created_us", "id", item_f, PC_NFIELDS(item_f));
+	if (!body)
+		return PIN_ERR;
 	pc_json_col_int(body, "unreadCount", cnt, 0, 0);
 	return pc_api->respond_json(r, 200, body);
 }
@@ -87,6 +86,7 @@ int ntf_h_read(struct pin_req *r, void *ud)
 	const struct pin_principal *me = pc_api->req_principal(r);
 	const char *id = pc_path_uuid(r, "id"), *p[3];
 	char now[40];
+	json_object *body;
 	PGresult *res;
 
 	(void)ud;
@@ -105,38 +105,40 @@ int ntf_h_read(struct pin_req *r, void *ud)
 		return PIN_ERR_DB;
 	if (PQntuples(res) == 0)
 		return pc_problem(r, 404, "NOTIFICATION_NOT_FOUND", "notification not found");
-	return pc_api->respond_json(r, 200, item_json(res, 0));
+	if (!(body = pc_row_json(item_f, PC_NFIELDS(item_f), res, 0)))
+		return PIN_ERR;
+	return pc_api->respond_json(r, 200, body);
 }
 
 /* ---------------------------------------------------------------- settings */
 
 static int settings_respond(struct pin_req *r, const char *user)
 {
+	static const struct pc_jfield f[] = {
+		{ "locale", "locale", PC_J_STR },
+		{ "timeZone", "time_zone", PC_J_STR },
+		{ "quietHours", "quiet_hours", PC_J_JSON },
+		{ "globalMute", "global_mute", PC_J_BOOL },
+		{ "overrides", "overrides", PC_J_JSON },
+	};
 	const char *p[1] = { user };
 	PGresult *res = pc_api->db_exec_prepared("ntf_settings_get",
-		"SELECT coalesce(s.locale, c.locale, 'ru'), "
-		"  coalesce(s.time_zone, c.time_zone, 'Europe/Moscow'), "
-		"  to_char(s.quiet_from, 'HH24:MI'), to_char(s.quiet_to, 'HH24:MI'), "
-		"  coalesce(s.global_mute, false), coalesce(s.overrides, '{}'::jsonb)::text "
+		"SELECT coalesce(s.locale, c.locale, 'ru') AS locale, "
+		"  coalesce(s.time_zone, c.time_zone, 'Europe/Moscow') AS time_zone, "
+		"  CASE WHEN s.quiet_from IS NOT NULL THEN json_build_object("
+		"    'from', to_char(s.quiet_from, 'HH24:MI'), "
+		"    'to', to_char(s.quiet_to, 'HH24:MI'))::text END AS quiet_hours, "
+		"  coalesce(s.global_mute, false) AS global_mute, "
+		"  coalesce(s.overrides, '{}'::jsonb)::text AS overrides "
 		"FROM (SELECT $1::uuid AS u) q "
 		"LEFT JOIN notifications.user_notification_settings s ON s.user_id = q.u "
 		"LEFT JOIN notifications.recipient_contacts c ON c.user_id = q.u", 1, p);
-	json_object *o, *qh = NULL;
+	json_object *o;
 
 	if (!pc_res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
 		return PIN_ERR_DB;
-	o = json_object_new_object();
-	pc_json_col(o, "locale", res, 0, 0);
-	pc_json_col(o, "timeZone", res, 0, 1);
-	if (!PQgetisnull(res, 0, 2)) {
-		qh = json_object_new_object();
-		pc_json_col(qh, "from", res, 0, 2);
-		pc_json_col(qh, "to", res, 0, 3);
-	}
-	json_object_object_add(o, "quietHours", qh);
-	json_object_object_add(o, "globalMute",
-			json_object_new_boolean(!strcmp(PQgetvalue(res, 0, 4), "t")));
-	json_object_object_add(o, "overrides", json_tokener_parse(PQgetvalue(res, 0, 5)));
+	if (!(o = pc_row_json(f, PC_NFIELDS(f), res, 0)))
+		return PIN_ERR;
 	return pc_api->respond_json(r, 200, o);
 }
 
@@ -317,24 +319,23 @@ int ntf_h_settings_put(struct pin_req *r, void *ud)
 	struct settings_in in;
 	struct pc_errs e;
 	json_object *b;
-	int rc;
+	int rc, tz_unknown = 0;
 
 	(void)ud;
 	pc_errs_init(&e);
 	if (!(b = pc_body(r, &e)))
 		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "invalid body", &e);
 	parse_settings(b, &in, &e);
-	if (e.n)
-		return pc_errs_respond(r, 422, "VALIDATION_FAILED", "invalid settings", &e);
-	if (in.ft == PC_SET) {
-		rc = pc_tz_lookup(in.tz, &in.tz);
-		if (rc == PC_E_TZ) {
-			pc_errs_add(&e, "timeZone", "unknown IANA time zone");
-			return pc_errs_respond(r, 422, "UNKNOWN_TIME_ZONE", "unknown time zone", &e);
-		}
-		if (rc < 0)
+	/* the zone is checked whatever else is wrong, so a 422 names every
+	 * invalid field; alone it is UNKNOWN_TIME_ZONE (sdk/problem.h) */
+	if (in.ft == PC_SET && (rc = pc_tz_lookup(in.tz, &in.tz)) < 0) {
+		if (rc != PC_E_TZ)
 			return rc;
+		tz_unknown = 1;
+		pc_errs_add(&e, "timeZone", PC_TZ_UNKNOWN_MSG);
 	}
+	if (e.n)
+		return pc_errs_respond_422(r, "invalid settings", &e, tz_unknown);
 	if ((rc = store_settings(user, &in)) < 0)
 		return rc;
 	return settings_respond(r, user);

@@ -53,18 +53,16 @@ static int post(CURL *c, const char *channel, const char *body, long *status)
 	return *status >= 200 && *status < 300 ? 0 : 1;
 }
 
-static json_object *message(const PGresult *res, int i)
-{
-	json_object *o = json_object_new_object();
-
-	pc_json_col(o, "id", res, i, 0);
-	pc_json_col(o, "kind", res, i, 2);
-	pc_json_col(o, "title", res, i, 3);
-	pc_json_col(o, "body", res, i, 4);
-	pc_json_col(o, "deepLink", res, i, 5);
-	pc_json_col_time(o, "createdAt", res, i, 6);
-	return o;
-}
+/* the pushed message: a row of the take as {id, kind, title, body,
+ * deepLink, createdAt} */
+static const struct pc_jfield message_f[] = {
+	{ "id", "id", PC_J_STR },
+	{ "kind", "kind", PC_J_STR },
+	{ "title", "title", PC_J_STR },
+	{ "body", "body", PC_J_STR },
+	{ "deepLink", "deep_link", PC_J_STR },
+	{ "createdAt", "created_us", PC_J_TIME },
+};
 
 /* "{a,b}" text array of the ids in v[0..n) */
 static char *id_array(char **v, int n)
@@ -85,6 +83,7 @@ static int publish(void *ud)
 	int64_t now = pc_api->now_us();
 	const char *p[4];
 	char lim[16], **done;
+	struct pc_colmap msg;
 	PGresult *res, *up;
 	CURL *c = NULL;
 	struct curl_slist *hl = NULL;
@@ -104,8 +103,9 @@ static int publish(void *ud)
 	 * consumers) */
 	res = pc_api->db_exec(
 		"SELECT id, recipient_user_id, kind, title, body, deep_link, "
-		"  (extract(epoch FROM created_at) * 1000000)::bigint, publish_attempts, "
-		"  created_at < $1::timestamptz - make_interval(secs => $3::int) "
+		"  (extract(epoch FROM created_at) * 1000000)::bigint AS created_us, "
+		"  publish_attempts, "
+		"  created_at < $1::timestamptz - make_interval(secs => $3::int) AS too_old "
 		"FROM notifications.notifications "
 		"WHERE channel = 'InApp' AND published_at IS NULL "
 		"  AND (publish_next_at IS NULL OR publish_next_at <= $1::timestamptz) "
@@ -118,6 +118,10 @@ static int publish(void *ud)
 	n = PQntuples(res);
 	if (n == 0)
 		goto commit;
+	if (pc_colmap_init(&msg, message_f, PC_NFIELDS(message_f), res) < 0) {
+		rc = PIN_ERR;
+		goto out;
+	}
 	done = pc_api->alloc(sizeof(char *) * (size_t)n);
 	c = curl_easy_init();
 	hl = curl_slist_append(NULL, "Content-Type: application/json");
@@ -142,7 +146,7 @@ static int publish(void *ud)
 			pc_api->metric_add("notifications_inapp_publish_expired_total", NULL, 1);
 			continue;
 		}
-		m = message(res, i);
+		m = pc_colmap_json(&msg, res, i);
 		prc = post(c, pc_api->sprintf("ntf.%s", PQgetvalue(res, i, 1)),
 			json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN |
 				JSON_C_TO_STRING_NOSLASHESCAPE), &status);

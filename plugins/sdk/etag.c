@@ -22,10 +22,11 @@ int pc_parse_if_match(const char *v, int *version)
 	len = strlen(v);
 	while (len && v[len - 1] == ' ')
 		len--;
-	if (len >= 2 && v[0] == '"' && v[len - 1] == '"') {
-		v++;
-		len -= 2;
-	}
+	/* an entity-tag is quoted (RFC 9110 8.8.3): a bare 3 is no entity-tag */
+	if (len < 2 || v[0] != '"' || v[len - 1] != '"')
+		return PIN_ERR;
+	v++;
+	len -= 2;
 	if (len == 0 || len > 10 || !isdigit((unsigned char)v[0]))
 		return PIN_ERR;
 	n = strtol(v, &end, 10);

@@ -8,6 +8,57 @@
 #include "sdk/instant.h"
 #include "sdk/problem.h"
 
+/* The plugin's key store and its statements (pc_idem_table, set in init,
+ * read-only afterwards).  Statement names carry the table: prepared
+ * statements live per connection, which the plugins of a host share. */
+static struct {
+	char claim[640], get[256], store[256];
+	char claim_name[96], get_name[96], store_name[96];
+	int named;
+} idem;
+
+int pc_idem_table(const char *table, char *err, size_t errlen)
+{
+	size_t n = table ? strlen(table) : 0;
+	int w = 0;
+
+	if (n == 0 || strspn(table, "abcdefghijklmnopqrstuvwxyz0123456789_.") != n) {
+		snprintf(err, errlen, "idempotency: bad key store name");
+		return PIN_ERR;
+	}
+	/* Claim the key.  A row older than 24 h is expired and taken over; a
+	 * concurrent claim waits on the unique index until we commit. */
+	w |= snprintf(idem.claim, sizeof(idem.claim),
+		"INSERT INTO %s AS k "
+		"  (caller, tenant_id, key, request_hash, status, created_at) "
+		"VALUES ($1, $5, $2, md5($3), 0, $4::timestamptz) "
+		"ON CONFLICT (caller, tenant_id, key) DO UPDATE "
+		"  SET request_hash = EXCLUDED.request_hash, status = 0, "
+		"      response_body = NULL, location = NULL, created_at = EXCLUDED.created_at "
+		"  WHERE k.created_at <= $4::timestamptz - interval '24 hours' "
+		"RETURNING 1", table) >= (int)sizeof(idem.claim);
+	w |= snprintf(idem.get, sizeof(idem.get),
+		"SELECT status, response_body, location, request_hash = md5($3) "
+		"FROM %s "
+		"WHERE caller = $1 AND key = $2 AND tenant_id = $4", table)
+		>= (int)sizeof(idem.get);
+	w |= snprintf(idem.store, sizeof(idem.store),
+		"UPDATE %s SET status = $3::int, "
+		"  response_body = $4::jsonb, location = $5 "
+		"WHERE caller = $1 AND key = $2 AND tenant_id = $6", table)
+		>= (int)sizeof(idem.store);
+	w |= snprintf(idem.claim_name, sizeof(idem.claim_name), "pc_idem_claim:%s", table)
+		>= (int)sizeof(idem.claim_name);
+	w |= snprintf(idem.get_name, sizeof(idem.get_name), "pc_idem_get:%s", table)
+		>= (int)sizeof(idem.get_name);
+	w |= snprintf(idem.store_name, sizeof(idem.store_name), "pc_idem_store:%s", table)
+		>= (int)sizeof(idem.store_name);
+	idem.named = !w;
+	if (w)
+		snprintf(err, errlen, "idempotency: key store name too long");
+	return w ? PIN_ERR : 0;
+}
+
 /* Answers the stored first response (row of pc_idem_get) again. */
 static void idem_replay(struct pin_req *r, const PGresult *res)
 {
@@ -35,6 +86,11 @@ int pc_idem_begin(struct pin_req *r, struct pc_idem *st)
 	char *now;
 	PGresult *res;
 
+	if (!idem.named) {
+		pc_api->log(PIN_LOG_ERROR, "idempotency: no key store (pc_idem_table in init)",
+				NULL);
+		return PIN_ERR;
+	}
 	st->key = NULL;
 	st->caller = p && p->sub ? p->sub : "";
 	st->tenant = p && p->tenant_id ? p->tenant_id : "";
@@ -68,27 +124,13 @@ int pc_idem_begin(struct pin_req *r, struct pc_idem *st)
 	params[2] = st->fingerprint;
 	params[3] = now;
 	params[4] = st->tenant;
-	/* Claim the key.  A row older than 24 h is expired and taken over; a
-	 * concurrent claim waits on the unique index until we commit. */
-	res = pc_api->db_exec_prepared("pc_idem_claim",
-		"INSERT INTO calendar.idempotency_keys AS k "
-		"  (caller, tenant_id, key, request_hash, status, created_at) "
-		"VALUES ($1, $5, $2, md5($3), 0, $4::timestamptz) "
-		"ON CONFLICT (caller, tenant_id, key) DO UPDATE "
-		"  SET request_hash = EXCLUDED.request_hash, status = 0, "
-		"      response_body = NULL, location = NULL, created_at = EXCLUDED.created_at "
-		"  WHERE k.created_at <= $4::timestamptz - interval '24 hours' "
-		"RETURNING 1", 5, params);
+	res = pc_api->db_exec_prepared(idem.claim_name, idem.claim, 5, params);
 	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(res) == 1)
 		return 0;
 	params[3] = st->tenant;
-	res = pc_api->db_exec_prepared("pc_idem_get",
-		"SELECT status, response_body, location, request_hash = md5($3) "
-		"FROM calendar.idempotency_keys "
-		"WHERE caller = $1 AND key = $2 AND tenant_id = $4",
-		4, params);
+	res = pc_api->db_exec_prepared(idem.get_name, idem.get, 4, params);
 	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
 	if (PQntuples(res) != 1)
@@ -122,10 +164,7 @@ int pc_idem_store(const struct pc_idem *st, int status, json_object *body,
 	params[3] = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL;
 	params[4] = location;
 	params[5] = st->tenant;
-	res = pc_api->db_exec_prepared("pc_idem_store",
-		"UPDATE calendar.idempotency_keys SET status = $3::int, "
-		"  response_body = $4::jsonb, location = $5 "
-		"WHERE caller = $1 AND key = $2 AND tenant_id = $6", 6, params);
+	res = pc_api->db_exec_prepared(idem.store_name, idem.store, 6, params);
 	if (!pc_res_ok(res, PGRES_COMMAND_OK))
 		return PIN_ERR_DB;
 	return 0;

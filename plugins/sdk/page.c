@@ -129,3 +129,26 @@ json_object *pc_page_json(const PGresult *res, long long limit, int start_col,
 	pc_json_str(body, "nextCursor", pc_next_cursor(res, limit, start_col, id_col));
 	return body;
 }
+
+json_object *pc_page_json_map(const PGresult *res, long long limit, const char *start_col,
+		const char *id_col, const struct pc_jfield *f, size_t n)
+{
+	struct pc_colmap m;
+	json_object *items, *body;
+	int start = PQfnumber(res, start_col), id = PQfnumber(res, id_col);
+
+	if (start < 0 || id < 0) {
+		pc_api->log(PIN_LOG_ERROR, "page: no such cursor column in the result",
+				"column", start < 0 ? start_col : id_col, NULL);
+		return NULL;
+	}
+	if (pc_colmap_init(&m, f, n, res) < 0)
+		return NULL;
+	items = json_object_new_array();
+	body = json_object_new_object();
+	for (int i = 0; i < PQntuples(res) && i < limit; i++)
+		json_object_array_add(items, pc_colmap_json(&m, res, i));
+	json_object_object_add(body, "items", items);
+	pc_json_str(body, "nextCursor", pc_next_cursor(res, limit, start, id));
+	return body;
+}

@@ -40,6 +40,15 @@ int pc_errs_respond(struct pin_req *r, int status, const char *code,
 	return PIN_OK;
 }
 
+int pc_errs_respond_422(struct pin_req *r, const char *detail, struct pc_errs *e,
+		int tz_unknown)
+{
+	if (tz_unknown && e->n == 1)
+		return pc_errs_respond(r, 422, "UNKNOWN_TIME_ZONE",
+				"timeZone is not a known IANA time zone", e);
+	return pc_errs_respond(r, 422, "VALIDATION_FAILED", detail, e);
+}
+
 int pc_problem(struct pin_req *r, int status, const char *code, const char *detail)
 {
 	pc_api->respond_problem(r, status, code, detail, NULL);

@@ -261,7 +261,7 @@ static int parse_batch(struct pin_req *r, struct batch_in *in)
 			goto out;
 		if (rc == PC_E_TZ) {
 			tz_unknown = 1;
-			pc_errs_add(&e, "timeZone", "unknown IANA time zone");
+			pc_errs_add(&e, "timeZone", PC_TZ_UNKNOWN_MSG);
 		}
 		rc = 0;
 	}
@@ -279,12 +279,7 @@ static int parse_batch(struct pin_req *r, struct batch_in *in)
 	}
 respond:
 	if (e.n > 0) {
-		if (tz_unknown && e.n == 1)
-			pc_errs_respond(r, 422, "UNKNOWN_TIME_ZONE",
-				"timeZone is not a known IANA time zone", &e);
-		else
-			pc_errs_respond(r, 422, "VALIDATION_FAILED",
-				"the batch is not valid", &e);
+		pc_errs_respond_422(r, "the batch is not valid", &e, tz_unknown);
 		rc = PC_E_RESPONDED;
 		goto out;
 	}
@@ -298,7 +293,7 @@ out:
 }
 
 /* Runs calendar.slot_plan for the batch.  Columns: local_date, local_start
- * (HH:MM), us(start_at), us(end_at), reason. */
+ * (HH:MM), start_us, end_us (us(start_at), us(end_at)), reason. */
 static PGresult *plan(const struct batch_in *in, const char *owner, int *n_keep)
 {
 	const char *p[8];
@@ -317,8 +312,9 @@ static PGresult *plan(const struct batch_in *in, const char *owner, int *n_keep)
 	p[6] = gap;
 	p[7] = pc_time_param(pc_api->now_us());
 	res = pc_api->db_exec_prepared("slots_plan",
-		"SELECT local_date::text, to_char(local_start, 'HH24:MI'), "
-		"       calendar.us(start_at), calendar.us(end_at), reason "
+		"SELECT local_date::text AS local_date, "
+		"       to_char(local_start, 'HH24:MI') AS local_start, "
+		"       calendar.us(start_at) AS start_us, calendar.us(end_at) AS end_us, reason "
 		"FROM calendar.slot_plan($1::uuid, $2, $3::jsonb, $4::date, $5::date, "
 		"                        $6::int, $7::int, $8::timestamptz)", 8, p);
 	if (!pc_res_ok(res, PGRES_TUPLES_OK))
@@ -338,7 +334,7 @@ static int agent_gate(struct pin_req *r, const char *owner)
 {
 	int rc, active;
 
-	if ((rc = cal_agent_active(owner, &active)) < 0)
+	if ((rc = cd_agent_active(owner, &active)) < 0)
 		return rc;
 	if (active)
 		return 0;
@@ -347,22 +343,35 @@ static int agent_gate(struct pin_req *r, const char *owner)
 	return PC_E_RESPONDED;
 }
 
-static json_object *skipped_json(const PGresult *res)
+/* The preview's slots (the plan rows kept: no reason) and skipped (the
+ * others), by the plan's column names (sdk/colmap.h). */
+static const struct pc_jfield kept_f[] = {
+	{ "startAt", "start_us", PC_J_TIME },
+	{ "endAt", "end_us", PC_J_TIME },
+	{ "localDate", "local_date", PC_J_STR },
+	{ "localStart", "local_start", PC_J_STR },
+};
+static const struct pc_jfield skipped_f[] = {
+	{ "localDate", "local_date", PC_J_STR },
+	{ "localStart", "local_start", PC_J_STR },
+	{ "reason", "reason", PC_J_STR },
+};
+
+/* The plan rows with (skipped = 1) or without a reason as an array of f's
+ * objects.  NULL when the plan lacks a column. */
+static json_object *plan_json(const PGresult *res, int skipped,
+		const struct pc_jfield *f, size_t nf)
 {
-	json_object *arr = json_object_new_array();
-	int i, n = PQntuples(res);
+	struct pc_colmap m;
+	json_object *arr;
+	int i, reason, n = PQntuples(res);
 
-	for (i = 0; i < n; i++) {
-		json_object *o;
-
-		if (PQgetisnull(res, i, 4))
-			continue;
-		o = json_object_new_object();
-		pc_json_col(o, "localDate", res, i, 0);
-		pc_json_col(o, "localStart", res, i, 1);
-		pc_json_col(o, "reason", res, i, 4);
-		json_object_array_add(arr, o);
-	}
+	if (pc_colmap_init(&m, f, nf, res) < 0 || (reason = PQfnumber(res, "reason")) < 0)
+		return NULL;
+	arr = json_object_new_array();
+	for (i = 0; i < n; i++)
+		if (PQgetisnull(res, i, reason) != skipped)
+			json_object_array_add(arr, pc_colmap_json(&m, res, i));
 	return arr;
 }
 
@@ -397,9 +406,9 @@ int slot_h_preview(struct pin_req *r, void *ud)
 {
 	const struct pin_principal *pr = pc_api->req_principal(r);
 	struct batch_in in;
-	json_object *body, *slots;
+	json_object *body, *slots, *skipped;
 	PGresult *res;
-	int rc, i, n, keep;
+	int rc, keep;
 
 	(void)ud;
 	if ((rc = parse_batch(r, &in)) < 0)
@@ -413,23 +422,16 @@ int slot_h_preview(struct pin_req *r, void *ud)
 		return too_large(r, keep);
 	if (plan_range(r, res) < 0)
 		return PIN_OK;
-	slots = json_object_new_array();
-	n = PQntuples(res);
-	for (i = 0; i < n; i++) {
-		json_object *o;
-
-		if (!PQgetisnull(res, i, 4))
-			continue;
-		o = json_object_new_object();
-		pc_json_col_time(o, "startAt", res, i, 2);
-		pc_json_col_time(o, "endAt", res, i, 3);
-		pc_json_col(o, "localDate", res, i, 0);
-		pc_json_col(o, "localStart", res, i, 1);
-		json_object_array_add(slots, o);
+	slots = plan_json(res, 0, kept_f, PC_NFIELDS(kept_f));
+	skipped = plan_json(res, 1, skipped_f, PC_NFIELDS(skipped_f));
+	if (!slots || !skipped) {
+		json_object_put(slots);
+		json_object_put(skipped);
+		return PIN_ERR;
 	}
 	body = json_object_new_object();
 	json_object_object_add(body, "slots", slots);
-	json_object_object_add(body, "skipped", skipped_json(res));
+	json_object_object_add(body, "skipped", skipped);
 	return pc_api->respond_json(r, 200, body);
 }
 
@@ -491,7 +493,7 @@ static int owner_lock(struct pin_req *r, const char *owner)
 {
 	int rc;
 
-	if ((rc = cal_agent_slots_lock(owner)) < 0)
+	if ((rc = cd_agent_slots_lock(owner)) < 0)
 		return rc;
 	return agent_gate(r, owner);
 }

@@ -51,6 +51,7 @@ static int list_page(struct pin_req *r, const char *stmt, const char *sql,
 	int64_t from, to, cur_us = 0;
 	long long limit;
 	char cur_id[37], lim[24];
+	json_object *body;
 	PGresult *res;
 
 	if (slot_list_params(r, pc_api->now_us(), &from, &to, &limit, &cur_us, cur_id,
@@ -68,7 +69,8 @@ static int list_page(struct pin_req *r, const char *stmt, const char *sql,
 	res = pc_api->db_exec_prepared(stmt, sql, 8, p);
 	if (!pc_res_ok(res, PGRES_TUPLES_OK))
 		return PIN_ERR_DB;
-	return pc_api->respond_json(r, 200, pc_page_json(res, limit, 6, 0, slot_json));
+	body = slot_page_json(res, limit);
+	return body ? pc_api->respond_json(r, 200, body) : PIN_ERR;
 }
 
 #define LIST_TAIL \
@@ -204,7 +206,10 @@ int slot_h_archive(struct pin_req *r, void *ud)
 		}
 	}
 	/* Archived already: answered as is (idempotent by state). */
-	body = slot_json(res, 0);
+	if (!(body = slot_json(res, 0))) {
+		rc = PIN_ERR;
+		goto out;
+	}
 	rc = slot_tx_commit_respond(r, &idem, &in_tx, 200, &body, PQgetvalue(res, 0, 14));
 out:
 	return finish(rc, in_tx, body);

@@ -6,29 +6,36 @@
 #include <string.h>
 #include "sdk/sdk.h"
 #include "slots.h"
+#include "caldomain/schema.h"
 
+
+static const struct pc_jfield slot_fields[] = {
+	{ "id", "id", PC_J_STR },
+	{ "batchId", "batch_id", PC_J_STR },
+	{ "ownerUserId", "owner_user_id", PC_J_STR },
+	{ "tenantId", "tenant_id", PC_J_STR },
+	{ "kind", "kind", PC_J_STR },
+	{ "status", "status", PC_J_STR },
+	{ "startAt", "start_us", PC_J_TIME },
+	{ "endAt", "end_us", PC_J_TIME },
+	{ "timeZone", "time_zone", PC_J_STR },
+	{ "autoConfirm", "auto_confirm", PC_J_BOOL },
+	{ "cancellationCutoffMinutes", "cancellation_cutoff_minutes", PC_J_INT },
+	{ "projectId", "project_id", PC_J_STR },
+	{ "propertyObjectId", "property_object_id", PC_J_STR },
+	{ "location", "location", PC_J_STR },
+	{ "version", "version", PC_J_INT },
+};
 
 json_object *slot_json(const PGresult *res, int row)
 {
-	json_object *o = json_object_new_object();
+	return pc_row_json(slot_fields, PC_NFIELDS(slot_fields), res, row);
+}
 
-	pc_json_col(o, "id", res, row, 0);
-	pc_json_col(o, "batchId", res, row, 1);
-	pc_json_col(o, "ownerUserId", res, row, 2);
-	pc_json_col(o, "tenantId", res, row, 3);
-	pc_json_col(o, "kind", res, row, 4);
-	pc_json_col(o, "status", res, row, 5);
-	pc_json_col_time(o, "startAt", res, row, 6);
-	pc_json_col_time(o, "endAt", res, row, 7);
-	pc_json_col(o, "timeZone", res, row, 8);
-	json_object_object_add(o, "autoConfirm",
-			json_object_new_boolean(strcmp(PQgetvalue(res, row, 9), "t") == 0));
-	pc_json_col_int(o, "cancellationCutoffMinutes", res, row, 10);
-	pc_json_col(o, "projectId", res, row, 11);
-	pc_json_col(o, "propertyObjectId", res, row, 12);
-	pc_json_col(o, "location", res, row, 13);
-	pc_json_col_int(o, "version", res, row, 14);
-	return o;
+json_object *slot_page_json(const PGresult *res, long long limit)
+{
+	return pc_page_json_map(res, limit, "start_us", "id", slot_fields,
+			PC_NFIELDS(slot_fields));
 }
 
 int slot_tx_begin(struct pin_req *r, struct pc_idem *idem, int *in_tx)
@@ -89,6 +96,8 @@ static int slot_init(const struct pin_host_api *api, struct pin_registrar *reg,
 		char *err, size_t errlen)
 {
 	pc_init(api);
+	if (pc_idem_table(CD_IDEM_TABLE, err, errlen) < 0)
+		return PIN_ERR;
 	if (pc_register_routes(reg, routes, sizeof(routes) / sizeof(routes[0]),
 			"slots", err, errlen) < 0)
 		return PIN_ERR;

@@ -51,14 +51,19 @@ int slot_rule_per_window(int from_min, int to_min, int duration, int gap);
 /* ============================================================ slots.c */
 /* The host table is pc_api (sdk/core.h, set by pc_init in init). */
 
-/* Column list of a slot row (agent representation), see slot_json(). */
+/* Column list of a slot row (agent representation), see slot_fields. */
 #define SLOT_COLS \
 	"s.id, s.batch_id, s.owner_user_id, s.tenant_id, s.kind, s.status, " \
-	"calendar.us(s.start_at), calendar.us(s.end_at), s.time_zone, s.auto_confirm, " \
-	"s.cancellation_cutoff_minutes, s.project_id, s.property_object_id, s.location, " \
-	"s.version"
-/* The slot representation of api.md (agent area).  New object. */
+	"calendar.us(s.start_at) AS start_us, calendar.us(s.end_at) AS end_us, " \
+	"s.time_zone, s.auto_confirm, s.cancellation_cutoff_minutes, s.project_id, " \
+	"s.property_object_id, s.location, s.version"
+/* The slot representation of api.md (agent area) of a SLOT_COLS row, by
+ * column names (sdk/colmap.h).  New object, NULL when the result lacks a
+ * column. */
 json_object *slot_json(const PGresult *res, int row);
+/* A keyset page of SLOT_COLS rows (read with LIMIT limit + 1; cursor
+ * start_us, id) as {items, nextCursor}.  New object, NULL as slot_json. */
+json_object *slot_page_json(const PGresult *res, long long limit);
 
 struct pc_errs;
 /*

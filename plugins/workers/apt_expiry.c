@@ -4,7 +4,7 @@
  * reminders skipped) and appointment-cancelled Reason = Expired.
  * Batches of job.appointment-timeout.batch (default 500) taken with FOR
  * UPDATE SKIP LOCKED, one transaction per batch; idempotent by state.
- * The cascade is apt_expire_batch of the domain library (caldomain/appointment.h). */
+ * The cascade is cd_apt_expire_batch of the domain library (caldomain/appointment.h). */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +28,7 @@ static void set_lag(int64_t now_us)
 
 static int expire_batch(int64_t now_us, int batch)
 {
-	int n = apt_expire_batch(now_us, batch);
+	int n = cd_apt_expire_batch(now_us, batch);
 
 	if (n > 0)
 		pc_api->log(PIN_LOG_INFO, "appointments expired", "job", JOB_NAME,

@@ -25,7 +25,6 @@
 #include "workers.h"
 #include "caldomain/crm.h"
 
-#define GROUP "calendar-crm-booking-events"
 #define CODE_INVALID "CAL_BOOKING_SYNC_INVALID_PAYLOAD"
 #define CODE_NO_REPLICA "CAL_BOOKING_SYNC_DEAL_REPLICA_NOT_FOUND"
 #define CODE_DB "CAL_BOOKING_SYNC_DB_ERROR"
@@ -34,11 +33,11 @@
 #define DLQ_METRIC "calendar_crm_booking_sync_dlq_total"
 #define DEADLINE_TZ "Europe/Moscow"     /* seed 004, assumption v1 */
 
-#define T_CREATED   "pin.crm.booking-created.v1"
-#define T_CONFIRMED "pin.crm.booking-confirmed.v1"
-#define T_PAID      "pin.crm.booking-paid.v1"
-#define T_EXPIRED   "pin.crm.booking-expired.v1"
-#define T_CANCELLED "pin.crm.booking-cancelled.v1"
+#define T_CREATED   PC_TOPIC_CRM_BOOKING_CREATED
+#define T_CONFIRMED PC_TOPIC_CRM_BOOKING_CONFIRMED
+#define T_PAID      PC_TOPIC_CRM_BOOKING_PAID
+#define T_EXPIRED   PC_TOPIC_CRM_BOOKING_EXPIRED
+#define T_CANCELLED PC_TOPIC_CRM_BOOKING_CANCELLED
 
 static const char *const topics[] = { T_CREATED, T_CONFIRMED, T_PAID, T_EXPIRED,
 	T_CANCELLED, NULL };
@@ -63,17 +62,17 @@ struct link {
 
 /* ------------------------------------------------------------------ helpers */
 
-static const struct wrk_crm_sync sync = { CODE_INVALID, CODE_DB,
+static const struct cd_crm_sync sync = { CODE_INVALID, CODE_DB,
 	DLQ_METRIC, "crm booking sync: failed", NULL };
 
 static enum pin_consume_status invalid(struct bctx *c, const char *detail)
 {
-	return wrk_crm_invalid(&sync, c->msg, c->res, detail);
+	return cd_crm_invalid(&sync, c->msg, c->res, detail);
 }
 
 static enum pin_consume_status db_error(struct bctx *c, const char *what)
 {
-	return wrk_crm_db_error(&sync, c->msg, c->res, what);
+	return cd_crm_db_error(&sync, c->msg, c->res, what);
 }
 
 static void log_ev(const struct bctx *c, const char *what, const char *phase)
@@ -307,7 +306,7 @@ static const char *title_for(const char *phase, int64_t at)
 
 	if (!pc_res_ok(r, PGRES_TUPLES_OK) || PQntuples(r) != 1)
 		return NULL;
-	return pc_api->sprintf("%s%s", wrk_crm_title_prefix(phase), PQgetvalue(r, 0, 0));
+	return pc_api->sprintf("%s%s", cd_crm_title_prefix(phase), PQgetvalue(r, 0, 0));
 }
 
 /*
@@ -318,7 +317,7 @@ static const char *title_for(const char *phase, int64_t at)
 static enum pin_consume_status deadline_create(struct bctx *c, const char *phase, int64_t at)
 {
 	const char *tenant, *owner, *title, *when;
-	struct pc_event_new ev;
+	struct cd_event_new ev;
 	PGresult *row;
 	char event_id[37];
 	enum route_state rs;
@@ -354,7 +353,7 @@ static enum pin_consume_status deadline_create(struct bctx *c, const char *phase
 		skipped(c, "business-duplicate", phase);
 		return PIN_CONSUME_OK;
 	}
-	title = pc_api->sprintf("%s%s", wrk_crm_title_prefix(phase), when);
+	title = pc_api->sprintf("%s%s", cd_crm_title_prefix(phase), when);
 	memset(&ev, 0, sizeof(ev));
 	ev.id = event_id;
 	ev.tenant_id = tenant;
@@ -369,8 +368,8 @@ static enum pin_consume_status deadline_create(struct bctx *c, const char *phase
 	ev.booking_id = c->booking_id;
 	ev.property_object_id = c->property_id;
 	ev.has_offsets = 1;
-	ev.n_offsets = wrk_crm_phase_offsets(phase, ev.offsets);
-	rc = pc_event_create(&ev, c->now, &row);
+	ev.n_offsets = cd_crm_phase_offsets(phase, ev.offsets);
+	rc = cd_event_create(&ev, c->now, &row);
 	if (rc == PC_E_RANGE)
 		return invalid(c, "the deadline leaves the supported instant range");
 	if (rc < 0)
@@ -400,7 +399,7 @@ static enum pin_consume_status reserve_complete(struct bctx *c)
 	}
 	if (strcmp(l.status, "Open") != 0)
 		return PIN_CONSUME_OK;  /* already done */
-	if (wrk_crm_event_close(l.event_id, "complete", NULL, c->now) < 0)
+	if (cd_crm_event_close(l.event_id, "complete", NULL, c->now) < 0)
 		return db_error(c, "event complete");
 	if (link_set_status(c->booking_id, "Reserve", "Completed", c->now) < 0)
 		return db_error(c, "link update");
@@ -421,21 +420,21 @@ static enum pin_consume_status booking_upsert(struct bctx *c, int64_t at)
 	if (link_lock(c->booking_id, "Booking", &l) < 0)
 		return db_error(c, "link lock");
 	if (l.found && !strcmp(l.status, "Open")) {
-		rc = pc_event_lock(l.event_id, NULL, NULL, &locked);
+		rc = cd_event_lock(l.event_id, NULL, NULL, &locked);
 		if (rc == PC_E_NOT_FOUND)
 			return PIN_CONSUME_OK;
 		if (rc < 0)
 			return db_error(c, "event lock");
-		cur = pc_col_us(locked, 0, PC_EC_START);
+		cur = pc_col_us(locked, 0, CD_EC_START);
 	}
-	switch (wrk_crm_upsert_action(l.found ? l.status : NULL, cur, at, 1)) {
-	case WRK_CRM_CREATE:
+	switch (cd_crm_upsert_action(l.found ? l.status : NULL, cur, at, 1)) {
+	case CD_CRM_CREATE:
 		return deadline_create(c, "Booking", at);
-	case WRK_CRM_NOOP:
+	case CD_CRM_NOOP:
 		if (strcmp(l.status, "Open") != 0)
 			skipped(c, "late-after-terminal", "Booking");
 		return PIN_CONSUME_OK;
-	case WRK_CRM_MOVE:
+	case CD_CRM_MOVE:
 		break;
 	}
 	/* an older message never moves the moment: a replay from offset 0 (inbox
@@ -456,7 +455,7 @@ static enum pin_consume_status booking_upsert(struct bctx *c, int64_t at)
 			return PIN_CONSUME_OK;
 		}
 	}
-	rc = pc_event_reschedule(locked, at, c->now, &row, &changed);
+	rc = cd_event_reschedule(locked, at, c->now, &row, &changed);
 	if (rc == PC_E_TRANSITION || (rc == 0 && !changed))
 		return PIN_CONSUME_OK;
 	if (rc == PC_E_RANGE)
@@ -504,7 +503,7 @@ static enum pin_consume_status cancel_all(struct bctx *c, const char *reason)
 		}
 		if (strcmp(l[i].status, "Open") != 0)
 			continue;
-		if (wrk_crm_event_close(l[i].event_id, "cancel", reason, c->now) < 0)
+		if (cd_crm_event_close(l[i].event_id, "cancel", reason, c->now) < 0)
 			return db_error(c, "event cancel");
 		if (link_set_status(c->booking_id, phases[i], "Cancelled", c->now) < 0)
 			return db_error(c, "link update");
@@ -566,7 +565,7 @@ static enum pin_consume_status on_created(struct bctx *c, int64_t at)
 		return db_error(c, "replica lock");
 	if (link_lock(c->booking_id, "Reserve", &l) < 0)
 		return db_error(c, "link lock");
-	if (wrk_crm_upsert_action(l.found ? l.status : NULL, 0, at, 0) == WRK_CRM_CREATE)
+	if (cd_crm_upsert_action(l.found ? l.status : NULL, 0, at, 0) == CD_CRM_CREATE)
 		return deadline_create(c, "Reserve", at);
 	skipped(c, l.event_id ? "business-duplicate" : "late-after-terminal", "Reserve");
 	return PIN_CONSUME_OK;
@@ -589,7 +588,7 @@ static enum pin_consume_status dispatch(struct bctx *c, json_object *pl, const c
 	if (!strcmp(t, T_PAID))
 		return reserve_complete(c);
 	if (!strcmp(t, T_EXPIRED))
-		return cancel_all(c, wrk_crm_expired_reason(pc_jstr(pl, "phase")));
+		return cancel_all(c, cd_crm_expired_reason(pc_jstr(pl, "phase")));
 	return cancel_all(c, "Бронь отменена");
 }
 
@@ -659,8 +658,6 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
 	c.msg = msg;
 	c.res = res;
 	c.now = t0;
-	pc_contract_check(msg, "crm booking sync: contract version mismatch",
-			"calendar_crm_booking_sync_contract_mismatch_total");
 	if ((bad = validate(&c, msg->payload, msg->topic, &at)))
 		return invalid(&c, bad);
 	log_ev(&c, "crm booking sync: consumed", NULL);
@@ -759,7 +756,7 @@ static enum pin_consume_status run_apply(struct pc_batch_run *run)
 		"WHERE booking_id = ANY ($1::uuid[]) AND phase = 'Reserve' "
 		"ORDER BY booking_id FOR UPDATE";
 	int offs[2];
-	size_t noffs = wrk_crm_phase_offsets("Reserve", offs), nnew = 0, nrows = 0;
+	size_t noffs = cd_crm_phase_offsets("Reserve", offs), nnew = 0, nrows = 0;
 	const char *p[6], *offs_pg = pc_pg_int_array(offs, noffs);
 	struct pc_jt rows, rems, o;     /* JSON text: rows, reminders, one row */
 	struct pin_outbox_msg *ob;
@@ -825,7 +822,7 @@ static enum pin_consume_status run_apply(struct pc_batch_run *run)
 			skipped(c, "deadline-in-past", "Reserve");
 			goto row;
 		}
-		if (pc_rule_event_instants(x->at, 0, 0, offs, noffs) != 0) {
+		if (cd_rule_event_instants(x->at, 0, 0, offs, noffs) != 0) {
 			run->st[run->idx[i]] = invalid(c,
 					"the deadline leaves the supported instant range");
 			continue;
@@ -838,7 +835,7 @@ static enum pin_consume_status run_apply(struct pc_batch_run *run)
 		PC_JT_KV(&o, "at", pc_jt_time(&o, x->at));
 		for (size_t j = 0; j < noffs; j++) {
 			int64_t due;
-			enum pc_rem_status rs = pc_rule_reminder(x->at, offs[j], now, &due);
+			enum cd_rem_status rs = cd_rule_reminder(x->at, offs[j], now, &due);
 			char rid[37];
 
 			pc_api->uuid_v7(rid);
@@ -847,7 +844,7 @@ static enum pin_consume_status run_apply(struct pc_batch_run *run)
 			pc_batch_row_str(&rems, "event_id", ev);
 			PC_JT_KV(&rems, "off", pc_jt_int(&rems, offs[j]));
 			PC_JT_KV(&rems, "due", pc_jt_time(&rems, due));
-			pc_batch_row_str(&rems, "st", pc_rem_status_name(rs));
+			pc_batch_row_str(&rems, "st", cd_rem_status_name(rs));
 			pc_jt_end_obj(&rems);
 		}
 		nnew++;
@@ -871,7 +868,7 @@ row:
 	p[0] = rows.buf;
 	p[1] = rems.buf;
 	p[2] = now_s;
-	p[3] = wrk_crm_title_prefix("Reserve");
+	p[3] = cd_crm_title_prefix("Reserve");
 	p[4] = DEADLINE_TZ;
 	p[5] = offs_pg;
 	/* links first; an event (and its reminders) only for an Open link that
@@ -902,14 +899,14 @@ row:
 		"  SELECT m.id, m.event_id, m.off, m.due, m.st, $3::timestamptz, $3::timestamptz "
 		"  FROM json_to_recordset($2::json) AS m(id uuid, event_id uuid, off int, "
 		"    due timestamptz, st text) JOIN l ON l.calendar_event_id = m.event_id) "
-		"SELECT " PC_EVENT_COLS ", x.i FROM e JOIN x ON x.event_id = e.id ORDER BY x.i",
+		"SELECT " CD_EVENT_COLS ", x.i FROM e JOIN x ON x.event_id = e.id ORDER BY x.i",
 		6, p);
 	if (!pc_res_ok(ins, PGRES_TUPLES_OK)) {
 		ret = PIN_CONSUME_RETRY;
 		goto out;
 	}
 	for (int k = 0; k < PQntuples(ins); k++)
-		got[atoi(PQgetvalue(ins, k, PC_EC__N))] = 1;
+		got[atoi(PQgetvalue(ins, k, CD_EC__N))] = 1;
 	if ((size_t)PQntuples(ins) < nnew)      /* a concurrent delivery won */
 		for (size_t i = 0; i < run->n; i++)
 			if (want[i] && !got[i])
@@ -921,12 +918,12 @@ row:
 
 		ob = pc_api->alloc((size_t)n * sizeof(*ob));
 		for (int k = 0; k < n; k++) {
-			const char *id = PQgetvalue(ins, k, PC_EC_ID);
+			const char *id = PQgetvalue(ins, k, CD_EC_ID);
 
 			ob[k] = (struct pin_outbox_msg){ .topic = PC_TOPIC_EVENT_CREATED, .key = id,
 				.event_type = "pin.calendar.event-created",
 				.aggregate_type = "CalendarEvent", .aggregate_id = id,
-				.payload = pc_payload_event_created(ins, k) };
+				.payload = cd_payload_event_created(ins, k) };
 		}
 		if (pc_outbox_many(NULL, ob, (size_t)n) < 0) {
 			ret = PIN_CONSUME_RETRY;
@@ -937,8 +934,8 @@ row:
 				"phase=\"Reserve\"", n);
 		pc_api->log(PIN_LOG_INFO, "crm booking sync: deadlines created (batch)",
 				"count", pc_api->sprintf("%d", n),
-				"firstMessageId", run->msg[atoi(PQgetvalue(ins, 0, PC_EC__N))]->message_id,
-				"lastMessageId", run->msg[atoi(PQgetvalue(ins, n - 1, PC_EC__N))]->message_id,
+				"firstMessageId", run->msg[atoi(PQgetvalue(ins, 0, CD_EC__N))]->message_id,
+				"lastMessageId", run->msg[atoi(PQgetvalue(ins, n - 1, CD_EC__N))]->message_id,
 				"phase", "Reserve", NULL);
 	}
 out:
@@ -961,8 +958,6 @@ static enum pin_consume_status set_parse(const struct pin_msg *msg,
 	x->c.msg = msg;
 	x->c.res = res;
 	x->c.now = b->t0;
-	pc_contract_check(msg, "crm booking sync: contract version mismatch",
-			"calendar_crm_booking_sync_contract_mismatch_total");
 	if ((bad = validate(&x->c, msg->payload, msg->topic, &x->at)))
 		return invalid(&x->c, bad);
 	it->key = x->c.booking_id;
@@ -1018,8 +1013,8 @@ static enum pin_consume_status on_bookings(const struct pin_msg *const *msgs, si
 
 int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { .group = GROUP, .topics = topics,
-		.inbox_table = PC_INBOX_TABLE, .fn = on_booking,
+	struct pin_consumer c = { .group = PC_GROUP_CRM_BOOKING, .topics = topics,
+		.inbox_table = CD_INBOX_TABLE, .fn = on_booking,
 		/* [consume] its savepoint + the host's: 2 subxids a message, 32
 		 * stay within PostgreSQL's 64-per-backend subxid cache */
 		.batch_max = 32 };

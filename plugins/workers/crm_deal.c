@@ -20,14 +20,13 @@
 #include "caldomain/schema.h"
 #include "workers.h"
 
-#define GROUP "calendar-crm-deal-events"
 #define CODE_INVALID "CAL_DEAL_SYNC_INVALID_PAYLOAD"
 #define CODE_DB "CAL_DEAL_SYNC_DB_ERROR"
 #define CLOSE_REASON "Сделка закрыта"   /* class Internal: never logged */
 
-#define T_CREATED "pin.crm.deal-created.v1"
-#define T_MEMBERS "pin.crm.deal-members-changed.v1"
-#define T_CLOSED  "pin.crm.deal-closed.v1"
+#define T_CREATED PC_TOPIC_CRM_DEAL_CREATED
+#define T_MEMBERS PC_TOPIC_CRM_DEAL_MEMBERS_CHANGED
+#define T_CLOSED  PC_TOPIC_CRM_DEAL_CLOSED
 
 static const char *const topics[] = { T_CREATED, T_MEMBERS, T_CLOSED, NULL };
 
@@ -38,17 +37,17 @@ struct dctx {
 	int64_t now;
 };
 
-static const struct wrk_crm_sync sync = { CODE_INVALID, CODE_DB,
+static const struct cd_crm_sync sync = { CODE_INVALID, CODE_DB,
 	"calendar_crm_deal_sync_dlq_total", "crm deal sync: failed", "crm deal sync: failed" };
 
 static enum pin_consume_status invalid(struct dctx *c, const char *detail)
 {
-	return wrk_crm_invalid(&sync, c->msg, c->res, detail);
+	return cd_crm_invalid(&sync, c->msg, c->res, detail);
 }
 
 static enum pin_consume_status db_error(struct dctx *c, const char *what)
 {
-	return wrk_crm_db_error(&sync, c->msg, c->res, what);
+	return cd_crm_db_error(&sync, c->msg, c->res, what);
 }
 
 /*
@@ -134,15 +133,15 @@ static int reassign(struct dctx *c, const char *agency, const char *executor)
 	for (i = 0; i < PQntuples(r); i++) {
 		const char *st;
 
-		rc = pc_event_lock(PQgetvalue(r, i, 0), NULL, NULL, &locked);
+		rc = cd_event_lock(PQgetvalue(r, i, 0), NULL, NULL, &locked);
 		if (rc == PC_E_NOT_FOUND)
 			continue;
 		if (rc < 0)
 			return rc;
-		st = PQgetvalue(locked, 0, PC_EC_STATUS);
+		st = PQgetvalue(locked, 0, CD_EC_STATUS);
 		if (strcmp(st, "Planned") != 0 && strcmp(st, "InProgress") != 0)
 			continue;
-		rc = pc_event_change_owner(locked, agency, executor, "ExecutorChanged",
+		rc = cd_event_change_owner(locked, agency, executor, "ExecutorChanged",
 				c->now, &row, &changed);
 		if (rc < 0)
 			return rc;
@@ -178,7 +177,7 @@ static int close_deal(struct dctx *c)
 		const char *q[4] = { PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), p[1], NULL };
 		PGresult *u;
 
-		if (wrk_crm_event_close(PQgetvalue(r, i, 2), "cancel", CLOSE_REASON, c->now) < 0)
+		if (cd_crm_event_close(PQgetvalue(r, i, 2), "cancel", CLOSE_REASON, c->now) < 0)
 			return PIN_ERR_DB;
 		u = pc_api->db_exec_prepared("crmd_link_cancel",
 			"UPDATE calendar.booking_deadline_links SET status = 'Cancelled', "
@@ -202,8 +201,6 @@ static enum pin_consume_status on_deal(const struct pin_msg *msg,
 	c.msg = msg;
 	c.res = res;
 	c.now = pc_api->now_us();
-	pc_contract_check(msg, "crm deal sync: contract version mismatch",
-			"calendar_crm_deal_sync_contract_mismatch_total");
 	if (!pl || !json_object_is_type(pl, json_type_object))
 		return invalid(&c, "payload is not an object");
 	c.deal_id = pc_jstr(pl, "dealId");
@@ -257,8 +254,8 @@ static enum pin_consume_status on_deal(const struct pin_msg *msg,
 
 int wrk_crm_deal_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
-	struct pin_consumer c = { .group = GROUP, .topics = topics,
-		.inbox_table = PC_INBOX_TABLE, .fn = on_deal };
+	struct pin_consumer c = { .group = PC_GROUP_CRM_DEAL, .topics = topics,
+		.inbox_table = CD_INBOX_TABLE, .fn = on_deal };
 
 	return pc_register_consumer(reg, &c, "workers", err, errlen);
 }

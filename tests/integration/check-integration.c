@@ -5,19 +5,62 @@
  * Needs the stack ./dev test starts (see harness.h for the environment).
  * Check's own variables apply: CK_RUN_SUITE / CK_RUN_CASE to run one suite or
  * case, CK_FORK=no to debug in one process, CK_VERBOSITY, CK_DEFAULT_TIMEOUT.
+ * CK_RUN_SUITE may also be a comma-separated list of suites (run in the
+ * order below).
  */
 #include "config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <curl/curl.h>
 
 #include "harness.h"
+
+/* In run order; the names are the suites' suite_create() names. */
+static const struct {
+	const char *name;
+	Suite *(*make)(void);
+} suites[] = {
+	{ "http", make_http_suite },
+	{ "kafka", make_kafka_suite },
+	{ "calendar", make_calendar_suite },
+	{ "slots", make_slots_suite },
+	{ "appointments", make_appointments_suite },
+	{ "notify", make_notify_suite },
+	{ "crm", make_crm_suite },
+	{ "team", make_team_suite },
+	{ "stream", make_stream_suite },
+	{ "delivery", make_delivery_suite },
+	{ "input", make_input_suite },
+	{ "obs", make_obs_suite },
+	{ "fcgi", make_fcgi_suite },
+	{ "migrate", make_migrate_suite },
+	{ "replica", make_replica_suite },  /* stops the standby */
+	{ "ops", make_ops_suite },          /* database outage */
+	{ "scale", make_scale_suite },      /* several worker hosts */
+	{ "faults", make_faults_suite },    /* last: fault drills */
+};
+
+/* name is one of the comma-separated list */
+static int listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (!strncmp(p, name, n) && (p[n] == ',' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
 
 int main(void)
 {
 	SRunner *sr;
 	int failed;
+	/* Check runs one suite of CK_RUN_SUITE; a comma-separated list is
+	 * handled here: only the listed suites are added (in run order) */
+	char *only = getenv("CK_RUN_SUITE") && strchr(getenv("CK_RUN_SUITE"), ',')
+		? strdup(getenv("CK_RUN_SUITE")) : NULL;
 
 	if (!getenv("PIN_BASE_URL")) {
 		fprintf(stderr, "check-integration: PIN_BASE_URL is not set; "
@@ -29,28 +72,25 @@ int main(void)
 		return 1;
 	}
 
-	sr = srunner_create(make_http_suite());
-	srunner_add_suite(sr, make_kafka_suite());
-	srunner_add_suite(sr, make_calendar_suite());
-	srunner_add_suite(sr, make_slots_suite());
-	srunner_add_suite(sr, make_appointments_suite());
-	srunner_add_suite(sr, make_notify_suite());
-	srunner_add_suite(sr, make_crm_suite());
-	srunner_add_suite(sr, make_team_suite());
-	srunner_add_suite(sr, make_stream_suite());
-	srunner_add_suite(sr, make_delivery_suite());
-	srunner_add_suite(sr, make_input_suite());
-	srunner_add_suite(sr, make_obs_suite());
-	srunner_add_suite(sr, make_fcgi_suite());
-	srunner_add_suite(sr, make_migrate_suite());
-	srunner_add_suite(sr, make_replica_suite());  /* stops the standby */
-	srunner_add_suite(sr, make_ops_suite());    /* database outage */
-	srunner_add_suite(sr, make_scale_suite());  /* several worker hosts */
-	srunner_add_suite(sr, make_faults_suite()); /* last: fault drills */
-
+	if (only)
+		unsetenv("CK_RUN_SUITE");
+	sr = NULL;
+	for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
+		if (only && !listed(only, suites[i].name))
+			continue;
+		if (!sr)
+			sr = srunner_create(suites[i].make());
+		else
+			srunner_add_suite(sr, suites[i].make());
+	}
+	if (!sr) {
+		fprintf(stderr, "check-integration: CK_RUN_SUITE=%s names no suite\n", only);
+		sr = srunner_create(NULL);
+	}
 	srunner_run_all(sr, CK_ENV);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
+	free(only);
 	curl_global_cleanup();
 	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -4,6 +4,7 @@
 #endif
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
@@ -219,6 +220,27 @@ static char *header_value(const char *line, size_t len, const char *name)
 	return strndup(v, (size_t)(end - v));
 }
 
+const char *h_header(const struct h_resp *r, const char *name)
+{
+	size_t nl = strlen(name);
+
+	for (const char *l = r->headers; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "") {
+		if (!strncasecmp(l, name, nl) && l[nl] == ':') {
+			const char *v = l + nl + 1, *e = strchr(v, '\n');
+
+			while (*v == ' ' || *v == '\t')
+				v++;
+			char *c = strndup(v, e ? (size_t)(e - v) : strlen(v)), *h;
+
+			ck_assert_msg(c != NULL, "out of memory");
+			h = h_strdup(c);
+			free(c);
+			return h;
+		}
+	}
+	return NULL;
+}
+
 static void set_hdr(char **slot, char *v)
 {
 	if (!v)
@@ -227,11 +249,38 @@ static void set_hdr(char **slot, char *v)
 	*slot = v;
 }
 
+/* Every header of the final response: "name: value" lines (name as sent)
+ * kept in r->headers; a status line (an interim 1xx or a redirect's answer
+ * before the final one) starts the list again. */
+static void keep_header(struct h_resp *r, const char *ptr, size_t len)
+{
+	size_t n = len, have = r->headers ? strlen(r->headers) : 0;
+	char *p;
+
+	while (n && (ptr[n - 1] == '\r' || ptr[n - 1] == '\n'))
+		n--;
+	if (n >= 5 && !strncmp(ptr, "HTTP/", 5)) {
+		free(r->headers);
+		r->headers = NULL;
+		return;
+	}
+	if (n == 0 || !memchr(ptr, ':', n))
+		return;
+	p = realloc(r->headers, have + n + 2);
+	if (!p)
+		return;
+	memcpy(p + have, ptr, n);
+	p[have + n] = '\n';
+	p[have + n + 1] = '\0';
+	r->headers = p;
+}
+
 static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud)
 {
 	struct h_resp *r = ud;
 	size_t len = size * nmemb;
 
+	keep_header(r, ptr, len);
 	set_hdr(&r->content_type, header_value(ptr, len, "Content-Type"));
 	set_hdr(&r->location, header_value(ptr, len, "Location"));
 	set_hdr(&r->etag, header_value(ptr, len, "ETag"));
@@ -252,6 +301,7 @@ static void resp_destroy(void *p)
 	free(r->location);
 	free(r->etag);
 	free(r->retry_after);
+	free(r->headers);
 	free(r);
 }
 
@@ -306,6 +356,42 @@ static void contract_record(const char *file, json_object *o)
 	json_object_put(o);
 }
 
+/* The "name: value" lines of a response as {lower-case name: value}; a
+ * name sent twice has its values joined with ", " (RFC 9110 5.3). */
+static json_object *headers_json(const char *lines)
+{
+	json_object *o = json_object_new_object(), *had;
+	const char *l = lines, *nl, *colon, *v;
+
+	for (; l && *l; l = nl ? nl + 1 : l + strlen(l)) {
+		char name[128];
+		size_t i, nlen, vlen;
+
+		nl = strchr(l, '\n');
+		colon = memchr(l, ':', nl ? (size_t)(nl - l) : strlen(l));
+		if (!colon || (nlen = (size_t)(colon - l)) == 0 || nlen >= sizeof name)
+			continue;
+		for (i = 0; i < nlen; i++)
+			name[i] = (char)tolower((unsigned char)l[i]);
+		name[nlen] = '\0';
+		for (v = colon + 1; *v == ' ' || *v == '\t'; v++)
+			;
+		vlen = nl ? (size_t)(nl - v) : strlen(v);
+		while (vlen && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
+			vlen--;
+		if (json_object_object_get_ex(o, name, &had)) {
+			char *j = NULL;
+
+			if (asprintf(&j, "%s, %.*s", json_object_get_string(had), (int)vlen, v) >= 0)
+				json_object_object_add(o, name, json_object_new_string(j));
+			free(j);
+		} else {
+			json_object_object_add(o, name, json_object_new_string_len(v, (int)vlen));
+		}
+	}
+	return o;
+}
+
 static void contract_record_http(const char *method, const char *path,
 		const struct h_resp *r)
 {
@@ -320,6 +406,7 @@ static void contract_record_http(const char *method, const char *path,
 	json_object_object_add(o, "contentType",
 		r->content_type ? json_object_new_string(r->content_type) : NULL);
 	json_object_object_add(o, "body", json_object_new_string_len(r->body, (int)r->body_len));
+	json_object_object_add(o, "headers", headers_json(r->headers));
 	contract_record("http.jsonl", o);
 }
 
@@ -586,6 +673,31 @@ void h_assert_problem(const struct h_resp *r, long status, const char *code)
 	got = h_jstr(r->json, "code");
 	ck_assert_msg(got && !strcmp(got, code), "code %s, want %s; body: %.300s",
 			got ? got : "(none)", code, r->body);
+}
+
+void h_assert_error_fields_(const struct h_resp *r, ...)
+{
+	json_object *errs = h_jget(r->json, "errors");
+	size_t n = errs ? json_object_array_length(errs) : 0, want = 0;
+	const char *f;
+	va_list ap;
+
+	ck_assert_msg(errs && json_object_is_type(errs, json_type_array) && n > 0,
+			"no errors[]: %.300s", r->body);
+	va_start(ap, r);
+	while ((f = va_arg(ap, const char *)) != NULL) {
+		int found = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			const char *g = h_jstr(json_object_array_get_idx(errs, i), "field");
+
+			found |= g && !strcmp(g, f);
+		}
+		ck_assert_msg(found, "no error on %s: %.300s", f, r->body);
+		want++;
+	}
+	va_end(ap);
+	ck_assert_msg(n == want, "%zu errors, want %zu: %.300s", n, want, r->body);
 }
 
 /* ------------------------------------------------------------ JWT */

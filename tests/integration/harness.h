@@ -98,7 +98,11 @@ struct h_resp {
 	char *location;
 	char *etag;
 	char *retry_after;
+	char *headers;            /* every header: "Name: value\n" lines */
 };
+/* The first value of header name (case-insensitive; harness-owned), NULL
+ * when the response has none. */
+const char *h_header(const struct h_resp *r, const char *name);
 
 struct h_req_opts {
 	const char *body;              /* NULL: no body */
@@ -152,6 +156,10 @@ const char *h_jstr(json_object *o, const char *key);
 json_object *h_jget(json_object *o, const char *key);
 /* Asserts a problem+json answer: status, content type, body.code. */
 void h_assert_problem(const struct h_resp *r, long status, const char *code);
+/* The problem's errors[] names exactly these fields (any order). */
+void h_assert_error_fields_(const struct h_resp *r, ...);
+#define h_assert_error_fields(r, ...) \
+	h_assert_error_fields_((r), __VA_ARGS__, (const char *)NULL)
 
 /* ---- JWT (HS256 with the stack's secret) ---------------------------------- */
 struct h_token_opts {

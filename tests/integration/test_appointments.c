@@ -559,6 +559,9 @@ START_TEST(agent_confirm)
 	h_assert_problem(r, 422, "VALIDATION_FAILED");
 	r = h_request("POST", h_sprintf(AG "/%s/confirm", id), a.token, NULL, "If-Match: \"7\"");
 	h_assert_problem(r, 409, "VERSION_CONFLICT");
+	/* an unquoted version is no entity-tag (RFC 9110 8.8.3) */
+	r = h_request("POST", h_sprintf(AG "/%s/confirm", id), a.token, NULL, "If-Match: 1");
+	h_assert_problem(r, 400, "MALFORMED_REQUEST");
 
 	r = h_request("POST", h_sprintf(AG "/%s/confirm", id), a.token, NULL, "If-Match: \"1\"");
 	ck_assert_msg(r->status == 200, "%ld %s", r->status, r->body);

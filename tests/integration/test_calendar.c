@@ -496,6 +496,65 @@ START_TEST(patch_fields_offsets_and_if_match)
 }
 END_TEST
 
+/* RFC 9110 8.8.3: If-Match holds quoted entity-tags; an unquoted version,
+ * "*" or a list is refused with 400 and nothing changes (api/openapi.yaml,
+ * "If-Match") */
+START_TEST(if_match_must_be_quoted)
+{
+	static const char *const bad[] = { "If-Match: 1", "If-Match: \"1", "If-Match: 1\"",
+		"If-Match: *", "If-Match: \"1\", \"2\"", "If-Match: W/1", "If-Match: \"\"" };
+	struct who w = agent();
+	const char *id = create_meeting(&w, 3 * DAY, NULL);
+	const char *path = h_sprintf(EV "/%s", id);
+	struct h_resp *r;
+
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		r = h_request("PATCH", path, w.tok, "{\"title\":\"y\"}", bad[i]);
+		h_assert_problem(r, 400, "MALFORMED_REQUEST");
+		r = h_request("POST", h_sprintf(EV "/%s/start", id), w.tok, NULL, bad[i]);
+		h_assert_problem(r, 400, "MALFORMED_REQUEST");
+	}
+	r = h_get(path, w.tok);
+	ck_assert_str_eq(h_jstr(r->json, "status"), "Planned");
+	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "version")), 1);
+	ck_assert_str_eq(r->etag, "\"1\"");
+	/* the ETag as sent, or weakened by a proxy, is the precondition */
+	r = h_request("PATCH", path, w.tok, "{\"title\":\"y\"}", "If-Match: W/\"1\"");
+	ck_assert_msg(r->status == 200, "weak %ld %s", r->status, r->body);
+	r = h_request("PATCH", path, w.tok, "{\"title\":\"z\"}", "If-Match:  \"2\" ");
+	ck_assert_msg(r->status == 200, "spaces %ld %s", r->status, r->body);
+	ck_assert_str_eq(r->etag, "\"3\"");
+}
+END_TEST
+
+/* UNKNOWN_TIME_ZONE carries errors[] like every 422 of a body, and is
+ * answered when the zone is the only invalid field: with others,
+ * VALIDATION_FAILED names them all, the zone too (sdk/problem.h) */
+START_TEST(unknown_zone_errors)
+{
+	struct who w = agent();
+	const char *s = h_iso_in(DAY);
+	struct h_resp *r;
+
+	r = h_post(EV, w.tok, h_sprintf("{\"kind\":\"Task\",\"title\":\"x\",\"startAt\":\"%s\","
+			"\"timeZone\":\"Mars/Olympus\"}", s));
+	h_assert_problem(r, 422, "UNKNOWN_TIME_ZONE");
+	h_assert_error_fields(r, "timeZone");
+	ck_assert_str_eq(h_jstr(json_object_array_get_idx(h_jget(r->json, "errors"), 0),
+			"message"), "unknown IANA time zone");
+	r = h_post(EV, w.tok, h_sprintf("{\"kind\":\"Task\",\"title\":\"\",\"startAt\":\"%s\","
+			"\"timeZone\":\"Mars/Olympus\"}", s));
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	h_assert_error_fields(r, "title", "timeZone");
+	r = h_post(EV, w.tok, h_sprintf("{\"kind\":\"Task\",\"title\":\"\",\"startAt\":\"%s\","
+			"\"timeZone\":\"Europe/Berlin\"}", s));
+	h_assert_problem(r, 422, "VALIDATION_FAILED");
+	h_assert_error_fields(r, "title");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.calendar_events "
+			"WHERE owner_user_id = $1", w.sub), 0);
+}
+END_TEST
+
 /* ------------------------------------------------------------ idempotency */
 
 START_TEST(idempotency_key_on_create)
@@ -774,6 +833,15 @@ START_TEST(agency_and_pin_manager_views)
 			"&ownerUserIds=nope", from, to), head), 400, "MALFORMED_REQUEST");
 	h_assert_problem(h_get(h_sprintf("/api/v1/agency/calendar/events?from=%s&to=%s",
 			from, to), head_noperm), 403, "FORBIDDEN");
+	/* investors are no team actors, even with a tenant and the permission */
+	r = h_get(h_sprintf("/api/v1/agency/calendar/events?from=%s&to=%s", from, to),
+			h_token("investor", h_uuid(), a.tenant, "calendar.team.view"));
+	h_assert_problem(r, 403, "FORBIDDEN");
+	ck_assert_str_eq(h_jstr(r->json, "detail"), "this area is not open to your actor");
+	r = h_get("/api/v1/agency/calendar/appointments",
+			h_token("investor", h_uuid(), a.tenant, "calendar.team.view"));
+	h_assert_problem(r, 403, "FORBIDDEN");
+	ck_assert_str_eq(h_jstr(r->json, "detail"), "this area is not open to your actor");
 
 	r = h_get(h_sprintf("/api/v1/pin-manager/calendar/events?tenantId=%s&from=%s&to=%s",
 			a.tenant, from, to), mgr);
@@ -979,6 +1047,8 @@ Suite *make_calendar_suite(void)
 	tcase_add_test(t, time_zone_canonical_and_point_task);
 	tcase_add_test(t, start_then_complete);
 	tcase_add_test(t, patch_fields_offsets_and_if_match);
+	tcase_add_test(t, if_match_must_be_quoted);
+	tcase_add_test(t, unknown_zone_errors);
 	tcase_add_test(t, idempotency_key_on_create);
 	tcase_add_test(t, idempotency_key_per_tenant);
 	tcase_add_test(t, derived_instants_out_of_range);

@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -540,6 +542,10 @@ START_TEST(connection_cap_refuses_the_next_and_counts_it)
 	struct h_resp *r;
 
 	host_start_with(kv);
+	/* the start's own probe connection is gone: only the asking one */
+	ck_assert_msg(H_WAIT_UNTIL(metric("pin_api_connections") == 1, 5000),
+			"%g connections open at start", metric("pin_api_connections"));
+	h_sleep_ms(200);                          /* the asking one is gone too */
 	for (int i = 0; i < 6; i++)
 		idle[i] = must_connect();
 	h_sleep_ms(500);                          /* accepted (or refused) by now */
@@ -640,6 +646,79 @@ START_TEST(oversized_body_never_reaches_a_handler)
 }
 END_TEST
 
+/* a TCP port nothing listens on now (the kernel's pick) */
+static int free_tcp_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof a;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	ck_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+		  getsockname(fd, (struct sockaddr *)&a, &al) == 0);
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+static bool tcp_accepts(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* an API host on a TCP listen; its exit status when it stops by itself
+ * within 20 s, else -1 once it accepted on port (then it is stopped) */
+static int tcp_host(const char *listen, int port)
+{
+	const char *const extra[] = { "--listen", listen, NULL };
+	pid_t pid = h_spawn_host("api", h_env("PIN_API_PLUGINS"), 0, extra);
+	int status = 0, rc = -2;
+	int64_t end = h_now_ms() + 20000;
+
+	while (h_now_ms() < end) {
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+			break;
+		}
+		if (tcp_accepts(port)) {
+			rc = -1;
+			break;
+		}
+		h_sleep_ms(100);
+	}
+	if (rc < 0) {
+		kill(pid, SIGTERM);
+		waitpid(pid, &status, 0);
+	}
+	return rc;
+}
+
+START_TEST(tcp_listen_beyond_loopback_needs_trust)
+{
+	int port = free_tcp_port();
+	char *log;
+
+	/* every interface, no trust said: refused at start */
+	ck_assert_int_eq(tcp_host(h_sprintf("0.0.0.0:%d", port), port), 1);
+	ck_assert_int_eq(tcp_host(h_sprintf(":%d", port), port), 1);
+	log = h_slurp(h_sprintf("%s/logs/worker-once.log", h_env("PIN_DEV_DIR")));
+	ck_assert_msg(log && strstr(log, "refusing a FastCGI listen beyond loopback"),
+			"no reason logged for the refusal");
+	/* loopback needs nothing */
+	ck_assert_int_eq(tcp_host(h_sprintf("127.0.0.1:%d", port), port), -1);
+	/* beyond loopback with listen_trusted_network = true */
+	setenv("PIN_LISTEN_TRUSTED_NETWORK", "true", 1);
+	ck_assert_int_eq(tcp_host(h_sprintf("0.0.0.0:%d", port), port), -1);
+	unsetenv("PIN_LISTEN_TRUSTED_NETWORK");
+}
+END_TEST
+
 Suite *make_fcgi_suite(void)
 {
 	Suite *s = suite_create("fcgi");
@@ -654,6 +733,7 @@ Suite *make_fcgi_suite(void)
 	tcase_add_test(tc, silent_and_slow_connections_closed_at_their_deadline);
 	tcase_add_test(tc, connection_cap_refuses_the_next_and_counts_it);
 	tcase_add_test(tc, oversized_body_never_reaches_a_handler);
+	tcase_add_test(tc, tcp_listen_beyond_loopback_needs_trust);
 	suite_add_tcase(s, tc);
 	return s;
 }

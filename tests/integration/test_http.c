@@ -101,6 +101,53 @@ START_TEST(garbage_token_401)
 }
 END_TEST
 
+/* RFC 6750 3: every 401 names the scheme and realm; a refused token adds
+ * error="invalid_token" and the reason (api/openapi.yaml, bearerJwt) */
+#define CHALLENGE "Bearer realm=\"pin-calendar\""
+static const char *challenge(const struct h_resp *r)
+{
+	const char *v = h_header(r, "WWW-Authenticate");
+
+	return v ? v : "(none)";
+}
+
+START_TEST(www_authenticate_on_401)
+{
+	static const char refused[] = CHALLENGE ", error=\"invalid_token\", error_description=\"";
+	static const char *const basic[] = { "Authorization: Basic dXNlcjpwYXNz", NULL };
+	struct h_req_opts o = { .headers = basic };
+	struct h_token_opts t = { .actor = "agent", .exp_in_s = -3600 };
+	struct h_resp *r;
+	const char *ch;
+
+	r = h_get(WHOAMI, NULL);
+	h_assert_problem(r, 401, "UNAUTHENTICATED");
+	ck_assert_str_eq(challenge(r), CHALLENGE);
+	/* another scheme is no bearer token: no error attribute */
+	r = h_request_opts("GET", WHOAMI, NULL, &o);
+	h_assert_problem(r, 401, "UNAUTHENTICATED");
+	ck_assert_str_eq(challenge(r), CHALLENGE);
+	r = h_get(WHOAMI, "not.a.jwt");
+	h_assert_problem(r, 401, "UNAUTHENTICATED");
+	ch = challenge(r);
+	ck_assert_msg(!strncmp(ch, refused, strlen(refused)), "challenge %s", ch);
+	t.sub = h_uuid();
+	t.tenant = h_uuid();
+	r = h_get(WHOAMI, h_token_opts(&t));
+	h_assert_problem(r, 401, "UNAUTHENTICATED");
+	ck_assert_str_eq(challenge(r), CHALLENGE
+			", error=\"invalid_token\", error_description=\"token expired\"");
+	/* a valid token: no challenge */
+	r = h_get(WHOAMI, h_token("agent", h_uuid(), h_uuid(), "test.read"));
+	ck_assert_int_eq(r->status, 200);
+	ck_assert_ptr_null(h_header(r, "WWW-Authenticate"));
+	/* a 403 is no authentication failure: no challenge either */
+	r = h_get(WHOAMI, h_token("agent", h_uuid(), h_uuid(), "calendar.events.view"));
+	h_assert_problem(r, 403, "FORBIDDEN");
+	ck_assert_ptr_null(h_header(r, "WWW-Authenticate"));
+}
+END_TEST
+
 START_TEST(valid_token_whoami)
 {
 	char *sub = h_uuid(), *tenant = h_uuid();
@@ -627,6 +674,7 @@ Suite *make_http_suite(void)
 	tc = h_tcase("authentication", 30);
 	tcase_add_test(tc, no_token_401);
 	tcase_add_test(tc, garbage_token_401);
+	tcase_add_test(tc, www_authenticate_on_401);
 	tcase_add_test(tc, valid_token_whoami);
 	tcase_add_test(tc, expired_token_401);
 	tcase_add_test(tc, not_yet_valid_token_401);

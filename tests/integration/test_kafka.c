@@ -402,7 +402,7 @@ START_TEST(consumer_dlq)
 }
 END_TEST
 
-/* (f) a batch (host/worker/consumer.c, consumer_batch_max): a "stall" message holds
+/* (f) a batch (host/worker/consumer_batch.c, consumer_batch_max): a "stall" message holds
  * the partition for its 20 s deadline while five more land behind it on the
  * same key (one record batch); then they come as one batch: the OK ones apply once (their inbox
  * rows claimed by one statement: same processed_at), the FATAL one goes to the

@@ -1302,8 +1302,12 @@ START_TEST(validation_errors)
 	expect_422(&a, h_sprintf("{\"kind\":\"Meeting\",\"timeZone\":\"UTC\",\"windows\":%s,"
 			"\"fromDate\":\"%s\",\"toDate\":\"%s\",\"slotDurationMinutes\":60}", w, f, t),
 			"VALIDATION_FAILED", "kind");
-	expect_422(&a, batch_body("Mars/Olympus", w, f, t, 60, NULL), "UNKNOWN_TIME_ZONE", NULL);
-	expect_422(&a, batch_body("+02", w, f, t, 60, NULL), "UNKNOWN_TIME_ZONE", NULL);
+	expect_422(&a, batch_body("Mars/Olympus", w, f, t, 60, NULL), "UNKNOWN_TIME_ZONE",
+			"timeZone");
+	expect_422(&a, batch_body("+02", w, f, t, 60, NULL), "UNKNOWN_TIME_ZONE", "timeZone");
+	/* with another invalid field: VALIDATION_FAILED names both */
+	expect_422(&a, batch_body("Mars/Olympus", w, f, t, 60, "\"colour\":\"red\""),
+			"VALIDATION_FAILED", "timeZone");
 	expect_422(&a, batch_body("UTC", "[]", f, t, 60, NULL), "VALIDATION_FAILED", "windows");
 	expect_422(&a, batch_body("UTC",
 		"[{\"daysOfWeek\":[1],\"from\":\"12:00\",\"to\":\"09:00\"}]", f, t, 60, NULL),

@@ -36,6 +36,8 @@ int main(void)
 	srunner_add_suite(sr, make_text_suite());
 	srunner_add_suite(sr, make_jtext_suite());
 	srunner_add_suite(sr, make_consume_suite());
+	srunner_add_suite(sr, make_replica_suite());
+	srunner_add_suite(sr, make_colmap_suite());
 	srunner_add_suite(sr, make_jobs_suite());
 	srunner_add_suite(sr, make_log_suite());
 

@@ -16,6 +16,8 @@ Suite *make_crm_rules_suite(void);
 Suite *make_text_suite(void);
 Suite *make_jtext_suite(void);
 Suite *make_consume_suite(void);
+Suite *make_replica_suite(void);
+Suite *make_colmap_suite(void);
 Suite *make_jobs_suite(void);
 Suite *make_log_suite(void);
 

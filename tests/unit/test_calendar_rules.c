@@ -22,9 +22,9 @@ START_TEST(reminder_default_offsets_pending)
 	/* AC "materialisation by default": created 3 days before StartAt */
 	int64_t now = T0 - 3 * DAY_US, due;
 
-	ck_assert_int_eq(pc_rule_reminder(T0, 1440, now, &due), PC_REM_PENDING);
+	ck_assert_int_eq(cd_rule_reminder(T0, 1440, now, &due), CD_REM_PENDING);
 	ck_assert(due == T0 - DAY_US);
-	ck_assert_int_eq(pc_rule_reminder(T0, 60, now, &due), PC_REM_PENDING);
+	ck_assert_int_eq(cd_rule_reminder(T0, 60, now, &due), CD_REM_PENDING);
 	ck_assert(due == T0 - HOUR_US);
 }
 END_TEST
@@ -34,9 +34,9 @@ START_TEST(reminder_past_offsets_skipped)
 	/* AC "past offset": created 30 minutes before StartAt */
 	int64_t now = T0 - 30 * MIN_US, due;
 
-	ck_assert_int_eq(pc_rule_reminder(T0, 1440, now, &due), PC_REM_SKIPPED);
-	ck_assert_int_eq(pc_rule_reminder(T0, 60, now, &due), PC_REM_SKIPPED);
-	ck_assert_int_eq(pc_rule_reminder(T0, 15, now, &due), PC_REM_PENDING);
+	ck_assert_int_eq(cd_rule_reminder(T0, 1440, now, &due), CD_REM_SKIPPED);
+	ck_assert_int_eq(cd_rule_reminder(T0, 60, now, &due), CD_REM_SKIPPED);
+	ck_assert_int_eq(cd_rule_reminder(T0, 15, now, &due), CD_REM_PENDING);
 }
 END_TEST
 
@@ -45,16 +45,16 @@ START_TEST(reminder_due_equal_now_is_skipped)
 	int64_t due;
 
 	/* DueAt <= now -> Skipped (the boundary belongs to Skipped) */
-	ck_assert_int_eq(pc_rule_reminder(T0, 60, T0 - HOUR_US, &due), PC_REM_SKIPPED);
-	ck_assert_int_eq(pc_rule_reminder(T0, 60, T0 - HOUR_US - 1, &due), PC_REM_PENDING);
+	ck_assert_int_eq(cd_rule_reminder(T0, 60, T0 - HOUR_US, &due), CD_REM_SKIPPED);
+	ck_assert_int_eq(cd_rule_reminder(T0, 60, T0 - HOUR_US - 1, &due), CD_REM_PENDING);
 }
 END_TEST
 
 START_TEST(reminder_status_names)
 {
-	ck_assert_str_eq(pc_rem_status_name(PC_REM_PENDING), "Pending");
-	ck_assert_str_eq(pc_rem_status_name(PC_REM_SENT), "Sent");
-	ck_assert_str_eq(pc_rem_status_name(PC_REM_SKIPPED), "Skipped");
+	ck_assert_str_eq(cd_rem_status_name(CD_REM_PENDING), "Pending");
+	ck_assert_str_eq(cd_rem_status_name(CD_REM_SENT), "Sent");
+	ck_assert_str_eq(cd_rem_status_name(CD_REM_SKIPPED), "Skipped");
 }
 END_TEST
 
@@ -63,70 +63,70 @@ START_TEST(offsets_rules)
 	int ok[] = { 1440, 60 }, dup[] = { 60, 60 }, zero[] = { 0 }, big[] = { 40321 },
 		max[] = { 1, 40320 }, six[] = { 1, 2, 3, 4, 5, 6 };
 
-	ck_assert_ptr_null(pc_rule_offsets(ok, 2));
-	ck_assert_ptr_null(pc_rule_offsets(NULL, 0));
-	ck_assert_ptr_null(pc_rule_offsets(max, 2));
-	ck_assert_ptr_nonnull(pc_rule_offsets(dup, 2));
-	ck_assert_ptr_nonnull(pc_rule_offsets(zero, 1));
-	ck_assert_ptr_nonnull(pc_rule_offsets(big, 1));
-	ck_assert_ptr_nonnull(pc_rule_offsets(six, 6));
+	ck_assert_ptr_null(cd_rule_offsets(ok, 2));
+	ck_assert_ptr_null(cd_rule_offsets(NULL, 0));
+	ck_assert_ptr_null(cd_rule_offsets(max, 2));
+	ck_assert_ptr_nonnull(cd_rule_offsets(dup, 2));
+	ck_assert_ptr_nonnull(cd_rule_offsets(zero, 1));
+	ck_assert_ptr_nonnull(cd_rule_offsets(big, 1));
+	ck_assert_ptr_nonnull(cd_rule_offsets(six, 6));
 }
 END_TEST
 
 START_TEST(kind_matrix_manual)
 {
-	struct pc_kind_facts f = { "Task", "Manual", 0, 0, 0, 0, 0 };
+	struct cd_kind_facts f = { "Task", "Manual", 0, 0, 0, 0, 0 };
 	const char *field;
 
-	ck_assert_ptr_null(pc_rule_kind_matrix(&f, &field));      /* point task */
+	ck_assert_ptr_null(cd_rule_kind_matrix(&f, &field));      /* point task */
 	f.kind = "Meeting";
-	ck_assert_ptr_nonnull(pc_rule_kind_matrix(&f, &field));   /* needs endAt */
+	ck_assert_ptr_nonnull(cd_rule_kind_matrix(&f, &field));   /* needs endAt */
 	ck_assert_str_eq(field, "endAt");
 	f.has_end = 1;
-	ck_assert_ptr_null(pc_rule_kind_matrix(&f, &field));
+	ck_assert_ptr_null(cd_rule_kind_matrix(&f, &field));
 	f.kind = "Showing";
-	ck_assert_ptr_null(pc_rule_kind_matrix(&f, &field));
+	ck_assert_ptr_null(cd_rule_kind_matrix(&f, &field));
 	f.kind = "BookingDeadline";                               /* CrmBooking only */
-	ck_assert_ptr_nonnull(pc_rule_kind_matrix(&f, &field));
+	ck_assert_ptr_nonnull(cd_rule_kind_matrix(&f, &field));
 	ck_assert_str_eq(field, "kind");
 }
 END_TEST
 
 START_TEST(kind_matrix_sources)
 {
-	struct pc_kind_facts bd = { "BookingDeadline", "CrmBooking", 0, 1, 1, 0, 0 };
-	struct pc_kind_facts ap = { "Consultation", "Appointment", 1, 0, 0, 1, 1 };
+	struct cd_kind_facts bd = { "BookingDeadline", "CrmBooking", 0, 1, 1, 0, 0 };
+	struct cd_kind_facts ap = { "Consultation", "Appointment", 1, 0, 0, 1, 1 };
 	const char *field;
 
-	ck_assert_ptr_null(pc_rule_kind_matrix(&bd, &field));
+	ck_assert_ptr_null(cd_rule_kind_matrix(&bd, &field));
 	bd.has_end = 1;
-	ck_assert_ptr_nonnull(pc_rule_kind_matrix(&bd, &field));
+	ck_assert_ptr_nonnull(cd_rule_kind_matrix(&bd, &field));
 	bd.has_end = 0;
 	bd.has_deal = 0;
-	ck_assert_ptr_nonnull(pc_rule_kind_matrix(&bd, &field));
+	ck_assert_ptr_nonnull(cd_rule_kind_matrix(&bd, &field));
 	ck_assert_str_eq(field, "dealId");
 	bd.kind = "Task";
 	bd.has_deal = 1;
-	ck_assert_ptr_nonnull(pc_rule_kind_matrix(&bd, &field));
+	ck_assert_ptr_nonnull(cd_rule_kind_matrix(&bd, &field));
 
-	ck_assert_ptr_null(pc_rule_kind_matrix(&ap, &field));
+	ck_assert_ptr_null(cd_rule_kind_matrix(&ap, &field));
 	ap.kind = "Meeting";
-	ck_assert_ptr_nonnull(pc_rule_kind_matrix(&ap, &field));
+	ck_assert_ptr_nonnull(cd_rule_kind_matrix(&ap, &field));
 	ap.kind = "Showing";
 	ap.has_client = 0;
-	ck_assert_ptr_nonnull(pc_rule_kind_matrix(&ap, &field));
+	ck_assert_ptr_nonnull(cd_rule_kind_matrix(&ap, &field));
 	ck_assert_str_eq(field, "clientUserId");
 }
 END_TEST
 
 START_TEST(span_rules)
 {
-	ck_assert_ptr_null(pc_rule_span(T0, 0, 0));
-	ck_assert_ptr_null(pc_rule_span(T0, 1, T0 + HOUR_US));
-	ck_assert_ptr_null(pc_rule_span(T0, 1, T0 + DAY_US));
-	ck_assert_ptr_nonnull(pc_rule_span(T0, 1, T0 + DAY_US + 1));
-	ck_assert_ptr_nonnull(pc_rule_span(T0, 1, T0));
-	ck_assert_ptr_nonnull(pc_rule_span(T0, 1, T0 - 1));
+	ck_assert_ptr_null(cd_rule_span(T0, 0, 0));
+	ck_assert_ptr_null(cd_rule_span(T0, 1, T0 + HOUR_US));
+	ck_assert_ptr_null(cd_rule_span(T0, 1, T0 + DAY_US));
+	ck_assert_ptr_nonnull(cd_rule_span(T0, 1, T0 + DAY_US + 1));
+	ck_assert_ptr_nonnull(cd_rule_span(T0, 1, T0));
+	ck_assert_ptr_nonnull(cd_rule_span(T0, 1, T0 - 1));
 }
 END_TEST
 
@@ -134,30 +134,30 @@ START_TEST(status_machine)
 {
 	const char *to;
 
-	ck_assert_int_eq(pc_rule_transition("Planned", "start", &to), 0);
+	ck_assert_int_eq(cd_rule_transition("Planned", "start", &to), 0);
 	ck_assert_str_eq(to, "InProgress");     /* never Cancelled (Talent's bug) */
-	ck_assert_int_eq(pc_rule_transition("InProgress", "start", &to), -1);
-	ck_assert_int_eq(pc_rule_transition("Planned", "complete", &to), 0);
+	ck_assert_int_eq(cd_rule_transition("InProgress", "start", &to), -1);
+	ck_assert_int_eq(cd_rule_transition("Planned", "complete", &to), 0);
 	ck_assert_str_eq(to, "Completed");
-	ck_assert_int_eq(pc_rule_transition("InProgress", "complete", &to), 0);
-	ck_assert_int_eq(pc_rule_transition("InProgress", "cancel", &to), 0);
+	ck_assert_int_eq(cd_rule_transition("InProgress", "complete", &to), 0);
+	ck_assert_int_eq(cd_rule_transition("InProgress", "cancel", &to), 0);
 	ck_assert_str_eq(to, "Cancelled");
-	ck_assert_int_eq(pc_rule_transition("Completed", "cancel", &to), -1);
-	ck_assert_int_eq(pc_rule_transition("Cancelled", "complete", &to), -1);
-	ck_assert_int_eq(pc_rule_transition("Cancelled", "start", &to), -1);
-	ck_assert_int_eq(pc_rule_transition("Planned", "bogus", &to), -1);
+	ck_assert_int_eq(cd_rule_transition("Completed", "cancel", &to), -1);
+	ck_assert_int_eq(cd_rule_transition("Cancelled", "complete", &to), -1);
+	ck_assert_int_eq(cd_rule_transition("Cancelled", "start", &to), -1);
+	ck_assert_int_eq(cd_rule_transition("Planned", "bogus", &to), -1);
 }
 END_TEST
 
 START_TEST(reschedule_keeps_duration)
 {
-	ck_assert_int_eq(pc_rule_can_reschedule("Planned"), 1);
-	ck_assert_int_eq(pc_rule_can_reschedule("InProgress"), 1);
-	ck_assert_int_eq(pc_rule_can_reschedule("Completed"), 0);
-	ck_assert_int_eq(pc_rule_can_reschedule("Cancelled"), 0);
-	ck_assert(pc_rule_reschedule_end(T0, 1, T0 + 90 * MIN_US, T0 + 7 * DAY_US) ==
+	ck_assert_int_eq(cd_rule_can_reschedule("Planned"), 1);
+	ck_assert_int_eq(cd_rule_can_reschedule("InProgress"), 1);
+	ck_assert_int_eq(cd_rule_can_reschedule("Completed"), 0);
+	ck_assert_int_eq(cd_rule_can_reschedule("Cancelled"), 0);
+	ck_assert(cd_rule_reschedule_end(T0, 1, T0 + 90 * MIN_US, T0 + 7 * DAY_US) ==
 			T0 + 7 * DAY_US + 90 * MIN_US);
-	ck_assert(pc_rule_reschedule_end(T0, 0, 0, T0 + DAY_US) == 0);
+	ck_assert(cd_rule_reschedule_end(T0, 0, 0, T0 + DAY_US) == 0);
 }
 END_TEST
 
@@ -167,8 +167,16 @@ START_TEST(if_match_parsing)
 
 	ck_assert_int_eq(pc_parse_if_match("\"3\"", &v), 0);
 	ck_assert_int_eq(v, 3);
-	ck_assert_int_eq(pc_parse_if_match("12", &v), 0);
+	ck_assert_int_eq(pc_parse_if_match(" \"12\" ", &v), 0);
 	ck_assert_int_eq(v, 12);
+	/* RFC 9110 8.8.3: an entity-tag is quoted */
+	ck_assert_int_eq(pc_parse_if_match("12", &v), -1);
+	ck_assert_int_eq(pc_parse_if_match("\"12", &v), -1);
+	ck_assert_int_eq(pc_parse_if_match("12\"", &v), -1);
+	ck_assert_int_eq(pc_parse_if_match("W/12", &v), -1);
+	ck_assert_int_eq(pc_parse_if_match("\"", &v), -1);
+	ck_assert_int_eq(pc_parse_if_match("*", &v), -1);
+	ck_assert_int_eq(pc_parse_if_match("\"1\", \"2\"", &v), -1);
 	ck_assert_int_eq(pc_parse_if_match("W/\"7\"", &v), 0);
 	ck_assert_int_eq(v, 7);
 	ck_assert_int_eq(pc_parse_if_match("\"x\"", &v), -1);
@@ -256,13 +264,13 @@ START_TEST(instant_range)
 	ck_assert(!pc_instant_ok(PC_INSTANT_END_US));
 	/* the reported bug: 9999-12-31T23:30Z + 1 h */
 	ck_assert_int_eq(pin_clock_parse("9999-12-31T23:30:00Z", &us), 0);
-	ck_assert_int_eq(pc_rule_event_instants(us, 1, us + 3600LL * 1000000, NULL, 0), -1);
-	ck_assert_int_eq(pc_rule_event_instants(us, 1, us + 1800LL * 1000000 - 1, NULL, 0), 0);
-	ck_assert_int_eq(pc_rule_event_instants(us, 0, 0, offs, 2), 0);
+	ck_assert_int_eq(cd_rule_event_instants(us, 1, us + 3600LL * 1000000, NULL, 0), -1);
+	ck_assert_int_eq(cd_rule_event_instants(us, 1, us + 1800LL * 1000000 - 1, NULL, 0), 0);
+	ck_assert_int_eq(cd_rule_event_instants(us, 0, 0, offs, 2), 0);
 	/* a reminder before 1900 */
-	ck_assert_int_eq(pc_rule_event_instants(PC_INSTANT_MIN_US + 3600LL * 1000000, 0, 0,
+	ck_assert_int_eq(cd_rule_event_instants(PC_INSTANT_MIN_US + 3600LL * 1000000, 0, 0,
 			offs, 1), 0);
-	ck_assert_int_eq(pc_rule_event_instants(PC_INSTANT_MIN_US + 3600LL * 1000000, 0, 0,
+	ck_assert_int_eq(cd_rule_event_instants(PC_INSTANT_MIN_US + 3600LL * 1000000, 0, 0,
 			offs, 2), -1);
 }
 END_TEST

@@ -1,7 +1,7 @@
 /* test_jtext.c -- sdk/jtext.c: the JSON text writer of the hot lists must
  * print exactly what json-c prints for the same tree (the host's
  * respond_json flags), and its instant formatter exactly what pc_time_fmt
- * prints; pc_event_jt exactly what pc_event_json prints. */
+ * prints; cd_event_jt exactly what cd_event_json prints. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -264,7 +264,7 @@ static PGresult *fake(int ncols, const char *const *vals, int nrows)
 
 START_TEST(jt_event_as_pc_event_json)
 {
-	const char *rows[2][PC_EC__N] = {
+	const char *rows[2][CD_EC__N] = {
 		{ "b0000000-0000-4000-8009-000000000001", "b0000000-0000-4000-8000-00000000000a",
 		  "b0000000-0000-4000-8000-000000000002", "Task", "Manual", "Planned", "High",
 		  "q\"uo\\te / sl\b\f\n\r\t \x01\x1f \x7f \xc3\xa9", "d\xe2\x80\xa8x", NULL,
@@ -277,15 +277,15 @@ START_TEST(jt_event_as_pc_event_json)
 		  "{5,10,-3,1440}", "why", "-2208988800000000", "0", "-1", "1", "-1",
 		  "2147483648", NULL },
 	};
-	PGresult *res = fake(PC_EC__N, &rows[0][0], 2);
+	PGresult *res = fake(CD_EC__N, &rows[0][0], 2);
 
 	for (int r = 0; r < 2; r++) {
 		struct pc_jt w;
 
 		pc_jt_init(&w, 16);
-		pc_event_jt(&w, res, r);
+		cd_event_jt(&w, res, r);
 		pc_jt_end_obj(&w);
-		same(pc_event_json(res, r), &w);
+		same(cd_event_json(res, r), &w);
 	}
 	PQclear(res);
 }
@@ -360,7 +360,7 @@ static int to_bin(unsigned typid, const char *in, char *out)
 	}
 }
 
-static const char *const bin_rows[2][PC_EC__N] = {
+static const char *const bin_rows[2][CD_EC__N] = {
 	{ "b0000000-0000-4000-8009-000000000001", "b0000000-0000-4000-8000-00000000000a",
 	  "ffffffff-0000-4000-8000-0123456789ab", "Task", "Manual", "Planned", "High",
 	  "q\"uo\\te / sl\b\f\n\r\t \x01\x1f \x7f \xc3\xa9", "d\xe2\x80\xa8x", NULL,
@@ -380,15 +380,15 @@ static const char *const bin_rows[2][PC_EC__N] = {
 /* the event columns' types as the list statement returns them */
 static void event_types(unsigned *t)
 {
-	for (int c = 0; c < PC_EC__N; c++)
+	for (int c = 0; c < CD_EC__N; c++)
 		t[c] = 25;
-	t[PC_EC_ID] = t[PC_EC_TENANT] = t[PC_EC_OWNER] = t[PC_EC_CLIENT] =
-		t[PC_EC_BOOKING] = t[PC_EC_PROJECT] = t[PC_EC_PROPERTY] =
-		t[PC_EC_APPOINTMENT] = PC_UUIDOID;
-	t[PC_EC_START] = t[PC_EC_END] = t[PC_EC_STARTED] = t[PC_EC_COMPLETED] =
-		t[PC_EC_CANCELLED] = t[PC_EC_CREATED] = t[PC_EC_UPDATED] = PC_INT8OID;
-	t[PC_EC_OFFSETS] = PC_INT4ARRAYOID;
-	t[PC_EC_VERSION] = PC_INT4OID;
+	t[CD_EC_ID] = t[CD_EC_TENANT] = t[CD_EC_OWNER] = t[CD_EC_CLIENT] =
+		t[CD_EC_BOOKING] = t[CD_EC_PROJECT] = t[CD_EC_PROPERTY] =
+		t[CD_EC_APPOINTMENT] = PC_UUIDOID;
+	t[CD_EC_START] = t[CD_EC_END] = t[CD_EC_STARTED] = t[CD_EC_COMPLETED] =
+		t[CD_EC_CANCELLED] = t[CD_EC_CREATED] = t[CD_EC_UPDATED] = PC_INT8OID;
+	t[CD_EC_OFFSETS] = PC_INT4ARRAYOID;
+	t[CD_EC_VERSION] = PC_INT4OID;
 }
 
 /* a host table with an arena (pc_col_text, pc_next_cursor) */
@@ -683,19 +683,19 @@ START_TEST(jt_timestamptz)
 }
 END_TEST
 
-/* pc_event_jt and every column writer print the same bytes from a binary
+/* cd_event_jt and every column writer print the same bytes from a binary
  * result as from the text one; pc_col_us, pc_col_text and pc_next_cursor
  * read the same values */
 START_TEST(jt_binary_as_text)
 {
-	unsigned types[PC_EC__N];
-	PGresult *txt = fake(PC_EC__N, &bin_rows[0][0], 2), *bin;
+	unsigned types[CD_EC__N];
+	PGresult *txt = fake(CD_EC__N, &bin_rows[0][0], 2), *bin;
 
 	pc_api = &t_api;
 	t_used = 0;
 	event_types(types);
-	types[PC_EC_LEAD] = PC_BOOLOID;     /* NULL / "t": a bool column */
-	bin = fake_typed(PC_EC__N, types, &bin_rows[0][0], 2);
+	types[CD_EC_LEAD] = PC_BOOLOID;     /* NULL / "t": a bool column */
+	bin = fake_typed(CD_EC__N, types, &bin_rows[0][0], 2);
 	for (int r = 0; r < 2; r++) {
 		struct pc_jt a, b;
 		size_t la, lb;
@@ -703,9 +703,9 @@ START_TEST(jt_binary_as_text)
 
 		pc_jt_init(&a, 16);
 		pc_jt_init(&b, 16);
-		pc_event_jt(&a, txt, r);
-		pc_event_jt(&b, bin, r);
-		for (int c = 0; c < PC_EC__N; c++) {
+		cd_event_jt(&a, txt, r);
+		cd_event_jt(&b, bin, r);
+		for (int c = 0; c < CD_EC__N; c++) {
 			if (types[c] == PC_BOOLOID)
 				continue;    /* its text "l" is not a boolean */
 			if (types[c] == PC_INT4ARRAYOID) {
@@ -736,8 +736,8 @@ START_TEST(jt_binary_as_text)
 		free(ta);
 		free(tb);
 	}
-	ck_assert_str_eq(pc_next_cursor(bin, 1, PC_EC_START, PC_EC_ID),
-		pc_next_cursor(txt, 1, PC_EC_START, PC_EC_ID));
+	ck_assert_str_eq(pc_next_cursor(bin, 1, CD_EC_START, CD_EC_ID),
+		pc_next_cursor(txt, 1, CD_EC_START, CD_EC_ID));
 	PQclear(txt);
 	PQclear(bin);
 }

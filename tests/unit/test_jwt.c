@@ -723,6 +723,32 @@ START_TEST(test_actor_bit)
 }
 END_TEST
 
+/* RFC 6750 3: the WWW-Authenticate value of a 401 */
+START_TEST(test_challenge)
+{
+	char ch[256];
+
+	pin_auth_challenge(NULL, NULL, ch, sizeof ch);
+	ck_assert_str_eq(ch, "Bearer realm=\"" PIN_AUTH_REALM "\"");
+	pin_auth_challenge("Basic dXNlcjpwYXNz", "authorization scheme must be Bearer",
+			ch, sizeof ch);
+	ck_assert_str_eq(ch, "Bearer realm=\"" PIN_AUTH_REALM "\"");
+	pin_auth_challenge("Bearer ", "missing bearer token", ch, sizeof ch);
+	ck_assert_str_eq(ch, "Bearer realm=\"" PIN_AUTH_REALM "\", error=\"invalid_request\", "
+			"error_description=\"missing bearer token\"");
+	pin_auth_challenge("bearer a.b.c", "token expired", ch, sizeof ch);
+	ck_assert_str_eq(ch, "Bearer realm=\"" PIN_AUTH_REALM "\", error=\"invalid_token\", "
+			"error_description=\"token expired\"");
+	/* a quote or backslash never reaches the quoted attribute */
+	pin_auth_challenge("Bearer x", "a \"b\\c", ch, sizeof ch);
+	ck_assert_str_eq(ch, "Bearer realm=\"" PIN_AUTH_REALM "\", error=\"invalid_token\", "
+			"error_description=\"a  b c\"");
+	/* truncated, never overflowing */
+	pin_auth_challenge("Bearer x", "token expired", ch, 10);
+	ck_assert_uint_eq(strlen(ch), 9);
+}
+END_TEST
+
 Suite *make_jwt_suite(void)
 {
 	Suite *s = suite_create("jwt");
@@ -760,6 +786,7 @@ Suite *make_jwt_suite(void)
 	tcase_add_test(tc, test_bearer_prefix);
 	tcase_add_test(tc, test_too_long);
 	tcase_add_test(tc, test_actor_bit);
+	tcase_add_test(tc, test_challenge);
 	suite_add_tcase(s, tc);
 	return s;
 }

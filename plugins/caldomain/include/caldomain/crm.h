@@ -14,7 +14,7 @@
 
 
 /* How one CRM sync (consumer group) answers a message it cannot take. */
-struct wrk_crm_sync {
+struct cd_crm_sync {
 	const char *code_invalid;   /* FATAL code of a bad payload (-> DLQ) */
 	const char *code_db;        /* RETRY code of a database failure */
 	const char *dlq_metric;     /* counter of bad payloads */
@@ -22,16 +22,16 @@ struct wrk_crm_sync {
 	const char *db_fail_log;    /* WARN line of a database failure, or NULL */
 };
 /* A bad payload: the DLQ counter, then FATAL with detail. */
-enum pin_consume_status wrk_crm_invalid(const struct wrk_crm_sync *s,
+enum pin_consume_status cd_crm_invalid(const struct cd_crm_sync *s,
 		const struct pin_msg *msg, struct pin_consume_result *res, const char *detail);
 /* A database failure in step what: RETRY with "<what> failed". */
-enum pin_consume_status wrk_crm_db_error(const struct wrk_crm_sync *s,
+enum pin_consume_status cd_crm_db_error(const struct cd_crm_sync *s,
 		const struct pin_msg *msg, struct pin_consume_result *res, const char *what);
 
 /* A CRM deadline event -> action ("complete" / "cancel") while it is open
  * (Planned | InProgress: reminders Skipped, event-status-changed); a
  * terminal or purged event is left alone.  0 / PIN_ERR_DB. */
-int wrk_crm_event_close(const char *event_id, const char *action, const char *reason,
+int cd_crm_event_close(const char *event_id, const char *action, const char *reason,
 		int64_t now_us);
 
 #endif

@@ -13,11 +13,11 @@
 #include "caldomain/event_rules.h"
 
 /*
- * Column list selecting an event (use with pc_event_json / payloads):
- *   SELECT PC_EVENT_COLS FROM calendar.calendar_events e WHERE ...
- * Column indexes are the PC_EC_* below.
+ * Column list selecting an event (use with cd_event_json / payloads):
+ *   SELECT CD_EVENT_COLS FROM calendar.calendar_events e WHERE ...
+ * Column indexes are the CD_EC_* below.
  */
-#define PC_EVENT_COLS \
+#define CD_EVENT_COLS \
 	"e.id, e.tenant_id, e.owner_user_id, e.kind, e.origin, e.status, e.priority, " \
 	"e.title, e.description, e.location, calendar.us(e.start_at), calendar.us(e.end_at), " \
 	"e.time_zone, e.client_user_id, e.lead_id, e.deal_id, e.booking_id, e.project_id, " \
@@ -27,8 +27,8 @@
 /* The same columns with the instants as the timestamptz columns themselves:
  * for binary results (pc_exec_prepared_bin), which the readers (pc_col_us,
  * sdk/jtext) take without calendar.us()'s numeric arithmetic in PostgreSQL
- * (7 calls per event; doc/performance.md, read paths). */
-#define PC_EVENT_COLS_TS \
+ * (7 calls per event; doc/performance.md "The read paths' SQL"). */
+#define CD_EVENT_COLS_TS \
 	"e.id, e.tenant_id, e.owner_user_id, e.kind, e.origin, e.status, e.priority, " \
 	"e.title, e.description, e.location, e.start_at, e.end_at, " \
 	"e.time_zone, e.client_user_id, e.lead_id, e.deal_id, e.booking_id, e.project_id, " \
@@ -36,16 +36,16 @@
 	"e.started_at, e.completed_at, e.cancelled_at, " \
 	"e.created_at, e.updated_at, e.version, e.created_by_user_id"
 enum {
-	PC_EC_ID, PC_EC_TENANT, PC_EC_OWNER, PC_EC_KIND, PC_EC_ORIGIN, PC_EC_STATUS,
-	PC_EC_PRIORITY, PC_EC_TITLE, PC_EC_DESCRIPTION, PC_EC_LOCATION, PC_EC_START,
-	PC_EC_END, PC_EC_TZ, PC_EC_CLIENT, PC_EC_LEAD, PC_EC_DEAL, PC_EC_BOOKING,
-	PC_EC_PROJECT, PC_EC_PROPERTY, PC_EC_APPOINTMENT, PC_EC_OFFSETS,
-	PC_EC_CANCEL_REASON, PC_EC_STARTED, PC_EC_COMPLETED, PC_EC_CANCELLED,
-	PC_EC_CREATED, PC_EC_UPDATED, PC_EC_VERSION, PC_EC_CREATED_BY, PC_EC__N
+	CD_EC_ID, CD_EC_TENANT, CD_EC_OWNER, CD_EC_KIND, CD_EC_ORIGIN, CD_EC_STATUS,
+	CD_EC_PRIORITY, CD_EC_TITLE, CD_EC_DESCRIPTION, CD_EC_LOCATION, CD_EC_START,
+	CD_EC_END, CD_EC_TZ, CD_EC_CLIENT, CD_EC_LEAD, CD_EC_DEAL, CD_EC_BOOKING,
+	CD_EC_PROJECT, CD_EC_PROPERTY, CD_EC_APPOINTMENT, CD_EC_OFFSETS,
+	CD_EC_CANCEL_REASON, CD_EC_STARTED, CD_EC_COMPLETED, CD_EC_CANCELLED,
+	CD_EC_CREATED, CD_EC_UPDATED, CD_EC_VERSION, CD_EC_CREATED_BY, CD_EC__N
 };
 
 /* A new event (strings borrowed; NULL = absent). */
-struct pc_event_new {
+struct cd_event_new {
 	const char *id;             /* NULL: a UUIDv7 is generated */
 	const char *tenant_id, *owner_user_id;
 	const char *kind, *origin, *priority;      /* priority NULL = Normal */
@@ -57,32 +57,32 @@ struct pc_event_new {
 	const char *client_user_id, *lead_id, *deal_id, *booking_id, *project_id,
 		*property_object_id, *appointment_id, *created_by_user_id;
 	int has_offsets;            /* 0: default {1440, 60} */
-	int offsets[PC_MAX_OFFSETS];
+	int offsets[CD_MAX_OFFSETS];
 	size_t n_offsets;
 };
 
 /*
  * Inserts the event, materialises its reminders (rule 1) and writes
  * event-created to the outbox, in the caller's transaction.  Does not
- * re-validate (call the pc_rule_* first).  *row_out: the event row
- * (PC_EVENT_COLS, arena result, row 0).  0 / PIN_ERR_DB / PIN_ERR.
+ * re-validate (call the cd_rule_* first).  *row_out: the event row
+ * (CD_EVENT_COLS, arena result, row 0).  0 / PIN_ERR_DB / PIN_ERR.
  */
-int pc_event_create(const struct pc_event_new *ev, int64_t now_us, PGresult **row_out);
+int cd_event_create(const struct cd_event_new *ev, int64_t now_us, PGresult **row_out);
 
 /*
  * Loads and locks (FOR UPDATE) an event.  tenant_id / owner_user_id may be
  * NULL (system scope).  0 with *row_out, PC_E_NOT_FOUND, PIN_ERR_DB.
  */
-int pc_event_lock(const char *id, const char *tenant_id, const char *owner_user_id,
+int cd_event_lock(const char *id, const char *tenant_id, const char *owner_user_id,
 		PGresult **row_out);
 
 /*
- * Status transition on a locked event row (pc_event_lock): INV-CAL-2,
+ * Status transition on a locked event row (cd_event_lock): INV-CAL-2,
  * reminders Pending -> Skipped on Completed/Cancelled (rule 3), outbox
  * event-status-changed.  cancel_reason only for "cancel" (may be NULL).
  * 0 with *row_out (updated), PC_E_TRANSITION, PIN_ERR_DB.
  */
-int pc_event_transition(const PGresult *locked, const char *action,
+int cd_event_transition(const PGresult *locked, const char *action,
 		const char *cancel_reason, int64_t now_us, PGresult **row_out);
 
 /*
@@ -93,7 +93,7 @@ int pc_event_transition(const PGresult *locked, const char *action,
  * 0 with *changed = 0 and *row_out = locked, nothing written, no message
  * (*changed = 1 after an actual move; changed may be NULL).
  */
-int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t now_us,
+int cd_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t now_us,
 		PGresult **row_out, int *changed);
 
 /*
@@ -101,37 +101,30 @@ int pc_event_reschedule(const PGresult *locked, int64_t new_start_us, int64_t no
  * offsets from start_us (rule 1 again).  offsets_pg: PostgreSQL array text
  * "{1440,60}".  0 / PIN_ERR_DB.
  */
-int pc_reminders_rematerialise(const char *event_id, int64_t start_us,
+int cd_reminders_rematerialise(const char *event_id, int64_t start_us,
 		const char *offsets_pg, int64_t now_us);
 /* Rule 3: every Pending reminder of the event -> Skipped.  0 / PIN_ERR_DB */
-int pc_reminders_skip(const char *event_id, int64_t now_us);
+int cd_reminders_skip(const char *event_id, int64_t now_us);
 
 /* Representations.  New json objects owned by the caller. */
-json_object *pc_event_json(const PGresult *res, int row);
+json_object *cd_event_json(const PGresult *res, int row);
 /* The same as JSON text into w (sdk/jtext.h): '{' and the fields of
- * pc_event_json, NOT the closing '}' (the caller may add members). */
+ * cd_event_json, NOT the closing '}' (the caller may add members). */
 struct pc_jt;
-void pc_event_jt(struct pc_jt *w, const PGresult *res, int row);
+void cd_event_jt(struct pc_jt *w, const PGresult *res, int row);
 /* The card's "reminders" array for an event (query). NULL on DB error. */
-json_object *pc_event_reminders_json(const char *event_id);
+json_object *cd_event_reminders_json(const char *event_id);
 
 /* Payloads of the contracts (events.md); new objects, no PII. */
-json_object *pc_payload_event_created(const PGresult *res, int row);
-json_object *pc_payload_event_rescheduled(const PGresult *res, int row);
-json_object *pc_payload_event_status_changed(const PGresult *res, int row,
+json_object *cd_payload_event_created(const PGresult *res, int row);
+json_object *cd_payload_event_rescheduled(const PGresult *res, int row);
+json_object *cd_payload_event_status_changed(const PGresult *res, int row,
 		const char *previous_status);
-
-#define PC_TOPIC_EVENT_CREATED        "pin.calendar.event-created.v1"
-#define PC_TOPIC_EVENT_RESCHEDULED    "pin.calendar.event-rescheduled.v1"
-#define PC_TOPIC_EVENT_STATUS_CHANGED "pin.calendar.event-status-changed.v1"
-#define PC_TOPIC_REMINDER_DUE         "pin.calendar.reminder-due.v1"
 
 /* ---- owner reassignment (event_owner.c) */
 
-#define PC_TOPIC_EVENT_OWNER_CHANGED  "pin.calendar.event-owner-changed.v1"
-
 /*
- * INV-CAL-8: moves a locked event (pc_event_lock) to owner_user_id and
+ * INV-CAL-8: moves a locked event (cd_event_lock) to owner_user_id and
  * tenant_id (NULL = keep the tenant) and writes event-owner-changed (reason,
  * e.g. "ExecutorChanged") to the outbox, in the caller's transaction.
  * Reminders are untouched (their rows follow the event).  0 with *row_out,
@@ -139,11 +132,11 @@ json_object *pc_payload_event_status_changed(const PGresult *res, int row,
  * changed may be NULL),
  * PIN_ERR_DB.  Status and origin are the caller's checks.
  */
-int pc_event_change_owner(const PGresult *locked, const char *tenant_id,
+int cd_event_change_owner(const PGresult *locked, const char *tenant_id,
 		const char *owner_user_id, const char *reason, int64_t now_us,
 		PGresult **row_out, int *changed);
 /* event-owner-changed payload (events.md); new object, no PII. */
-json_object *pc_payload_event_owner_changed(const PGresult *res, int row,
+json_object *cd_payload_event_owner_changed(const PGresult *res, int row,
 		const char *previous_tenant_id, const char *previous_owner_user_id,
 		const char *reason);
 

@@ -5,6 +5,10 @@
 
 /* The consumer inbox of the calendar plugins' consumer groups (dedup of
  * messages by messageId; struct pin_consumer.inbox_table). */
-#define PC_INBOX_TABLE "calendar.inbox"
+#define CD_INBOX_TABLE "calendar.inbox"
+
+/* The Idempotency-Key store of the calendar plugins' writes (sdk/idem.h:
+ * pc_idem_table in their init). */
+#define CD_IDEM_TABLE "calendar.idempotency_keys"
 
 #endif

@@ -12,11 +12,15 @@
 enum pin_consume_status pc_consume_fail(const struct pin_msg *msg,
 		struct pin_consume_result *res, enum pin_consume_status st,
 		const char *code, const char *detail, const char *log_msg);
-/* A message of another contract version than 1 is handled anyway
- * (warn-and-proceed, seeds 001, 002, 004): every such message counts in
- * metric{version="N"}; the WARN line (log_msg, with messageId, topic and
- * contractVersion) is written once per (metric, version) and process.
- * metric must be a static string (it is kept). */
+/* Kept for plugins built against earlier SDKs; no plugin of this tree calls
+ * it.  The host checks the contract version of every consumed envelope
+ * itself before the handler runs (warn-and-proceed, seeds 001, 002, 004):
+ * pin_consumer_contract_version_mismatch_total{group} counts every message
+ * of another version than 1 and a WARN line is written once per version and
+ * group.  Calling this as well counts such a message a second time, in
+ * metric{version="N"}, and writes log_msg (with messageId, topic and
+ * contractVersion) once per (metric, version) and process.  metric must be
+ * a static string (it is kept). */
 void pc_contract_check(const struct pin_msg *msg, const char *log_msg,
 		const char *metric);
 

@@ -11,10 +11,13 @@
  *   sdk/etag.h     If-Match
  *   sdk/idem.h     Idempotency-Key
  *   sdk/pg.h       libpq result helpers, JSON output of columns
+ *   sdk/colmap.h   a row as a JSON object by column names
  *   sdk/publish.h  the outbox put helper
  *   sdk/reg.h      registration of route tables and consumers
  *   sdk/consume.h  consumer helpers (failures, contract versions)
  *   sdk/batchjob.h polling jobs in batches, lag gauges
+ *   sdk/topics.h   every Kafka topic and consumer group, the one list
+ *   sdk/replica.h  the consumer skeleton of an identity replica
  *   sdk/sdk.h      all of the above
  *
  * Setup: a plugin calls pc_init(api) once, from its init; every SDK (and
@@ -27,14 +30,14 @@
  * Error convention (every SDK and domain-library helper):
  *   - 0 is success; a failure is negative: PIN_ERR / PIN_ERR_DB (host,
  *     pin/plugin.h), PC_E_* below (SDK and shared domain codes, -10..-39),
- *     or a domain library's own codes (-40..-99, e.g. APT_E_* of
+ *     or a domain library's own codes (-40..-99, e.g. CD_APT_E_* of
  *     caldomain/appointment.h), which that library maps to problem answers
  *     explicitly.
  *   - A helper never returns a positive value to mean something else:
  *     "nothing changed", "header present", "found" and the like come back in
  *     an out-parameter (e.g. pc_if_match's *present, pc_event_reschedule's
  *     *changed) or as an enum (enum pc_field of the getters).
- *   - Pure predicates (pc_has_perm, pc_rule_can_reschedule) return 1 / 0.
+ *   - Pure predicates (pc_has_perm, cd_rule_can_reschedule) return 1 / 0.
  */
 #ifndef PIN_SDK_CORE_H
 #define PIN_SDK_CORE_H

@@ -4,8 +4,9 @@
 
 #include "sdk/core.h"
 
-/* Parses an If-Match value: "\"3\"", "3", "W/\"3\"" -> 3.  Pure.
- * 0 ok, PIN_ERR malformed. */
+/* Parses an If-Match value: "\"3\"", "W/\"3\"" -> 3 (a weak tag is taken
+ * as its version: a compressing proxy may weaken the ETag it forwards).  An
+ * unquoted 3, "*", a list of tags: PIN_ERR.  Pure.  0 ok, PIN_ERR malformed. */
 int pc_parse_if_match(const char *value, int *version);
 /* Reads the If-Match header: 0 with *present = 0 (absent) or *present = 1
  * and *version; PC_E_RESPONDED after answering 400 MALFORMED_REQUEST. */

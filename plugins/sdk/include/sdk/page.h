@@ -3,6 +3,7 @@
 #define PIN_SDK_PAGE_H
 
 #include "sdk/body.h"
+#include "sdk/colmap.h"
 
 /* Opaque keyset cursor.  make: arena text (hex of "us|uuid").  parse: 0 ok,
  * PIN_ERR malformed (no arena; the uuid check is the host's is_uuid). */
@@ -19,6 +20,11 @@ char *pc_next_cursor(const PGresult *res, long long limit, int start_col, int id
  * New object owned by the caller. */
 json_object *pc_page_json(const PGresult *res, long long limit, int start_col,
 		int id_col, json_object *(*item)(const PGresult *res, int row));
+/* The same page with its items written by the field table f (sdk/colmap.h,
+ * resolved once for the page) and the cursor read from the columns named
+ * start_col (an instant) and id_col.  NULL when a column is missing. */
+json_object *pc_page_json_map(const PGresult *res, long long limit, const char *start_col,
+		const char *id_col, const struct pc_jfield *f, size_t n);
 /* pure: encode into out (>= 2*(strlen(plain))+1) */
 void pc_hex_encode(const char *plain, char *out);
 

@@ -18,5 +18,8 @@
 #include "sdk/batchjob.h"
 #include "sdk/purge.h"
 #include "sdk/jtext.h"
+#include "sdk/topics.h"
+#include "sdk/replica.h"
+#include "sdk/colmap.h"
 
 #endif

@@ -1,0 +1,288 @@
+/*
+ * consumer_lag.c -- the real lag of a consumer (consumer.c) and its lag
+ * sampler thread.
+ *
+ * Real lag, every consumer_lag_interval_ms (5000) per assigned partition:
+ * pin_consumer_lag_messages{group,topic,partition} = high watermark (asked
+ * from the broker by the consumer's lag sampler thread with its own handle
+ * and a 1 s timeout, cons_wm_main; at least the consumer's cached value) -
+ * committed offset of the group (no commit yet: - low watermark), and pin_consumer_oldest_unprocessed_age_seconds{group} =
+ * the largest over the partitions of: a held message's age (its Kafka
+ * timestamp), else, while lag > 0, the time since the committed offset last
+ * moved (or since lag appeared).  A consumer that is stuck, paused or
+ * starved shows growing values; a host that is gone shows no series (its
+ * scrape fails: the host-down alert).
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <librdkafka/rdkafka.h>
+
+#include "consumer.h"
+
+static struct lagp *lagp_find(struct cons *c, const char *topic, int32_t part)
+{
+	for (size_t i = 0; i < c->nlagp; i++)
+		if (c->lagp[i].part == part && !strcmp(c->lagp[i].topic, topic))
+			return &c->lagp[i];
+	return NULL;
+}
+
+static struct lagp *lagp_get(struct cons *c, const char *topic, int32_t part)
+{
+	struct lagp *n;
+
+	for (size_t i = 0; i < c->nlagp; i++)
+		if (c->lagp[i].part == part && !strcmp(c->lagp[i].topic, topic))
+			return &c->lagp[i];
+	n = realloc(c->lagp, (c->nlagp + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	c->lagp = n;
+	n = &c->lagp[c->nlagp++];
+	memset(n, 0, sizeof(*n));
+	snprintf(n->topic, sizeof(n->topic), "%s", topic);
+	n->part = part;
+	n->committed = -2;
+	return n;
+}
+
+/* Partitions this consumer no longer owns: their new owner reports their
+ * lag, so a stale series here would add the last value to the group's sum. */
+void cons_lag_forget(struct cons *c, const rd_kafka_topic_partition_list_t *parts)
+{
+	for (int i = 0; i < parts->cnt; i++) {
+		char lab[400];
+		struct lagp *s = lagp_find(c, parts->elems[i].topic, parts->elems[i].partition);
+
+		snprintf(lab, sizeof(lab), "%s,topic=\"%s\",partition=\"%d\"", c->labels,
+				parts->elems[i].topic, (int)parts->elems[i].partition);
+		pin_metric_set("pin_consumer_lag_messages", lab, 0);
+		if (s)
+			s->since_us = 0;
+	}
+}
+
+/* The lag sampler of one consumer: its own producer-type handle asks the
+ * broker for the high watermarks of the partitions the consumer registered
+ * (wm_hi), every consumer_lag_interval_ms, with a 1 s timeout.  The
+ * consumer's cached watermarks (rd_kafka_get_watermark_offsets) never move
+ * for a paused (held) partition because it is not fetched; asking from the
+ * consumer thread hung it in librdkafka 2.0.2 once the broker moved.  Here
+ * a misbehaving query only makes the sampler late.  The handle is rebuilt
+ * when the bootstrap moves.
+ *
+ * How late (measured 2026-12-03): librdkafka 2.0.2 waits for the ListOffsets answer
+ * without looking at the query's timeout, so a request queued for a broker
+ * that went away ends only by socket.timeout.ms (60 s, then retried), and
+ * the loop asked every registered partition in turn before it looked at
+ * the bootstrap again: after the dev broker moved, a sampler stayed on the
+ * dead address for minutes (obs/lag's "lag did not grow: 2 then 2": a held
+ * partition is not fetched, so its lag moves only with the sampler).  Its
+ * handle now gives a request up after WM_SOCKET_TIMEOUT_MS, and a move
+ * (wm_forget) ends the round after the query in flight. */
+#define WM_SOCKET_TIMEOUT_MS "3000"
+
+void *cons_wm_main(void *arg)
+{
+	struct cons *c = arg;
+	rd_kafka_t *rk = NULL;
+	char *boot = NULL;
+	int64_t next = 0;
+	unsigned gen0;
+
+	while (!cons_stopping()) {
+		int64_t now = pin_clock_now_us();
+		size_t n;
+
+		if (now < next && !__atomic_exchange_n(&c->wm_new, 0, __ATOMIC_ACQ_REL)) {
+			struct timespec ts = { 0, 100 * 1000 * 1000 };
+
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		next = now + pin_config_int("consumer_lag_interval_ms") * 1000;
+		{
+			char *b = pin_kafka_bootstrap();
+
+			if (rk && (!b || !boot || strcmp(b, boot) != 0)) {
+				rd_kafka_destroy(rk);
+				rk = NULL;
+			}
+			free(boot);
+			boot = b;
+		}
+		if (!rk) {
+			char err[512];
+			rd_kafka_conf_t *conf = pin_kafka_conf_new("lag", err, sizeof(err));
+
+			if (!conf)
+				continue;
+			if (rd_kafka_conf_set(conf, "socket.timeout.ms", WM_SOCKET_TIMEOUT_MS, err,
+					sizeof(err)) != RD_KAFKA_CONF_OK)
+				pin_log(PIN_LOG_WARN, "consumer lag: socket.timeout.ms not set",
+						"error", err, NULL);
+			rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+			if (!rk) {
+				rd_kafka_conf_destroy(conf);
+				continue;
+			}
+		}
+		pthread_mutex_lock(&c->wm_mu);
+		n = c->nwm;
+		gen0 = c->wm_gen;
+		pthread_mutex_unlock(&c->wm_mu);
+		for (size_t i = 0; i < n && !cons_stopping(); i++) {
+			char topic[200];
+			int32_t part;
+			int64_t lo = 0, hi = -1;
+			unsigned gen;
+
+			pthread_mutex_lock(&c->wm_mu);
+			memcpy(topic, c->wm[i].topic, sizeof(topic));
+			part = c->wm[i].part;
+			gen = c->wm_gen;
+			pthread_mutex_unlock(&c->wm_mu);
+			if (gen != gen0)
+				break;      /* the broker moved: the handle first */
+			if (rd_kafka_query_watermark_offsets(rk, topic, part, &lo, &hi,
+					1000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+				continue;   /* broker away: keep the last value */
+			pthread_mutex_lock(&c->wm_mu);
+			if (gen == c->wm_gen)   /* else asked of the cluster that left */
+				c->wm[i].hi = hi;
+			pthread_mutex_unlock(&c->wm_mu);
+		}
+	}
+	if (rk)
+		rd_kafka_destroy(rk);
+	free(boot);
+	return NULL;
+}
+
+/* The broker moved (a new cluster): the sampled watermarks were the old
+ * cluster's, and an answer still in flight from it is dropped (wm_gen).
+ * Until the sampler asks the new one, lag_sample uses the consumer's own. */
+void cons_wm_forget(struct cons *c)
+{
+	if (!c->wm_started)
+		return;
+	pthread_mutex_lock(&c->wm_mu);
+	for (size_t i = 0; i < c->nwm; i++)
+		c->wm[i].hi = -1;
+	c->wm_gen++;
+	pthread_mutex_unlock(&c->wm_mu);
+	__atomic_store_n(&c->wm_new, 1, __ATOMIC_RELEASE);
+}
+
+/* the sampled high watermark of a partition (-1 if none yet); registers
+ * the partition for the sampler */
+static int64_t wm_hi(struct cons *c, const char *topic, int32_t part)
+{
+	int64_t hi = -1;
+	struct wmp *n;
+
+	pthread_mutex_lock(&c->wm_mu);
+	for (size_t i = 0; i < c->nwm; i++)
+		if (c->wm[i].part == part && !strcmp(c->wm[i].topic, topic)) {
+			hi = c->wm[i].hi;
+			goto out;
+		}
+	n = realloc(c->wm, (c->nwm + 1) * sizeof(*n));
+	if (!n)
+		goto out;
+	c->wm = n;
+	n = &c->wm[c->nwm++];
+	memset(n, 0, sizeof(*n));
+	snprintf(n->topic, sizeof(n->topic), "%s", topic);
+	n->part = part;
+	n->hi = -1;
+	__atomic_store_n(&c->wm_new, 1, __ATOMIC_RELEASE);
+out:
+	pthread_mutex_unlock(&c->wm_mu);
+	return hi;
+}
+
+/* Samples the real lag of the assigned partitions (see the head comment). */
+void cons_lag_sample(struct cons *c)
+{
+	rd_kafka_topic_partition_list_t *l = NULL;
+	int64_t now = pin_clock_now_us();
+	double oldest = 0;
+	char lab[400];
+	int unknown = 0;
+
+	if (now < c->next_lag_us)
+		return;
+	c->next_lag_us = now + pin_config_int("consumer_lag_interval_ms") * 1000;
+	if (rd_kafka_assignment(c->rk, &l) != RD_KAFKA_RESP_ERR_NO_ERROR || !l)
+		return;
+	if (l->cnt == 0)
+		goto out;
+	if (rd_kafka_committed(c->rk, l, 1000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+		c->next_lag_us = now + 10000000;   /* broker away: do not block the loop */
+		goto out;
+	}
+	for (int i = 0; i < l->cnt; i++) {
+		rd_kafka_topic_partition_t *p = &l->elems[i];
+		int64_t lo = 0, hi = 0, lag, com = p->offset;
+		struct lagp *s;
+		struct held *h;
+
+		/* the cached watermarks (fetch responses): never blocks.
+		 * rd_kafka_query_watermark_offsets ignored its timeout in
+		 * 2.0.2 when the broker went away for good (dev broker moved)
+		 * and hung the consumer thread */
+		int64_t q = c->wm_started ? wm_hi(c, p->topic, p->partition) : -1;
+
+		if (rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition,
+				&lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR)
+			lo = hi = -1;
+		if (q > hi)
+			hi = q;     /* the sampler's: a held partition is not fetched */
+		if (hi < 0) {
+			/* no watermark for this partition yet (not fetched, not yet
+			 * answered to the sampler): keep its last value.  Before
+			 * 2026-12-03 this ended the whole sample and waited 10 s,
+			 * so one such partition froze the lag of every other one
+			 * for 10 s -- as long as obs/lag's wait, a candidate cause
+			 * of its rare "lag did not grow: 2 then 2" under ASan */
+			unknown++;
+			continue;
+		}
+		if (com < 0)
+			com = lo < 0 ? 0 : lo;
+		lag = hi > com ? hi - com : 0;
+		snprintf(lab, sizeof(lab), "%s,topic=\"%s\",partition=\"%d\"", c->labels,
+				p->topic, (int)p->partition);
+		pin_metric_set("pin_consumer_lag_messages", lab, (double)lag);
+		if (!(s = lagp_get(c, p->topic, p->partition)))
+			continue;
+		if (lag == 0 || s->committed != com || !s->since_us)
+			s->since_us = now;
+		s->committed = com;
+		h = cons_held_find(c, p->topic, p->partition);
+		if (h) {
+			rd_kafka_timestamp_type_t tt;
+			int64_t ts = rd_kafka_message_timestamp(h->m, &tt);
+
+			if (ts > 0 && (double)(now / 1000 - ts) / 1e3 > oldest)
+				oldest = (double)(now / 1000 - ts) / 1e3;
+		}
+		if (lag > 0 && (double)(now - s->since_us) / 1e6 > oldest)
+			oldest = (double)(now - s->since_us) / 1e6;
+	}
+	if (unknown == l->cnt) {
+		/* no partition has a watermark: the broker is away; keep the
+		 * last values, try in 10 s */
+		c->next_lag_us = now + 10000000;
+		goto out;
+	}
+	pin_metric_set("pin_consumer_oldest_unprocessed_age_seconds", c->labels, oldest);
+out:
+	rd_kafka_topic_partition_list_destroy(l);
+}

@@ -1,0 +1,263 @@
+/*
+ * relay_lead.c -- the leadership of the outbox relay's shards (relay.c has
+ * the overview): the units, the member lock of the session, a leadership
+ * round that takes this host's share and gives the rest back, the
+ * leader gauges.
+ */
+#include "config.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <librdkafka/rdkafka.h>
+
+#include "relay.h"
+
+void relay_units_build(struct relay *r)
+{
+	long long s = pin_config_int("relay_shards");
+	long long w = pin_config_int("relay_inflight");
+
+	r->nshards = s < 1 ? 1 : s > 1024 ? 1024 : (int)s;
+	r->inflight = w < 1 ? 1 : w > RELAY_MAX_INFLIGHT ? RELAY_MAX_INFLIGHT : (int)w;
+	r->batch = (int)pin_config_int("relay_batch");
+	if (r->batch < 1)
+		r->batch = 1;
+	/* --once drains to a read from the start that finds nothing */
+	r->rewind_us = r->once ? 0 : pin_config_int("relay_rewind_ms") * 1000;
+	if (r->rewind_us < 0)
+		r->rewind_us = 0;
+	r->nunits = (int)relay_noutboxes() * r->nshards;
+	r->units = calloc((size_t)r->nunits, sizeof(*r->units));
+	if (!r->units) {
+		r->nunits = 0;
+		return;
+	}
+	for (int i = 0; i < r->nunits; i++) {
+		struct relay_unit *u = &r->units[i];
+
+		u->table = relay_outbox((size_t)i / (size_t)r->nshards);
+		u->shard = i % r->nshards;
+		snprintf(u->lab, sizeof(u->lab), "outbox=\"%s\",shard=\"%d\"", u->table, u->shard);
+		strcpy(u->cursor, "0");
+	}
+}
+
+static void unit_log(struct relay_unit *u, int level, const char *msg, const char *reason,
+		const struct relay *r)
+{
+	char sh[16], n[16];
+
+	snprintf(sh, sizeof(sh), "%d", u->shard);
+	snprintf(n, sizeof(n), "%d", r->nshards);
+	pin_log(level, msg, "outbox", u->table, "shard", sh, "shards", n,
+			"reason", reason, NULL);
+}
+
+void relay_leader_gauge(struct relay *r)
+{
+	int any = 0, n = 0, total;
+
+	for (int i = 0; i < r->nunits; i++)
+		n += r->units[i].led;
+	any = n > 0;
+	if (any != r->any_led) {
+		total = atomic_fetch_add(&relay_led_units, any ? 1 : (r->any_led == 1 ? -1 : 0)) +
+			(any ? 1 : (r->any_led == 1 ? -1 : 0));
+		pin_metric_set("pin_outbox_relay_leader", NULL, total > 0);
+	}
+	r->any_led = any;
+}
+
+static void unit_lost(struct relay *r, struct relay_unit *u, const char *reason)
+{
+	if (!u->led)
+		return;
+	u->led = false;
+	u->releasing = false;
+	pin_metric_set("pin_outbox_relay_shard_leader", u->lab, 0);
+	unit_log(u, PIN_LOG_WARN, "outbox relay: shard lost", reason, r);
+}
+
+void relay_lose_all(struct relay *r, const char *reason)
+{
+	for (int i = 0; i < r->nunits; i++)
+		unit_lost(r, &r->units[i], reason);
+	relay_leader_gauge(r);
+}
+
+/* Gives a unit's lock back (its batches are marked). */
+void relay_unit_release(struct relay *r, struct relay_unit *u, const char *reason)
+{
+	PGconn *c = pin_db_conn();
+	char sh[16];
+	const char *p[2] = { u->table, sh };
+
+	if (!u->led)
+		return;
+	snprintf(sh, sizeof(sh), "%d", u->shard);
+	/* the gauge first: once unlocked, another thread of this host may take
+	 * the shard and set it to 1 */
+	pin_metric_set("pin_outbox_relay_shard_leader", u->lab, 0);
+	if (c && PQbackendPID(c) == r->conn_pid)
+		pin_db_exec("SELECT pg_advisory_unlock(hashtext('pin.relay:' || $1) & 2147483647,"
+				" $2::int)", 2, p);
+	u->led = false;
+	u->releasing = false;
+	unit_log(u, PIN_LOG_INFO, "outbox relay: shard released", reason, r);
+}
+
+/* A new session: its name (pg_stat_activity shows which host leads what),
+ * TCP keepalives / user timeout so the server ends it soon after this host
+ * dies, and the member lock. */
+static void session_setup(struct relay *r)
+{
+	char sql[600];
+	long long f = relay_failover_ms() / 1000, cnt = f / 2 - 1;
+
+	if (cnt < 1)
+		cnt = 1;
+	/* db.c may have re-run a statement of ours (count_members, try_lock) on
+	 * this new session before we saw its pid: locks it took there are not in
+	 * our books, and a re-entrant advisory lock taken twice would survive one
+	 * unlock and starve its shard.  An adopted session starts with none. */
+	pin_db_exec("SELECT pg_advisory_unlock_all()", 0, NULL);
+	snprintf(sql, sizeof(sql), "SELECT set_config('application_name', 'pin-relay %ld', false),"
+			" set_config('tcp_keepalives_idle', '1', false),"
+			" set_config('tcp_keepalives_interval', '1', false),"
+			" set_config('tcp_keepalives_count', '%lld', false),"
+			" set_config('tcp_user_timeout', '%lld', false),"
+			/* the batch read must walk the partial index in id order:
+			 * the statistics of a queue table are always stale, and a
+			 * seq scan + sort of the whole outbox per batch took 1.5 s
+			 * at 100k rows (doc/performance.md "Outbox relay figures") */
+			" set_config('enable_seqscan', 'off', false),"
+			" set_config('enable_bitmapscan', 'off', false),"
+			/* the marks need no flush to disk before the next batch:
+			 * a mark lost in a crash of PostgreSQL only publishes its
+			 * rows again (at-least-once; consumers dedupe on
+			 * messageId), and waiting for the WAL flush of every
+			 * 1000-row UPDATE held the relay thread */
+			" set_config('synchronous_commit', 'off', false)",
+			(long)getpid(), cnt, f * 1000 / 2);
+	pin_db_exec(sql, 0, NULL);
+	if (!r->once) {
+		snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock_shared(" RELAY_MEMBER_CLASS
+				", %d)", r->nshards);
+		pin_db_exec(sql, 0, NULL);
+	}
+}
+
+/* relay hosts with our relay_shards (*same) and with another (*other) */
+int relay_count_members(struct relay *r, int *same, int *other)
+{
+	char sql[400], n[16];
+	const char *p[1] = { n };
+	PGresult *res;
+
+	snprintf(n, sizeof(n), "%d", r->nshards);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FILTER (WHERE objid = $1::int),"
+			" count(*) FILTER (WHERE objid <> $1::int) FROM pg_locks"
+			" WHERE locktype = 'advisory' AND classid = " RELAY_MEMBER_CLASS
+			" AND objsubid = 2 AND granted AND database ="
+			" (SELECT oid FROM pg_database WHERE datname = current_database())");
+	res = pin_db_exec(sql, 1, p);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+		return -1;
+	*same = atoi(PQgetvalue(res, 0, 0));
+	*other = atoi(PQgetvalue(res, 0, 1));
+	return 0;
+}
+
+static bool try_lock(struct relay_unit *u)
+{
+	char sh[16];
+	const char *p[2] = { u->table, sh };
+	PGresult *res;
+
+	snprintf(sh, sizeof(sh), "%d", u->shard);
+	res = pin_db_exec("SELECT pg_try_advisory_lock(hashtext('pin.relay:' || $1) & 2147483647,"
+			" $2::int)", 2, p);
+	return res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+		!strcmp(PQgetvalue(res, 0, 0), "t");
+}
+
+/*
+ * One leadership round: checks the session (a new backend has no locks),
+ * counts the relay hosts, releases units above this host's share and tries
+ * the units nobody leads, up to the share.
+ */
+void relay_lead_round(struct relay *r)
+{
+	PGconn *c = pin_db_conn();
+	int pid, target, same = 1, other = 0;
+
+	if (!c) {
+		relay_lose_all(r, "database link lost");
+		r->conn_pid = 0;
+		return;
+	}
+	pid = PQbackendPID(c);
+	if (pid != r->conn_pid) {
+		relay_lose_all(r, "connection changed");
+		session_setup(r);
+		r->conn_pid = pid;
+	}
+	if (!r->once && relay_count_members(r, &same, &other) < 0)
+		return;
+	if (other && !r->mismatch)
+		pin_log(PIN_LOG_ERROR, "outbox relay: worker hosts run with different"
+				" relay_shards; no host relays until they agree", NULL);
+	else if (!other && r->mismatch)
+		pin_log(PIN_LOG_INFO, "outbox relay: every worker host has the same relay_shards", NULL);
+	r->mismatch = other > 0;
+	r->members = same;
+	if (same < 1)
+		same = 1;
+	/* each outbox's shards are shared out on their own: a member leads at
+	 * most ceil(relay_shards / members) shards of every outbox */
+	target = r->once ? r->nshards : (r->nshards + same - 1) / same;
+	for (int o = 0; o < (int)relay_noutboxes(); o++) {
+		int held = 0;
+
+		for (int k = 0; k < r->nshards; k++) {
+			struct relay_unit *u = &r->units[o * r->nshards + k];
+
+			if (u->led && !u->releasing)
+				held++;
+		}
+		for (int k = r->nshards - 1; k >= 0; k--) {
+			struct relay_unit *u = &r->units[o * r->nshards + k];
+
+			if (u->led && !u->releasing && (r->mismatch || held > target)) {
+				u->releasing = true;
+				held--;
+			}
+		}
+		/* start at a different shard on every host and thread, so
+		 * members that start at once do not all race for the same
+		 * shards first */
+		for (int k = 0; k < r->nshards && held < target && !r->mismatch; k++) {
+			int sh = ((int)getpid() * 7 + r->thread * r->nshards / relay_threads() + k) %
+				r->nshards;
+			struct relay_unit *u = &r->units[o * r->nshards + sh];
+
+			if (u->led || u->nwin)   /* nwin: still marking as a former leader */
+				continue;
+			if (!try_lock(u))
+				continue;
+			u->led = true;
+			u->releasing = false;
+			u->stalled = false;
+			u->caught_up = false;
+			strcpy(u->cursor, "0");
+			held++;
+			pin_metric_set("pin_outbox_relay_shard_leader", u->lab, 1);
+			unit_log(u, PIN_LOG_INFO, "outbox relay: shard acquired",
+					r->once ? "once" : "free", r);
+		}
+	}
+	relay_leader_gauge(r);
+}
