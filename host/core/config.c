@@ -577,8 +577,10 @@ int pin_config_declare(const char *owner, const struct pin_config_key *keys,
 		if (add_decl(k, own, true) < 0)
 			return -1;
 		reindex();
+		/* resolved now, on the declaring (main) thread: the others only
+		 * ever read */
+		resolve(find_decl(k->name));
 	}
-	invalidate();
 	return rc;
 }
 
