@@ -243,7 +243,7 @@ int main(int argc, char **argv)
 	};
 	const char *config = NULL, *check = NULL, *reference = NULL;
 	bool once = false, migrate = false, list_routes = false;
-	bool check_config = false, print_config = false;
+	bool check_config = false, print_config = false, mode_migrate = false;
 	unsigned cmode = 0;
 	int c, rc = 1;
 	struct pin_arena *arena = NULL;
@@ -263,7 +263,7 @@ int main(int argc, char **argv)
 		case 'm':
 			/* --mode migrate: --check-config/--print-config of migrate.conf */
 			if (!strcmp(optarg, "migrate"))
-				migrate = true;
+				mode_migrate = true;
 			else
 				pin_config_set("mode", optarg);
 			break;
@@ -292,6 +292,13 @@ int main(int argc, char **argv)
 		default: usage(stderr); pin_config_free(); return 2;
 		}
 	}
+	if (mode_migrate && !check_config && !print_config) {
+		fprintf(stderr, "pin-host: --mode migrate is for --check-config and "
+			"--print-config; migrations run with --migrate\n");
+		pin_config_free();
+		return 2;
+	}
+	migrate = migrate || mode_migrate;
 	if (optind < argc) {
 		usage(stderr);
 		pin_config_free();
