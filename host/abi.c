@@ -1,4 +1,5 @@
-/* api.c -- the host services table handed to plugins. */
+/* abi.c -- the host services table handed to plugins (the ABI's pin_host_api):
+ * binds the core, the API side and the worker side into what plugins call. */
 #include "config.h"
 #include <stdarg.h>
 #include <stdio.h>

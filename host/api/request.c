@@ -623,10 +623,16 @@ static int route(struct pin_req *r, const char **label)
 	if (pin_router_match(pin_reg.routes, pin_reg.nroutes,
 			strcmp(r->method, "HEAD") ? r->method : "GET", r->path, &r->match) < 0) {
 		drain(r);
-		if (r->match.method_mismatch)
+		if (r->match.method_mismatch) {
+			/* RFC 9110 15.5.6: a 405 lists the methods the path has */
+			char allow[128];
+
+			if (pin_router_allow(pin_reg.routes, pin_reg.nroutes, r->path,
+					allow, sizeof allow) > 0)
+				pin_set_header(r, "Allow", allow);
 			pin_respond_problem(r, 405, "METHOD_NOT_ALLOWED",
 				"method not allowed on this path", NULL);
-		else
+		} else
 			pin_respond_problem(r, 404, "ROUTE_NOT_FOUND", "no such route", NULL);
 		return -1;
 	}

@@ -271,6 +271,13 @@ void pin_route_entry_clear(struct pin_route_entry *e);
 int pin_router_match(const struct pin_route_entry *routes, size_t n,
 		const char *method, const char *path, struct pin_match *m);
 void pin_match_clear(struct pin_match *m);
+/* The Allow value of path (RFC 9110 10.2.1) into out: the methods of the
+ * routes whose pattern matches it, HEAD with GET, comma-separated in the
+ * order GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, then others in table
+ * order.  Returns how many (0: no route has the path), -1 when out is too
+ * small (out then holds the ones that fit). */
+int pin_router_allow(const struct pin_route_entry *routes, size_t n,
+		const char *path, char *out, size_t outlen);
 
 /* ---- utf8.c: strict text checks ------------------------------------------ */
 /* true: RFC 3629 well-formed (no overlongs, no surrogates, nothing above

@@ -101,6 +101,17 @@ static bool more_specific(const struct pin_route_entry *a,
 	return false;
 }
 
+/* the pattern of e matches the split path segs[0..ns) */
+static bool path_matches(const struct pin_route_entry *e, char **segs, int ns)
+{
+	if (e->nsegs != ns)
+		return false;
+	for (int j = 0; j < ns; j++)
+		if (!is_param(e->segs[j]) && strcmp(e->segs[j], segs[j]) != 0)
+			return false;
+	return true;
+}
+
 int pin_router_match(const struct pin_route_entry *routes, size_t n,
 		const char *method, const char *path, struct pin_match *m)
 {
@@ -114,11 +125,7 @@ int pin_router_match(const struct pin_route_entry *routes, size_t n,
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		const struct pin_route_entry *e = &routes[i];
-		bool ok = e->nsegs == ns;
-		for (int j = 0; ok && j < ns; j++)
-			if (!is_param(e->segs[j]) && strcmp(e->segs[j], segs[j]) != 0)
-				ok = false;
-		if (!ok)
+		if (!path_matches(e, segs, ns))
 			continue;
 		if (strcmp(e->r.method, method) != 0) {
 			m->method_mismatch = true;
@@ -146,6 +153,76 @@ int pin_router_match(const struct pin_route_entry *routes, size_t n,
 	for (int j = 0; j < ns; j++)
 		free(segs[j]);
 	return best ? 0 : -1;
+}
+
+/* appends ", method" (or "method" first) to out of length *len unless it is
+ * there already; false when out is full */
+static bool allow_add(char *out, size_t outlen, size_t *len, const char *method)
+{
+	size_t ml = strlen(method);
+	const char *p = out;
+
+	while ((p = strstr(p, method)) != NULL) {
+		if ((p == out || p[-1] == ' ') && (p[ml] == ',' || p[ml] == '\0'))
+			return true;
+		p += ml;
+	}
+	if (*len + (*len ? 2 : 0) + ml + 1 > outlen)
+		return false;
+	if (*len) {
+		memcpy(out + *len, ", ", 2);
+		*len += 2;
+	}
+	memcpy(out + *len, method, ml + 1);
+	*len += ml;
+	return true;
+}
+
+int pin_router_allow(const struct pin_route_entry *routes, size_t n,
+		const char *path, char *out, size_t outlen)
+{
+	/* the usual order first; a method outside it after, in table order */
+	static const char *const order[] = { "GET", "HEAD", "POST", "PUT", "PATCH",
+		"DELETE", "OPTIONS" };
+	char *segs[MAX_SEGS];
+	int ns, count = 0;
+	size_t len = 0;
+
+	if (!outlen)
+		return -1;
+	out[0] = '\0';
+	ns = split(path, segs, MAX_SEGS);
+	if (ns < 0)
+		return 0;
+	for (size_t k = 0; k < sizeof order / sizeof order[0]; k++)
+		for (size_t i = 0; i < n; i++) {
+			const char *me = routes[i].r.method;
+			/* HEAD is answered by the GET route (request.c) */
+			if ((!strcmp(me, order[k]) || (!strcmp(order[k], "HEAD") &&
+			    !strcmp(me, "GET"))) && path_matches(&routes[i], segs, ns)) {
+				if (!allow_add(out, outlen, &len, order[k]))
+					count = -1;
+				else if (count >= 0)
+					count++;
+				break;
+			}
+		}
+	for (size_t i = 0; i < n && count >= 0; i++) {
+		bool known = false;
+
+		for (size_t k = 0; k < sizeof order / sizeof order[0]; k++)
+			known = known || !strcmp(routes[i].r.method, order[k]);
+		if (known || !path_matches(&routes[i], segs, ns))
+			continue;
+		size_t before = len;
+		if (!allow_add(out, outlen, &len, routes[i].r.method))
+			count = -1;
+		else if (len != before)
+			count++;
+	}
+	for (int j = 0; j < ns; j++)
+		free(segs[j]);
+	return count;
 }
 
 void pin_match_clear(struct pin_match *m)

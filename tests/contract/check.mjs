@@ -160,6 +160,26 @@ function httpValidator(doc) {
 		const path = rec.path.split('?')[0];
 		const cands = ops.filter((o) => o.method === rec.method && o.re.test(path))
 			.sort((a, b) => a.params - b.params);
+		// a method the documented path does not have: the host's 405
+		// (x-method-not-allowed), Allow = the path's methods, HEAD with GET
+		// (nginx refuses TRACE itself, before any route: no Allow there)
+		const others = ops.filter((o) => o.re.test(path));
+		if (cands.length === 0 && others.length && rec.status === 405 &&
+		    rec.method !== 'TRACE' && doc['x-method-not-allowed']) {
+			const where = `${rec.method} ${path} -> 405`;
+			const have = new Set(others.map((o) => o.method));
+			if (have.has('GET')) have.add('HEAD');
+			const want = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
+				.filter((m) => have.has(m));
+			const allow = rec.headers?.allow;
+			if (rec.headers && allow !== undefined &&
+			    [...new Set(allow.split(',').map((m) => m.trim()))].sort().join() !==
+			    [...want].sort().join())
+				return { error: `${where}: Allow ${JSON.stringify(allow)}, the path has ` +
+					want.join(', ') };
+			return checkResponse(doc['x-method-not-allowed'], '#/x-method-not-allowed',
+				where, rec);
+		}
 		if (cands.length === 0)
 			return { skip: `${rec.method} ${path}` };
 		const o = cands[0];
@@ -174,12 +194,19 @@ function httpValidator(doc) {
 		}
 		if (!resp)
 			return { error: `${where}: status not documented (body ${rec.body.slice(0, 200)})` };
+		return checkResponse(resp, ptr, where, rec);
+	};
+	// the recorded response rec against the documented response resp at ptr
+	function checkResponse(resp, ptr, where, rec) {
 		// records of an older harness carry no headers
 		if (rec.headers) {
 			const errs = checkHeaders(resp.headers, `${ptr}/headers`, rec.headers);
 			if (errs.length)
 				return { error: `${where}: ${errs.join('; ')}` };
 		}
+		// HEAD answers the head alone
+		if (rec.method === 'HEAD' && rec.body.length === 0)
+			return { ok: where };
 		if (!resp.content)
 			return rec.body.length === 0 ? { ok: where }
 				: { error: `${where}: documented without a body, got ${rec.body.slice(0, 200)}` };
@@ -202,7 +229,7 @@ function httpValidator(doc) {
 		if (!v(body))
 			return { error: `${where}: ${ajv.errorsText(v.errors, { separator: '; ' })}\n    body: ${rec.body.slice(0, 400)}` };
 		return { ok: where };
-	};
+	}
 }
 
 function readJsonl(file) {
@@ -353,6 +380,23 @@ function lint(doc = load(OPENAPI)) {
 			bad.push(`${at}: If-Match without 409 VERSION_CONFLICT`);
 		if (op.requestBody && !resp['413']) bad.push(`${at}: a request body but no 413`);
 	}
+	// the 405 no operation can declare: problem+json, its examples valid,
+	// Allow required (RFC 9110 15.5.6)
+	const na = doc['x-method-not-allowed'];
+	if (!na) bad.push('no x-method-not-allowed (the 405 with Allow)');
+	else {
+		const m = na.content?.['application/problem+json'];
+		const v = m && ajv.compile({ $ref: 'openapi#/x-method-not-allowed/content/' +
+			'application~1problem+json/schema' });
+		if (!v) bad.push('x-method-not-allowed: no application/problem+json schema');
+		for (const [k, e] of Object.entries(m?.examples || {}))
+			if (v && !v(e.value))
+				bad.push(`x-method-not-allowed: example ${k} does not match the schema: ` +
+					ajv.errorsText(v.errors, { separator: '; ' }));
+		if (!Object.entries(na.headers || {}).some(([k, h]) =>
+			k.toLowerCase() === 'allow' && h.required))
+			bad.push('x-method-not-allowed: no required Allow header');
+	}
 	// openapi-typescript makes a property with a default required in the
 	// generated type: defaults are said in descriptions instead
 	for (const [name, node] of [['schemas', doc.components?.schemas],
@@ -487,6 +531,17 @@ function selftest() {
 	expect('a validation problem without errors', checkHttp([{ ...created, status: 422,
 		contentType: 'application/problem+json', body: problem(422, 'UNKNOWN_TIME_ZONE'),
 		headers: {} }]), true);
+	// a method the path does not have: 405 with Allow = the path's methods
+	const na = { method: 'DELETE', path: '/api/v1/agent/calendar/events/' + ev.id, status: 405,
+		contentType: 'application/problem+json', body: problem(405, 'METHOD_NOT_ALLOWED'),
+		headers: { allow: 'GET, HEAD, PATCH' } };
+	expect('a 405 with Allow', checkHttp([na]), false);
+	expect('a 405 without Allow', checkHttp([{ ...na, headers: {} }]), true);
+	expect('a 405 with a wrong Allow', checkHttp([{ ...na,
+		headers: { allow: 'GET, HEAD' } }]), true);
+	expect('a 405 with another code', checkHttp([{ ...na,
+		body: problem(405, 'ROUTE_NOT_FOUND') }]), true);
+	expect('nginx\'s 405 to TRACE', checkHttp([{ ...na, method: 'TRACE', headers: {} }]), false);
 	// routes: the set, and who may call each
 	const docOps = openapiOps(load(OPENAPI));
 	const all = docOps.map((o) => `${o.method} ${o.path}`);
@@ -530,6 +585,9 @@ function selftest() {
 	d = doc();
 	delete d.components.responses.Unauthenticated.headers;
 	expect('a 401 without WWW-Authenticate', lint(d), true);
+	d = doc();
+	delete d['x-method-not-allowed'].headers;
+	expect('a 405 without Allow', lint(d), true);
 	const env = { messageId: '0193a8e2-7c1e-7b3a-9f00-1c2d3e4f5a6b',
 		eventType: 'pin.calendar.event-rescheduled', contractVersion: 1,
 		createdAt: '2026-12-01T09:00:00.123Z', aggregateType: 'CalendarEvent',

@@ -96,6 +96,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		FUZZ_CHECK(m.nparams == 0 && m.e == NULL, "a miss with values");
 	}
+	/* the 405's Allow: some method whenever the path matched a route (a
+	 * match, or a method mismatch; a parameter that does not decode is a
+	 * miss of a matching pattern) */
+	{
+		char allow[128];
+		int na = pin_router_allow(routes, NROUTES, path, allow, sizeof allow);
+
+		FUZZ_CHECK(na != 0 || (rc != 0 && !m.method_mismatch),
+				"allow %d (%s) for rc %d mismatch %d", na, allow, rc,
+				m.method_mismatch);
+		FUZZ_CHECK(rc != 0 || na < 0 || strstr(allow, method),
+				"%s matched but Allow is %s", method, allow);
+	}
 	pin_match_clear(&m);
 	free(in);
 	return 0;

@@ -591,12 +591,36 @@ START_TEST(other_methods_405_head_is_get)
 		} else {
 			h_assert_problem(r, 405, "METHOD_NOT_ALLOWED");
 		}
+		/* RFC 9110 15.5.6: a 405 says which methods the path has */
+		ck_assert_msg(h_header(r, "Allow") && !strcmp(h_header(r, "Allow"), "POST"),
+				"%s echo: Allow %s", methods[i],
+				h_header(r, "Allow") ? h_header(r, "Allow") : "(none)");
 		/* GET-only route: a method mismatch before authentication */
 		if (strcmp(methods[i], "HEAD")) {
 			r = h_request(methods[i], WHOAMI, NULL, NULL);
 			ck_assert_msg(r->status == 405, "%s whoami: %ld", methods[i], r->status);
+			ck_assert_msg(h_header(r, "Allow") &&
+					!strcmp(h_header(r, "Allow"), "GET, HEAD"),
+					"%s whoami: Allow %s", methods[i],
+					h_header(r, "Allow") ? h_header(r, "Allow") : "(none)");
 		}
 	}
+	/* a path of several routes (GET, PATCH on /{id}; GET, POST on the list):
+	 * all of them, HEAD with GET; a path param does not change the set */
+	r = h_request("DELETE", "/api/v1/agent/calendar/events/not-a-uuid", NULL, NULL);
+	h_assert_problem(r, 405, "METHOD_NOT_ALLOWED");
+	ck_assert_msg(h_header(r, "Allow") && !strcmp(h_header(r, "Allow"),
+			"GET, HEAD, PATCH"), "DELETE event: Allow %s",
+			h_header(r, "Allow") ? h_header(r, "Allow") : "(none)");
+	r = h_request("PUT", "/api/v1/agent/calendar/events", NULL, "{}");
+	h_assert_problem(r, 405, "METHOD_NOT_ALLOWED");
+	ck_assert_msg(h_header(r, "Allow") && !strcmp(h_header(r, "Allow"),
+			"GET, HEAD, POST"), "PUT events: Allow %s",
+			h_header(r, "Allow") ? h_header(r, "Allow") : "(none)");
+	/* a 404 has none */
+	r = h_request("DELETE", "/api/v1/agent/calendar/nothing", NULL, NULL);
+	h_assert_problem(r, 404, "ROUTE_NOT_FOUND");
+	ck_assert_ptr_null(h_header(r, "Allow"));
 	/* HEAD of a GET route is that GET without the body (RFC 9110 9.3.2) */
 	r = h_request("HEAD", WHOAMI, NULL, NULL);
 	ck_assert_msg(r->status == 401, "HEAD whoami, no token: %ld", r->status);

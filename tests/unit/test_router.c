@@ -11,7 +11,10 @@
  *    registration order ("/events/batches" vs "/events/{id}");
  *  - a path that matches only with another method: -1 and method_mismatch
  *    (405); no path match: -1 without method_mismatch (404);
- *  - a %2F inside a segment does not split it.
+ *  - a %2F inside a segment does not split it;
+ *  - pin_router_allow lists the methods of every route matching the path
+ *    (HEAD with GET) in the order GET, HEAD, POST, PUT, PATCH, DELETE,
+ *    OPTIONS, then others; 0 for an unknown path, -1 when out is too small.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +191,38 @@ START_TEST(test_method_mismatch)
 }
 END_TEST
 
+START_TEST(test_allow)
+{
+	char out[64];
+
+	add("PATCH", "/api/v1/events/{id}");
+	add("GET", "/api/v1/events/{id}");
+	add("POST", "/api/v1/events");
+	add("GET", "/api/v1/events");
+	add("POST", "/api/v1/events/batches");
+	add("PURGE", "/api/v1/events");
+	add("PURGE", "/api/v1/events");
+	ck_assert_int_eq(pin_router_allow(routes, nroutes, "/api/v1/events/1", out,
+			sizeof out), 3);
+	ck_assert_str_eq(out, "GET, HEAD, PATCH");
+	ck_assert_int_eq(pin_router_allow(routes, nroutes, "/api/v1/events/", out,
+			sizeof out), 4);
+	ck_assert_str_eq(out, "GET, HEAD, POST, PURGE");
+	/* the literal path also has what the {id} pattern has */
+	ck_assert_int_eq(pin_router_allow(routes, nroutes, "/api/v1/events/batches",
+			out, sizeof out), 4);
+	ck_assert_str_eq(out, "GET, HEAD, POST, PATCH");
+	ck_assert_int_eq(pin_router_allow(routes, nroutes, "/api/v1/nothing", out,
+			sizeof out), 0);
+	ck_assert_str_eq(out, "");
+	ck_assert_int_eq(pin_router_allow(routes, nroutes, "//", out, sizeof out), 0);
+	ck_assert_int_eq(pin_router_allow(routes, nroutes, "/api/v1/events/1", out,
+			8), -1);
+	ck_assert_int_eq(pin_router_allow(routes, nroutes, "/api/v1/events/1", out,
+			0), -1);
+}
+END_TEST
+
 START_TEST(test_no_routes)
 {
 	ck_assert_int_eq(match("GET", "/"), -1);
@@ -279,6 +314,7 @@ Suite *make_router_suite(void)
 	tcase_add_test(tc, test_params);
 	tcase_add_test(tc, test_trailing_slash);
 	tcase_add_test(tc, test_method_mismatch);
+	tcase_add_test(tc, test_allow);
 	tcase_add_test(tc, test_no_routes);
 	tcase_add_test(tc, test_literal_beats_param);
 	tcase_add_test(tc, test_literal_beats_param_reversed);
