@@ -14,21 +14,12 @@
 
 #include "sdk/sdk.h"
 #include "suites.h"
+#define FAKE_ARENA_SIZE (1 << 16)
+#include "fake_host.h"
 
 static struct pin_host_api api;
 static char logged[256];
-static char arena[1 << 16];
-static size_t arena_used;
 
-static void *t_alloc(size_t n)
-{
-	void *p = arena + arena_used;
-
-	n = (n + 15) & ~(size_t)15;
-	ck_assert_uint_le(arena_used + n, sizeof(arena));
-	arena_used += n;
-	return p;
-}
 
 static void t_log(int level, const char *msg, ...)
 {
@@ -58,7 +49,7 @@ static void setup(void)
 	api.log = t_log;
 	api.is_uuid = t_is_uuid;
 	api.alloc = t_alloc;
-	arena_used = 0;
+	fake_arena_reset();
 	logged[0] = '\0';
 	pc_api = &api;
 }

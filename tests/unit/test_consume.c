@@ -14,32 +14,13 @@
 
 #include "sdk/sdk.h"
 #include "suites.h"
+#define FAKE_ARENA_SIZE (1 << 20)
+#include "fake_host.h"
 
 /* ---- a fake host: what the driver and the index use */
-static char arena[1 << 20];
-static size_t arena_used;
 
-static void *t_alloc(size_t n)
-{
-	void *p = arena + arena_used;
 
-	n = (n + 15) & ~(size_t)15;
-	ck_assert_uint_le(arena_used + n, sizeof(arena));
-	arena_used += n;
-	memset(p, 0, n);
-	return p;
-}
 
-static int64_t t_now(void)
-{
-	return 1764633600000000LL;      /* 2025-12-02T00:00:00Z */
-}
-
-static char *t_fmt_time(int64_t us, char *out, size_t outlen)
-{
-	pc_time_fmt(us, out, outlen);
-	return out;
-}
 
 static struct pin_host_api api;
 
@@ -48,7 +29,7 @@ static void setup(void)
 	api.alloc = t_alloc;
 	api.now_us = t_now;
 	api.fmt_time = t_fmt_time;
-	arena_used = 0;
+	fake_arena_reset();
 	pc_api = &api;
 }
 

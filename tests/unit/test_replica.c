@@ -16,10 +16,10 @@
 
 #include "sdk/sdk.h"
 #include "suites.h"
+#define FAKE_ARENA_SIZE (1 << 18)
+#include "fake_host.h"
 
 /* ---- a fake host */
-static char arena[1 << 18];
-static size_t arena_used;
 static struct pin_host_api api;
 static struct pin_consumer got;         /* what the skeleton registered */
 static char calls[4096];                /* "stmt(p1,p2,..) " per statement */
@@ -27,27 +27,8 @@ static PGresult *next_res;              /* the fake database's next answer */
 static double stale;
 static char applied_log[512], alone_log[256];
 
-static void *t_alloc(size_t n)
-{
-	void *p = arena + arena_used;
 
-	n = (n + 15) & ~(size_t)15;
-	ck_assert_uint_le(arena_used + n, sizeof(arena));
-	arena_used += n;
-	memset(p, 0, n);
-	return p;
-}
 
-static int64_t t_now(void)
-{
-	return 1764633600000000LL;      /* 2025-12-02T00:00:00Z */
-}
-
-static char *t_fmt_time(int64_t us, char *out, size_t outlen)
-{
-	pc_time_fmt(us, out, outlen);
-	return out;
-}
 
 static char *t_sprintf(const char *fmt, ...)
 {
@@ -167,7 +148,7 @@ static void setup(void)
 	api.sprintf = t_sprintf;
 	api.metric_add = t_metric_add;
 	api.db_exec_prepared = t_exec;
-	arena_used = 0;
+	fake_arena_reset();
 	pc_api = &api;
 	calls[0] = applied_log[0] = alone_log[0] = '\0';
 	stale = 0;
