@@ -120,12 +120,15 @@ START_TEST(missing_column_fails_named)
 	static const char *const v[] = { "x1", "1" };
 	PGresult *r = result(2, names, 1, v);
 	struct pc_colmap m;
+	json_object *o;
 
 	ck_assert_int_eq(pc_colmap_init(&m, f, PC_NFIELDS(f), r), PIN_ERR);
 	ck_assert_str_eq(logged, "column map: no such column in the result column=ok key=ok");
 	ck_assert_ptr_null(pc_row_json(f, PC_NFIELDS(f), r, 0));
 	ck_assert_ptr_null(pc_colmap_array(f, PC_NFIELDS(f), r));
-	ck_assert_ptr_nonnull(pc_row_json(f, 2, r, 0));
+	o = pc_row_json(f, 2, r, 0);
+	ck_assert_ptr_nonnull(o);
+	json_object_put(o);
 	PQclear(r);
 }
 END_TEST

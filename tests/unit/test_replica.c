@@ -24,6 +24,8 @@ static struct pin_host_api api;
 static struct pin_consumer got;         /* what the skeleton registered */
 static char calls[4096];                /* "stmt(p1,p2,..) " per statement */
 static PGresult *next_res;              /* the fake database's next answer */
+static PGresult *handed[64];            /* every answer given, cleared at teardown */
+static size_t nhanded;
 static double stale;
 static char applied_log[512], alone_log[256];
 
@@ -58,7 +60,25 @@ static PGresult *t_exec(const char *name, const char *sql, int n, const char *co
 		len += (size_t)snprintf(calls + len, sizeof(calls) - len, "%s%s",
 				i ? "," : "", p[i] ? p[i] : "NULL");
 	snprintf(calls + len, sizeof(calls) - len, ") ");
+	/* the host's arena owns a result until the invocation ends: here the
+	 * teardown clears what the fake database handed out */
+	if (next_res && nhanded < sizeof handed / sizeof *handed)
+		handed[nhanded++] = next_res;
 	return next_res;
+}
+
+static void teardown(void)
+{
+	for (size_t i = 0; i < nhanded; i++) {
+		size_t k;
+
+		for (k = 0; k < i && handed[k] != handed[i]; k++)
+			;
+		if (k == i)
+			PQclear(handed[i]);  /* once, however often it was handed */
+	}
+	nhanded = 0;
+	next_res = NULL;
 }
 
 static int t_consumer(struct pin_registrar *reg, const struct pin_consumer *c)
@@ -279,7 +299,7 @@ Suite *make_replica_suite(void)
 	Suite *s = suite_create("sdk_replica");
 	TCase *tc = tcase_create("core");
 
-	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, statements_from_the_column_list);
 	tcase_add_test(tc, message_path);
 	tcase_add_test(tc, batch_path);
