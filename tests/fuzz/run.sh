@@ -51,7 +51,7 @@ sources() {
 	auth)     echo "$a/auth.c $h/config.c $h/config_keys.c $h/log.c $h/trace.c $h/clock.c $h/uuid.c $h/json.c" ;;
 	config)   echo "$h/config.c $h/config_keys.c $h/log.c $h/trace.c $h/clock.c $h/uuid.c $h/json.c" ;;
 	utf8)     echo "$h/utf8.c" ;;
-	envelope) echo "$w/envelope.c $h/utf8.c $h/uuid.c $h/clock.c $h/log.c $h/trace.c" ;;
+	envelope) echo "$w/envelope.c $h/utf8.c $h/uuid.c $h/clock.c $h/log.c $h/trace.c $h/json.c" ;;
 	fcgi)     echo "" ;;           # fuzz_fcgi.c includes host/api/fcgi_loop.c
 	*) echo "run.sh: unknown fuzzer $1 (${ALL[*]})" >&2; return 1 ;;
 	esac
@@ -62,7 +62,11 @@ for f in "${WANT[@]}"; do
 	src=$(sources "$f")
 	bin=$OUT/bin/fuzz_$f
 	# shellcheck disable=SC2086
-	"$CC" "${CFLAGS[@]}" -o "$bin" "$ROOT/tests/fuzz/fuzz_$f.c" $src "${LIBS[@]}"
+	if ! "$CC" "${CFLAGS[@]}" -o "$bin" "$ROOT/tests/fuzz/fuzz_$f.c" $src "${LIBS[@]}"; then
+		echo "run.sh: fuzz_$f does not build" >&2
+		failed+=("$f (build)")
+		continue
+	fi
 	work=$OUT/$f
 	mkdir -p "$work/corpus"
 	reg=$ROOT/tests/fuzz/regress/$f
