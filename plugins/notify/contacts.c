@@ -14,7 +14,9 @@
  * user's own notifications and settings are deleted, and the user's display
  * name is replaced by the neutral "(имя не указано)" / "(name unknown)" in
  * the texts of everyone else's notifications.  Later messages build nothing
- * for a Deleted recipient (events.c). */
+ * for a Deleted recipient (events.c), and no later identity message changes
+ * the tombstone (pc_replica final_status: the identity service never reuses
+ * a deleted id, and an erasure is not undone). */
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
@@ -188,6 +190,7 @@ static struct pc_replica replica = {
 	.code_db = "NTF_DB_ERROR",
 	.what = "contact upsert",
 	.stale_metric = "notifications_contacts_stale_total",
+	.final_status = "Deleted",
 	.parse = parse_contact,
 	.alone = erase_row,
 };

@@ -1,5 +1,6 @@
 /* replica.c -- the consumer skeleton of an identity replica (sdk/replica.h). */
 #include "config.h"
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,8 +50,10 @@ static void put_tail(const struct pc_replica *rp, char *buf, size_t cap, size_t 
 		put(buf, cap, len, "%s = EXCLUDED.%s, ", rp->cols[i], rp->cols[i]);
 	put(buf, cap, len, "last_event_at = EXCLUDED.last_event_at, "
 			"updated_at = EXCLUDED.updated_at "
-			"WHERE r.last_event_at IS NULL OR r.last_event_at < EXCLUDED.last_event_at "
-			"RETURNING r.user_id, r.status");
+			"WHERE (r.last_event_at IS NULL OR r.last_event_at < EXCLUDED.last_event_at) ");
+	if (rp->final_status)
+		put(buf, cap, len, "AND r.status IS DISTINCT FROM '%s' ", rp->final_status);
+	put(buf, cap, len, "RETURNING r.user_id, r.status");
 }
 
 /* Both statements from the column list.  0, or -1 when they do not fit. */
@@ -195,6 +198,12 @@ int pc_replica_register(struct pin_registrar *reg, struct pc_replica *rp,
 	for (rp->ncols_ = 0; rp->ncols_ <= PC_REPLICA_COLS_MAX && rp->cols[rp->ncols_];
 			rp->ncols_++)
 		;
+	for (const char *f = rp->final_status; f && *f; f++)
+		if (!isalpha((unsigned char)*f)) {
+			snprintf(err, errlen, "%s: replica %s: final_status is not a word",
+					rp->plugin, rp->table);
+			return PIN_ERR;
+		}
 	if (rp->ncols_ > PC_REPLICA_COLS_MAX || make_sql(rp) < 0) {
 		snprintf(err, errlen, "%s: replica %s: the column list is too long",
 				rp->plugin, rp->table);

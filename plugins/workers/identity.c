@@ -12,7 +12,15 @@
  * appointments (reason AgentUnavailable) in the same transaction
  * (caldomain/agent.h cd_agent_depart).  Confirmed appointments stay.  A
  * later Active message only lets the agent publish again: nothing is
- * restored. */
+ * restored.
+ *
+ * Deletion (issue 30): status Deleted (displayName null, absent or
+ * present) stores a tombstone -- the user id, status Deleted and the
+ * instants; name and avatar NULL -- and departs the agent like any status
+ * but Active.  Deleted is final: the identity service never reuses a
+ * deleted id, so no later message changes the row (pc_replica
+ * final_status) and the name cannot come back.  No other calendar table
+ * holds an identity name. */
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +62,23 @@ static enum pin_consume_status depart(const struct pin_msg *msg,
 	return PIN_CONSUME_OK;
 }
 
+/* A Deleted message: the user's id and status only.  The identity
+ * contract lets displayName be null (or absent) then; whatever name or
+ * avatar the message still carries is not stored. */
+static enum pin_consume_status parse_deleted(const struct pin_msg *msg,
+		struct pin_consume_result *res, struct pc_replica_row *row)
+{
+	row->user_id = pc_jstr(msg->payload, "userId");
+	if (!pc_id_ok(row->user_id))
+		return fatal(res, "userId is missing, not a uuid or the nil uuid");
+	if (msg->created_at_us <= 0)
+		return fatal(res, "envelope createdAt is missing");
+	row->v[0] = NULL;
+	row->v[1] = NULL;
+	row->v[2] = "Deleted";
+	return PIN_CONSUME_OK;
+}
+
 /* The message's row (pc_replica parse): user_id, display_name, avatar_url,
  * status.  OK, or FATAL. */
 static enum pin_consume_status parse_user(const struct pin_msg *msg,
@@ -62,6 +87,9 @@ static enum pin_consume_status parse_user(const struct pin_msg *msg,
 	const char *why, *name, *avatar, *status;
 	int bad = 0;
 
+	status = msg->payload ? pc_jstr(msg->payload, "status") : NULL;
+	if (status && !strcmp(status, "Deleted"))
+		return parse_deleted(msg, res, row);
 	if ((why = pc_identity_user(msg->payload, &row->user_id, &name)))
 		return fatal(res, why);
 	avatar = pc_jstr_opt(msg->payload, "avatarUrl", &bad);
@@ -69,7 +97,6 @@ static enum pin_consume_status parse_user(const struct pin_msg *msg,
 		return fatal(res, "avatarUrl is not a string");
 	if (avatar && strlen(avatar) > 2048)
 		return fatal(res, "avatarUrl is too long");
-	status = pc_jstr(msg->payload, "status");
 	if (!status)
 		return fatal(res, "status is missing");
 	if (strcmp(status, "Active") != 0 && strcmp(status, "Deactivated") != 0) {
@@ -108,6 +135,7 @@ static struct pc_replica replica = {
 	.code_db = "CAL_IDENTITY_DB_ERROR",
 	.what = "upsert",
 	.stale_metric = "pin_calendar_identity_stale_total",
+	.final_status = "Deleted",
 	.parse = parse_user,
 	.applied = applied,
 };

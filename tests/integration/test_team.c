@@ -5,6 +5,8 @@
  *    cascade + messages, the investor notified, Confirmed kept; booking and
  *    publishing answer 409 AGENT_UNAVAILABLE; the showcase is empty); a
  *    later Active message allows publishing again and restores nothing;
+ *  - deleted users (issue 30): the contract's Deleted shape (displayName
+ *    null) departs the agent and erases the name from both schemas;
  *  - the PIN manager's appointment and slot views and the agency head's
  *    appointment view: access control, tenant isolation, filters, paging.
  * CK_RUN_SUITE=team runs only this suite. */
@@ -251,6 +253,164 @@ START_TEST(departed_agent_idempotent)
 }
 END_TEST
 
+/* ============================================================= deleted */
+
+/* A pin.identity.users.v1 envelope (message mid, createdAt at) with the
+ * payload's fields after userId (payload_rest). */
+static char *user_env(const char *mid, const char *user, const char *at,
+		const char *event_type, const char *payload_rest)
+{
+	return h_sprintf("{\"messageId\":\"%s\",\"eventType\":\"%s\","
+		"\"contractVersion\":1,\"createdAt\":\"%s\",\"aggregateType\":\"User\","
+		"\"aggregateId\":\"%s\",\"correlationId\":null,\"payload\":{\"userId\":\"%s\",%s}}",
+		mid, event_type, at, user, user, payload_rest);
+}
+
+/* Waits until both identity groups processed message mid. */
+static void wait_both(const char *mid)
+{
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM calendar.inbox "
+		"WHERE consumer_group = 'calendar-identity-users' AND message_id = $1::uuid",
+		mid) == 1, WAIT_MS), "calendar-identity-users did not process %s", mid);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
+		"notifications.processed_messages WHERE consumer_group = "
+		"'notifications-identity-users' AND message_id = $1::uuid", mid) == 1,
+		WAIT_MS), "notifications-identity-users did not process %s", mid);
+}
+
+/* Rows of every text, varchar, json(b), array and enum column of every table
+ * of schemas calendar and notifications (outbox envelopes included) that
+ * contain needle. */
+static long long rows_with(const char *needle)
+{
+	PGresult *cols = h_sql("SELECT c.table_schema, c.table_name, c.column_name "
+		"FROM information_schema.columns c JOIN information_schema.tables t "
+		"  USING (table_schema, table_name) "
+		"WHERE c.table_schema IN ('calendar', 'notifications') "
+		"  AND t.table_type = 'BASE TABLE' AND c.data_type IN ('text', "
+		"  'character varying', 'character', 'json', 'jsonb', 'ARRAY', 'USER-DEFINED') "
+		"ORDER BY 1, 2, 3");
+	long long n = 0;
+
+	ck_assert_int_gt(PQntuples(cols), 20);
+	for (int i = 0; i < PQntuples(cols); i++)
+		n += h_sql_int(h_sprintf("SELECT count(*) FROM %s.%s WHERE strpos(%s::text, $1) > 0",
+			PQgetvalue(cols, i, 0), PQgetvalue(cols, i, 1), PQgetvalue(cols, i, 2)),
+			needle);
+	return n;
+}
+
+/* Messages on a DLQ topic keyed by the user. */
+static int dlq_count(const char *topic, const char *user)
+{
+	struct h_kmsgs *all = h_kafka_read_all(topic, 5000);
+	int n = 0;
+
+	for (size_t i = 0; i < all->n; i++)
+		if (all->v[i].key && !strcmp(all->v[i].key, user))
+			n++;
+	return n;
+}
+
+/* issue 30 item 1: the contract's own shape of a deleted user (displayName
+ * null) reaches both identity groups: no dead letter; the calendar replica
+ * is a tombstone (name and avatar NULL, status Deleted) and the agent
+ * departs (Available slot archived, Pending declined with AgentUnavailable);
+ * the notifications contact is erased; the name, avatar, e-mail and phone
+ * are in no column of either schema.  Deleted is final: an older or a newer
+ * Active message after it, and a replay of everything from the start
+ * (inbox rows gone), change nothing. */
+START_TEST(deleted_agent_erased)
+{
+	struct h_agent a = mk_agent(NULL);
+	const char *tag = h_uuid();
+	const char *name = h_sprintf("Стираемый Агент %.8s", tag);
+	const char *avatar = h_sprintf("https://cdn.example.com/avatar-%s.png", tag);
+	const char *email = h_sprintf("erase-%s@example.com", tag);
+	const char *phone = h_sprintf("+7998%07d", (int)(h_sql_int("SELECT (random() * 9999999)::int")));
+	const char *needles[] = { name, avatar, email, phone, tag };
+	const char *active_rest = h_sprintf("\"displayName\":\"%s\",\"avatarUrl\":\"%s\","
+		"\"email\":\"%s\",\"phone\":\"%s\",\"locale\":\"ru\",\"timeZone\":\"Europe/Moscow\","
+		"\"status\":\"Active\"", name, avatar, email, phone);
+	const char *deleted_rest = "\"displayName\":null,\"avatarUrl\":null,\"email\":null,"
+		"\"phone\":null,\"locale\":null,\"timeZone\":null,\"status\":\"Deleted\"";
+	const char *rep = "SELECT coalesce(display_name, '-') || '/' || coalesce(avatar_url, '-') "
+		"|| '/' || status || '/' || last_event_at || '/' || updated_at "
+		"FROM calendar.user_replicas WHERE user_id = $1::uuid";
+	const char *con = "SELECT concat_ws('/', coalesce(display_name, '-'), "
+		"coalesce(email, '-'), coalesce(phone, '-'), status) "
+		"FROM notifications.recipient_contacts WHERE user_id = $1::uuid";
+	char *m_active = h_uuid(), *m_deleted = h_uuid(), *m_newer = h_uuid();
+	char *v_active = user_env(m_active, a.id, h_iso_in(-120), "pin.identity.user-updated",
+			active_rest);
+	char *v_deleted = user_env(m_deleted, a.id, h_iso_in(-60), "pin.identity.user-deleted",
+			deleted_rest);
+	char *s[2], *inv, *apt, *before;
+	const char *replay[3];
+
+	/* the agent as identity knows it: a distinctive name, avatar, contacts */
+	ck_assert_int_eq(h_kafka_produce(T_USERS, a.id, v_active), 0);
+	wait_both(m_active);
+	ck_assert_str_eq(h_sql_scalar("SELECT display_name FROM calendar.user_replicas "
+		"WHERE user_id = $1::uuid", a.id), name);
+	ck_assert_int_gt(rows_with(email), 0);
+	publish(&a, 2, 3, s);
+	apt = book_ok(s[0], &inv);
+	ck_assert_str_eq(col("appointments", "status", apt), "Pending");
+
+	/* deleted, in the contract's shape */
+	ck_assert_int_eq(h_kafka_produce(T_USERS, a.id, v_deleted), 0);
+	wait_both(m_deleted);
+	ck_assert_str_eq(h_sql_scalar("SELECT coalesce(display_name, '-') || '/' || "
+		"coalesce(avatar_url, '-') || '/' || status FROM calendar.user_replicas "
+		"WHERE user_id = $1::uuid", a.id), "-/-/Deleted");
+	ck_assert_str_eq(h_sql_scalar(con, a.id), "-/-/-/Deleted");
+	/* the departure, as for a Deactivated agent */
+	ck_assert_str_eq(col("availability_slots", "status", s[1]), "Archived");
+	ck_assert_str_eq(col("appointments", "status", apt), "Declined");
+	ck_assert_str_eq(col("appointments", "cancelled_by", apt), "System");
+	ck_assert_int_eq(outbox_cancelled(apt, "AgentUnavailable"), 1);
+	h_assert_problem(h_post(BATCHES, a.token, batch_body(1, 5)), 409, "AGENT_UNAVAILABLE");
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid AND kind = 'AppointmentCancelled' "
+		"  AND payload->>'reason' = 'AgentUnavailable'", inv) > 0, WAIT_MS),
+		"investor not notified");
+	ck_assert_int_eq(dlq_count("calendar-identity-users.dlq", a.id), 0);
+	ck_assert_int_eq(dlq_count("notifications-identity-users.dlq", a.id), 0);
+	for (size_t i = 0; i < sizeof(needles) / sizeof(*needles); i++)
+		ck_assert_msg(rows_with(needles[i]) == 0, "%s still stored", needles[i]);
+	before = h_sql_scalar(rep, a.id);
+
+	/* Deleted is final: a newer Active message does not bring the name back */
+	ck_assert_int_eq(h_kafka_produce(T_USERS, a.id, user_env(m_newer, a.id, h_iso_in(0),
+		"pin.identity.user-updated", active_rest)), 0);
+	wait_both(m_newer);
+	ck_assert_str_eq(h_sql_scalar(rep, a.id), before);
+	ck_assert_str_eq(h_sql_scalar(con, a.id), "-/-/-/Deleted");
+
+	/* a replay from offset 0 (inbox rows purged): the same messages in one
+	 * batch, the older Active one first; nothing changes */
+	h_sql("DELETE FROM calendar.inbox WHERE message_id IN ($1::uuid, $2::uuid, $3::uuid)",
+		m_active, m_deleted, m_newer);
+	h_sql("DELETE FROM notifications.processed_messages "
+		"WHERE message_id IN ($1::uuid, $2::uuid, $3::uuid)", m_active, m_deleted, m_newer);
+	replay[0] = v_active;
+	replay[1] = v_deleted;
+	replay[2] = user_env(m_newer, a.id, h_iso_in(0), "pin.identity.user-updated", active_rest);
+	ck_assert_int_eq(h_kafka_produce_batch(T_USERS, a.id, replay, 3), 0);
+	wait_both(m_active);
+	wait_both(m_deleted);
+	wait_both(m_newer);
+	ck_assert_str_eq(h_sql_scalar(rep, a.id), before);
+	ck_assert_str_eq(h_sql_scalar(con, a.id), "-/-/-/Deleted");
+	ck_assert_int_eq(outbox_cancelled(apt, "AgentUnavailable"), 1);
+	ck_assert_int_eq(dlq_count("calendar-identity-users.dlq", a.id), 0);
+	ck_assert_int_eq(dlq_count("notifications-identity-users.dlq", a.id), 0);
+	for (size_t i = 0; i < sizeof(needles) / sizeof(*needles); i++)
+		ck_assert_msg(rows_with(needles[i]) == 0, "%s stored again", needles[i]);
+}
+END_TEST
+
 /* =============================================================== views */
 
 struct world {
@@ -457,6 +617,7 @@ Suite *make_team_suite(void)
 	tcase_add_test(tc, departed_agent_cascade);
 	tcase_add_test(tc, departed_agent_returns);
 	tcase_add_test(tc, departed_agent_idempotent);
+	tcase_add_test(tc, deleted_agent_erased);
 	suite_add_tcase(s, tc);
 
 	tc = h_tcase("views", 120);

@@ -200,7 +200,7 @@ START_TEST(statements_from_the_column_list)
 		"ON CONFLICT (user_id) DO UPDATE SET display_name = EXCLUDED.display_name, "
 		"avatar_url = EXCLUDED.avatar_url, status = EXCLUDED.status, "
 		"last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
-		"WHERE r.last_event_at IS NULL OR r.last_event_at < EXCLUDED.last_event_at "
+		"WHERE (r.last_event_at IS NULL OR r.last_event_at < EXCLUDED.last_event_at) "
 		"RETURNING r.user_id, r.status");
 	ck_assert_str_eq(rp.sql_set_,
 		"INSERT INTO calendar.user_replicas AS r (user_id, display_name, avatar_url, "
@@ -212,9 +212,30 @@ START_TEST(statements_from_the_column_list)
 		"ON CONFLICT (user_id) DO UPDATE SET display_name = EXCLUDED.display_name, "
 		"avatar_url = EXCLUDED.avatar_url, status = EXCLUDED.status, "
 		"last_event_at = EXCLUDED.last_event_at, updated_at = EXCLUDED.updated_at "
-		"WHERE r.last_event_at IS NULL OR r.last_event_at < EXCLUDED.last_event_at "
+		"WHERE (r.last_event_at IS NULL OR r.last_event_at < EXCLUDED.last_event_at) "
 		"RETURNING r.user_id, r.status");
 	ck_assert_str_eq(rp.stmt_set_, "identity_upsert_set");
+}
+END_TEST
+
+/* final_status: a row in that status takes no message any more (both
+ * statements); a status that is not a word is refused at registration. */
+START_TEST(final_status_in_both_statements)
+{
+	struct pin_registrar reg = { .size = sizeof(reg), .consumer = t_consumer };
+	const char *tail = "WHERE (r.last_event_at IS NULL OR r.last_event_at < "
+		"EXCLUDED.last_event_at) AND r.status IS DISTINCT FROM 'Deleted' "
+		"RETURNING r.user_id, r.status";
+	char err[128];
+
+	rp.final_status = "Deleted";
+	ck_assert_int_eq(pc_replica_register(&reg, &rp, err, sizeof(err)), 0);
+	ck_assert_str_eq(rp.sql_one_ + strlen(rp.sql_one_) - strlen(tail), tail);
+	ck_assert_str_eq(rp.sql_set_ + strlen(rp.sql_set_) - strlen(tail), tail);
+	rp.final_status = "Dele'ted";
+	ck_assert_int_ne(pc_replica_register(&reg, &rp, err, sizeof(err)), 0);
+	ck_assert_str_eq(err, "test: replica calendar.user_replicas: final_status is not a word");
+	rp.final_status = NULL;
 }
 END_TEST
 
@@ -301,6 +322,7 @@ Suite *make_replica_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, statements_from_the_column_list);
+	tcase_add_test(tc, final_status_in_both_statements);
 	tcase_add_test(tc, message_path);
 	tcase_add_test(tc, batch_path);
 	suite_add_tcase(s, tc);

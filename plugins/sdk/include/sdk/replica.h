@@ -12,7 +12,8 @@
  *     messages as runs of distinct users (pc_batch_runs), each run ONE
  *     upsert of json_to_recordset with the same newest-wins condition;
  *   - a message older than the row changes nothing and counts in the
- *     plugin's stale metric; a message the plugin applies otherwise (its
+ *     plugin's stale metric, as does any message for a row whose status is
+ *     the plugin's final_status (a deleted user stays deleted); a message the plugin applies otherwise (its
  *     parse sets alone, e.g. an erasure) runs on its own in its place;
  *   - after a row is applied, the plugin's applied() sees its stored
  *     status (e.g. the departure cascade of an agent no longer Active).
@@ -52,7 +53,11 @@ struct pc_replica {
 	const char *code_db;        /* RETRY code of a failed upsert */
 	const char *what;           /* the per-message upsert in its RETRY detail:
 	                             * "<what> failed (<SQLSTATE>)" */
-	const char *stale_metric;   /* counter of messages older than their row */
+	const char *stale_metric;   /* counter of messages older than their row
+	                             * (or arriving after final_status) */
+	const char *final_status;   /* a stored status no later message changes
+	                             * (e.g. "Deleted": erased for good); it then
+	                             * counts as stale.  NULL: none.  Letters only */
 	/* The message's contract: OK with row filled; FATAL or RETRY with res
 	 * filled (pc_consume_fail).  Called once per message on either path. */
 	enum pin_consume_status (*parse)(const struct pin_msg *msg,
