@@ -17,8 +17,13 @@ struct pin_auth_principal {
 };
 /* Reads jwt_hs256_secret, jwt_rs256_public_key_file, jwt_issuer, jwt_audience
  * from config.  0 ok, -1 bad key file (logged). */
+/* Builds the key set (keys, issuer, audience) from the configuration now
+ * loaded and makes it live; called again it is a reload: on failure (-1) the
+ * running set stays.  Verifications in flight keep the set they began with. */
 int pin_auth_init(void);
 void pin_auth_fini(void);
+/* how many key sets pin_auth_init has made live (0: none yet) */
+unsigned long pin_auth_generation(void);
 /* Verifies "Bearer <jwt>" header value.  0 ok (out filled, free with
  * pin_auth_principal_clear), -1 invalid with a reason in err (not secret). */
 int pin_auth_verify(const char *authorization, struct pin_auth_principal *out,

@@ -1,28 +1,47 @@
 /*
  * auth.c -- JWT (RFC 7519) verification of "Authorization: Bearer <jwt>".
  *
- * Accepted: HS256 (HMAC-SHA256 with config jwt_hs256_secret) and RS256
- * (RSASSA-PKCS1-v1_5 SHA-256 with the PEM public key in
- * jwt_rs256_public_key_file).  A token is verified only with the key of the
- * algorithm its header names, and only if that key is configured, so an HS256
- * token can never be checked against the RSA public key (algorithm
- * confusion); "none" and every other alg are refused.
+ * Accepted: HS256 (HMAC-SHA256 with config jwt_hs256_secret), RS256
+ * (RSASSA-PKCS1-v1_5 SHA-256) and ES256 (ECDSA P-256 SHA-256).  The public
+ * keys come from a JSON Web Key Set (RFC 7517) in jwt_jwks_file, chosen by
+ * the token's "kid", and/or from one RSA PEM in jwt_rs256_public_key_file.
+ * A token is verified only with a key of the algorithm its header names, and
+ * only if such a key is configured, so an HS256 token can never be checked
+ * against a public key (algorithm confusion); "none" and every other alg are
+ * refused.  Key selection:
+ *   - a token with a kid, when a key set is configured: the set's key of that
+ *     kid and alg, nothing else ("unknown key id" otherwise: a key that left
+ *     the set is refused from the moment the set is re-read);
+ *   - a token without a kid: the set's only key of its alg, else the PEM key
+ *     (RS256), else refused ("missing kid").
+ *   - with no key set configured the kid is not looked at (the PEM key).
  *
- * All crypto and base64 is OpenSSL's.  The key material is read once by
- * pin_auth_init() (main thread, before any request); pin_auth_verify() only
- * reads it and is thread-safe.  Error strings never contain the token.
+ * All crypto and base64 is OpenSSL's.  The key material, issuer and audience
+ * form one immutable key set, built by pin_auth_init() and swapped in whole:
+ * calling it again (a reload) builds the new set from the configuration now
+ * loaded and, only if that succeeds, replaces the live one, so a bad file
+ * leaves the running keys in place.  pin_auth_verify() holds a reference to
+ * the set it started with, so a reload never pulls a key out from under a
+ * verification in flight; it is thread-safe.  Error strings never contain the
+ * token.
  */
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/ecdsa.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/param_build.h>
 #include <openssl/pem.h>
 
 #include "api.h"
@@ -30,14 +49,31 @@
 #define AUTH_MAX_TOKEN     8192      /* bytes of the compact JWT */
 #define AUTH_LEEWAY_S      60        /* exp / nbf clock skew */
 #define AUTH_MAX_PERMS     256
+#define AUTH_MAX_JWKS      (1 << 20) /* bytes of the key set file */
+#define AUTH_MAX_KEYS      64        /* keys kept from one set */
 
-static struct {
+enum jwk_alg { JWK_RS256, JWK_ES256 };
+
+struct jwk {
+	char *kid;                       /* NULL: the key has none */
+	enum jwk_alg alg;
+	EVP_PKEY *key;
+};
+
+struct keyset {
+	int refs;                        /* under ks_mu */
 	unsigned char *hs_secret;        /* NULL: HS256 not configured */
 	size_t hs_len;
-	EVP_PKEY *rs_key;                /* NULL: RS256 not configured */
+	EVP_PKEY *rs_key;                /* NULL: no PEM key */
+	struct jwk *jwk;                 /* the key set's usable keys */
+	size_t n_jwk;
 	char *issuer;                    /* NULL: not checked */
 	char *audience;                  /* NULL: not checked */
-} auth;
+};
+
+static pthread_mutex_t ks_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct keyset *live;          /* NULL: not initialised */
+static unsigned long generation;     /* pin_auth_init successes */
 
 static const struct {
 	const char *name;
@@ -70,19 +106,83 @@ static const char *cfg(const char *key)
 	return *v ? v : NULL;
 }
 
-void pin_auth_fini(void)
+static void ks_free(struct keyset *ks)
 {
-	if (auth.hs_secret) {
-		OPENSSL_cleanse(auth.hs_secret, auth.hs_len);
-		free(auth.hs_secret);
+	size_t i;
+
+	if (!ks)
+		return;
+	if (ks->hs_secret) {
+		OPENSSL_cleanse(ks->hs_secret, ks->hs_len);
+		free(ks->hs_secret);
 	}
-	EVP_PKEY_free(auth.rs_key);
-	free(auth.issuer);
-	free(auth.audience);
-	memset(&auth, 0, sizeof(auth));
+	EVP_PKEY_free(ks->rs_key);
+	for (i = 0; i < ks->n_jwk; i++) {
+		free(ks->jwk[i].kid);
+		EVP_PKEY_free(ks->jwk[i].key);
+	}
+	free(ks->jwk);
+	free(ks->issuer);
+	free(ks->audience);
+	free(ks);
 }
 
-static int load_rsa_key(const char *path)
+static struct keyset *ks_get(void)
+{
+	struct keyset *ks;
+
+	pthread_mutex_lock(&ks_mu);
+	ks = live;
+	if (ks)
+		ks->refs++;
+	pthread_mutex_unlock(&ks_mu);
+	return ks;
+}
+
+static void ks_put(struct keyset *ks)
+{
+	int last;
+
+	if (!ks)
+		return;
+	pthread_mutex_lock(&ks_mu);
+	last = --ks->refs == 0;
+	pthread_mutex_unlock(&ks_mu);
+	if (last)
+		ks_free(ks);
+}
+
+/* replaces the live set by ks (NULL: none); the old one goes with its last
+ * reader */
+static void ks_swap(struct keyset *ks)
+{
+	struct keyset *old;
+
+	pthread_mutex_lock(&ks_mu);
+	old = live;
+	live = ks;
+	if (ks)
+		generation++;
+	pthread_mutex_unlock(&ks_mu);
+	ks_put(old);
+}
+
+void pin_auth_fini(void)
+{
+	ks_swap(NULL);
+}
+
+unsigned long pin_auth_generation(void)
+{
+	unsigned long g;
+
+	pthread_mutex_lock(&ks_mu);
+	g = generation;
+	pthread_mutex_unlock(&ks_mu);
+	return g;
+}
+
+static int load_rsa_key(struct keyset *ks, const char *path)
 {
 	FILE *f = NULL;
 	EVP_PKEY *k = NULL;
@@ -110,7 +210,7 @@ static int load_rsa_key(const char *path)
 				"path", path, NULL);
 		goto out;
 	}
-	auth.rs_key = k;
+	ks->rs_key = k;
 	k = NULL;
 	ret = 0;
 out:
@@ -120,40 +220,304 @@ out:
 	return ret;
 }
 
-int pin_auth_init(void)
+static long b64url_decode(const char *src, size_t n, unsigned char **out);
+static json_object *parse_object(const unsigned char *buf, long n);
+
+/* ---- JSON Web Key Set (RFC 7517, keys of RFC 7518 6.2 / 6.3) ------------- */
+
+/* a JWK member's base64url value decoded; -1 absent or invalid */
+static long jwk_bytes(json_object *o, const char *name, unsigned char **out)
 {
-	const char *v;
+	json_object *v;
+	const char *s;
+
+	*out = NULL;
+	if (!json_object_object_get_ex(o, name, &v) ||
+			!json_object_is_type(v, json_type_string))
+		return -1;
+	s = json_object_get_string(v);
+	return b64url_decode(s, strlen(s), out);
+}
+
+static const char *jwk_str(json_object *o, const char *name)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(o, name, &v) ||
+			!json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+static EVP_PKEY *pkey_fromdata(const char *type, OSSL_PARAM_BLD *bld)
+{
+	OSSL_PARAM *params = OSSL_PARAM_BLD_to_param(bld);
+	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, type, NULL);
+	EVP_PKEY_CTX *chk = NULL;
+	EVP_PKEY *k = NULL;
+
+	if (!params || !ctx || EVP_PKEY_fromdata_init(ctx) != 1 ||
+			EVP_PKEY_fromdata(ctx, &k, EVP_PKEY_PUBLIC_KEY, params) != 1)
+		goto out;
+	/* the point is on the curve / the modulus is sane */
+	chk = EVP_PKEY_CTX_new_from_pkey(NULL, k, NULL);
+	if (!chk || EVP_PKEY_public_check(chk) != 1) {
+		EVP_PKEY_free(k);
+		k = NULL;
+	}
+out:
+	EVP_PKEY_CTX_free(chk);
+	EVP_PKEY_CTX_free(ctx);
+	OSSL_PARAM_free(params);
+	return k;
+}
+
+/* RSA public key from n, e; NULL with *why set */
+static EVP_PKEY *jwk_rsa(json_object *o, const char **why)
+{
+	unsigned char *n = NULL, *e = NULL;
+	long nn = jwk_bytes(o, "n", &n), en = jwk_bytes(o, "e", &e);
+	BIGNUM *bn = NULL, *be = NULL;
+	OSSL_PARAM_BLD *bld = NULL;
+	EVP_PKEY *k = NULL;
+
+	*why = "invalid RSA key (n, e)";
+	if (nn <= 0 || en <= 0 || en > 8)
+		goto out;
+	bn = BN_bin2bn(n, (int)nn, NULL);
+	be = BN_bin2bn(e, (int)en, NULL);
+	bld = OSSL_PARAM_BLD_new();
+	if (!bn || !be || !bld ||
+			!OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_N, bn) ||
+			!OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_E, be))
+		goto out;
+	k = pkey_fromdata("RSA", bld);
+	if (k && EVP_PKEY_get_bits(k) < 2048) {
+		*why = "RSA key shorter than 2048 bits";
+		EVP_PKEY_free(k);
+		k = NULL;
+	}
+out:
+	OSSL_PARAM_BLD_free(bld);
+	BN_free(bn);
+	BN_free(be);
+	free(n);
+	free(e);
+	return k;
+}
+
+/* P-256 public key from x, y; NULL with *why set */
+static EVP_PKEY *jwk_ec(json_object *o, const char **why)
+{
+	unsigned char *x = NULL, *y = NULL, pub[65];
+	long xn = jwk_bytes(o, "x", &x), yn = jwk_bytes(o, "y", &y);
+	const char *crv = jwk_str(o, "crv");
+	OSSL_PARAM_BLD *bld = NULL;
+	EVP_PKEY *k = NULL;
+
+	*why = "invalid EC key (x, y)";
+	if (!crv || strcmp(crv, "P-256") != 0) {
+		*why = "EC curve other than P-256";
+		goto out;
+	}
+	if (xn != 32 || yn != 32)
+		goto out;
+	pub[0] = 0x04;               /* uncompressed point (SEC 1 2.3.3) */
+	memcpy(pub + 1, x, 32);
+	memcpy(pub + 33, y, 32);
+	bld = OSSL_PARAM_BLD_new();
+	if (!bld || !OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME,
+				"prime256v1", 0) ||
+			!OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY,
+				pub, sizeof(pub)))
+		goto out;
+	k = pkey_fromdata("EC", bld);
+out:
+	OSSL_PARAM_BLD_free(bld);
+	free(x);
+	free(y);
+	return k;
+}
+
+static void jwk_skip(const char *path, size_t i, const char *kid, const char *why)
+{
+	char idx[24];
+
+	snprintf(idx, sizeof(idx), "%zu", i);
+	pin_log(PIN_LOG_WARN, "jwt_jwks_file: key not used", "path", path,
+			"index", idx, "kid", kid ? kid : "", "reason", why, NULL);
+}
+
+/*
+ * Reads the key set at path into ks.  A key the set may legitimately hold
+ * but this host cannot use (another use, alg or curve) is skipped with a
+ * warning, as a provider's set often carries such keys; a file that is not
+ * a key set, holds private key material, repeats a kid or leaves no usable
+ * key is refused.
+ */
+static int load_jwks(struct keyset *ks, const char *path)
+{
+	static const char *const private_members[] = { "d", "p", "q", "dp", "dq",
+		"qi", "oth", "k" };
+	unsigned char *buf = NULL;
+	json_object *doc = NULL, *keys, *o;
+	FILE *f = NULL;
+	struct stat st;
+	size_t i, j, n, got;
 	int ret = -1;
 
-	pin_auth_fini();
+	f = fopen(path, "r");
+	if (!f || fstat(fileno(f), &st) < 0) {
+		pin_log(PIN_LOG_ERROR, "cannot open jwt_jwks_file", "path", path,
+				"error", strerror(errno), NULL);
+		goto out;
+	}
+	if (st.st_size <= 0 || st.st_size > AUTH_MAX_JWKS) {
+		pin_log(PIN_LOG_ERROR, "jwt_jwks_file: empty or larger than 1 MiB",
+				"path", path, NULL);
+		goto out;
+	}
+	buf = malloc((size_t)st.st_size);
+	if (!buf)
+		goto out;
+	got = fread(buf, 1, (size_t)st.st_size, f);
+	doc = parse_object(buf, (long)got);
+	if (!doc || !json_object_object_get_ex(doc, "keys", &keys) ||
+			!json_object_is_type(keys, json_type_array)) {
+		pin_log(PIN_LOG_ERROR, "jwt_jwks_file is not a JSON Web Key Set "
+				"(an object with a \"keys\" array)", "path", path, NULL);
+		goto out;
+	}
+	n = json_object_array_length(keys);
+	ks->jwk = calloc(n < AUTH_MAX_KEYS ? n + 1 : AUTH_MAX_KEYS, sizeof(*ks->jwk));
+	if (!ks->jwk)
+		goto out;
+	for (i = 0; i < n; i++) {
+		const char *kty, *use, *alg, *kid, *why = NULL;
+		enum jwk_alg a;
+		EVP_PKEY *k;
 
+		o = json_object_array_get_idx(keys, i);
+		if (!json_object_is_type(o, json_type_object)) {
+			pin_log(PIN_LOG_ERROR, "jwt_jwks_file: a key is not an object",
+					"path", path, NULL);
+			goto out;
+		}
+		for (j = 0; j < sizeof(private_members) / sizeof(*private_members); j++)
+			if (json_object_object_get_ex(o, private_members[j], NULL)) {
+				pin_log(PIN_LOG_ERROR, "jwt_jwks_file holds private or "
+						"symmetric key material: publish public keys only",
+						"path", path, "member", private_members[j], NULL);
+				goto out;
+			}
+		kty = jwk_str(o, "kty");
+		use = jwk_str(o, "use");
+		alg = jwk_str(o, "alg");
+		kid = jwk_str(o, "kid");
+		if (use && strcmp(use, "sig") != 0) {
+			jwk_skip(path, i, kid, "use is not sig");
+			continue;
+		}
+		if (kty && strcmp(kty, "RSA") == 0 && (!alg || !strcmp(alg, "RS256"))) {
+			a = JWK_RS256;
+			k = jwk_rsa(o, &why);
+		} else if (kty && strcmp(kty, "EC") == 0 && (!alg || !strcmp(alg, "ES256"))) {
+			a = JWK_ES256;
+			k = jwk_ec(o, &why);
+		} else {
+			jwk_skip(path, i, kid, "kty/alg other than RSA/RS256 or EC/ES256");
+			continue;
+		}
+		if (!k) {
+			jwk_skip(path, i, kid, why);
+			continue;
+		}
+		for (j = 0; kid && j < ks->n_jwk; j++)
+			if (ks->jwk[j].kid && !strcmp(ks->jwk[j].kid, kid) &&
+					ks->jwk[j].alg == a) {
+				EVP_PKEY_free(k);
+				pin_log(PIN_LOG_ERROR, "jwt_jwks_file: two keys with one kid",
+						"path", path, "kid", kid, NULL);
+				goto out;
+			}
+		if (ks->n_jwk == AUTH_MAX_KEYS) {
+			EVP_PKEY_free(k);
+			jwk_skip(path, i, kid, "more than 64 usable keys");
+			continue;
+		}
+		ks->jwk[ks->n_jwk].alg = a;
+		ks->jwk[ks->n_jwk].key = k;
+		if (kid && !(ks->jwk[ks->n_jwk].kid = strdup(kid))) {
+			EVP_PKEY_free(k);
+			goto out;
+		}
+		ks->n_jwk++;
+	}
+	if (!ks->n_jwk) {
+		pin_log(PIN_LOG_ERROR, "jwt_jwks_file has no usable key "
+				"(RSA >= 2048 bits for RS256, EC P-256 for ES256)",
+				"path", path, NULL);
+		goto out;
+	}
+	ret = 0;
+out:
+	json_object_put(doc);
+	free(buf);
+	if (f)
+		fclose(f);
+	return ret;
+}
+
+int pin_auth_init(void)
+{
+	struct keyset *ks = calloc(1, sizeof(*ks));
+	const char *v;
+	char nkeys[24];
+
+	if (!ks)
+		return -1;
+	ks->refs = 1;
 	v = cfg("jwt_hs256_secret");
 	if (v) {
-		auth.hs_len = strlen(v);
-		auth.hs_secret = malloc(auth.hs_len);
-		if (!auth.hs_secret)
-			goto out;
-		memcpy(auth.hs_secret, v, auth.hs_len);
-		if (auth.hs_len < 32)
+		ks->hs_len = strlen(v);
+		ks->hs_secret = malloc(ks->hs_len);
+		if (!ks->hs_secret)
+			goto fail;
+		memcpy(ks->hs_secret, v, ks->hs_len);
+		if (ks->hs_len < 32)
 			pin_log(PIN_LOG_WARN, "jwt_hs256_secret is shorter than 32 bytes", NULL);
 	}
 	v = cfg("jwt_rs256_public_key_file");
-	if (v && load_rsa_key(v) < 0)
-		goto out;
+	if (v && load_rsa_key(ks, v) < 0)
+		goto fail;
+	v = cfg("jwt_jwks_file");
+	if (v && load_jwks(ks, v) < 0)
+		goto fail;
 	v = cfg("jwt_issuer");
-	if (v && !(auth.issuer = strdup(v)))
-		goto out;
+	if (v && !(ks->issuer = strdup(v)))
+		goto fail;
 	v = cfg("jwt_audience");
-	if (v && !(auth.audience = strdup(v)))
-		goto out;
-	if (!auth.hs_secret && !auth.rs_key)
+	if (v && !(ks->audience = strdup(v)))
+		goto fail;
+	/* a key set is an identity provider's, which signs tokens for other
+	 * services too: without iss and aud one of theirs would be ours
+	 * (RFC 8725 3.9) */
+	if (ks->n_jwk && (!ks->issuer || !ks->audience)) {
+		pin_log(PIN_LOG_ERROR, "jwt_jwks_file needs jwt_issuer and jwt_audience",
+				NULL);
+		goto fail;
+	}
+	if (!ks->hs_secret && !ks->rs_key && !ks->n_jwk)
 		pin_log(PIN_LOG_WARN, "no JWT key configured (jwt_hs256_secret, "
-				"jwt_rs256_public_key_file): every token is refused", NULL);
-	ret = 0;
-out:
-	if (ret < 0)
-		pin_auth_fini();
-	return ret;
+				"jwt_jwks_file, jwt_rs256_public_key_file): every token "
+				"is refused", NULL);
+	snprintf(nkeys, sizeof(nkeys), "%zu", ks->n_jwk);
+	ks_swap(ks);
+	pin_log(PIN_LOG_INFO, "jwt keys loaded", "key_set_keys", nkeys, NULL);
+	return 0;
+fail:
+	ks_free(ks);
+	return -1;
 }
 
 void pin_auth_principal_clear(struct pin_auth_principal *p)
@@ -283,14 +647,14 @@ static int get_numeric_date(json_object *obj, const char *key, double *t)
 	return 0;
 }
 
-static int verify_hs256(const char *input, size_t inlen,
+static int verify_hs256(const struct keyset *ks, const char *input, size_t inlen,
 		const unsigned char *sig, long siglen)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
 	int ret = -1;
 
-	if (!HMAC(EVP_sha256(), auth.hs_secret, (int)auth.hs_len,
+	if (!HMAC(EVP_sha256(), ks->hs_secret, (int)ks->hs_len,
 			(const unsigned char *)input, inlen, md, &mdlen))
 		goto out;
 	if (siglen != (long)mdlen || CRYPTO_memcmp(md, sig, mdlen) != 0)
@@ -301,29 +665,86 @@ out:
 	return ret;
 }
 
-static int verify_rs256(const char *input, size_t inlen,
-		const unsigned char *sig, long siglen)
+/* SHA-256 signature sig over input with key: RS256 as is; ES256 is JOSE's
+ * r || s (RFC 7518 3.4), which OpenSSL takes as a DER ECDSA-Sig-Value */
+static int verify_pk(EVP_PKEY *key, enum jwk_alg alg, const char *input,
+		size_t inlen, const unsigned char *sig, long siglen)
 {
 	EVP_MD_CTX *ctx = NULL;
-	int ret = -1;
+	ECDSA_SIG *es = NULL;
+	BIGNUM *r = NULL, *s = NULL;
+	unsigned char *der = NULL;
+	const unsigned char *v = sig;
+	size_t vlen = (size_t)siglen;
+	int dlen, ret = -1;
 
-	if (siglen <= 0 || siglen != EVP_PKEY_get_size(auth.rs_key))
-		goto out;
+	if (alg == JWK_RS256) {
+		if (siglen <= 0 || siglen != EVP_PKEY_get_size(key))
+			goto out;
+	} else {
+		if (siglen != 64)
+			goto out;
+		es = ECDSA_SIG_new();
+		r = BN_bin2bn(sig, 32, NULL);
+		s = BN_bin2bn(sig + 32, 32, NULL);
+		if (!es || !r || !s || ECDSA_SIG_set0(es, r, s) != 1)
+			goto out;
+		r = s = NULL;
+		dlen = i2d_ECDSA_SIG(es, &der);
+		if (dlen <= 0)
+			goto out;
+		v = der;
+		vlen = (size_t)dlen;
+	}
 	ctx = EVP_MD_CTX_new();
 	if (!ctx)
 		goto out;
-	if (EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, auth.rs_key) != 1)
+	if (EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, key) != 1)
 		goto out;
-	if (EVP_DigestVerify(ctx, sig, (size_t)siglen,
-			(const unsigned char *)input, inlen) != 1)
+	if (EVP_DigestVerify(ctx, v, vlen, (const unsigned char *)input, inlen) != 1)
 		goto out;
 	ret = 0;
 out:
 	EVP_MD_CTX_free(ctx);
+	ECDSA_SIG_free(es);
+	BN_free(r);
+	BN_free(s);
+	OPENSSL_free(der);
 	return ret;
 }
 
-static int aud_matches(json_object *payload)
+/*
+ * The public key a token of alg (RS256/ES256) and kid (NULL: none) is
+ * checked with, by the rules at the top of this file; NULL with *why set.
+ */
+static EVP_PKEY *pick_key(const struct keyset *ks, enum jwk_alg alg,
+		const char *kid, const char **why)
+{
+	EVP_PKEY *only = NULL;
+	size_t i, n = 0;
+
+	if (ks->n_jwk && kid) {
+		for (i = 0; i < ks->n_jwk; i++)
+			if (ks->jwk[i].alg == alg && ks->jwk[i].kid &&
+					strcmp(ks->jwk[i].kid, kid) == 0)
+				return ks->jwk[i].key;
+		*why = "unknown key id";
+		return NULL;
+	}
+	for (i = 0; i < ks->n_jwk; i++)
+		if (ks->jwk[i].alg == alg) {
+			only = ks->jwk[i].key;
+			n++;
+		}
+	if (n == 1)
+		return only;
+	if (alg == JWK_RS256 && ks->rs_key)
+		return ks->rs_key;
+	*why = n ? "missing kid" : "unsupported alg";
+	return NULL;
+}
+
+static int aud_matches(const struct keyset *ks, json_object *payload)
 {
 	json_object *v, *e;
 	size_t i, n;
@@ -331,14 +752,14 @@ static int aud_matches(json_object *payload)
 	if (!json_object_object_get_ex(payload, "aud", &v))
 		return 0;
 	if (json_object_is_type(v, json_type_string))
-		return strcmp(json_object_get_string(v), auth.audience) == 0;
+		return strcmp(json_object_get_string(v), ks->audience) == 0;
 	if (!json_object_is_type(v, json_type_array))
 		return 0;
 	n = json_object_array_length(v);
 	for (i = 0; i < n; i++) {
 		e = json_object_array_get_idx(v, i);
 		if (json_object_is_type(e, json_type_string) &&
-				strcmp(json_object_get_string(e), auth.audience) == 0)
+				strcmp(json_object_get_string(e), ks->audience) == 0)
 			return 1;
 	}
 	return 0;
@@ -417,8 +838,10 @@ out:
 int pin_auth_verify(const char *authorization, struct pin_auth_principal *out,
 		char *err, size_t errlen)
 {
-	const char *tok, *dot1, *dot2, *end, *alg, *typ;
+	const char *tok, *dot1, *dot2, *end, *alg, *typ, *kid, *why = NULL;
+	struct keyset *ks = ks_get();
 	unsigned char *hdr_raw = NULL, *pl_raw = NULL, *sig = NULL;
+	EVP_PKEY *pk;
 	json_object *hdr = NULL, *payload = NULL, *v;
 	long hdr_n, pl_n, sig_n;
 	size_t toklen;
@@ -486,12 +909,28 @@ int pin_auth_verify(const char *authorization, struct pin_auth_principal *out,
 		seterr(err, errlen, "unsupported crit header");
 		goto out;
 	}
+	kid = get_string(hdr, "kid", &present);
+	if (present && !kid) {
+		seterr(err, errlen, "invalid kid");
+		goto out;
+	}
+	if (!ks) {
+		seterr(err, errlen, "unsupported alg");
+		goto out;
+	}
 
-	/* signature, with the key of the named alg only */
-	if (strcmp(alg, "HS256") == 0 && auth.hs_secret) {
-		r = verify_hs256(tok, (size_t)(dot2 - tok), sig, sig_n);
-	} else if (strcmp(alg, "RS256") == 0 && auth.rs_key) {
-		r = verify_rs256(tok, (size_t)(dot2 - tok), sig, sig_n);
+	/* signature, with a key of the named alg only */
+	if (strcmp(alg, "HS256") == 0 && ks->hs_secret) {
+		r = verify_hs256(ks, tok, (size_t)(dot2 - tok), sig, sig_n);
+	} else if (strcmp(alg, "RS256") == 0 || strcmp(alg, "ES256") == 0) {
+		enum jwk_alg a = alg[0] == 'R' ? JWK_RS256 : JWK_ES256;
+
+		pk = pick_key(ks, a, kid, &why);
+		if (!pk) {
+			seterr(err, errlen, why);
+			goto out;
+		}
+		r = verify_pk(pk, a, tok, (size_t)(dot2 - tok), sig, sig_n);
 	} else {
 		seterr(err, errlen, "unsupported alg");
 		goto out;
@@ -526,15 +965,15 @@ int pin_auth_verify(const char *authorization, struct pin_auth_principal *out,
 		seterr(err, errlen, "token not yet valid");
 		goto out;
 	}
-	if (auth.issuer) {
+	if (ks->issuer) {
 		const char *iss = get_string(payload, "iss", &present);
 
-		if (!iss || strcmp(iss, auth.issuer) != 0) {
+		if (!iss || strcmp(iss, ks->issuer) != 0) {
 			seterr(err, errlen, "wrong issuer");
 			goto out;
 		}
 	}
-	if (auth.audience && !aud_matches(payload)) {
+	if (ks->audience && !aud_matches(ks, payload)) {
 		seterr(err, errlen, "wrong audience");
 		goto out;
 	}
@@ -544,6 +983,7 @@ int pin_auth_verify(const char *authorization, struct pin_auth_principal *out,
 out:
 	if (ret < 0)
 		pin_auth_principal_clear(out);
+	ks_put(ks);
 	json_object_put(hdr);
 	json_object_put(payload);
 	free(hdr_raw);

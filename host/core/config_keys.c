@@ -169,13 +169,17 @@ const struct pin_config_key pin_config_host_keys[] = {
 	  "commit redelivers; the inbox dedupes)"),
 
 	/* ---- authentication */
-	K("jwt_hs256_secret", PIN_CFG_STRING, "", API, SECRET, 32, 4096, NULL, "bytes",
+	K("jwt_hs256_secret", PIN_CFG_STRING, "", API, SECRET | RELOAD, 32, 4096, NULL, "bytes",
 	  "authentication", "HS256 shared secret of the bearer tokens; empty: no HS256"),
-	K("jwt_rs256_public_key_file", PIN_CFG_PATH, "", API, 0, 0, 0, NULL, NULL,
+	K("jwt_jwks_file", PIN_CFG_PATH, "", API, RELOAD, 0, 0, NULL, NULL,
+	  "authentication", "the identity provider's JSON Web Key Set (RFC 7517): RSA "
+	  "(>= 2048 bits, RS256) and EC P-256 (ES256) keys chosen by the token's kid; "
+	  "needs jwt_issuer and jwt_audience"),
+	K("jwt_rs256_public_key_file", PIN_CFG_PATH, "", API, RELOAD, 0, 0, NULL, NULL,
 	  "authentication", "the identity service's RSA public key (PEM, >= 2048 bits) for RS256"),
-	K("jwt_issuer", PIN_CFG_STRING, "", API, 0, 0, 0, NULL, NULL, "authentication",
+	K("jwt_issuer", PIN_CFG_STRING, "", API, RELOAD, 0, 0, NULL, NULL, "authentication",
 	  "required iss of the tokens; empty: not checked"),
-	K("jwt_audience", PIN_CFG_STRING, "", API, 0, 0, 0, NULL, NULL, "authentication",
+	K("jwt_audience", PIN_CFG_STRING, "", API, RELOAD, 0, 0, NULL, NULL, "authentication",
 	  "required aud of the tokens; empty: not checked"),
 
 	/* ---- testing */

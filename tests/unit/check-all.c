@@ -29,6 +29,7 @@ int main(void)
 	srunner_add_suite(sr, make_problem_suite());
 	srunner_add_suite(sr, make_config_suite());
 	srunner_add_suite(sr, make_jwt_suite());
+	srunner_add_suite(sr, make_jwks_suite());
 	srunner_add_suite(sr, make_loader_suite());
 	srunner_add_suite(sr, make_calendar_rules_suite());
 	srunner_add_suite(sr, make_slots_rules_suite());

@@ -7,6 +7,7 @@
 Suite *make_router_suite(void);
 Suite *make_json_suite(void);
 Suite *make_jwt_suite(void);
+Suite *make_jwks_suite(void);
 Suite *make_config_suite(void);
 Suite *make_loader_suite(void);
 Suite *make_problem_suite(void);
