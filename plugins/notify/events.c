@@ -8,10 +8,12 @@
  * such message counted in pin_consumer_contract_version_mismatch_total);
  * 2. required fields (else FATAL
  * NTF_INVALID_PAYLOAD -> DLQ); 3. mapping topic -> Kind -> recipients (no-op
- * branches are filtered and acknowledged; unknown Origin/Reason: warning,
- * nothing built); 4. stale reminder guard; after-final guard; 5. per
+ * branches are filtered and acknowledged; unknown Origin/Reason/Status/
+ * Outcome: warning, nothing built; unknown Kind: warning, mapped as usual);
+ * 4. stale reminder guard; after-final guard; 5. per
  * recipient: settings (overrides, GlobalMute, quiet hours), template
- * (Kind, Locale, Channel, Role) with the ru fallback, contact replica names;
+ * (Kind, Locale, Channel, Role) with the ru fallback, contact replica names
+ * and the address snapshot (e-mail / phone into the row, dispatch.c);
  * 6. INSERT ... ON CONFLICT DO NOTHING (INV-NTF-1 and the ReminderId key);
  * 7./8. the host commits and acknowledges, or DLQs a FATAL.
  *
