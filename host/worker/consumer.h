@@ -113,6 +113,8 @@ void cons_commits_revoke(struct cons *c, const rd_kafka_topic_partition_list_t *
 int cons_dlq_send(struct cons *c, const rd_kafka_message_t *m,
 		const char *code, const char *detail);
 void cons_dlq_destroy(struct cons *c);
+/* "consumer: skipped-duplicate" (INFO): group, topic, messageId, eventType */
+void cons_log_duplicate(struct cons *c, const struct pin_msg *msg);
 void cons_log_failure(struct cons *c, const rd_kafka_message_t *m,
 		const char *message_id, const char *what, const char *code,
 		const char *detail);

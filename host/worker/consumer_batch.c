@@ -252,6 +252,8 @@ static void batch_finish(struct cons *c, struct bitem *b, size_t n)
 			continue;       /* counted (as a duplicate) when it comes again */
 		}
 		dups += it->dup;
+		if (it->dup)
+			cons_log_duplicate(c, &it->msg);
 		if (it->valid && it->a != A_DONE)    /* its log lines carry its trace */
 			cons_msg_trace(&it->msg, cons_header_traceparent(it->m));
 		if (it->a == A_DLQ) {

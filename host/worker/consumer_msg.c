@@ -151,6 +151,15 @@ void cons_log_failure(struct cons *c, const rd_kafka_message_t *m,
 			"code", code, "detail", detail ? detail : "", NULL);
 }
 
+/* Seeds 001 and 004 "Logs": skipped-duplicate -- a message whose inbox row
+ * exists already (handled before: acknowledged, nothing done).  Ids only. */
+void cons_log_duplicate(struct cons *c, const struct pin_msg *msg)
+{
+	pin_log(PIN_LOG_INFO, "consumer: skipped-duplicate", "group", c->e->c.group,
+			"topic", msg->topic, "messageId", msg->message_id,
+			"eventType", msg->event_type, NULL);
+}
+
 /* decode: key and value copied into the arena, NUL-terminated */
 void cons_msg_init(struct pin_msg *msg, const rd_kafka_message_t *m)
 {
@@ -310,6 +319,7 @@ static enum attempt run_handler(struct cons *c, const struct pin_msg *msg,
 	if (!strcmp(PQcmdTuples(r), "0")) {
 		pin_db_commit();
 		pin_metric_add("pin_consumer_duplicates_total", c->labels, 1);
+		cons_log_duplicate(c, msg);
 		return A_DONE;
 	}
 	memset(&res, 0, sizeof(res));

@@ -11,7 +11,8 @@
  * Erasure (issue 12 item 6): status Deleted removes the user's personal data
  * from schema notifications in the message's transaction -- the replica row
  * becomes a tombstone (ids, status, instants; newest-wins still holds), the
- * user's own notifications and settings are deleted, and the user's display
+ * user's own notifications (delivered or not, with their address snapshots,
+ * seed 001 step 5) and settings are deleted, and the user's display
  * name is replaced by the neutral "(имя не указано)" / "(name unknown)" in
  * the texts of everyone else's notifications.  Later messages build nothing
  * for a Deleted recipient (events.c), and no later identity message changes

@@ -12,8 +12,10 @@
  *      never claim one row; a host killed mid-send releases its rows when
  *      the lease ends.
  *   2. send each row OUTSIDE any transaction (smtp.c, sms.c).  The address
- *      is read from the contact replica at claim time: a row whose contact
- *      is still unknown is retried later (seed 001: the address catches up)
+ *      is the row's snapshot taken at enqueue (seed 001 step 5); a row
+ *      enqueued before its contact was known reads the contact replica at
+ *      claim time and keeps what it found as its snapshot; a row whose
+ *      contact is still unknown is retried later (seed 001: the address catches up)
  *      without counting an attempt, and Failed (NTF_CONTACT_UNKNOWN) only
  *      after dispatch_contact_wait_max_s.  The claim itself puts such a row
  *      back (CLAIM_SQL, "waits") instead of leasing it: nothing is sent for
@@ -72,8 +74,11 @@ static const struct pin_host_api *api;
 /* the row's age in seconds at $1 */
 #define AGE_S "extract(epoch FROM $1::timestamptz - n.created_at)::bigint"
 
-/* The claim.  Each due row's address for its channel is read once, from its
- * recipient_contacts row (NULL without one), and returned with it.  A row
+/* The claim.  Each due row's address for its channel is its snapshot (seed
+ * 001 step 5: taken at enqueue, events.c), else -- no address was known
+ * then -- its recipient_contacts row's (NULL without one: the catch-up),
+ * which becomes the row's snapshot; returned with it.  A contact changed
+ * after the enqueue does not redirect a row that has its snapshot.  A row
  * whose address is unknown (NULL or empty: contact_unknown()) and that may
  * still wait (age <= $6 s, notify.dispatch_contact_wait_max_s) is not
  * leased: the same statement puts it back until $7 (no attempt counted), so
@@ -86,12 +91,14 @@ static const char CLAIM_SQL[] =
 	"       lease_owner = CASE WHEN d.waits THEN NULL ELSE $3::uuid END,"
 	"       last_error = CASE WHEN d.waits THEN 'NTF_CONTACT_UNKNOWN' ELSE n.last_error END,"
 	"       next_attempt_at = CASE WHEN d.waits THEN $7::timestamptz"
-	"                              ELSE n.next_attempt_at END"
+	"                              ELSE n.next_attempt_at END,"
+	"       address = coalesce(nullif(d.addr, ''), n.address)"
 	"  FROM (SELECT q.id, q.addr, coalesce(q.addr, '') = '' AND q.age <= $6::bigint AS waits"
 	"         FROM (SELECT n.id, " AGE_S " AS age,"
-	"                 (SELECT CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END"
-	"                    FROM notifications.recipient_contacts c"
-	"                   WHERE c.user_id = n.recipient_user_id) AS addr"
+	"                 coalesce(nullif(n.address, ''),"
+	"                   (SELECT CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END"
+	"                      FROM notifications.recipient_contacts c"
+	"                     WHERE c.user_id = n.recipient_user_id)) AS addr"
 	"                FROM notifications.notifications AS n"
 	"               WHERE " DUE_ROWS("4")
 	"               ORDER BY " DUE_AT ", n.id LIMIT $5::int"

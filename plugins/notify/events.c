@@ -8,10 +8,12 @@
  * such message counted in pin_consumer_contract_version_mismatch_total);
  * 2. required fields (else FATAL
  * NTF_INVALID_PAYLOAD -> DLQ); 3. mapping topic -> Kind -> recipients (no-op
- * branches are filtered and acknowledged; unknown Origin/Reason: warning,
- * nothing built); 4. stale reminder guard; after-final guard; 5. per
+ * branches are filtered and acknowledged; unknown Origin/Reason/Status/
+ * Outcome: warning, nothing built; unknown Kind: warning, mapped as usual);
+ * 4. stale reminder guard; after-final guard; 5. per
  * recipient: settings (overrides, GlobalMute, quiet hours), template
- * (Kind, Locale, Channel, Role) with the ru fallback, contact replica names;
+ * (Kind, Locale, Channel, Role) with the ru fallback, contact replica names
+ * and the address snapshot (e-mail / phone into the row, dispatch.c);
  * 6. INSERT ... ON CONFLICT DO NOTHING (INV-NTF-1 and the ReminderId key);
  * 7./8. the host commits and acknowledges, or DLQs a FATAL.
  *
@@ -60,6 +62,7 @@ struct ctx {
 	const char *event_id, *appointment_id, *reminder_id, *tenant_id;
 	const char *owner, *client, *agent, *investor, *prev_owner, *prev_tenant;
 	const char *origin, *status, *reason, *outcome, *tz, *cancel_reason;
+	const char *ekind;      /* the payload's kind (EventKind / AppointmentKind) */
 	const char *start, *end, *deadline;     /* payload text of the instants */
 	int64_t start_us;
 	long long offset_min;
@@ -80,9 +83,41 @@ struct ctx {
 	                         * client, previous owner; -1 none */
 	int tpl[MAX_RCPT];      /* per recipient: apply's template pair */
 	int rows, created;      /* notification rows built / inserted */
+	int created_ch[3];      /* inserted per channel (ntf_channels order) */
 };
 
 static const char *const nil_uuid = "00000000-0000-0000-0000-000000000000";
+
+/* ------------------------------------------------------------------ logging
+ *
+ * Seed 001 "Logs": consumed / skipped-duplicate (the host: "consumer:
+ * skipped-duplicate", the inbox is its) / filtered (with the branch's
+ * reason) / skipped-stale / enqueued (count per channel) / failed, each with
+ * messageId, eventType, kind (the NotificationKind, null before it is
+ * known) and the recipients' user ids.  Ids and enums only: no names,
+ * addresses, texts, Comment or CancelReason. */
+
+/* the recipients' user ids, comma-separated (arena), or NULL when none */
+static const char *rcpt_ids(const struct ctx *c)
+{
+	const char *s = NULL;
+
+	for (int i = 0; i < c->n; i++)
+		s = s ? pc_api->sprintf("%s,%s", s, c->r[i].user) : c->r[i].user;
+	return s;
+}
+
+/* One line of the message: its common fields, then up to four more pairs
+ * (a NULL key ends them). */
+static void note(const struct ctx *c, int level, const char *what,
+		const char *k1, const char *v1, const char *k2, const char *v2,
+		const char *k3, const char *v3, const char *k4, const char *v4)
+{
+	pc_api->log(level, what, "messageId", c->msg->message_id,
+			"eventType", c->msg->event_type, "topic", c->msg->topic,
+			"kind", c->kind, "recipientUserIds", rcpt_ids(c),
+			k1, v1, k2, v2, k3, v3, k4, v4, NULL);
+}
 
 /* ----------------------------------------------------------- payload getters */
 
@@ -155,6 +190,7 @@ static void read_payload(struct ctx *c)
 		c->investor = f_uuid(c, "investorUserId", 1);
 	}
 	c->start = f_time(c, "startAt", 1, &c->start_us);
+	c->ekind = f_str(c, "kind", 0);
 	if (c->t != T_APT_COMPLETED) {
 		c->tz = f_str(c, "timeZone", 1);
 		c->end = f_time(c, "endAt", 0, NULL);
@@ -233,14 +269,47 @@ static int has(struct ctx *c, const char *key)
 	return present(c->p, key, &v);
 }
 
-/* A value outside the contract's enum: warning + filtered (fail-safe). */
-static void unknown_enum(struct ctx *c, const char *what, const char *labels,
+static int in(const char *v, const char *const *set)
+{
+	for (; *set; set++)
+		if (!strcmp(v, *set))
+			return 1;
+	return 0;
+}
+
+/* The contracts' enums (events.md, api/asyncapi.yaml) that the mapping reads. */
+static const char *const event_kinds[] = {
+	"Showing", "Consultation", "Meeting", "Task", "BookingDeadline", NULL
+};
+static const char *const appointment_kinds[] = { "Showing", "Consultation", NULL };
+static const char *const event_statuses[] = {
+	"Planned", "InProgress", "Completed", "Cancelled", NULL
+};
+static const char *const appointment_created_statuses[] = { "Pending", "Confirmed", NULL };
+static const char *const outcomes[] = { "Completed", "NoShow", NULL };
+
+/*
+ * A value outside the contract's enum (seed 001 step 3: warning + the
+ * contract's fail-safe reaction, never the DLQ): a WARN line (messageId,
+ * eventType, topic, field, the value cut to 64 bytes: an enum, no PII) and
+ * notifications_unknown_enum_total{field}.  filtered: the no-op branch the
+ * message takes (nothing built, acknowledged), or NULL when the value does
+ * not choose the branch (the payload's kind: the message is mapped as
+ * usual).
+ */
+static void unknown_enum(struct ctx *c, const char *field, const char *value,
 		const char *filtered)
 {
-	pc_api->log(PIN_LOG_WARN, what, "messageId", c->msg->message_id,
-			"topic", c->msg->topic, NULL);
-	pc_api->metric_add("notifications_unknown_enum_total", labels, 1);
-	c->filtered = filtered;
+	pc_api->log(PIN_LOG_WARN, filtered ?
+			"notifications: unknown enum value, nothing built" :
+			"notifications: unknown enum value, mapped as usual",
+			"messageId", c->msg->message_id, "eventType", c->msg->event_type,
+			"topic", c->msg->topic, "field", field,
+			"value", pc_api->sprintf("%.64s", value), NULL);
+	pc_api->metric_add("notifications_unknown_enum_total",
+			pc_api->sprintf("field=\"%s\"", field), 1);
+	if (filtered)
+		c->filtered = filtered;
 }
 
 /* The mapping of one topic: kind and recipients, or c->filtered. */
@@ -272,7 +341,9 @@ static void map_event_rescheduled(struct ctx *c, const char *o)
 static void map_event_status(struct ctx *c, const char *o)
 {
 	c->kind = "AppointmentCancelled";
-	if (strcmp(c->status, "Cancelled") != 0)
+	if (!in(c->status, event_statuses))
+		unknown_enum(c, "status", c->status, "unknown-status");
+	else if (strcmp(c->status, "Cancelled") != 0)
 		c->filtered = "status-not-cancelled";
 	else if (!strcmp(o, "Manual") && c->client)
 		add(c, c->client, NULL, "Client");
@@ -300,6 +371,11 @@ static void map_apt_created(struct ctx *c)
 	int moved = has(c, "rescheduledFromAppointmentId");
 
 	c->kind = "AppointmentCreated";
+	if (!in(c->status, appointment_created_statuses)) {
+		/* neither "confirm it" nor "confirmed" would be true */
+		unknown_enum(c, "status", c->status, "unknown-status");
+		return;
+	}
 	add(c, c->agent, c->tenant_id, moved ?
 			(pending ? "Agent.RescheduledPending" : "Agent.Rescheduled") :
 			(pending ? "Agent.Pending" : "Agent.Confirmed"));
@@ -324,8 +400,7 @@ static void map_apt_cancelled(struct ctx *c)
 		/* issue 12: the agent left; the investor is told (additive value) */
 		add(c, c->investor, NULL, "Investor.AgentUnavailable");
 	} else {
-		unknown_enum(c, "notifications: unknown cancel reason, nothing built",
-				"field=\"reason\"", "unknown-reason");
+		unknown_enum(c, "reason", c->reason, "unknown-reason");
 	}
 }
 
@@ -346,10 +421,15 @@ static void map(struct ctx *c)
 
 	c->urgency = "Normal";
 	if (o && !known_origin(o)) {
-		unknown_enum(c, "notifications: unknown origin, nothing built",
-				"field=\"origin\"", "unknown-origin");
+		/* better skip than duplicate (seed 001) */
+		unknown_enum(c, "origin", o, "unknown-origin");
 		return;
 	}
+	/* the kind chooses no branch (the origin and the topic do): warned,
+	 * mapped as usual */
+	if (c->ekind && !in(c->ekind, c->t >= T_APT_CREATED && c->t <= T_APT_COMPLETED ?
+			appointment_kinds : event_kinds))
+		unknown_enum(c, "kind", c->ekind, NULL);
 	c->subject_id = c->t >= T_APT_CREATED && c->t <= T_APT_COMPLETED ?
 			c->appointment_id : c->event_id;
 	switch (c->t) {
@@ -363,7 +443,13 @@ static void map(struct ctx *c)
 		add(c, c->investor, NULL, "Investor");
 		return;
 	case T_APT_CANCELLED:     map_apt_cancelled(c); return;
-	case T_APT_COMPLETED:     c->filtered = "appointment-completed"; return;
+	case T_APT_COMPLETED:
+		/* no-op in v1 either way; an unknown outcome records no final state */
+		if (c->outcome && !in(c->outcome, outcomes))
+			unknown_enum(c, "outcome", c->outcome, "unknown-outcome");
+		else
+			c->filtered = "appointment-completed";
+		return;
 	case T_REMINDER:          map_reminder(c); return;
 	default:
 		c->subject_id = NULL;
@@ -461,6 +547,8 @@ static const char *jt_rows(struct pc_jt *w, int k, int *rc)
 /* The message failed on the database: RETRY (the partition is held). */
 static void db_fail(struct ctx *c, const char *detail)
 {
+	note(c, PIN_LOG_WARN, "notifications: failed", "code", "NTF_DB_ERROR",
+			"retriable", "true", "detail", detail, NULL, NULL);
 	c->done = 1;
 	c->st = pc_consume_fail(NULL, c->res, PIN_CONSUME_RETRY, "NTF_DB_ERROR", detail, NULL);
 }
@@ -541,9 +629,9 @@ static int load_msgs(struct ctx **cs, size_t n)
 			c->lt[j] = pc_col(r, k, 1 + j);
 		k++;
 		if (state) {
-			pc_api->log(PIN_LOG_WARN, "notifications: skipped-stale (after final)",
-					"messageId", c->msg->message_id, "topic", c->msg->topic,
-					"finalState", state, NULL);
+			note(c, PIN_LOG_WARN, "notifications: skipped-stale",
+					"reason", "after-final", "finalState", state,
+					NULL, NULL, NULL, NULL);
 			pc_api->metric_add("notifications_skipped_total",
 					"reason=\"after-final\"", 1);
 			c->done = 1;
@@ -553,7 +641,10 @@ static int load_msgs(struct ctx **cs, size_t n)
 	return 0;
 }
 
-/* ntf_users: per open message and involved user its name and settings. */
+/* ntf_users: per open message and involved user its name, settings and
+ * addresses.  Columns: 0 locale, 1 mute, 2-4 the InApp / Email / Sms
+ * overrides, 5 quiet_end, 6 deleted, 7 name, 8 email, 9 phone (PII: only
+ * into the rows' address snapshot, never logged). */
 static int load_users(struct ctx **cs, size_t n, PGresult **out)
 {
 	struct pc_jt w;
@@ -595,7 +686,8 @@ static int load_users(struct ctx **cs, size_t n, PGresult **out)
 		"    coalesce(s.global_mute, false) AS mute, "
 		"    coalesce(s.overrides -> q.k, '{}'::jsonb) AS ovr, "
 		"    s.quiet_from AS qf, s.quiet_to AS qt, "
-		"    ct.status IS NOT DISTINCT FROM 'Deleted' AS deleted "
+		"    ct.status IS NOT DISTINCT FROM 'Deleted' AS deleted, "
+		"    nullif(ct.email, '') AS email, nullif(ct.phone, '') AS phone "
 		"  FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (u uuid, k text, "
 		"    now timestamptz)) WITH ORDINALITY AS q(u, k, now, n) "
 		"  LEFT JOIN notifications.user_notification_settings s ON s.user_id = q.u "
@@ -606,7 +698,7 @@ static int load_users(struct ctx **cs, size_t n, PGresult **out)
 		"    WHEN (CASE WHEN x.qf < x.qt THEN b.lt >= x.qf AND b.lt < x.qt "
 		"               ELSE b.lt >= x.qf OR b.lt < x.qt END) "
 		"    THEN (CASE WHEN b.lt < x.qt THEN b.ld + x.qt ELSE b.ld + 1 + x.qt END) "
-		"         AT TIME ZONE x.tz END, x.deleted, x.name "
+		"         AT TIME ZONE x.tz END, x.deleted, x.name, x.email, x.phone "
 		"FROM x, LATERAL (SELECT x.now AT TIME ZONE x.tz AS lts) a, "
 		"  LATERAL (SELECT a.lts::time AS lt, a.lts::date AS ld) b "
 		"ORDER BY x.n", 1, p);
@@ -833,7 +925,7 @@ static int rcpt_row(const struct ctx *c, const struct rcpt *rc)
 static void note_row(struct pc_jt *w, size_t m, const struct ctx *c,
 		const struct rcpt *rc, const char *channel, const char *title,
 		const char *body, const char *locale, const char *not_before,
-		const char *link, const char *payload)
+		const char *link, const char *payload, const char *address)
 {
 	char id[37];
 
@@ -862,6 +954,7 @@ static void note_row(struct pc_jt *w, size_t m, const struct ctx *c,
 	pc_batch_row_str(w, "sj", c->subject_id);
 	pc_batch_row_str(w, "rm", c->reminder_id);
 	pc_batch_row_str(w, "c", c->now);
+	pc_batch_row_str(w, "ad", address);
 	pc_jt_end_obj(w);
 }
 
@@ -897,9 +990,12 @@ static void fan_out(struct pc_jt *w, size_t m, struct ctx *c, const struct rcpt 
 			link = deep_link(c);
 		}
 		render(c, users, loc, &title, &body);
-		/* interruptive, quiet hours */
+		/* interruptive, quiet hours; the address snapshot of seed 001
+		 * step 5 (Email: 8, Sms: 9; none for InApp, NULL when the
+		 * replica has none yet: the dispatcher catches it up) */
 		note_row(w, m, c, rc, ntf_channels[ch], title, body, loc,
-				ch == 2 && !critical ? quiet_end : NULL, link, payload);
+				ch == 2 && !critical ? quiet_end : NULL, link, payload,
+				ch ? pc_col(users, row, 7 + ch) : NULL);
 		c->rows++;
 	}
 }
@@ -916,13 +1012,13 @@ static int insert_rows(struct ctx **cs, struct pc_jt *w)
 		"WITH x AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(m int, id uuid, "
 		"    u uuid, tn uuid, k text, ch text, g text, r text, ti text, b text, "
 		"    dl text, p jsonb, l text, nb timestamptz, s uuid, e text, sj uuid, "
-		"    rm uuid, c timestamptz)), "
+		"    rm uuid, c timestamptz, ad text)), "
 		"  i AS (INSERT INTO notifications.notifications (id, recipient_user_id, "
 		"    tenant_id, kind, channel, urgency, status, role, title, body, "
 		"    deep_link, payload, locale, not_before, source_message_id, "
-		"    source_event_type, subject_id, reminder_id, created_at) "
+		"    source_event_type, subject_id, reminder_id, created_at, address) "
 		"  SELECT x.id, x.u, x.tn, x.k, x.ch, x.g, 'Pending', x.r, x.ti, x.b, x.dl, "
-		"    x.p, x.l, x.nb, x.s, x.e, x.sj, x.rm, x.c FROM x "
+		"    x.p, x.l, x.nb, x.s, x.e, x.sj, x.rm, x.c, x.ad FROM x "
 		"  ON CONFLICT DO NOTHING RETURNING id) "
 		"SELECT x.m, x.ch FROM i JOIN x ON x.id = i.id", 1, p);
 	if (!pc_res_ok(r, PGRES_TUPLES_OK))
@@ -931,17 +1027,22 @@ static int insert_rows(struct ctx **cs, struct pc_jt *w)
 		struct ctx *c = cs[atoi(PQgetvalue(r, i, 0))];
 
 		c->created++;
+		for (int ch = 0; ch < 3; ch++)
+			if (!strcmp(PQgetvalue(r, i, 1), ntf_channels[ch]))
+				c->created_ch[ch]++;
 		pc_api->metric_add("notifications_enqueued_total", pc_api->sprintf(
 			"kind=\"%s\",channel=\"%s\"", c->kind, PQgetvalue(r, i, 1)), 1);
 	}
 	return 0;
 }
 
-static enum pin_consume_status fail(struct pin_consume_result *res, const char *code,
-		const char *detail)
+/* A message that can never be processed: FATAL (the host dead-letters it). */
+static enum pin_consume_status fail(struct ctx *c, const char *code, const char *detail)
 {
+	note(c, PIN_LOG_ERROR, "notifications: failed", "code", code,
+			"retriable", "false", "detail", detail, NULL, NULL);
 	pc_api->metric_add("notifications_dlq_total", NULL, 1);
-	return pc_consume_fail(NULL, res, PIN_CONSUME_FATAL, code, detail, NULL);
+	return pc_consume_fail(NULL, c->res, PIN_CONSUME_FATAL, code, detail, NULL);
 }
 
 /* An open message one of whose recipients has no Active template: FATAL
@@ -956,7 +1057,7 @@ static void template_check(struct ctx *c, const struct tpl_pairs *tp)
 				"role", c->r[i].role, NULL);
 		pc_api->metric_add("notifications_template_not_resolved_total", NULL, 1);
 		c->done = 1;
-		c->st = fail(c->res, NTF_CODE_TEMPLATE, pc_api->sprintf(
+		c->st = fail(c, NTF_CODE_TEMPLATE, pc_api->sprintf(
 			"no Active template for %s / %s", c->kind, c->r[i].role));
 		return;
 	}
@@ -1001,14 +1102,12 @@ static int apply(struct ctx **cs, size_t n)
 /* The end of a message: its log lines and metrics; its answer. */
 static enum pin_consume_status finish(struct ctx *c)
 {
-	const struct pin_msg *msg = c->msg;
-
 	if (c->skip_reason && c->st == PIN_CONSUME_OK) {
 		const char *log_msg = !strcmp(c->skip_reason, "stale-reminder") ?
 				"notifications: skipped-stale" : "notifications: filtered";
 
-		pc_api->log(PIN_LOG_INFO, log_msg, "messageId", msg->message_id,
-				"topic", msg->topic, "reason", c->skip_reason, NULL);
+		note(c, PIN_LOG_INFO, log_msg, "reason", c->skip_reason,
+				NULL, NULL, NULL, NULL, NULL, NULL);
 		pc_api->metric_add("notifications_skipped_total",
 				pc_api->sprintf("reason=\"%s\"", c->skip_reason), 1);
 	}
@@ -1016,11 +1115,12 @@ static enum pin_consume_status finish(struct ctx *c)
 		return c->st;
 	for (int i = c->created; i < c->rows; i++)
 		pc_api->metric_add("notifications_skipped_total", "reason=\"duplicate\"", 1);
-	pc_api->log(PIN_LOG_INFO, "notifications: enqueued", "messageId", msg->message_id,
-			"topic", msg->topic, "kind", c->kind,
+	/* created: new rows (a replay's rows that exist already are not) */
+	note(c, PIN_LOG_INFO, "notifications: enqueued",
 			"created", pc_api->sprintf("%d", c->created),
-			"recipients", pc_api->sprintf("%s%s%s", c->r[0].user,
-				c->n > 1 ? "," : "", c->n > 1 ? c->r[1].user : ""), NULL);
+			"inApp", pc_api->sprintf("%d", c->created_ch[0]),
+			"email", pc_api->sprintf("%d", c->created_ch[1]),
+			"sms", pc_api->sprintf("%d", c->created_ch[2]));
 	pc_api->metric_observe("notifications_enqueue_duration_seconds", NULL,
 			(double)(pc_api->now_us() - c->t0) / 1e6);
 	return PIN_CONSUME_OK;
@@ -1050,11 +1150,11 @@ static void classify(struct ctx *c, const struct pin_msg *msg,
 		if (!strcmp(msg->topic, topics[c->t]))
 			break;
 	if (c->t == T__N) {
-		c->st = fail(res, NTF_CODE_INVALID, "unexpected topic");
+		c->st = fail(c, NTF_CODE_INVALID, "unexpected topic");
 		return;
 	}
 	if (!c->p || !json_object_is_type(c->p, json_type_object)) {
-		c->st = fail(res, NTF_CODE_INVALID, "payload is not an object");
+		c->st = fail(c, NTF_CODE_INVALID, "payload is not an object");
 		return;
 	}
 	if (msg->created_at_us > 0)
@@ -1063,8 +1163,10 @@ static void classify(struct ctx *c, const struct pin_msg *msg,
 	read_payload(c);
 	if (!c->bad)
 		map(c);
+	note(c, PIN_LOG_INFO, "notifications: consumed", "key", msg->key,
+			NULL, NULL, NULL, NULL, NULL, NULL);
 	if (c->bad) {
-		c->st = fail(res, NTF_CODE_INVALID, pc_api->sprintf(
+		c->st = fail(c, NTF_CODE_INVALID, pc_api->sprintf(
 				"field %s is missing or invalid", c->bad));
 		return;
 	}

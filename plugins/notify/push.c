@@ -11,7 +11,15 @@
  * (nginx down, non-2xx) backs the row off (1 s, 2 s, ... 60 s) and counts
  * notifications_inapp_publish_failures_total; a transport error ends the
  * pass.  Rows older than nchan_publish_max_age_s (3600) are given up without
- * a push (the feed has them).  Without nchan_publish_url the job does nothing. */
+ * a push (the feed has them).  Without nchan_publish_url the job does nothing.
+ *
+ * The final outcome of each row (issue 30 item 5, seed 001 step 7: "the
+ * final outcome is emitted as pin.notifications.dispatched.v1 by the
+ * dispatcher") goes to notifications.outbox in the transaction that marks
+ * the row published, like the e-mail and SMS dispatcher's: channel InApp,
+ * status Sent (nchan accepted it for the user's channel) or Failed with
+ * failureCode NTF_INAPP_EXPIRED (given up unpushed).  The row's own status
+ * stays Pending until the user reads it (the feed's unread state). */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +27,7 @@
 #include <curl/curl.h>
 #include "sdk/sdk.h"
 #include "notify.h"
+#include "dispatch.h"
 
 #define JOB_NAME "inapp-publish"
 #define BATCH 100
@@ -64,6 +73,34 @@ static const struct pc_jfield message_f[] = {
 	{ "createdAt", "created_us", PC_J_TIME },
 };
 
+/* pin.notifications.dispatched.v1 of take row i (no PII, as dispatch.c's):
+ * Sent after a push, Failed NTF_INAPP_EXPIRED for a row given up.  0 or
+ * the outbox's error. */
+static int emit(const PGresult *res, int i, int sent, const char *now)
+{
+	json_object *p = json_object_new_object();
+	const char *id = PQgetvalue(res, i, 0);
+	int attempts = atoi(PQgetvalue(res, i, 7)) + (sent ? 1 : 0), rc;
+
+	json_object_object_add(p, "notificationId", json_object_new_string(id));
+	json_object_object_add(p, "recipientUserId",
+			json_object_new_string(PQgetvalue(res, i, 1)));
+	json_object_object_add(p, "channel", json_object_new_string("InApp"));
+	json_object_object_add(p, "kind", json_object_new_string(PQgetvalue(res, i, 2)));
+	json_object_object_add(p, "status", json_object_new_string(sent ? "Sent" : "Failed"));
+	json_object_object_add(p, "attempts", json_object_new_int(attempts));
+	json_object_object_add(p, "sentAt", sent ? json_object_new_string(now) : NULL);
+	json_object_object_add(p, "failedAt", sent ? NULL : json_object_new_string(now));
+	json_object_object_add(p, "failureCode", sent ? NULL :
+			json_object_new_string("NTF_INAPP_EXPIRED"));
+	json_object_object_add(p, "sourceMessageId", PQgetisnull(res, i, 9) ? NULL :
+			json_object_new_string(PQgetvalue(res, i, 9)));
+	rc = pc_api->outbox_put_to(NTF_OUTBOX, PC_TOPIC_NOTIFICATIONS_DISPATCHED, id,
+			"pin.notifications.dispatched", "Notification", id, p);
+	json_object_put(p);
+	return rc;
+}
+
 /* "{a,b}" text array of the ids in v[0..n) */
 static char *id_array(char **v, int n)
 {
@@ -82,7 +119,8 @@ static int publish(void *ud)
 {
 	int64_t now = pc_api->now_us();
 	const char *p[4];
-	char lim[16], **done;
+	char lim[16], **done, now_txt[40];
+	int *sent = NULL;       /* per done row: take row + 1, negative: given up */
 	struct pc_colmap msg;
 	PGresult *res, *up;
 	CURL *c = NULL;
@@ -93,6 +131,7 @@ static int publish(void *ud)
 	if (!pub_url)
 		return 0;
 	snprintf(lim, sizeof(lim), "%d", BATCH);
+	pc_api->fmt_time(now, now_txt, sizeof(now_txt));
 	p[0] = pc_time_param(now);
 	p[1] = lim;
 	if (pc_api->db_begin() < 0)
@@ -105,7 +144,8 @@ static int publish(void *ud)
 		"SELECT id, recipient_user_id, kind, title, body, deep_link, "
 		"  (extract(epoch FROM created_at) * 1000000)::bigint AS created_us, "
 		"  publish_attempts, "
-		"  created_at < $1::timestamptz - make_interval(secs => $3::int) AS too_old "
+		"  created_at < $1::timestamptz - make_interval(secs => $3::int) AS too_old, "
+		"  source_message_id "
 		"FROM notifications.notifications "
 		"WHERE channel = 'InApp' AND published_at IS NULL "
 		"  AND (publish_next_at IS NULL OR publish_next_at <= $1::timestamptz) "
@@ -123,6 +163,7 @@ static int publish(void *ud)
 		goto out;
 	}
 	done = pc_api->alloc(sizeof(char *) * (size_t)n);
+	sent = pc_api->alloc(sizeof(int) * (size_t)n);
 	c = curl_easy_init();
 	hl = curl_slist_append(NULL, "Content-Type: application/json");
 	if (!c || !hl) {
@@ -142,6 +183,7 @@ static int publish(void *ud)
 
 		if (PQgetvalue(res, i, 8)[0] == 't') {
 			/* too old to be news: the feed has it */
+			sent[ndone] = -(i + 1);
 			done[ndone++] = (char *)id;
 			pc_api->metric_add("notifications_inapp_publish_expired_total", NULL, 1);
 			continue;
@@ -152,6 +194,7 @@ static int publish(void *ud)
 				JSON_C_TO_STRING_NOSLASHESCAPE), &status);
 		json_object_put(m);
 		if (prc == 0) {
+			sent[ndone] = i + 1;
 			done[ndone++] = (char *)id;
 			pushed++;
 			continue;
@@ -190,6 +233,13 @@ static int publish(void *ud)
 			rc = PIN_ERR_DB;
 			goto out;
 		}
+		/* the final outcomes, in the same transaction */
+		for (int j = 0; j < ndone; j++)
+			if (emit(res, (sent[j] > 0 ? sent[j] : -sent[j]) - 1, sent[j] > 0,
+					now_txt) != 0) {
+				rc = PIN_ERR_DB;
+				goto out;
+			}
 	}
 commit:
 	if (pc_api->db_commit() < 0) {

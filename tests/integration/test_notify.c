@@ -1245,6 +1245,360 @@ START_TEST(erasure_of_deleted_user)
 }
 END_TEST
 
+/* ------------------------------------- issue 30 item 5: seed 001's last steps */
+
+#define DISPATCHED "pin.notifications.dispatched.v1"
+
+/* The worker host's log lines (logs/worker.log) holding every needle (up to
+ * three, NULL ends them): their count, and the last one. */
+static int wlog(char **last, const char *n1, const char *n2, const char *n3)
+{
+	FILE *f = fopen(h_sprintf("%s/logs/worker.log", h_env("PIN_DEV_DIR")), "r");
+	char line[16384];
+	int n = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, n1) && (!n2 || strstr(line, n2)) && (!n3 || strstr(line, n3))) {
+			n++;
+			if (last)
+				*last = h_strdup(line);
+		}
+	fclose(f);
+	return n;
+}
+
+/* the worker's series, 0 when it does not exist yet */
+static double wmetric(struct h_host *w, const char *series)
+{
+	double v = h_host_metric(w, series);
+
+	return isnan(v) ? 0 : v;
+}
+
+/* pin.identity.users.v1 for user with e-mail and phone, createdAt at;
+ * waits until the replica holds email. */
+static void contact_at(const char *user, const char *email, const char *phone,
+		const char *at)
+{
+	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", user, h_sprintf(
+		"{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-updated\","
+		"\"contractVersion\":1,\"createdAt\":\"%s\","
+		"\"aggregateType\":\"User\",\"aggregateId\":\"%s\",\"correlationId\":null,"
+		"\"payload\":{\"userId\":\"%s\",\"displayName\":\"Снимок Адресов\","
+		"\"avatarUrl\":null,\"email\":\"%s\",\"phone\":\"%s\",\"locale\":\"ru\","
+		"\"timeZone\":\"Europe/Moscow\",\"status\":\"Active\"}}", h_new_mid(), at, user,
+		user, email, phone)), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
+		"notifications.recipient_contacts WHERE user_id = $1::uuid AND email = $2",
+		user, email) == 1, WAIT_MS), "contact not replicated");
+}
+
+/* SMS sink requests (PIN_SMS_LOG) for notification id: count, last "to" */
+static int sms_to(const char *id, char **to)
+{
+	char *log = h_slurp(h_env("PIN_SMS_LOG")), *save = NULL;
+	int n = 0;
+
+	if (!log)
+		return 0;
+	for (char *line = strtok_r(log, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		json_object *o = json_tokener_parse(line);
+		const char *k = h_jstr(h_jget(o, "body"), "idempotencyKey");
+
+		if (k && !strcmp(k, id)) {
+			n++;
+			if (to)
+				*to = h_strdup(h_jstr(h_jget(o, "body"), "to"));
+		}
+		json_object_put(o);
+	}
+	return n;
+}
+
+/* Seed 001 step 3 / "Retry и DLQ": an enum value outside the contract
+ * (Kind, Status, Outcome as well as Origin and Reason) is a warning (WARN
+ * line + notifications_unknown_enum_total{field}) and the fail-safe reaction,
+ * never the DLQ: an unknown status or outcome builds nothing, an unknown
+ * kind (it chooses no branch) is mapped as usual. */
+START_TEST(unknown_enum_values_warned)
+{
+	const char *tenant = h_uuid(), *owner = h_uuid(), *client = h_uuid();
+	const char *agent = h_uuid(), *inv = h_uuid(), *a1 = h_uuid(), *a2 = h_uuid();
+	const char *ev = h_uuid(), *ev2 = h_uuid();
+	double st0, oc0, k0;
+	struct h_host w;
+	char *mid, *line = NULL;
+
+	h_host_stack_worker(&w);
+	st0 = wmetric(&w, "notifications_unknown_enum_total{field=\"status\"}");
+	oc0 = wmetric(&w, "notifications_unknown_enum_total{field=\"outcome\"}");
+	k0 = wmetric(&w, "notifications_unknown_enum_total{field=\"kind\"}");
+
+	/* event-status-changed, Status outside EventStatus: nothing, warned */
+	mid = ntf_send("event-status-changed", ev, "CalendarEvent",
+		ev_status(ev, tenant, owner, "Manual", client, "Archived"));
+	ck_assert_int_eq(count_for(client) + count_for(owner), 0);
+	ck_assert_msg(H_WAIT_UNTIL(wlog(&line, mid, "unknown enum value", NULL) == 1, 10000),
+		"no warning for status Archived");
+	ck_assert_msg(strstr(line, "\"level\":\"warn\"") && strstr(line, "\"field\":\"status\"") &&
+		strstr(line, "\"value\":\"Archived\""), "%s", line);
+	ck_assert_ptr_null(final_state(ev));
+
+	/* appointment-created, Status neither Pending nor Confirmed */
+	mid = ntf_send("appointment-created", a1, "Appointment",
+		apt_created(a1, tenant, agent, inv, "Tentative", NULL));
+	ck_assert_int_eq(count_for(agent) + count_for(inv), 0);
+	ck_assert_msg(H_WAIT_UNTIL(wlog(NULL, mid, "unknown enum value", "\"field\":\"status\"")
+		== 1, 10000), "no warning for status Tentative");
+
+	/* appointment-completed, an Outcome outside {Completed, NoShow} */
+	{
+		char *pl = apt_completed(a2, tenant, agent, inv);
+		char *at = strstr(pl, "\"Completed\"");
+
+		pl = h_sprintf("%.*s\"Rescheduled\"}", (int)(at - pl), pl);
+		mid = ntf_send("appointment-completed", a2, "Appointment", pl);
+	}
+	ck_assert_msg(H_WAIT_UNTIL(wlog(NULL, mid, "unknown enum value",
+		"\"field\":\"outcome\"") == 1, 10000), "no warning for outcome Rescheduled");
+	ck_assert_int_eq(count_for(agent) + count_for(inv), 0);
+
+	/* event-created (CrmBooking) of an unknown Kind: built as usual, warned */
+	mid = ntf_send("event-created", ev2, "CalendarEvent",
+		ev_created(ev2, tenant, owner, "Webinar", "CrmBooking", NULL));
+	ck_assert_str_eq(channels(owner, "CalendarReminder"), "Email,InApp");
+	ck_assert_msg(H_WAIT_UNTIL(wlog(NULL, mid, "unknown enum value", "\"field\":\"kind\"")
+		== 1, 10000), "no warning for kind Webinar");
+
+	ck_assert_msg(H_WAIT_UNTIL(wmetric(&w,
+		"notifications_unknown_enum_total{field=\"status\"}") >= st0 + 2 &&
+		wmetric(&w, "notifications_unknown_enum_total{field=\"outcome\"}") >= oc0 + 1 &&
+		wmetric(&w, "notifications_unknown_enum_total{field=\"kind\"}") >= k0 + 1, 15000),
+		"unknown_enum counters not raised");
+	/* none of them was dead-lettered: every message was acknowledged
+	 * (processed above), the DLQ holds none of their keys */
+	ck_assert_ptr_null(h_kafka_wait(GROUP ".dlq", 2000, key_is, (void *)ev));
+	ck_assert_ptr_null(h_kafka_wait(GROUP ".dlq", 1000, key_is, (void *)a1));
+}
+END_TEST
+
+/* Seed 001 step 5: the address is a snapshot taken at enqueue.  The agent's
+ * e-mail and SMS rows carry the replica's address of that moment; the
+ * contact changes before the SMS (held by quiet hours) goes out: it still
+ * goes to the snapshot.  The investor had no contact at enqueue: no
+ * snapshot, the address catches up from the replica at dispatch and
+ * becomes the row's.  The erasure of the agent removes the addresses from
+ * the delivered and the undelivered rows alike. */
+START_TEST(address_snapshot_at_enqueue)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
+	const char *mail_a = h_sprintf("snap-a-%s@example.com", agent);
+	const char *mail_b = h_sprintf("snap-b-%s@example.com", agent);
+	const char *mail_i = h_sprintf("late-%s@example.com", inv);
+	const char *ph_a = h_sql_scalar("SELECT '+7911' || lpad((random() * 1e7)::int::text, 7, '0')");
+	const char *ph_b = h_sql_scalar("SELECT '+7912' || lpad((random() * 1e7)::int::text, 7, '0')");
+	const char *sms_id;
+	char *to = NULL, *mid;
+
+	contact_at(agent, mail_a, ph_a, "2026-11-30T10:00:00Z");
+	put_settings(agent, h_sprintf("{\"quietHours\":{\"from\":\"%s\",\"to\":\"%s\"},"
+		"\"overrides\":{\"AppointmentCreated\":{\"Sms\":true}}}",
+		moscow_hhmm(-60), moscow_hhmm(60)));
+	ntf_send("appointment-created", apt, "Appointment",
+		apt_created(apt, tenant, agent, inv, "Pending", NULL));
+	ck_assert_str_eq(channels(agent, "AppointmentCreated"), "Email,InApp,Sms");
+	ck_assert_ptr_nonnull(col(agent, "Sms", "not_before"));
+	ck_assert_str_eq(col(agent, "Email", "address"), mail_a);
+	ck_assert_str_eq(col(agent, "Sms", "address"), ph_a);
+	ck_assert_ptr_null(col(agent, "InApp", "address"));
+	ck_assert_ptr_null(col(inv, "Email", "address"));       /* no contact yet */
+	ck_assert_msg(H_WAIT_UNTIL(!strcmp(col(agent, "Email", "status"), "Sent"), WAIT_MS),
+		"agent e-mail not Sent");
+
+	/* the contact changes before the deferred SMS is due: the snapshot wins */
+	contact_at(agent, mail_b, ph_b, "2026-11-30T11:00:00Z");
+	sms_id = col(agent, "Sms", "id");
+	h_sql("UPDATE notifications.notifications SET not_before = now() WHERE id = $1::uuid",
+		sms_id);
+	ck_assert_msg(H_WAIT_UNTIL(!strcmp(col(agent, "Sms", "status"), "Sent"), WAIT_MS),
+		"agent SMS not Sent: %s", col(agent, "Sms", "status"));
+	ck_assert_int_eq(sms_to(sms_id, &to), 1);
+	ck_assert_str_eq(to, ph_a);
+	ck_assert_str_eq(col(agent, "Sms", "address"), ph_a);
+
+	/* the catch-up: the investor's contact arrives after the enqueue */
+	ck_assert_msg(H_WAIT_UNTIL(col(inv, "Email", "last_error") != NULL, WAIT_MS),
+		"dispatcher did not look at the investor's row");
+	ck_assert_str_eq(col(inv, "Email", "status"), "Pending");
+	contact_at(inv, mail_i, "+70000000001", "2026-11-30T10:00:00Z");
+	ck_assert_msg(H_WAIT_UNTIL(!strcmp(col(inv, "Email", "status"), "Sent"), WAIT_MS),
+		"investor e-mail not Sent");
+	ck_assert_str_eq(col(inv, "Email", "address"), mail_i);
+
+	/* a later row of the agent's, still undelivered (quiet hours), then
+	 * the erasure: no address of theirs is left anywhere */
+	ntf_send("appointment-created", h_uuid(), "Appointment",
+		apt_created(h_uuid(), tenant, agent, h_uuid(), "Pending", NULL));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid AND address = $2 AND status = 'Pending'",
+		agent, ph_b), 1);
+	ck_assert_int_gt(schema_rows_with(ph_a), 0);
+	mid = h_new_mid();
+	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", agent, h_sprintf(
+		"{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-deleted\","
+		"\"contractVersion\":1,\"createdAt\":\"2026-11-30T12:00:00Z\","
+		"\"aggregateType\":\"User\",\"aggregateId\":\"%s\",\"correlationId\":null,"
+		"\"payload\":{\"userId\":\"%s\",\"displayName\":null,\"avatarUrl\":null,"
+		"\"email\":null,\"phone\":null,\"locale\":null,\"timeZone\":null,"
+		"\"status\":\"Deleted\"}}", mid, agent, agent)), 0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM "
+		"notifications.processed_messages WHERE consumer_group = "
+		"'notifications-identity-users' AND message_id = $1::uuid", mid) == 1,
+		WAIT_MS), "Deleted not consumed");
+	ck_assert_int_eq(schema_rows_with(mail_a), 0);
+	ck_assert_int_eq(schema_rows_with(mail_b), 0);
+	ck_assert_int_eq(schema_rows_with(ph_a), 0);
+	ck_assert_int_eq(schema_rows_with(ph_b), 0);
+	/* never on Kafka, never in the worker's log */
+	ck_assert_int_eq(wlog(NULL, mail_a, NULL, NULL) + wlog(NULL, ph_a, NULL, NULL) +
+		wlog(NULL, ph_b, NULL, NULL), 0);
+	{
+		struct h_kmsgs *l = h_kafka_read_all(DISPATCHED, 5000);
+
+		for (size_t i = 0; i < l->n; i++)
+			ck_assert_msg(!strstr(l->v[i].value, mail_a) && !strstr(l->v[i].value, ph_a),
+				"an address on %s", DISPATCHED);
+	}
+}
+END_TEST
+
+/* Seed 001 step 7: the final outcome of an in-app notification -- published
+ * to the user's real-time channel (nchan), or given up unpublished -- is
+ * pin.notifications.dispatched.v1 as for e-mail and SMS: channel InApp,
+ * status Sent / Failed NTF_INAPP_EXPIRED, no PII. */
+START_TEST(inapp_outcome_dispatched)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
+	const struct h_kmsg *m;
+	json_object *p;
+	const char *id;
+	char *old, *mid;
+
+	mid = ntf_send("appointment-created", apt, "Appointment",
+		apt_created(apt, tenant, agent, inv, "Pending", NULL));
+	id = col(inv, "InApp", "id");
+	ck_assert_msg(H_WAIT_UNTIL(col(inv, "InApp", "published_at") != NULL, WAIT_MS),
+		"in-app row not published");
+	ck_assert_msg((m = h_kafka_wait_key(DISPATCHED, id, 30000)) != NULL,
+		"no %s for the in-app row", DISPATCHED);
+	ck_assert_str_eq(h_jstr(m->json, "eventType"), "pin.notifications.dispatched");
+	p = h_jget(m->json, "payload");
+	ck_assert_str_eq(h_jstr(p, "notificationId"), id);
+	ck_assert_str_eq(h_jstr(p, "recipientUserId"), inv);
+	ck_assert_str_eq(h_jstr(p, "channel"), "InApp");
+	ck_assert_str_eq(h_jstr(p, "kind"), "AppointmentCreated");
+	ck_assert_str_eq(h_jstr(p, "status"), "Sent");
+	ck_assert_ptr_nonnull(h_jstr(p, "sentAt"));
+	ck_assert_str_eq(h_jstr(p, "sourceMessageId"), mid);
+	ck_assert_int_ge(json_object_get_int(h_jget(p, "attempts")), 1);
+	/* the row stays the feed's unread item */
+	ck_assert_str_eq(col(inv, "InApp", "status"), "Pending");
+
+	/* a row too old to be news is given up unpushed: Failed */
+	old = h_uuid();
+	h_sql("INSERT INTO notifications.notifications (id, recipient_user_id, tenant_id, "
+		"kind, channel, urgency, status, role, title, body, deep_link, payload, locale, "
+		"source_message_id, source_event_type, subject_id, created_at) "
+		"SELECT $1::uuid, recipient_user_id, tenant_id, kind, channel, urgency, status, "
+		"role, title, body, deep_link, payload, locale, gen_random_uuid(), "
+		"source_event_type, subject_id, now() - interval '3 hours' "
+		"FROM notifications.notifications WHERE id = $2::uuid", old, id);
+	ck_assert_msg((m = h_kafka_wait_key(DISPATCHED, old, 30000)) != NULL,
+		"no %s for the expired in-app row", DISPATCHED);
+	p = h_jget(m->json, "payload");
+	ck_assert_str_eq(h_jstr(p, "channel"), "InApp");
+	ck_assert_str_eq(h_jstr(p, "status"), "Failed");
+	ck_assert_str_eq(h_jstr(p, "failureCode"), "NTF_INAPP_EXPIRED");
+	ck_assert_ptr_nonnull(h_jstr(p, "failedAt"));
+}
+END_TEST
+
+/* The seed's log lines (seed 001 "Logs"): consumed, skipped-duplicate,
+ * filtered with its branch, skipped-stale, enqueued with its count per
+ * channel, failed -- each with messageId, eventType, kind and the
+ * recipients' ids, read from the worker host's log; no name, address,
+ * Comment or CancelReason in any of them. */
+START_TEST(seed_log_lines)
+{
+	const char *tenant = h_uuid(), *agent = h_uuid(), *inv = h_uuid(), *apt = h_uuid();
+	const char *ev = h_uuid(), *owner = h_uuid(), *client = h_uuid();
+	const char *email = h_sprintf("log-%s@example.com", agent);
+	char *mid, *line = NULL, *payload;
+
+	contact_at(agent, email, "+70000000002", "2026-11-30T10:00:00Z");
+	payload = apt_created(apt, tenant, agent, inv, "Pending", NULL);
+	mid = ntf_send("appointment-created", apt, "Appointment", payload);
+	ck_assert_msg(H_WAIT_UNTIL(wlog(&line, mid, "\"notifications: enqueued\"", NULL) == 1,
+		10000), "no enqueued line");
+	ck_assert_msg(strstr(line, "\"eventType\":\"pin.calendar.appointment-created\"") &&
+		strstr(line, "\"kind\":\"AppointmentCreated\"") &&
+		strstr(line, h_sprintf("\"recipientUserIds\":\"%s,%s\"", agent, inv)) &&
+		strstr(line, "\"created\":\"4\"") && strstr(line, "\"inApp\":\"2\"") &&
+		strstr(line, "\"email\":\"2\"") && strstr(line, "\"sms\":\"0\""), "%s", line);
+	ck_assert_msg(wlog(&line, mid, "\"notifications: consumed\"", NULL) == 1, "no consumed");
+	ck_assert_msg(strstr(line, "\"eventType\":\"pin.calendar.appointment-created\"") &&
+		strstr(line, "\"kind\":\"AppointmentCreated\"") && strstr(line, agent), "%s", line);
+
+	/* the same message again: skipped-duplicate (the host's inbox) */
+	ck_assert_int_eq(h_kafka_produce("pin.calendar.appointment-created.v1", apt,
+		ENV_FIXED(mid, "pin.calendar.appointment-created", "Appointment", apt, payload)), 0);
+	ck_assert_msg(H_WAIT_UNTIL(wlog(&line, mid, "\"consumer: skipped-duplicate\"", NULL)
+		== 1, WAIT_MS), "no skipped-duplicate line");
+	ck_assert_msg(strstr(line, "\"eventType\":\"pin.calendar.appointment-created\"") &&
+		strstr(line, "\"group\":\"" GROUP "\""), "%s", line);
+
+	/* filtered, with its branch */
+	mid = ntf_send("event-status-changed", ev, "CalendarEvent",
+		ev_status(ev, tenant, owner, "Manual", NULL, "Cancelled"));
+	ck_assert_msg(H_WAIT_UNTIL(wlog(&line, mid, "\"notifications: filtered\"", NULL) == 1,
+		10000), "no filtered line");
+	ck_assert_msg(strstr(line, "\"reason\":\"no-client\"") &&
+		strstr(line, "\"eventType\":\"pin.calendar.event-status-changed\"") &&
+		strstr(line, "\"kind\":\"AppointmentCancelled\""), "%s", line);
+	ck_assert_ptr_null(strstr(line, "Клиент заболел"));     /* CancelReason */
+
+	/* skipped-stale: a reminder of an event that has started */
+	mid = ntf_send("reminder-due", ev, "CalendarEvent", reminder(h_uuid(), h_uuid(), tenant,
+		owner, client, NULL, "2020-01-01T09:00:00Z"));
+	ck_assert_msg(H_WAIT_UNTIL(wlog(&line, mid, "\"notifications: skipped-stale\"", NULL)
+		== 1, 10000), "no skipped-stale line");
+	ck_assert_msg(strstr(line, "\"reason\":\"stale-reminder\"") &&
+		strstr(line, "\"kind\":\"CalendarReminder\"") &&
+		strstr(line, h_sprintf("\"recipientUserIds\":\"%s,%s\"", owner, client)), "%s", line);
+
+	/* failed: an invalid payload (investorUserId missing) */
+	mid = h_new_mid();
+	ck_assert_int_eq(h_kafka_produce("pin.calendar.appointment-confirmed.v1", apt,
+		ENV_FIXED(mid, "pin.calendar.appointment-confirmed", "Appointment", apt,
+		h_sprintf("{\"appointmentId\":\"%s\",\"tenantId\":\"%s\",\"eventId\":\"%s\","
+		"\"agentUserId\":\"%s\",\"kind\":\"Showing\",\"startAt\":\"" START "\","
+		"\"endAt\":\"" END "\",\"timeZone\":\"Europe/Moscow\",\"autoConfirmed\":false}",
+		apt, tenant, h_uuid(), agent))), 0);
+	ck_assert_msg(H_WAIT_UNTIL(wlog(&line, mid, "\"notifications: failed\"", NULL) >= 1,
+		WAIT_MS), "no failed line");
+	ck_assert_msg(strstr(line, "\"code\":\"NTF_INVALID_PAYLOAD\"") &&
+		strstr(line, "\"eventType\":\"pin.calendar.appointment-confirmed\"") &&
+		strstr(line, "\"level\":\"error\""), "%s", line);
+
+	/* PII: no name, address or Comment in the log */
+	ck_assert_int_eq(wlog(NULL, email, NULL, NULL), 0);
+	ck_assert_int_eq(wlog(NULL, "Снимок Адресов", NULL, NULL), 0);
+	ck_assert_int_eq(wlog(NULL, "internal note", NULL, NULL), 0);
+}
+END_TEST
+
 Suite *make_notify_suite(void)
 {
 	Suite *s = suite_create("notify");
@@ -1270,6 +1624,13 @@ Suite *make_notify_suite(void)
 	tcase_add_test(tc, contract_version_mismatch_applied);
 	tcase_add_test(tc, retention_housekeeping);
 	tcase_add_test(tc, erasure_of_deleted_user);
+	suite_add_tcase(s, tc);
+
+	tc = h_tcase("seed001", 240);
+	tcase_add_test(tc, unknown_enum_values_warned);
+	tcase_add_test(tc, address_snapshot_at_enqueue);
+	tcase_add_test(tc, inapp_outcome_dispatched);
+	tcase_add_test(tc, seed_log_lines);
 	suite_add_tcase(s, tc);
 
 	tc = h_tcase("api", 120);
