@@ -891,6 +891,14 @@ Suite *make_kafka_suite(void)
 {
 	Suite *s = suite_create("kafka");
 	TCase *tc = h_tcase("worker", 150);
+	/* issue 30: SQLSTATE classes, the dead letters worked (before the
+	 * broker restart at the end of "worker") */
+	TCase *dlq = h_tcase("dlq", 200);
+
+	tcase_add_test(dlq, sqlstate_data_dead_lettered);
+	tcase_add_test(dlq, sqlstate_infra_retried);
+	tcase_add_test(dlq, dlq_walkthrough);
+	suite_add_tcase(s, dlq);
 
 	tcase_add_test(tc, relay_publishes_once);
 	tcase_add_test(tc, relay_publishes_api_outbox);
@@ -901,9 +909,6 @@ Suite *make_kafka_suite(void)
 	tcase_add_test(tc, consumer_dlq);
 	tcase_add_test(tc, consumer_batch_savepoints);
 	tcase_add_test(tc, consumer_batch_set_based);
-	tcase_add_test(tc, sqlstate_data_dead_lettered);
-	tcase_add_test(tc, sqlstate_infra_retried);
-	tcase_add_test(tc, dlq_walkthrough);
 	/* last: restarts the broker (a new, empty mock cluster) */
 	tcase_add_test(tc, relay_survives_broker_outage);
 	suite_add_tcase(s, tc);
