@@ -803,6 +803,37 @@ static char *dlq_tool(const char *args, int *rc)
 
 static const char *PENDING = "pin_dlq_pending{group=\"test-consumer\"}";
 
+/* The state of the stack's Prometheus alert PinDeadLetters{group=
+ * "test-consumer"} (packaging/prometheus rules, scrape and evaluation every
+ * second): "firing", "pending", or "" when there is none */
+static const char *prom_dlq_alert(void)
+{
+	FILE *p = popen(h_sprintf("curl -sf %s/api/v1/alerts",
+			h_env("PIN_PROMETHEUS_URL")), "r");
+	char buf[65536];
+	size_t n;
+	json_object *root, *alerts;
+	const char *state = "";
+
+	ck_assert_ptr_nonnull(p);
+	n = fread(buf, 1, sizeof(buf) - 1, p);
+	buf[n] = '\0';
+	pclose(p);
+	root = json_tokener_parse(buf);
+	ck_assert_msg(root != NULL, "Prometheus alerts API: %.300s", buf);
+	alerts = h_jget(h_jget(root, "data"), "alerts");
+	for (size_t i = 0; alerts && i < json_object_array_length(alerts); i++) {
+		json_object *a = json_object_array_get_idx(alerts, i);
+		const char *nm = h_jstr(h_jget(a, "labels"), "alertname");
+		const char *gr = h_jstr(h_jget(a, "labels"), "group");
+
+		if (nm && gr && !strcmp(nm, "PinDeadLetters") && !strcmp(gr, "test-consumer"))
+			state = h_strdup(h_jstr(a, "state") ? h_jstr(a, "state") : "?");
+	}
+	json_object_put(root);
+	return state;
+}
+
 /* (i) the walk-through of doc/operating.md "Dead letters": a poison message,
  * its dead letter and the gauge in a real scrape, --dlq list / show, the
  * cause fixed, --dlq replay, the message applied, the gauge back at 0; and
@@ -813,6 +844,8 @@ START_TEST(dlq_walkthrough)
 	char *out, *id, *mid, *mid2, *id2;
 	int rc;
 	int64_t t0, t_dead, t_gauge1, t_replay, t_applied, t_gauge0;
+	int64_t t_fire = -1, t_clear = -1;
+	bool prom = *h_env_opt("PIN_PROMETHEUS_URL", "") != '\0';
 
 	fault_setup();
 	h_host_stack_worker(&w);
@@ -821,6 +854,9 @@ START_TEST(dlq_walkthrough)
 	ck_assert_msg(rc == 0, "ack all: %d\n%s", rc, out);
 	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&w, PENDING) == 0, 15000),
 			"%s not 0 after acking all: %g", PENDING, h_host_metric(&w, PENDING));
+	if (prom)
+		ck_assert_msg(H_WAIT_UNTIL(!*prom_dlq_alert(), 20000),
+				"PinDeadLetters still %s with nothing pending", prom_dlq_alert());
 	out = dlq_tool("list test-consumer", &rc);
 	ck_assert_msg(rc == 0 && strstr(out, "0 pending"), "list: %d\n%s", rc, out);
 
@@ -835,6 +871,11 @@ START_TEST(dlq_walkthrough)
 	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&w, PENDING) == 1, 15000),
 			"%s not 1: %g", PENDING, h_host_metric(&w, PENDING));
 	t_gauge1 = h_now_ms();
+	if (prom) {     /* the seeds' "DLQ > 0": the alert fires */
+		ck_assert_msg(H_WAIT_UNTIL(!strcmp(prom_dlq_alert(), "firing"), 20000),
+				"PinDeadLetters not firing: '%s'", prom_dlq_alert());
+		t_fire = h_now_ms();
+	}
 	out = dlq_tool("list test-consumer", &rc);
 	ck_assert_msg(rc == 0 && strstr(out, id) && strstr(out, "INTEGRITY_VIOLATION_23514") &&
 			strstr(out, TEST_TOPIC) && strstr(out, "1 pending") && !strstr(out, mid),
@@ -856,15 +897,21 @@ START_TEST(dlq_walkthrough)
 	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&w, PENDING) == 0, 15000),
 			"%s not back to 0: %g", PENDING, h_host_metric(&w, PENDING));
 	t_gauge0 = h_now_ms();
+	if (prom) {     /* and clears once the last one is handled */
+		ck_assert_msg(H_WAIT_UNTIL(!*prom_dlq_alert(), 20000),
+				"PinDeadLetters still '%s' after the replay", prom_dlq_alert());
+		t_clear = h_now_ms();
+	}
 	/* a replay again: nothing pending any more */
 	out = dlq_tool(h_sprintf("replay test-consumer %s", id), &rc);
 	ck_assert_msg(rc == 1 && strstr(out, "no pending"), "replay twice: %d\n%s", rc, out);
-	printf("dlq_walkthrough: dead letter %lld ms after the produce, gauge 1 in a"
-			" scrape +%lld ms, replay %lld ms after the poison, applied +%lld ms,"
-			" gauge 0 +%lld ms after the replay\n",
-			(long long)(t_dead - t0), (long long)(t_gauge1 - t_dead),
-			(long long)(t_replay - t0), (long long)(t_applied - t_replay),
-			(long long)(t_gauge0 - t_replay));
+	printf("dlq_walkthrough (ms from the poison produce): dead letter %lld,"
+			" gauge 1 in a scrape %lld, alert firing %lld, list+show+fix done,"
+			" replay %lld, applied %lld, gauge 0 %lld, alert cleared %lld\n",
+			(long long)(t_dead - t0), (long long)(t_gauge1 - t0),
+			(long long)(t_fire < 0 ? -1 : t_fire - t0), (long long)(t_replay - t0),
+			(long long)(t_applied - t0), (long long)(t_gauge0 - t0),
+			(long long)(t_clear < 0 ? -1 : t_clear - t0));
 
 	/* ack: a second poison message, marked handled without replay */
 	mid2 = fault_produce("22P02");
