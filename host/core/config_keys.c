@@ -166,6 +166,9 @@ const struct pin_config_key pin_config_host_keys[] = {
 	  "consumers", "messages per batch of a consumer with a set-based batch handler"),
 	K("consumer_lag_interval_ms", PIN_CFG_DURATION, "5000", WORKER, RELOAD, 100, 3600000,
 	  NULL, "ms", "consumers", "how often each consumer asks the brokers for its lag"),
+	K("dlq_handled_retention_days", PIN_CFG_INT, "90", WORKER, RELOAD, 0, 36500, NULL,
+	  "days", "consumers", "dead letters handled (pin-host --dlq replay|ack) longer ago "
+	  "than this are deleted from <schema>.dead_letters; 0: kept"),
 	K("consumer_commit_async", PIN_CFG_BOOL, "true", WORKER, 0, 0, 0, NULL, NULL,
 	  "consumers", "commit offsets asynchronously after each batch's COMMIT (a lost "
 	  "commit redelivers; the inbox dedupes)"),

@@ -11,7 +11,8 @@
  * dead-lettered again onto the same row.  A message dead-lettered again after
  * an operator handled it (offsets reset) is pending again.  A failed write
  * is an infrastructure failure: the message is held and retried, so every
- * dead letter has its row.
+ * dead letter has its row.  Handled rows are deleted after
+ * dlq_handled_retention_days (90).
  */
 #include "config.h"
 
@@ -131,6 +132,27 @@ int cons_dead_letter_record(struct cons *c, const rd_kafka_message_t *m,
 	return rc;
 }
 
+/* the bound of the table: the group's rows handled more than
+ * dlq_handled_retention_days ago (0: kept), with the count (an index probe of
+ * dead_letters_handled; dead letters are rare) */
+static void purge_handled(struct cons *c)
+{
+	char sql[256], days[24];
+	const char *p[2] = { c->e->c.group, days };
+	long long d = pin_config_int("dlq_handled_retention_days");
+	PGresult *r;
+
+	if (d <= 0)
+		return;
+	snprintf(days, sizeof(days), "%lld", d);
+	snprintf(sql, sizeof(sql), "DELETE FROM %s WHERE consumer_group = $1 AND"
+			" handled_at < now() - make_interval(days => $2::int)", c->dl_table);
+	r = pin_db_exec_prepared("pin_dead_letters_purge", sql, 2, p);
+	if (r && PQresultStatus(r) == PGRES_COMMAND_OK && strcmp(PQcmdTuples(r), "0"))
+		pin_log(PIN_LOG_INFO, "consumer: handled dead letters purged", "group",
+				c->e->c.group, "rows", PQcmdTuples(r), "days", days, NULL);
+}
+
 /* pin_dlq_pending{group}: its rows without handled_at, counted every 5 s
  * (and at once after a dead letter) on the consumer's own connection */
 void cons_dead_letters_sample(struct cons *c, bool now)
@@ -151,4 +173,6 @@ void cons_dead_letters_sample(struct cons *c, bool now)
 	if (r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
 		pin_metric_set("pin_dlq_pending", c->labels,
 				strtod(PQgetvalue(r, 0, 0), NULL));
+	if (!now)
+		purge_handled(c);
 }

@@ -5,7 +5,8 @@
 -- redelivery after a crash does not count twice, and a message dead-lettered
 -- again after it was handled is pending again.  handled_at is set by
 -- `pin-host --dlq replay|ack`; pin_dlq_pending{group} counts the rows
--- without it (alert PinDeadLetters).
+-- without it (alert PinDeadLetters).  Handled rows are deleted after
+-- dlq_handled_retention_days (90) by the group's worker host.
 CREATE TABLE calendar.dead_letters (
     id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     consumer_group   text NOT NULL,
@@ -30,3 +31,6 @@ CREATE TABLE calendar.dead_letters (
 -- the gauge's count and --dlq list: the pending rows of a group
 CREATE INDEX dead_letters_pending ON calendar.dead_letters (consumer_group, id)
     WHERE handled_at IS NULL;
+-- the purge of handled rows (a probe every 5 s per group)
+CREATE INDEX dead_letters_handled ON calendar.dead_letters (consumer_group, handled_at)
+    WHERE handled_at IS NOT NULL;

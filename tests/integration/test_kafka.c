@@ -836,8 +836,8 @@ static const char *prom_dlq_alert(void)
 
 /* (i) the walk-through of doc/operating.md "Dead letters": a poison message,
  * its dead letter and the gauge in a real scrape, --dlq list / show, the
- * cause fixed, --dlq replay, the message applied, the gauge back at 0; and
- * an ack */
+ * cause fixed, --dlq replay, the message applied, the gauge back at 0; an
+ * ack; the purge of old handled rows */
 START_TEST(dlq_walkthrough)
 {
 	struct h_host w;
@@ -927,6 +927,25 @@ START_TEST(dlq_walkthrough)
 			" AND handled_note = 'bad test data'", id2), 1);
 	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&w, PENDING) == 0, 15000), "gauge not 0");
 	ck_assert_int_eq(h_sql_int(SEEN_SQL, mid2), 0);
+	/* the bound: handled rows older than dlq_handled_retention_days (90)
+	 * are deleted by the group's host, newer ones and pending ones kept */
+	{
+		const char *ins = "INSERT INTO calendar.dead_letters (consumer_group, topic,"
+			" kafka_partition, kafka_offset, error_code, dead_at, handled_at,"
+			" handled_how) VALUES ('test-consumer', 'pin.test.purge', 0,"
+			" $1::bigint, 'TEST', now() - interval '200 days',"
+			" now() - make_interval(days => $2::int), 'acked') RETURNING id::text";
+		char *off = h_sprintf("%lld", (long long)h_now_ms());
+		char *off2 = h_sprintf("%lld", (long long)h_now_ms() + 1);
+		char *old_id = h_sql_scalar(ins, off, "91");
+		char *new_id = h_sql_scalar(ins, off2, "89");
+
+		ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM"
+				" calendar.dead_letters WHERE id = $1::bigint", old_id) == 0, 15000),
+				"a dead letter handled 91 days ago was not purged");
+		ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.dead_letters"
+				" WHERE id = ANY (ARRAY[$1, $2, $3]::bigint[])", new_id, id, id2), 3);
+	}
 	/* an unknown group: usage error, the groups listed */
 	out = dlq_tool("list no-such-group", &rc);
 	ck_assert_msg(rc == 2 && strstr(out, "test-consumer"), "unknown group: %d\n%s", rc, out);
