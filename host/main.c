@@ -397,6 +397,9 @@ int main(int argc, char **argv)
 		goto out_db;
 	}
 	if (dlq) {   /* the operator's tool (dlq_tool.c); nothing started */
+		/* its output is the answer: the plugins' INFO lines stay out */
+		if (level_of(pin_config_str("log_level")) < PIN_LOG_WARN)
+			pin_log_set_level(PIN_LOG_WARN);
 		rc = pin_dlq_main(dlq, argc - optind, argv + optind, reason);
 		pin_plugins_unload();
 		goto out_db;

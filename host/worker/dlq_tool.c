@@ -148,8 +148,7 @@ static int list(const char *group)
 			PQgetvalue(r, i, 1), a, where, PQgetvalue(r, i, 6),
 			PQgetvalue(r, i, 7), PQgetvalue(r, i, 8));
 	}
-	fprintf(stderr, "%d pending dead letter(s) of %s in %s\n", PQntuples(r),
-		group, table);
+	printf("%d pending dead letter(s) of %s in %s\n", PQntuples(r), group, table);
 	return 0;
 }
 
