@@ -75,6 +75,9 @@ static void usage(FILE *f)
 {
 	fputs("usage: pin-host --mode api|worker [options]\n"
 	      "       pin-host --migrate [--sql-dir DIR] [--pg-dsn DSN]\n"
+	      "       pin-host --config WORKER.conf --dlq list [GROUP]\n"
+	      "       pin-host --config WORKER.conf --dlq show|replay|ack GROUP ID...|all\n"
+	      "                [--reason TEXT]\n"
 	      "options (each also a config key and a PIN_<KEY> variable):\n"
 	      "  --config FILE          config file (default " PIN_SYSCONF_DIR "/pin-host.conf)\n"
 	      "  --plugins LIST         comma list of plugin names or .so paths\n"
@@ -104,6 +107,11 @@ static void usage(FILE *f)
 	      "  --print-config-reference md|man|keys\n"
 	      "                         the reference of every declared key (the host's\n"
 	      "                         and those of the plugins in plugin_dir), exit\n"
+	      "  --dlq list|show|replay|ack\n"
+	      "                         the dead letters of the worker's consumer groups:\n"
+	      "                         list the pending ones, show one (payload too),\n"
+	      "                         replay to the original topic, or ack (--reason);\n"
+	      "                         exit\n"
 	      "  --version              version, plugin ABI and build flags\n"
 	      "keys, files and environment: pin-host.conf(5)\n", f);
 }
@@ -239,9 +247,12 @@ int main(int argc, char **argv)
 		{ "check-config", no_argument, NULL, 'T' },
 		{ "print-config", no_argument, NULL, 'D' },
 		{ "print-config-reference", required_argument, NULL, 'G' },
+		{ "dlq", required_argument, NULL, 'Q' },
+		{ "reason", required_argument, NULL, 'W' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *config = NULL, *check = NULL, *reference = NULL;
+	const char *dlq = NULL, *reason = NULL;
 	bool once = false, migrate = false, list_routes = false;
 	bool check_config = false, print_config = false, mode_migrate = false;
 	unsigned cmode = 0;
@@ -289,6 +300,8 @@ int main(int argc, char **argv)
 		case 'T': check_config = true; break;
 		case 'D': print_config = true; break;
 		case 'G': reference = optarg; break;
+		case 'Q': dlq = optarg; break;
+		case 'W': reason = optarg; break;
 		default: usage(stderr); pin_config_free(); return 2;
 		}
 	}
@@ -299,7 +312,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	migrate = migrate || mode_migrate;
-	if (optind < argc) {
+	if (optind < argc && !dlq) {
 		usage(stderr);
 		pin_config_free();
 		return 2;
@@ -381,6 +394,14 @@ int main(int argc, char **argv)
 	}
 	if (migrate) {
 		rc = pin_migrate(pin_config_str("sql_dir")) == 0 ? 0 : 1;
+		goto out_db;
+	}
+	if (dlq) {   /* the operator's tool (dlq_tool.c); nothing started */
+		/* its output is the answer: the plugins' INFO lines stay out */
+		if (level_of(pin_config_str("log_level")) < PIN_LOG_WARN)
+			pin_log_set_level(PIN_LOG_WARN);
+		rc = pin_dlq_main(dlq, argc - optind, argv + optind, reason);
+		pin_plugins_unload();
 		goto out_db;
 	}
 

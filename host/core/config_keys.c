@@ -156,7 +156,9 @@ const struct pin_config_key pin_config_host_keys[] = {
 	K("consumer_backoff_max_ms", PIN_CFG_DURATION, "60000", WORKER, RELOAD, 1, 86400000,
 	  NULL, "ms", "consumers", "longest retry delay (the delay doubles per retry)"),
 	K("consumer_retry_deadline_s", PIN_CFG_DURATION, "86400", WORKER, RELOAD, 1, 31536000,
-	  NULL, "s", "consumers", "a message still retried after this long goes to <group>.dlq"),
+	  NULL, "s", "consumers", "a message whose handler keeps asking for a retry goes to "
+	  "<group>.dlq after this long (not one held by a database outage or an error of "
+	  "the database's state: those are retried without a deadline)"),
 	K("consumer_batch_max", PIN_CFG_INT, "64", WORKER, 0, 1, 10000, NULL, "messages",
 	  "consumers", "fresh messages applied per transaction (a savepoint each; 1: one "
 	  "transaction per message)"),
@@ -164,6 +166,9 @@ const struct pin_config_key pin_config_host_keys[] = {
 	  "consumers", "messages per batch of a consumer with a set-based batch handler"),
 	K("consumer_lag_interval_ms", PIN_CFG_DURATION, "5000", WORKER, RELOAD, 100, 3600000,
 	  NULL, "ms", "consumers", "how often each consumer asks the brokers for its lag"),
+	K("dlq_handled_retention_days", PIN_CFG_INT, "90", WORKER, RELOAD, 0, 36500, NULL,
+	  "days", "consumers", "dead letters handled (pin-host --dlq replay|ack) longer ago "
+	  "than this are deleted from <schema>.dead_letters; 0: kept"),
 	K("consumer_commit_async", PIN_CFG_BOOL, "true", WORKER, 0, 0, 0, NULL, NULL,
 	  "consumers", "commit offsets asynchronously after each batch's COMMIT (a lost "
 	  "commit redelivers; the inbox dedupes)"),

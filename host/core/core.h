@@ -144,9 +144,11 @@ void pin_db_error_reset(void);
 const char *pin_db_last_error(void);
 enum pin_db_class {
 	PIN_DBC_NONE = 0,       /* no SQLSTATE recorded */
-	PIN_DBC_TRANSIENT,      /* 08, 53, 58, 40001, 40P01, 55P03, 57014, 57P0x */
-	PIN_DBC_DATA,           /* class 22: the input cannot be stored */
-	PIN_DBC_INTEGRITY,      /* class 23 except the two below */
+	PIN_DBC_TRANSIENT,      /* 08, 53, 57, 58, F0, XX, 25006, 25P03, 25P04,
+				 * 40000/1/3, 40P01, 55006, 55P03, 72000: the
+				 * database's state or capacity */
+	PIN_DBC_DATA,           /* classes 22, 54: the input cannot be stored */
+	PIN_DBC_INTEGRITY,      /* class 23 except the two below; 40002, 44000 */
 	PIN_DBC_EXPECTED,       /* 23505 unique, 23P01 exclusion: handlers answer */
 	PIN_DBC_PERMANENT       /* anything else (42xxx: our SQL or schema) */
 };

@@ -406,33 +406,50 @@ const char *pin_db_last_error(void)
 	return T->err_state;
 }
 
-/* The policy of README "Error classes".  Transient: the same statement can
+/* The policy of README "Error classes" and of doc/operating.md "What a
+ * consumer does with a database error" (issue 30).  Transient: the state or
+ * the capacity of the database, not the input -- the same statement can
  * succeed later without the input changing. */
 enum pin_db_class pin_db_classify(const char *state)
 {
 	static const char *const transient[] = {
+		"25006",    /* read_only_sql_transaction: a standby after a failover */
+		"25P03",    /* idle_in_transaction_session_timeout */
+		"25P04",    /* transaction_timeout (PostgreSQL 17) */
+		"40000",    /* transaction_rollback */
 		"40001",    /* serialization_failure */
+		"40003",    /* statement_completion_unknown */
 		"40P01",    /* deadlock_detected */
+		"55006",    /* object_in_use */
 		"55P03",    /* lock_not_available (lock_timeout, NOWAIT) */
-		"57014",    /* query_canceled: statement_timeout under load */
-		"57P01", "57P02", "57P03",  /* admin/crash shutdown, starting up */
-		"XX000",    /* no SQLSTATE at all (out of memory in libpq) */
+		"72000",    /* snapshot_too_old */
 		NULL
 	};
+	/* whole classes: 08 connection, 53 insufficient resources (disk,
+	 * memory, too many connections), 57 operator intervention (57014
+	 * statement_timeout / cancel, 57P01 admin shutdown, 57P03 cannot connect
+	 * now), 58 system error (I/O), F0 configuration file error, XX internal
+	 * error (also "no SQLSTATE at all": out of memory in libpq) */
+	static const char *const transient_class[] = { "08", "53", "57", "58", "F0",
+		"XX", NULL };
 
 	if (!state || !*state)
 		return PIN_DBC_NONE;
-	if (!strncmp(state, "08", 2) || !strncmp(state, "53", 2) ||
-	    !strncmp(state, "58", 2))
-		return PIN_DBC_TRANSIENT;   /* connection, resources, system I/O */
+	for (int i = 0; transient_class[i]; i++)
+		if (!strncmp(state, transient_class[i], 2))
+			return PIN_DBC_TRANSIENT;
 	for (int i = 0; transient[i]; i++)
 		if (!strcmp(state, transient[i]))
 			return PIN_DBC_TRANSIENT;
-	if (!strncmp(state, "22", 2))
+	/* 54 program limit exceeded (statement too complex, too many
+	 * arguments): the input made the statement too large, every time */
+	if (!strncmp(state, "22", 2) || !strncmp(state, "54", 2))
 		return PIN_DBC_DATA;
 	if (!strcmp(state, "23505") || !strcmp(state, "23P01"))
 		return PIN_DBC_EXPECTED;    /* unique / exclusion: handlers answer */
-	if (!strncmp(state, "23", 2))
+	/* 40002 a deferred constraint at COMMIT, 44000 WITH CHECK OPTION */
+	if (!strncmp(state, "23", 2) || !strcmp(state, "40002") ||
+	    !strcmp(state, "44000"))
 		return PIN_DBC_INTEGRITY;
 	return PIN_DBC_PERMANENT;
 }

@@ -73,6 +73,8 @@ struct cons {
 	 * last commit failed (commit_retry); dropped on revoke */
 	rd_kafka_topic_partition_list_t *commits;
 	int64_t next_commit_retry_us;
+	char dl_table[160];         /* <schema>.dead_letters (dead_letters.c) */
+	int64_t next_pending_us;    /* next count of pin_dlq_pending */
 };
 
 /* outcome of one attempt at a message */
@@ -124,11 +126,22 @@ void cons_msg_trace(const struct pin_msg *msg, const char *tp);
 void cons_note_version(struct cons *c, const struct pin_msg *msg);
 void cons_note_envelope(struct cons *c, const struct pin_msg *msg,
 		const char *tp);
+/* the decision alone (unit-tested): status, database link up, SQLSTATE */
+enum attempt cons_classify_state(enum pin_consume_status st, bool db_up,
+		const char *state);
 enum attempt cons_classify(enum pin_consume_status st,
 		const struct pin_consume_result *res, struct verdict *v);
 void cons_hold(struct cons *c, rd_kafka_message_t *m, struct held *h,
 		enum attempt a, const struct verdict *v, int64_t now);
 void cons_handle(struct cons *c, rd_kafka_message_t *m, struct held *h);
+
+/* dead_letters.c: the record of the dead letters, pin_dlq_pending */
+void cons_dead_letters_init(struct cons *c, const char *inbox);
+/* the row of m (before the DLQ produce); 0, -1 (retried like an outage) */
+int cons_dead_letter_record(struct cons *c, const rd_kafka_message_t *m,
+		const char *code, const char *detail);
+/* pin_dlq_pending{group}, every 5 s or now */
+void cons_dead_letters_sample(struct cons *c, bool now);
 
 /* consumer_batch.c: batches */
 /* one message of a batch */

@@ -288,6 +288,7 @@ static void *cons_main(void *arg)
 			continue;
 		cons_commit_retry(c);
 		cons_lag_sample(c);
+		cons_dead_letters_sample(c, false);
 		m = next_message(c, retry_due(c, a));
 		if (!m)
 			continue;
@@ -386,6 +387,7 @@ int pin_consumers_start(void)
 		snprintf(c->unclaim_sql, sizeof(c->unclaim_sql),
 				"DELETE FROM %s WHERE consumer_group = $1"
 				" AND message_id = ANY ($2::uuid[])", inbox);
+		cons_dead_letters_init(c, inbox);
 		if (pthread_mutex_init(&c->wm_mu, NULL) == 0) {
 			if (pthread_create(&c->wm_thr, NULL, cons_wm_main, c) == 0)
 				c->wm_started = true;

@@ -21,11 +21,13 @@
  *     (res.retry_deadline_s, else consumer_retry_deadline_s, default 86400),
  *     then DLQ; other partitions keep flowing meanwhile;
  *     FATAL -> ROLLBACK, DLQ at once;
- *     RETRY after a statement failed with a data exception (SQLSTATE class
- *     22) or an integrity violation (class 23 except 23505/23P01, which
- *     handlers expect) -> ROLLBACK, DLQ at once with code
+ *     RETRY after a statement failed with a data exception (SQLSTATE
+ *     classes 22, 54) or an integrity violation (class 23 except
+ *     23505/23P01, which handlers expect) -> ROLLBACK, DLQ at once with code
  *     DATA_EXCEPTION_<state> / INTEGRITY_VIOLATION_<state> (db.c classes);
- *     a lost connection (class 08) -> retried like an outage;
+ *     RETRY after any other SQLSTATE (the database's state or capacity: 08,
+ *     53, 57, 58, 25006, 40001, ...; or our SQL / schema: 42) -> retried
+ *     like an outage (cons_classify_state);
  *   - database unreachable / inbox or COMMIT failing -> retried like RETRY
  *     but without a deadline (infrastructure, never DLQ); so is a handler
  *     failure (RETRY or FATAL) while the database link is down.
@@ -36,6 +38,9 @@
  * x-original-partition, x-original-offset, x-error-code, x-error-detail;
  * produced with acks=all and the delivery report awaited before the offset
  * is committed (a failed DLQ write is retried like an infrastructure error).
+ * Before it, the dead letter is recorded in <schema>.dead_letters
+ * (dead_letters.c; idempotent per group, topic, partition and offset) for
+ * pin_dlq_pending{group} and pin-host --dlq.
  */
 #include "config.h"
 
@@ -104,6 +109,8 @@ int cons_dlq_send(struct cons *c, const rd_kafka_message_t *m,
 	rd_kafka_resp_err_t e;
 	const char *topic = rd_kafka_topic_name(m->rkt);
 
+	if (cons_dead_letter_record(c, m, code, detail) != 0)
+		return -1;
 	if (!c->dlq && dlq_create(c) != 0)
 		return -1;
 	snprintf(part, sizeof(part), "%" PRId32, m->partition);
@@ -134,6 +141,7 @@ int cons_dlq_send(struct cons *c, const rd_kafka_message_t *m,
 		return -1;
 	}
 	pin_metric_add("pin_dlq_total", c->labels, 1);
+	cons_dead_letters_sample(c, true);
 	return 0;
 }
 
@@ -262,38 +270,73 @@ void cons_note_envelope(struct cons *c, const struct pin_msg *msg,
 }
 
 /*
- * classify a handler failure (the transaction is rolled back):
- *   the database link is gone           -> A_RETRY_INFRA (whatever it said);
- *   the statement that failed has a
- *   data (22) or integrity (23, not
- *   unique/exclusion) SQLSTATE          -> A_DLQ, code <CLASS>_<SQLSTATE>:
- *                                          the same bytes fail every time;
- *   handler RETRY                       -> A_RETRY (with its deadline);
- *   handler FATAL                       -> A_DLQ with its code.
+ * What a handler failure means (issue 30; the table of doc/operating.md
+ * "What a consumer does with a database error"), from the status, whether
+ * the database link is up and the SQLSTATE of the statement that failed:
+ *   the link is gone, or a transient
+ *   SQLSTATE (the database's state or
+ *   capacity: 08 53 57 58 XX 25006 40001
+ *   40P01 55P03 ...)                     -> A_RETRY_INFRA: backoff without a
+ *                                          deadline, never the DLQ (a FATAL
+ *                                          only when the link is gone);
+ *   handler RETRY after a data (22, 54)
+ *   or integrity (23 except 23505 and
+ *   23P01, 40002, 44000) SQLSTATE        -> A_DLQ at once: the same bytes
+ *                                          fail every time;
+ *   handler RETRY after any other
+ *   SQLSTATE (42 our SQL or schema, a
+ *   missing grant, P0 ...)               -> A_RETRY_INFRA: not the message's
+ *                                          fault; the partition waits for
+ *                                          the fix (lag alerts fire);
+ *   handler RETRY, no SQLSTATE or
+ *   23505 / 23P01 (a race)               -> A_RETRY with its deadline;
+ *   handler FATAL (contract violation)   -> A_DLQ with its code.
  */
+enum attempt cons_classify_state(enum pin_consume_status st, bool db_up,
+		const char *state)
+{
+	enum pin_db_class k = pin_db_classify(state);
+
+	if (!db_up)
+		return A_RETRY_INFRA;
+	if (st != PIN_CONSUME_RETRY)
+		return A_DLQ;
+	switch (k) {
+	case PIN_DBC_TRANSIENT:
+	case PIN_DBC_PERMANENT:
+		return A_RETRY_INFRA;
+	case PIN_DBC_DATA:
+	case PIN_DBC_INTEGRITY:
+		return A_DLQ;
+	default:
+		return A_RETRY;
+	}
+}
+
 enum attempt cons_classify(enum pin_consume_status st,
 		const struct pin_consume_result *res, struct verdict *v)
 {
 	const char *state = pin_db_last_error();
 	enum pin_db_class k = pin_db_classify(state);
+	bool up = pin_db_conn() && strncmp(state, "08", 2) != 0;
+	enum attempt a = cons_classify_state(st, up, state);
 
 	snprintf(v->code, sizeof(v->code), "%s", res->code[0] ? res->code :
 			st == PIN_CONSUME_RETRY ? "RETRIABLE" : "NON_RETRIABLE");
 	snprintf(v->detail, sizeof(v->detail), "%s", res->detail);
-	if (!pin_db_conn() || !strncmp(state, "08", 2))
-		return A_RETRY_INFRA;
-	if (st == PIN_CONSUME_RETRY && (k == PIN_DBC_DATA || k == PIN_DBC_INTEGRITY)) {
+	if (a == A_RETRY_INFRA && up && *state)
+		snprintf(v->detail, sizeof(v->detail), "SQLSTATE %.5s (retried until"
+				" it clears)%s%.200s", state, res->detail[0] ? ": " : "",
+				res->detail);
+	if (a == A_DLQ && st == PIN_CONSUME_RETRY) {
 		snprintf(v->code, sizeof(v->code), "%s_%s", k == PIN_DBC_DATA ?
 				"DATA_EXCEPTION" : "INTEGRITY_VIOLATION", state);
 		snprintf(v->detail, sizeof(v->detail), "SQLSTATE %.5s is not retriable%s%.200s",
 				state, res->detail[0] ? ": " : "", res->detail);
-		return A_DLQ;
 	}
-	if (st == PIN_CONSUME_RETRY) {
+	if (a == A_RETRY)
 		v->deadline_s = res->retry_deadline_s;
-		return A_RETRY;
-	}
-	return A_DLQ;       /* FATAL (or an unknown status) */
+	return a;
 }
 
 /* handle: one transaction with the inbox row and the handler's effects */

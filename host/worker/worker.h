@@ -31,6 +31,10 @@ rd_kafka_conf_t *pin_kafka_conf_new(const char *client_id, char *err, size_t err
 int pin_kafka_conf_set(rd_kafka_conf_t *conf, const char *key, const char *val,
 		char *err, size_t errlen);
 
+/* ---- dlq_tool.c: pin-host --dlq CMD ARGS (the plugins of the configuration
+ * are loaded; the caller unloads them).  0, 1 a failure, 2 usage. */
+int pin_dlq_main(const char *cmd, int argc, char **argv, const char *reason);
+
 /* ---- envelope.c: the events.md envelope of a consumed message ------------ */
 /* Parses value (len bytes) into msg->envelope/payload/message_id/event_type/
  * contract_version/created_at_us (borrowed from *env, which the caller puts).

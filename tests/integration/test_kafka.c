@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <json-c/json.h>
 
 #include "harness.h"
@@ -565,10 +566,405 @@ START_TEST(relay_survives_broker_outage)
 }
 END_TEST
 
+/* ------------------------------------------------ issue 30: SQLSTATE classes */
+
+/* A trigger on calendar.test_seen raises the SQLSTATE of
+ * calendar.test_fault for the message being inserted ("seen-3s" messages
+ * of testcons.so answer RETRY with a 3 s deadline when it fails) */
+static void fault_setup(void)
+{
+	k_setup();
+	h_sql("CREATE TABLE IF NOT EXISTS calendar.test_fault"
+			" (message_id uuid PRIMARY KEY, errcode text NOT NULL)");
+	h_sql("CREATE OR REPLACE FUNCTION calendar.test_fault_raise() RETURNS trigger"
+			" LANGUAGE plpgsql AS $$ DECLARE e text; BEGIN"
+			" SELECT errcode INTO e FROM calendar.test_fault"
+			" WHERE message_id = NEW.message_id;"
+			" IF FOUND THEN RAISE EXCEPTION 'injected fault %', e USING ERRCODE = e;"
+			" END IF; RETURN NEW; END $$");
+	h_sql("CREATE OR REPLACE TRIGGER test_fault BEFORE INSERT ON calendar.test_seen"
+			" FOR EACH ROW EXECUTE FUNCTION calendar.test_fault_raise()");
+}
+
+/* count of the dead-letter rows of test-consumer holding mid */
+static const char *DEAD_SQL = "SELECT count(*) FROM calendar.dead_letters"
+	" WHERE consumer_group = 'test-consumer'"
+	" AND position(convert_to($1, 'UTF8') IN payload) > 0";
+
+/* a poison message: its INSERT fails with state (NULL: no fault) */
+static char *fault_produce(const char *state)
+{
+	char *mid = h_uuid(), *key = h_uuid();
+
+	if (state)
+		h_sql("INSERT INTO calendar.test_fault VALUES ($1::uuid, $2)", mid, state);
+	k_produce(TEST_TOPIC, key, k_envelope(mid, key, "seen-3s"));
+	return mid;
+}
+
+/* (g) SQLSTATEs about the message's data: the DLQ at once, with the
+ * class in the code (54 and 44 went through the 3 s deadline before) */
+START_TEST(sqlstate_data_dead_lettered)
+{
+	static const char *const states[][2] = {
+		{ "22023", "DATA_EXCEPTION_22023" },      /* invalid parameter value */
+		{ "22P02", "DATA_EXCEPTION_22P02" },      /* invalid text representation */
+		{ "54000", "DATA_EXCEPTION_54000" },      /* program limit exceeded */
+		{ "54001", "DATA_EXCEPTION_54001" },      /* statement too complex */
+		{ "23514", "INTEGRITY_VIOLATION_23514" }, /* check violation */
+		{ "23503", "INTEGRITY_VIOLATION_23503" }, /* foreign key violation */
+		{ "44000", "INTEGRITY_VIOLATION_44000" }, /* WITH CHECK OPTION */
+	};
+	enum { N = sizeof(states) / sizeof(states[0]) };
+	char *mids[N];
+	int64_t t0;
+
+	fault_setup();
+	t0 = h_now_ms();
+	for (int i = 0; i < N; i++)
+		mids[i] = fault_produce(states[i][0]);
+	for (int i = 0; i < N; i++) {
+		char *code;
+
+		ck_assert_msg(k_wait_count(DEAD_SQL, mids[i], 1, 20) == 1,
+				"SQLSTATE %s: no dead letter within 20 s", states[i][0]);
+		code = h_sql_scalar("SELECT error_code FROM calendar.dead_letters"
+				" WHERE consumer_group = 'test-consumer'"
+				" AND position(convert_to($1, 'UTF8') IN payload) > 0", mids[i]);
+		ck_assert_msg(code && !strcmp(code, states[i][1]),
+				"SQLSTATE %s: dead letter code %s, want %s", states[i][0],
+				code ? code : "(none)", states[i][1]);
+		ck_assert_int_eq(h_sql_int(SEEN_SQL, mids[i]), 0);
+	}
+	printf("sqlstate_data_dead_lettered: %d dead letters in %lld ms\n", N,
+			(long long)(h_now_ms() - t0));
+	{
+		/* and on the DLQ topic with the same code */
+		int idx, count;
+		struct h_kmsgs *l = k_wait_topic(DLQ_TOPIC, mids[N - 1], 20, &idx, &count);
+
+		ck_assert_msg(idx >= 0, "not on %s", DLQ_TOPIC);
+		ck_assert_str_eq(h_kmsg_header(&l->v[idx], "x-error-code"), states[N - 1][1]);
+	}
+	h_sql("DELETE FROM calendar.test_fault");
+}
+END_TEST
+
+/* The worker log's lines since the last call (the stack's logs/worker.log,
+ * read from where the previous call stopped); harness-owned. */
+static char *log_new(long *pos)
+{
+	FILE *f = fopen(h_sprintf("%s/logs/worker.log", h_env("PIN_DEV_DIR")), "r");
+	char *buf;
+	long end;
+	size_t n;
+
+	if (!f)
+		return h_strdup("");
+	fseek(f, 0, SEEK_END);
+	end = ftell(f);
+	if (*pos < 0 || *pos > end)
+		*pos = end;
+	buf = h_sprintf("%*s", (int)(end - *pos), "");
+	fseek(f, *pos, SEEK_SET);
+	n = fread(buf, 1, (size_t)(end - *pos), f);
+	buf[n] = '\0';
+	*pos += (long)n;
+	fclose(f);
+	return buf;
+}
+
+/* true when text has a line holding both needles */
+static bool line_with(const char *text, const char *n1, const char *n2)
+{
+	for (const char *p = text; (p = strstr(p, n2)); p++) {
+		const char *bol = p, *eol = strchr(p, '\n'), *q;
+
+		while (bol > text && bol[-1] != '\n')
+			bol--;
+		q = strstr(bol, n1);
+		if (q && (!eol || q < eol))
+			return true;
+	}
+	return false;
+}
+
+/* (h) SQLSTATEs about the database's state or capacity, or not about the
+ * message at all (42: our SQL, a grant): never the DLQ.  Each message is
+ * held as an infrastructure failure, still not dead-lettered 5 s after its
+ * first attempt (the handler's 3 s deadline was the old path to the DLQ),
+ * then its fault is removed and it is applied, exactly once.  Messages
+ * behind one in the same partition (3 partitions) are tried after it. */
+START_TEST(sqlstate_infra_retried)
+{
+	static const char *const states[] = {
+		"08006",    /* connection failure */
+		"53100",    /* disk full */
+		"53200",    /* out of memory */
+		"53300",    /* too many connections */
+		"57014",    /* statement timeout / canceled */
+		"57P01",    /* admin shutdown */
+		"57P03",    /* cannot connect now */
+		"58030",    /* I/O error */
+		"25006",    /* read-only transaction: a standby after a failover */
+		"40001",    /* serialization failure */
+		"40P01",    /* deadlock */
+		"55P03",    /* lock not available */
+		"XX000",    /* internal error */
+		"42P01",    /* undefined table: schema behind the code */
+		"42501",    /* insufficient privilege: a missing grant */
+	};
+	enum { N = sizeof(states) / sizeof(states[0]) };
+	char *mids[N];
+	int64_t held_at[N] = { 0 }, t0, end;
+	bool fixed[N] = { false };
+	int nfixed = 0;
+	long pos = -1;
+	char *seen = h_strdup("");
+
+	fault_setup();
+	(void)log_new(&pos);
+	t0 = h_now_ms();
+	for (int i = 0; i < N; i++)
+		mids[i] = fault_produce(states[i]);
+	end = t0 + 120000;
+	while (nfixed < N && h_now_ms() < end) {
+		char *more = log_new(&pos);
+
+		if (*more)
+			seen = h_sprintf("%s%s", seen, more);
+		for (int i = 0; i < N; i++) {
+			if (fixed[i])
+				continue;
+			ck_assert_msg(!line_with(seen, "consumer: retriable failure", mids[i]),
+					"SQLSTATE %s: retried with a deadline", states[i]);
+			if (!held_at[i] && line_with(seen, "consumer: infrastructure failure",
+					mids[i]))
+				held_at[i] = h_now_ms();
+			if (held_at[i] && h_now_ms() - held_at[i] > 5000) {
+				ck_assert_msg(h_sql_int(DEAD_SQL, mids[i]) == 0,
+						"SQLSTATE %s: dead-lettered", states[i]);
+				ck_assert_int_eq(h_sql_int(SEEN_SQL, mids[i]), 0);
+				h_sql("DELETE FROM calendar.test_fault WHERE message_id = $1::uuid",
+						mids[i]);
+				fixed[i] = true;
+				nfixed++;
+			}
+		}
+		h_sleep_ms(300);
+	}
+	for (int i = 0; i < N; i++)
+		ck_assert_msg(fixed[i], "SQLSTATE %s: never held as an infrastructure"
+				" failure within 120 s", states[i]);
+	for (int i = 0; i < N; i++)
+		ck_assert_msg(k_wait_count(SEEN_SQL, mids[i], 1, 60) == 1,
+				"SQLSTATE %s: not applied within 60 s of the fix", states[i]);
+	printf("sqlstate_infra_retried: %d SQLSTATEs held > 5 s each, all applied"
+			" %lld ms after the first produce\n", N, (long long)(h_now_ms() - t0));
+	ck_assert_int_gt(h_sql_int("SELECT max(attempts) FROM calendar.test_seen"
+				" WHERE message_id = $1::uuid", mids[0]), 2);
+	{
+		struct h_kmsgs *l = h_kafka_read_all(DLQ_TOPIC, 10000);
+
+		for (int i = 0; i < N; i++) {
+			int count;
+
+			ck_assert_msg(k_find(l, mids[i], &count) < 0,
+					"SQLSTATE %s: on %s", states[i], DLQ_TOPIC);
+			ck_assert_int_eq(h_sql_int(SEEN_SQL, mids[i]), 1);
+			ck_assert_int_eq(h_sql_int(DEAD_SQL, mids[i]), 0);
+		}
+	}
+}
+END_TEST
+
+/* ------------------------------------------ issue 30: working the DLQ */
+
+/* pin-host --dlq ARGS with the stack's config and worker plugins: the
+ * output (stdout and stderr), *rc the exit status */
+static char *dlq_tool(const char *args, int *rc)
+{
+	char *cmd = h_sprintf("%s --config %s --plugins %s --dlq %s 2>&1",
+			h_env("PIN_HOST_BIN"), h_env("PIN_CONFIG"), h_env("PIN_WORKER_PLUGINS"),
+			args);
+	FILE *p = popen(cmd, "r");
+	char buf[4096], *out = h_strdup("");
+	size_t n;
+
+	ck_assert_ptr_nonnull(p);
+	while ((n = fread(buf, 1, sizeof(buf) - 1, p)) > 0) {
+		buf[n] = '\0';
+		out = h_sprintf("%s%s", out, buf);
+	}
+	*rc = pclose(p);
+	*rc = WIFEXITED(*rc) ? WEXITSTATUS(*rc) : -1;
+	return out;
+}
+
+static const char *PENDING = "pin_dlq_pending{group=\"test-consumer\"}";
+
+/* The state of the stack's Prometheus alert PinDeadLetters{group=
+ * "test-consumer"} (packaging/prometheus rules, scrape and evaluation every
+ * second): "firing", "pending", or "" when there is none */
+static const char *prom_dlq_alert(void)
+{
+	FILE *p = popen(h_sprintf("curl -sf %s/api/v1/alerts",
+			h_env("PIN_PROMETHEUS_URL")), "r");
+	char buf[65536];
+	size_t n;
+	json_object *root, *alerts;
+	const char *state = "";
+
+	ck_assert_ptr_nonnull(p);
+	n = fread(buf, 1, sizeof(buf) - 1, p);
+	buf[n] = '\0';
+	pclose(p);
+	root = json_tokener_parse(buf);
+	ck_assert_msg(root != NULL, "Prometheus alerts API: %.300s", buf);
+	alerts = h_jget(h_jget(root, "data"), "alerts");
+	for (size_t i = 0; alerts && i < json_object_array_length(alerts); i++) {
+		json_object *a = json_object_array_get_idx(alerts, i);
+		const char *nm = h_jstr(h_jget(a, "labels"), "alertname");
+		const char *gr = h_jstr(h_jget(a, "labels"), "group");
+
+		if (nm && gr && !strcmp(nm, "PinDeadLetters") && !strcmp(gr, "test-consumer"))
+			state = h_strdup(h_jstr(a, "state") ? h_jstr(a, "state") : "?");
+	}
+	json_object_put(root);
+	return state;
+}
+
+/* (i) the walk-through of doc/operating.md "Dead letters": a poison message,
+ * its dead letter and the gauge in a real scrape, --dlq list / show, the
+ * cause fixed, --dlq replay, the message applied, the gauge back at 0; an
+ * ack; the purge of old handled rows */
+START_TEST(dlq_walkthrough)
+{
+	struct h_host w;
+	char *out, *id, *mid, *mid2, *id2;
+	int rc;
+	int64_t t0, t_dead, t_gauge1, t_replay, t_applied, t_gauge0;
+	int64_t t_fire = -1, t_clear = -1;
+	bool prom = *h_env_opt("PIN_PROMETHEUS_URL", "") != '\0';
+
+	fault_setup();
+	h_host_stack_worker(&w);
+	/* the earlier tests' dead letters of the group: acked first */
+	out = dlq_tool("ack test-consumer all --reason 'test: earlier tests'", &rc);
+	ck_assert_msg(rc == 0, "ack all: %d\n%s", rc, out);
+	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&w, PENDING) == 0, 15000),
+			"%s not 0 after acking all: %g", PENDING, h_host_metric(&w, PENDING));
+	if (prom)
+		ck_assert_msg(H_WAIT_UNTIL(!*prom_dlq_alert(), 20000),
+				"PinDeadLetters still %s with nothing pending", prom_dlq_alert());
+	out = dlq_tool("list test-consumer", &rc);
+	ck_assert_msg(rc == 0 && strstr(out, "0 pending"), "list: %d\n%s", rc, out);
+
+	/* the poison message: its INSERT breaks a check constraint */
+	t0 = h_now_ms();
+	mid = fault_produce("23514");
+	ck_assert_msg(k_wait_count(DEAD_SQL, mid, 1, 20) == 1, "no dead letter");
+	t_dead = h_now_ms();
+	id = h_sql_scalar("SELECT id::text FROM calendar.dead_letters WHERE"
+			" consumer_group = 'test-consumer' AND handled_at IS NULL"
+			" AND position(convert_to($1, 'UTF8') IN payload) > 0", mid);
+	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&w, PENDING) == 1, 15000),
+			"%s not 1: %g", PENDING, h_host_metric(&w, PENDING));
+	t_gauge1 = h_now_ms();
+	if (prom) {     /* the seeds' "DLQ > 0": the alert fires */
+		ck_assert_msg(H_WAIT_UNTIL(!strcmp(prom_dlq_alert(), "firing"), 20000),
+				"PinDeadLetters not firing: '%s'", prom_dlq_alert());
+		t_fire = h_now_ms();
+	}
+	out = dlq_tool("list test-consumer", &rc);
+	ck_assert_msg(rc == 0 && strstr(out, id) && strstr(out, "INTEGRITY_VIOLATION_23514") &&
+			strstr(out, TEST_TOPIC) && strstr(out, "1 pending") && !strstr(out, mid),
+			"list (the payload only with show): %d\n%s", rc, out);
+	out = dlq_tool(h_sprintf("show test-consumer %s", id), &rc);
+	ck_assert_msg(rc == 0 && strstr(out, mid) && strstr(out, "seen-3s"),
+			"show: %d\n%s", rc, out);
+
+	/* the cause fixed, the message replayed to its topic */
+	h_sql("DELETE FROM calendar.test_fault WHERE message_id = $1::uuid", mid);
+	t_replay = h_now_ms();
+	out = dlq_tool(h_sprintf("replay test-consumer %s", id), &rc);
+	ck_assert_msg(rc == 0 && strstr(out, "replayed"), "replay: %d\n%s", rc, out);
+	ck_assert_msg(k_wait_count(SEEN_SQL, mid, 1, 30) == 1,
+			"replayed message not applied within 30 s");
+	t_applied = h_now_ms();
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.dead_letters WHERE"
+			" id = $1::bigint AND handled_how = 'replayed'", id), 1);
+	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&w, PENDING) == 0, 15000),
+			"%s not back to 0: %g", PENDING, h_host_metric(&w, PENDING));
+	t_gauge0 = h_now_ms();
+	if (prom) {     /* and clears once the last one is handled */
+		ck_assert_msg(H_WAIT_UNTIL(!*prom_dlq_alert(), 20000),
+				"PinDeadLetters still '%s' after the replay", prom_dlq_alert());
+		t_clear = h_now_ms();
+	}
+	/* a replay again: nothing pending any more */
+	out = dlq_tool(h_sprintf("replay test-consumer %s", id), &rc);
+	ck_assert_msg(rc == 1 && strstr(out, "no pending"), "replay twice: %d\n%s", rc, out);
+	printf("dlq_walkthrough (ms from the poison produce): dead letter %lld,"
+			" gauge 1 in a scrape %lld, alert firing %lld, list+show+fix done,"
+			" replay %lld, applied %lld, gauge 0 %lld, alert cleared %lld\n",
+			(long long)(t_dead - t0), (long long)(t_gauge1 - t0),
+			(long long)(t_fire < 0 ? -1 : t_fire - t0), (long long)(t_replay - t0),
+			(long long)(t_applied - t0), (long long)(t_gauge0 - t0),
+			(long long)(t_clear < 0 ? -1 : t_clear - t0));
+
+	/* ack: a second poison message, marked handled without replay */
+	mid2 = fault_produce("22P02");
+	ck_assert_msg(k_wait_count(DEAD_SQL, mid2, 1, 20) == 1, "no second dead letter");
+	id2 = h_sql_scalar("SELECT id::text FROM calendar.dead_letters WHERE"
+			" consumer_group = 'test-consumer' AND handled_at IS NULL"
+			" AND position(convert_to($1, 'UTF8') IN payload) > 0", mid2);
+	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&w, PENDING) == 1, 15000), "gauge not 1");
+	out = dlq_tool(h_sprintf("ack test-consumer %s --reason 'bad test data'", id2), &rc);
+	ck_assert_msg(rc == 0 && strstr(out, "acked"), "ack: %d\n%s", rc, out);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.dead_letters WHERE"
+			" id = $1::bigint AND handled_how = 'acked'"
+			" AND handled_note = 'bad test data'", id2), 1);
+	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&w, PENDING) == 0, 15000), "gauge not 0");
+	ck_assert_int_eq(h_sql_int(SEEN_SQL, mid2), 0);
+	/* the bound: handled rows older than dlq_handled_retention_days (90)
+	 * are deleted by the group's host, newer ones and pending ones kept */
+	{
+		const char *ins = "INSERT INTO calendar.dead_letters (consumer_group, topic,"
+			" kafka_partition, kafka_offset, error_code, dead_at, handled_at,"
+			" handled_how) VALUES ('test-consumer', 'pin.test.purge', 0,"
+			" $1::bigint, 'TEST', now() - interval '200 days',"
+			" now() - make_interval(days => $2::int), 'acked') RETURNING id::text";
+		char *off = h_sprintf("%lld", (long long)h_now_ms());
+		char *off2 = h_sprintf("%lld", (long long)h_now_ms() + 1);
+		char *old_id = h_sql_scalar(ins, off, "91");
+		char *new_id = h_sql_scalar(ins, off2, "89");
+
+		ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM"
+				" calendar.dead_letters WHERE id = $1::bigint", old_id) == 0, 15000),
+				"a dead letter handled 91 days ago was not purged");
+		ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.dead_letters"
+				" WHERE id = ANY (ARRAY[$1, $2, $3]::bigint[])", new_id, id, id2), 3);
+	}
+	/* an unknown group: usage error, the groups listed */
+	out = dlq_tool("list no-such-group", &rc);
+	ck_assert_msg(rc == 2 && strstr(out, "test-consumer"), "unknown group: %d\n%s", rc, out);
+	h_sql("DELETE FROM calendar.test_fault");
+}
+END_TEST
+
 Suite *make_kafka_suite(void)
 {
 	Suite *s = suite_create("kafka");
 	TCase *tc = h_tcase("worker", 150);
+	/* issue 30: SQLSTATE classes, the dead letters worked (before the
+	 * broker restart at the end of "worker") */
+	TCase *dlq = h_tcase("dlq", 200);
+
+	tcase_add_test(dlq, sqlstate_data_dead_lettered);
+	tcase_add_test(dlq, sqlstate_infra_retried);
+	tcase_add_test(dlq, dlq_walkthrough);
+	suite_add_tcase(s, dlq);
 
 	tcase_add_test(tc, relay_publishes_once);
 	tcase_add_test(tc, relay_publishes_api_outbox);

@@ -371,7 +371,8 @@ static double dlq_alert(const char *group, const char **state)
 /* A poison message ends in the DLQ; Prometheus (scraping the worker host's
  * metrics_listen, with packaging/prometheus/pin-calendar.rules.yml) shows
  * PinDeadLetters for that group, pending or firing, and its value (the
- * 10-minute increase) went up by this message. */
+ * group's dead letters not yet handled, pin_dlq_pending) went up by this
+ * message. */
 START_TEST(dlq_alert_through_prometheus)
 {
 	const char *topic = "pin.test.events.v1", *state = "";

@@ -10,6 +10,7 @@
 #include "core.h"
 #include "api.h"
 #include "worker.h"
+#include "consumer.h"
 #include "suites.h"
 #include "textref.h"
 
@@ -118,6 +119,69 @@ START_TEST(sqlstate_classes)
 	ck_assert_int_eq(pin_db_classify("23505"), PIN_DBC_EXPECTED);
 	ck_assert_int_eq(pin_db_classify("23P01"), PIN_DBC_EXPECTED);
 	ck_assert_int_eq(pin_db_classify("42P01"), PIN_DBC_PERMANENT);
+	/* issue 30 */
+	ck_assert_int_eq(pin_db_classify("25006"), PIN_DBC_TRANSIENT);
+	ck_assert_int_eq(pin_db_classify("57P03"), PIN_DBC_TRANSIENT);
+	ck_assert_int_eq(pin_db_classify("XX001"), PIN_DBC_TRANSIENT);
+	ck_assert_int_eq(pin_db_classify("54000"), PIN_DBC_DATA);
+	ck_assert_int_eq(pin_db_classify("40002"), PIN_DBC_INTEGRITY);
+	ck_assert_int_eq(pin_db_classify("44000"), PIN_DBC_INTEGRITY);
+	ck_assert_int_eq(pin_db_classify("25P02"), PIN_DBC_PERMANENT);
+}
+END_TEST
+
+/* issue 30: the table of doc/operating.md "What a consumer does with a
+ * database error", row by row: a handler's RETRY after the statement that
+ * failed with this SQLSTATE */
+static const struct {
+	const char *state;
+	enum attempt want;
+} cons_table[] = {
+	/* the database's state or capacity: retried without a deadline */
+	{ "08000", A_RETRY_INFRA }, { "08006", A_RETRY_INFRA }, { "08P01", A_RETRY_INFRA },
+	{ "53000", A_RETRY_INFRA }, { "53100", A_RETRY_INFRA }, { "53200", A_RETRY_INFRA },
+	{ "53300", A_RETRY_INFRA }, { "53400", A_RETRY_INFRA },
+	{ "57000", A_RETRY_INFRA }, { "57014", A_RETRY_INFRA }, { "57P01", A_RETRY_INFRA },
+	{ "57P02", A_RETRY_INFRA }, { "57P03", A_RETRY_INFRA }, { "57P04", A_RETRY_INFRA },
+	{ "58000", A_RETRY_INFRA }, { "58030", A_RETRY_INFRA },
+	{ "25006", A_RETRY_INFRA }, { "25P03", A_RETRY_INFRA },
+	{ "40000", A_RETRY_INFRA }, { "40001", A_RETRY_INFRA }, { "40003", A_RETRY_INFRA },
+	{ "40P01", A_RETRY_INFRA }, { "55006", A_RETRY_INFRA }, { "55P03", A_RETRY_INFRA },
+	{ "72000", A_RETRY_INFRA }, { "F0000", A_RETRY_INFRA },
+	{ "XX000", A_RETRY_INFRA }, { "XX001", A_RETRY_INFRA }, { "XX002", A_RETRY_INFRA },
+	/* not about the message (our SQL, the schema, a grant): retried too */
+	{ "42601", A_RETRY_INFRA }, { "42P01", A_RETRY_INFRA }, { "42501", A_RETRY_INFRA },
+	{ "42703", A_RETRY_INFRA }, { "0A000", A_RETRY_INFRA }, { "P0001", A_RETRY_INFRA },
+	{ "25P02", A_RETRY_INFRA },
+	/* the message's data: the DLQ at once */
+	{ "22000", A_DLQ }, { "22001", A_DLQ }, { "22003", A_DLQ }, { "22007", A_DLQ },
+	{ "22021", A_DLQ }, { "22023", A_DLQ }, { "22P02", A_DLQ },
+	{ "23000", A_DLQ }, { "23502", A_DLQ }, { "23503", A_DLQ }, { "23514", A_DLQ },
+	{ "40002", A_DLQ }, { "44000", A_DLQ },
+	{ "54000", A_DLQ }, { "54001", A_DLQ }, { "54011", A_DLQ }, { "54023", A_DLQ },
+	/* a race the handler answers: retried until its deadline */
+	{ "23505", A_RETRY }, { "23P01", A_RETRY },
+	/* no statement failed: the handler's own RETRY, its deadline */
+	{ "", A_RETRY },
+};
+
+START_TEST(consumer_sqlstate_table)
+{
+	for (size_t i = 0; i < sizeof(cons_table) / sizeof(cons_table[0]); i++) {
+		enum attempt got = cons_classify_state(PIN_CONSUME_RETRY, true,
+				cons_table[i].state);
+
+		ck_assert_msg(got == cons_table[i].want, "RETRY after SQLSTATE '%s': %d, want %d",
+				cons_table[i].state, got, cons_table[i].want);
+		/* the link down: whatever the handler said, an outage */
+		ck_assert_int_eq(cons_classify_state(PIN_CONSUME_RETRY, false,
+				cons_table[i].state), A_RETRY_INFRA);
+		ck_assert_int_eq(cons_classify_state(PIN_CONSUME_FATAL, false,
+				cons_table[i].state), A_RETRY_INFRA);
+		/* a handler's FATAL (contract violation) is a dead letter */
+		ck_assert_int_eq(cons_classify_state(PIN_CONSUME_FATAL, true,
+				cons_table[i].state), A_DLQ);
+	}
 }
 END_TEST
 
@@ -212,6 +276,7 @@ Suite *make_text_suite(void)
 	tcase_add_test(tc, json_nul_and_path);
 	tcase_add_test(tc, envelope_codes);
 	tcase_add_test(tc, sqlstate_classes);
+	tcase_add_test(tc, consumer_sqlstate_table);
 	tcase_add_test(tc, envelope_text_as_json_c);
 	tcase_add_test(tc, uuid_v7_shape);
 	suite_add_tcase(s, tc);
