@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/bn.h>
@@ -139,7 +140,7 @@ static char *token(EVP_PKEY *k, const char *kid)
 	const char *pl = h_sprintf("{\"iss\":\"pin-dev\",\"aud\":\"pin-calendar\","
 		"\"sub\":\"%s\",\"tenant_id\":\"%s\",\"actor\":\"agent\","
 		"\"permissions\":[\"calendar.events.view\"],\"exp\":%lld}",
-		h_uuid(), h_uuid(), (long long)(h_now_ms() / 1000 + 600));
+		h_uuid(), h_uuid(), (long long)time(NULL) + 600);
 	const char *input = h_sprintf("%s.%s",
 		b64url((const unsigned char *)hdr, strlen(hdr)),
 		b64url((const unsigned char *)pl, strlen(pl)));
@@ -178,7 +179,12 @@ static const char *events_uri(void)
 /* the status the host gives this token */
 static long status_of(const char *tok)
 {
-	return h_fcgi(sock_path(), "GET", events_uri(), tok, NULL)->status;
+	struct h_resp *r = h_fcgi(sock_path(), "GET", events_uri(), tok, NULL);
+
+	if (r->status != 200)
+		printf("reload: %ld %s (%s)\n", r->status, r->body ? r->body : "",
+			h_header(r, "WWW-Authenticate") ? h_header(r, "WWW-Authenticate") : "");
+	return r->status;
 }
 
 static double metric(const char *series)
