@@ -296,8 +296,8 @@ START_TEST(key_rotation_by_reload)
 			strstr(log, "\"key\":\"threads\""), "restart-only key not named");
 		ck_assert_msg(strstr(log, "unknown key") &&
 			strstr(log, "api_read_timeout_mss"), "the typo not named");
-		ck_assert_msg(strstr(log, "\"level\":\"debug\""),
-			"log_level = debug not applied");
+		ck_assert_msg(strstr(log, "\"msg\":\"configuration: key reloaded\","
+			"\"key\":\"log_level\""), "log_level = debug not applied");
 	}
 	ck_assert_int_gt(sent, 0);
 	printf("reload: 5 reloads, %d requests during them, 0 failed\n", sent);
