@@ -215,6 +215,60 @@ static bool hup(const char *tok, int *sent)
 	}
 }
 
+/* A second client beside the test's own: a child process sending the
+ * agent's list with tok on a connection of its own each time, as fast as it
+ * can, until load_stop; what it counted comes back through a file. */
+static pid_t load_pid = -1;
+
+static const char *load_file(const char *what)
+{
+	return h_sprintf("%s/load.%s", dir(), what);
+}
+
+static void load_start(const char *tok)
+{
+	unlink(load_file("stop"));
+	unlink(load_file("out"));
+	load_pid = fork();
+	ck_assert_int_ge(load_pid, 0);
+	if (load_pid == 0) {
+		long sent = 0, failed = 0;
+		FILE *f;
+
+		while (access(load_file("stop"), F_OK) != 0) {
+			struct h_resp *r = h_fcgi(sock_path(), "GET", events_uri(), tok, NULL);
+
+			sent++;
+			failed += r->status != 200;
+			h_resp_free(r);
+		}
+		f = fopen(load_file("out"), "w");
+		if (f) {
+			fprintf(f, "%ld %ld\n", sent, failed);
+			fclose(f);
+		}
+		_exit(0);
+	}
+}
+
+static void load_stop(long *sent, long *failed)
+{
+	FILE *f;
+	int status;
+
+	f = fopen(load_file("stop"), "w");
+	ck_assert_ptr_nonnull(f);
+	fclose(f);
+	ck_assert_int_eq(waitpid(load_pid, &status, 0), load_pid);
+	load_pid = -1;
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		"the load client died (status %d)", status);
+	f = fopen(load_file("out"), "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%ld %ld", sent, failed), 2);
+	fclose(f);
+}
+
 static void host_start(void)
 {
 	const char *args[] = { "--config", conf_path(), NULL };
@@ -261,6 +315,9 @@ START_TEST(key_rotation_by_reload)
 	ck_assert_double_eq(metric("pin_config_generation"), 2);
 	ck_assert_int_eq(status_of(ta), 200);
 	ck_assert_int_eq(status_of(tb), 200);
+	/* from here on b's tokens stay good, and a second client sends them
+	 * all along the next four reloads */
+	load_start(tb);
 
 	/* it retires a: a's tokens are refused from this reload on */
 	put_file(jwks_path(), h_sprintf("{\"keys\":[%s]}", jwk(b, "key-b")));
@@ -299,8 +356,17 @@ START_TEST(key_rotation_by_reload)
 		ck_assert_msg(strstr(log, "\"msg\":\"configuration: key reloaded\","
 			"\"key\":\"log_level\""), "log_level = debug not applied");
 	}
-	ck_assert_int_gt(sent, 0);
-	printf("reload: 5 reloads, %d requests during them, 0 failed\n", sent);
+	{
+		long lsent = 0, lfailed = 0;
+
+		load_stop(&lsent, &lfailed);
+		printf("reload: 5 reloads; the test's own requests %d, the load "
+			"client's %ld through the last four, %ld not 200\n", sent,
+			lsent, lfailed);
+		ck_assert_int_gt(sent, 0);
+		ck_assert_int_gt(lsent, 100);
+		ck_assert_int_eq(lfailed, 0);
+	}
 	host_stop();
 	EVP_PKEY_free(a);
 	EVP_PKEY_free(b);
@@ -309,6 +375,11 @@ END_TEST
 
 static void teardown(void)
 {
+	if (load_pid > 0) {
+		kill(load_pid, SIGKILL);
+		waitpid(load_pid, NULL, 0);
+		load_pid = -1;
+	}
 	host_stop();
 }
 
