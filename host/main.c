@@ -17,6 +17,10 @@
 
 static pthread_t sig_tid;
 static int sig_started;
+static const char *reload_path;         /* the file a reload re-reads */
+static unsigned reload_mode;            /* PIN_CFG_API / PIN_CFG_WORKER */
+
+static void reload(void);
 
 static void *sig_thread(void *arg)
 {
@@ -24,8 +28,14 @@ static void *sig_thread(void *arg)
 	int sig = 0;
 	char num[16];
 
-	while (sigwait(set, &sig) != 0)
-		;
+	for (;;) {
+		while (sigwait(set, &sig) != 0)
+			;
+		if (sig != SIGHUP)
+			break;
+		if (!pin_stopping)
+			reload();
+	}
 	snprintf(num, sizeof num, "%d", sig);
 	if (!pin_stopping)
 		pin_log(PIN_LOG_INFO, "signal received, stopping", "signal", num, NULL);
@@ -50,6 +60,7 @@ static int start_signals(void)
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	if (pthread_create(&sig_tid, NULL, sig_thread, &sigs) != 0)
 		return -1;
@@ -201,6 +212,39 @@ static int level_of(const char *s)
 	if (!strcmp(s, "error"))
 		return PIN_LOG_ERROR;
 	return PIN_LOG_INFO;
+}
+
+/* the reloaded values put to work where they are not read at each use */
+static int reload_apply(void)
+{
+	if (reload_mode == PIN_CFG_API && pin_auth_init() < 0)
+		return -1;
+	pin_log_set_level(level_of(pin_config_str("log_level")));
+	return 0;
+}
+
+/*
+ * SIGHUP (systemctl reload): the configuration file again, as nginx -s
+ * reload does: a bad file is refused and the running configuration stays;
+ * keys that need a restart are named and keep their values.  Requests and
+ * messages in flight are not touched: each reads a key when it uses it.
+ */
+static void reload(void)
+{
+	struct pin_config_reload_result res;
+	int rc;
+
+	if (!reload_path) {
+		pin_log(PIN_LOG_WARN, "SIGHUP: no configuration file to reload (the host "
+			"was started from flags and environment only)", NULL);
+		pin_metric_add("pin_config_reloads_total", "result=\"refused\"", 1);
+		return;
+	}
+	rc = pin_config_reload(reload_path, reload_mode, reload_apply, &res);
+	pin_metric_add("pin_config_reloads_total",
+		rc == 0 ? "result=\"ok\"" : "result=\"refused\"", 1);
+	pin_metric_set("pin_config_generation", NULL, (double)res.generation);
+	pin_metric_set("pin_config_keys_needing_restart", NULL, (double)res.restart_only);
 }
 
 /* --list-routes: "METHOD PATH" then, tab-separated, who may call it (the
@@ -434,6 +478,12 @@ int main(int argc, char **argv)
 			fclose(f);
 		}
 	}
+	reload_path = config;
+	reload_mode = !strcmp(mode, "api") ? PIN_CFG_API : PIN_CFG_WORKER;
+	pin_metric_set("pin_config_generation", NULL, (double)pin_config_generation());
+	pin_metric_add("pin_config_reloads_total", "result=\"ok\"", 0);
+	pin_metric_add("pin_config_reloads_total", "result=\"refused\"", 0);
+	pin_metric_set("pin_config_keys_needing_restart", NULL, 0);
 	if (start_signals() < 0)
 		goto out_db;
 	if (pin_auth_init() < 0)

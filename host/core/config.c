@@ -81,6 +81,22 @@ static size_t noldplug;
 static unsigned cfg_gen = 1;
 static bool host_declared;
 
+/* Reload (pin_config_reload): the file lines of earlier generations stay
+ * allocated until pin_config_free, because a value read before a reload may
+ * still be in use by a thread; fents_mu orders a reload against the readers
+ * of the file lines themselves (undeclared keys). */
+struct fileset {
+	struct fent *fents;
+	size_t nfents;
+	char **files;
+	size_t nfiles;
+};
+static struct fileset *retired;
+static size_t nretired;
+static pthread_mutex_t fents_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t reload_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long generation = 1;   /* 1: the configuration of the start */
+
 static pthread_mutex_t warn_mu = PTHREAD_MUTEX_INITIALIZER;
 static char **warned;           /* undeclared keys already logged */
 static size_t nwarned;
@@ -746,7 +762,7 @@ const char *pin_config_str(const char *key)
 		return "";
 	}
 	resolve(d);
-	return d->val;
+	return __atomic_load_n(&d->val, __ATOMIC_ACQUIRE);
 }
 
 long long pin_config_int(const char *key)
@@ -758,7 +774,7 @@ long long pin_config_int(const char *key)
 		return 0;
 	}
 	resolve(d);
-	return d->num;
+	return __atomic_load_n(&d->num, __ATOMIC_ACQUIRE);
 }
 
 bool pin_config_bool(const char *key)
@@ -778,8 +794,11 @@ static const char *undeclared_raw(const char *key)
 	env_name(key, env, sizeof env);
 	if ((v = getenv(env)))
 		return v;
+	pthread_mutex_lock(&fents_mu);
 	fe = last_fent(key);
-	return fe ? fe->val : NULL;
+	v = fe ? fe->val : NULL;
+	pthread_mutex_unlock(&fents_mu);
+	return v;
 }
 
 const char *pin_config_get(const char *key, const char *def)
@@ -793,7 +812,8 @@ const char *pin_config_get(const char *key, const char *def)
 		return v ? v : def;
 	}
 	resolve(d);
-	return *d->val ? d->val : def;
+	v = __atomic_load_n(&d->val, __ATOMIC_ACQUIRE);
+	return *v ? v : def;
 }
 
 long long pin_config_int_def(const char *key, long long def)
@@ -1032,6 +1052,207 @@ int pin_config_check(unsigned mode, FILE *text)
 	for (size_t i = 0; i < ndecls; i++)
 		resolve(&decls[i]);
 	return c.errors;
+}
+
+/* -------------------------------------------------------------- reload */
+
+static void fileset_free(struct fileset *f)
+{
+	for (size_t i = 0; i < f->nfents; i++) {
+		free(f->fents[i].key);
+		free(f->fents[i].val);
+	}
+	free(f->fents);
+	for (size_t i = 0; i < f->nfiles; i++)
+		free(f->files[i]);
+	free(f->files);
+	memset(f, 0, sizeof *f);
+}
+
+static void retire(const struct fileset *f)
+{
+	struct fileset *n = realloc(retired, (nretired + 1) * sizeof *n);
+
+	if (!n) {
+		/* cannot keep it: leaking is safe, freeing is not */
+		pin_log(PIN_LOG_WARN, "configuration: out of memory keeping an old "
+			"generation", NULL);
+		return;
+	}
+	retired = n;
+	retired[nretired++] = *f;
+}
+
+/* what resolve() would give d from the file lines now loaded, into *out */
+static void resolve_into(const struct decl *d, struct decl *out)
+{
+	const char *f, *e;
+	char why[160];
+
+	*out = *d;
+	out->fe = NULL;
+	out->raw = NULL;
+	if ((f = flag_of(d->k.name))) {
+		out->src = SRC_FLAG;
+		out->raw = f;
+	} else if ((e = getenv(d->env))) {
+		out->src = SRC_ENV;
+		out->raw = e;
+	} else if ((out->fe = last_fent(d->k.name))) {
+		out->src = SRC_FILE;
+		out->raw = out->fe->val;
+	} else {
+		out->src = SRC_DEFAULT;
+	}
+	out->val = out->raw;
+	if (!out->val || !*out->val || check_value(&d->k, out->val, why, sizeof why) < 0)
+		out->val = def_of(&d->k);
+	out->num = num_of(&d->k, out->val);
+}
+
+static void store(struct decl *d, const struct decl *from)
+{
+	d->src = from->src;
+	d->fe = from->fe;
+	d->raw = from->raw;
+	__atomic_store_n(&d->num, from->num, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->val, from->val, __ATOMIC_RELEASE);
+}
+
+unsigned long pin_config_generation(void)
+{
+	return __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+}
+
+int pin_config_reload(const char *path, unsigned mode, int (*apply)(void),
+		struct pin_config_reload_result *res)
+{
+	struct fileset old, neu;
+	struct checker c = { NULL, 0, 0 };
+	struct decl *was = NULL, *now = NULL;
+	bool *changed = NULL;
+	char where[4200], hint[200], num[24], num2[24];
+	int rc = -1;
+
+	memset(res, 0, sizeof *res);
+	pthread_mutex_lock(&reload_mu);
+	was = calloc(ndecls ? ndecls : 1, sizeof *was);
+	now = calloc(ndecls ? ndecls : 1, sizeof *now);
+	changed = calloc(ndecls ? ndecls : 1, sizeof *changed);
+	if (!was || !now || !changed) {
+		snprintf(res->why, sizeof res->why, "out of memory");
+		goto out;
+	}
+
+	/* the new file lines, beside the running ones */
+	pthread_mutex_lock(&fents_mu);
+	old = (struct fileset){ fents, nfents, files, nfiles };
+	fents = NULL;
+	nfents = 0;
+	files = NULL;
+	nfiles = 0;
+	if (load_file(path, 0) < 0) {
+		snprintf(res->why, sizeof res->why, "the file cannot be read or parsed");
+		goto refuse_locked;
+	}
+	for (size_t i = 0; i < nfents; i++) {
+		const struct fent *e = &fents[i];
+		const struct decl *d = find_decl(e->key);
+
+		snprintf(where, sizeof where, "%s:%d", e->path, e->line);
+		if (!d) {
+			const char *near = near_key(e->key);
+
+			if (near)
+				snprintf(hint, sizeof hint, "did you mean \"%s\"?", near);
+			report(&c, !noldplug, "configuration: unknown key", "unknown key",
+				e->key, where, NULL, near ? hint : NULL);
+			continue;
+		}
+		check_one(&c, d, e->val, where);
+	}
+	if (c.errors) {
+		snprintf(res->why, sizeof res->why, "%d invalid line(s), logged", c.errors);
+		goto refuse_locked;
+	}
+
+	/* what changes: a reloadable key takes its new value; any other keeps
+	 * the running one until a restart */
+	for (size_t i = 0; i < ndecls; i++) {
+		struct decl *d = &decls[i];
+
+		if (mode && !(d->k.modes & mode))
+			continue;
+		resolve_into(d, &now[i]);
+		if (!strcmp(now[i].val, d->val))
+			continue;
+		if (!(d->k.flags & PIN_CFG_RELOAD)) {
+			pin_log(PIN_LOG_WARN, "configuration: key needs a restart, "
+				"keeps its running value", "key", d->k.name, NULL);
+			res->restart_only++;
+			continue;
+		}
+		changed[i] = true;
+		res->applied++;
+	}
+	neu = (struct fileset){ fents, nfents, files, nfiles };
+	pthread_mutex_unlock(&fents_mu);
+
+	for (size_t i = 0; i < ndecls; i++)
+		if (changed[i]) {
+			was[i] = decls[i];
+			store(&decls[i], &now[i]);
+		}
+	if (apply && apply() < 0) {
+		/* a component refused the new values: all of them go back */
+		for (size_t i = 0; i < ndecls; i++)
+			if (changed[i])
+				store(&decls[i], &was[i]);
+		snprintf(res->why, sizeof res->why, "the new values were refused where "
+			"they apply (logged)");
+		pthread_mutex_lock(&fents_mu);
+		fents = old.fents;
+		nfents = old.nfents;
+		files = old.files;
+		nfiles = old.nfiles;
+		pthread_mutex_unlock(&fents_mu);
+		retire(&neu);          /* its values were live for a moment */
+		goto refused;
+	}
+	for (size_t i = 0; i < ndecls; i++)
+		if (changed[i])
+			pin_log(PIN_LOG_INFO, "configuration: key reloaded", "key",
+				decls[i].k.name, NULL);
+	retire(&old);
+	res->generation = __atomic_add_fetch(&generation, 1, __ATOMIC_ACQ_REL);
+	snprintf(num, sizeof num, "%lu", res->generation);
+	snprintf(num2, sizeof num2, "%d", res->applied);
+	snprintf(where, sizeof where, "%d", res->restart_only);
+	pin_log(PIN_LOG_INFO, "configuration reloaded", "generation", num,
+		"keys_applied", num2, "keys_needing_restart", where, "config", path, NULL);
+	rc = 0;
+	goto out;
+
+refuse_locked:
+	neu = (struct fileset){ fents, nfents, files, nfiles };
+	fents = old.fents;
+	nfents = old.nfents;
+	files = old.files;
+	nfiles = old.nfiles;
+	pthread_mutex_unlock(&fents_mu);
+	fileset_free(&neu);            /* nothing of it was handed out */
+refused:
+	res->generation = pin_config_generation();
+	snprintf(num, sizeof num, "%lu", res->generation);
+	pin_log(PIN_LOG_ERROR, "configuration reload refused, the running "
+		"configuration stays", "reason", res->why, "generation", num,
+		"config", path, NULL);
+out:
+	free(was);
+	free(now);
+	free(changed);
+	pthread_mutex_unlock(&reload_mu);
+	return rc;
 }
 
 /* -------------------------------------------------------------- printing */
@@ -1378,6 +1599,11 @@ int pin_config_reference(FILE *out, const char *format)
 
 void pin_config_free(void)
 {
+	for (size_t i = 0; i < nretired; i++)
+		fileset_free(&retired[i]);
+	free(retired);
+	retired = NULL;
+	nretired = 0;
 	for (size_t i = 0; i < nfents; i++) {
 		free(fents[i].key);
 		free(fents[i].val);

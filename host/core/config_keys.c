@@ -12,8 +12,9 @@
  * Reload column (PIN_CFG_RELOAD): set when a running host could take a new
  * value by reading the key again at its next use (or by one setter call),
  * without restarting threads, connections, sockets or consumer groups;
- * restart-only otherwise.  No reload exists yet: the column is what one
- * builds on. */
+ * restart-only otherwise.  A reload (SIGHUP, systemctl reload;
+ * pin_config_reload) applies the changed keys of this column and names the
+ * others, which keep their running values until a restart. */
 #include "config.h"
 #include <stddef.h>
 #include "core.h"
@@ -77,7 +78,7 @@ const struct pin_config_key pin_config_host_keys[] = {
 	K("pg_dsn_read", PIN_CFG_DSN, "", API, 0, 0, 0, NULL, NULL, "PostgreSQL",
 	  "a hot standby for the reads that tolerate staleness (public showcase); "
 	  "empty: none; flag --pg-dsn-read"),
-	K("read_max_lag_s", PIN_CFG_DURATION, "5", API, RELOAD, 1, 3600, NULL, "s", "PostgreSQL",
+	K("read_max_lag_s", PIN_CFG_DURATION, "5", API, 0, 1, 3600, NULL, "s", "PostgreSQL",
 	  "reads go back to pg_dsn while the standby lags more than this"),
 	K("sql_dir", PIN_CFG_PATH, PIN_SQL_DIR, MIGRATE, BUILDDEF, 0, 0, NULL, NULL, "PostgreSQL",
 	  "migrations applied by pin-host --migrate; flag --sql-dir"),

@@ -69,6 +69,24 @@ bool pin_config_bool(const char *key);
 const char *pin_config_get(const char *key, const char *def);
 long long pin_config_int_def(const char *key, long long def);
 void pin_config_free(void);
+/* Reload (SIGHUP): re-reads path (flags and environment keep their values
+ * and precedence) and checks it as a start would; a file with an unknown key
+ * or an invalid value is refused whole.  Every changed key declared
+ * PIN_CFG_RELOAD takes its new value (readers see it from their next read),
+ * a changed key of another kind is logged by name and keeps its running
+ * value.  apply (may be NULL) then puts the new values to work; if it fails
+ * every key goes back.  0 reloaded (a new generation), -1 refused (the
+ * running configuration stays); both fill *res.  mode: the host's mode bit
+ * (keys of other modes are left alone). */
+struct pin_config_reload_result {
+	unsigned long generation;   /* live after the call */
+	int applied;                /* reloadable keys whose value changed */
+	int restart_only;           /* changed keys that wait for a restart */
+	char why[160];              /* refused: the reason */
+};
+int pin_config_reload(const char *path, unsigned mode, int (*apply)(void),
+		struct pin_config_reload_result *res);
+unsigned long pin_config_generation(void);   /* 1 at start, +1 per reload */
 /* Applies socket_mode (octal, default 0660) and socket_group (name; default:
  * the process's group) to the unix socket at path.  0, -1 (logged). */
 int pin_config_socket_perms(const char *path);

@@ -35,6 +35,7 @@ static const struct {
 	{ "input", make_input_suite },
 	{ "obs", make_obs_suite },
 	{ "fcgi", make_fcgi_suite },
+	{ "reload", make_reload_suite },
 	{ "migrate", make_migrate_suite },
 	{ "replica", make_replica_suite },  /* stops the standby */
 	{ "ops", make_ops_suite },          /* database outage */

@@ -64,6 +64,7 @@ Suite *make_input_suite(void);      /* issue 9: strict input, SQLSTATE classes *
 Suite *make_obs_suite(void);     /* issue 11: worker metrics, histograms, promtool */
 Suite *make_replica_suite(void);  /* issue 15: showcase on a hot standby */
 Suite *make_fcgi_suite(void);     /* the API host's FastCGI server */
+Suite *make_reload_suite(void);   /* SIGHUP: key rotation, refused files */
 Suite *make_migrate_suite(void);  /* pin-host --migrate on scratch databases */
 Suite *make_ops_suite(void);     /* stops PostgreSQL for a moment */
 Suite *make_scale_suite(void);   /* issue 15: several worker hosts, failover */

@@ -407,6 +407,92 @@ END_TEST
 
 /* the issue's operator trap: a typo is refused with file, line, key and a
  * suggestion */
+/* rewrites the file at path in place (a reload re-reads the same name) */
+static void rewrite_conf(const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int apply_calls, apply_fails;
+
+static int apply_hook(void)
+{
+	apply_calls++;
+	return apply_fails ? -1 : 0;
+}
+
+/* SIGHUP's reload: reloadable keys change, restart-only keys keep their
+ * running value and are counted, a bad file or a refusing component leaves
+ * everything as it was */
+START_TEST(test_reload)
+{
+	struct pin_config_reload_result r;
+	const char *before;
+
+	write_conf("log_level = info\nthreads = 4\nconsumer_backoff_max_ms = 60000\n");
+	ck_assert_int_eq(pin_config_load(path), 0);
+	ck_assert_int_eq(pin_config_check(PIN_CFG_WORKER | PIN_CFG_API, NULL), 0);
+	before = pin_config_str("log_level");
+	ck_assert_str_eq(before, "info");
+	ck_assert_uint_eq(pin_config_generation(), 1);
+
+	rewrite_conf("log_level = debug\nthreads = 8\nconsumer_backoff_max_ms = 5000\n");
+	ck_assert_int_eq(pin_config_reload(path, PIN_CFG_API | PIN_CFG_WORKER,
+			apply_hook, &r), 0);
+	ck_assert_int_eq(apply_calls, 1);
+	ck_assert_int_eq(r.applied, 2);
+	ck_assert_int_eq(r.restart_only, 1);
+	ck_assert_uint_eq(r.generation, 2);
+	ck_assert_str_eq(pin_config_str("log_level"), "debug");
+	ck_assert_int_eq(pin_config_int("consumer_backoff_max_ms"), 5000);
+	ck_assert_int_eq(pin_config_int("threads"), 4);       /* needs a restart */
+	/* a value read before the reload is still readable */
+	ck_assert_str_eq(before, "info");
+
+	/* an unknown key: refused whole, nothing changes */
+	rewrite_conf("log_level = warn\nconsumer_backof_max_ms = 1\n");
+	ck_assert_int_eq(pin_config_reload(path, PIN_CFG_API | PIN_CFG_WORKER,
+			apply_hook, &r), -1);
+	ck_assert_ptr_nonnull(strstr(r.why, "invalid"));
+	ck_assert_uint_eq(r.generation, 2);
+	ck_assert_str_eq(pin_config_str("log_level"), "debug");
+	ck_assert_int_eq(apply_calls, 1);
+	/* an invalid value */
+	rewrite_conf("log_level = loud\n");
+	ck_assert_int_eq(pin_config_reload(path, PIN_CFG_API | PIN_CFG_WORKER,
+			apply_hook, &r), -1);
+	ck_assert_str_eq(pin_config_str("log_level"), "debug");
+	/* a missing file */
+	unlink(path);
+	ck_assert_int_eq(pin_config_reload(path, PIN_CFG_API | PIN_CFG_WORKER,
+			apply_hook, &r), -1);
+	ck_assert_str_eq(pin_config_str("log_level"), "debug");
+
+	/* the component the values go to refuses them: all go back */
+	rewrite_conf("log_level = error\nconsumer_backoff_max_ms = 7000\n");
+	apply_fails = 1;
+	ck_assert_int_eq(pin_config_reload(path, PIN_CFG_API | PIN_CFG_WORKER,
+			apply_hook, &r), -1);
+	ck_assert_str_eq(pin_config_str("log_level"), "debug");
+	ck_assert_int_eq(pin_config_int("consumer_backoff_max_ms"), 5000);
+	ck_assert_uint_eq(pin_config_generation(), 2);
+	apply_fails = 0;
+
+	/* a key removed from the file goes back to its default */
+	rewrite_conf("threads = 4\n");
+	ck_assert_int_eq(pin_config_reload(path, PIN_CFG_API | PIN_CFG_WORKER,
+			NULL, &r), 0);
+	ck_assert_str_eq(pin_config_str("log_level"), "info");
+	ck_assert_int_eq(pin_config_int("consumer_backoff_max_ms"), 60000);
+	ck_assert_int_eq(r.restart_only, 0);
+	ck_assert_uint_eq(r.generation, 3);
+}
+END_TEST
+
 START_TEST(test_typo_refused)
 {
 	char *out = NULL, want[200];
@@ -712,6 +798,7 @@ Suite *make_config_suite(void)
 	tcase_add_test(tc, test_int);
 	tcase_add_test(tc, test_bool);
 	tcase_add_test(tc, test_typo_refused);
+	tcase_add_test(tc, test_reload);
 	tcase_add_test(tc, test_wrong_values_refused);
 	tcase_add_test(tc, test_env_rules);
 	tcase_add_test(tc, test_mode_notes);
