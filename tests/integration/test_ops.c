@@ -431,9 +431,9 @@ START_TEST(housekeeping_bounds_every_table)
 	 * a Planned one, all last changed 200 days ago */
 	const char *ev = "INSERT INTO calendar.calendar_events (id, tenant_id, owner_user_id,"
 		" kind, origin, status, title, start_at, time_zone, deal_id, booking_id,"
-		" cancelled_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 't',"
+		" cancelled_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6::text, 't',"
 		" now() - interval '200 days', 'UTC', NULLIF($7, '')::uuid, NULLIF($8, '')::uuid,"
-		" CASE WHEN $6 = 'Cancelled' THEN now() - interval '200 days' END,"
+		" CASE WHEN $6::text = 'Cancelled' THEN now() - interval '200 days' END,"
 		" now() - interval '200 days', now() - interval '200 days')";
 	const char *link = "INSERT INTO calendar.booking_deadline_links (booking_id, phase,"
 		" deal_id, tenant_id, calendar_event_id, status, created_at, updated_at)"
@@ -454,8 +454,8 @@ START_TEST(housekeeping_bounds_every_table)
 		" now() - make_interval(days => $5::int), 'UTC', 'Archived', now(), now())";
 	const char *rem = "INSERT INTO calendar.event_reminders (id, calendar_event_id,"
 		" offset_minutes, due_at, status, sent_at, created_at, updated_at) VALUES ($1, $2,"
-		" $3::int, now() - make_interval(days => $4::int), $5,"
-		" CASE WHEN $5 = 'Sent' THEN now() - make_interval(days => $4::int) END, now(), now())";
+		" $3::int, now() - make_interval(days => $4::int), $5::text,"
+		" CASE WHEN $5::text = 'Sent' THEN now() - make_interval(days => $4::int) END, now(), now())";
 
 	h_sql(ev, ev_planned, tenant, owner, "Task", "Manual", "Planned", "", "");
 	h_sql(ev, ev_deadline, tenant, owner, "BookingDeadline", "CrmBooking", "Cancelled",
