@@ -1201,7 +1201,7 @@ START_TEST(race_cancel_holds_reminder_then_dispatcher)
 	 * waits for the cancel nor sends (a dispatcher that waited would wait
 	 * for the hold: it is let go before the assertion) */
 	worker = h_spawn_host("worker", NULL, RACE_OFFSET, once);
-	rc = child_exit(worker, 30000);
+	rc = child_exit(worker, 15000);
 	if (rc != 0)
 		hold_release(id, T_STATUS);
 	ck_assert_msg(rc == 0, "the dispatcher pass did not finish while the cancel was in "

@@ -425,6 +425,7 @@ START_TEST(housekeeping_bounds_every_table)
 		*deal_live = h_uuid();
 	const char *sl_old = h_uuid(), *sl_new = h_uuid(), *sl_booked = h_uuid();
 	const char *b_empty_old = h_uuid(), *b_empty_new = h_uuid(), *b_kept = h_uuid();
+	const char *apt_old = h_uuid(), *apt_new = h_uuid();
 	const char *r_sent_old = h_uuid(), *r_skip_old = h_uuid(), *r_sent_new = h_uuid(),
 		*r_pending = h_uuid();
 	/* a Manual task (stays: Planned), a Cancelled BookingDeadline event and
@@ -452,6 +453,14 @@ START_TEST(housekeeping_bounds_every_table)
 		" updated_at) VALUES ($1, $2, $3, $4, 'Showing',"
 		" now() - make_interval(days => $5::int, hours => 1),"
 		" now() - make_interval(days => $5::int), 'UTC', 'Archived', now(), now())";
+	const char *apt = "INSERT INTO calendar.appointments (id, tenant_id, slot_id,"
+		" calendar_event_id, agent_user_id, investor_user_id, kind, start_at, end_at,"
+		" time_zone, status, cancelled_by, cancelled_at, confirm_deadline_at, created_at,"
+		" updated_at) SELECT $1, $2, s.id, gen_random_uuid(), $4, gen_random_uuid(),"
+		" 'Showing', s.start_at, s.end_at, 'UTC', 'Cancelled', 'Agent',"
+		" now() - make_interval(days => $5::int), s.start_at,"
+		" now() - make_interval(days => $5::int), now() - make_interval(days => $5::int)"
+		" FROM calendar.availability_slots s WHERE s.id = $3";
 	const char *rem = "INSERT INTO calendar.event_reminders (id, calendar_event_id,"
 		" offset_minutes, due_at, status, sent_at, created_at, updated_at) VALUES ($1, $2,"
 		" $3::int, now() - make_interval(days => $4::int), $5::text,"
@@ -490,6 +499,10 @@ START_TEST(housekeeping_bounds_every_table)
 		" s.id, gen_random_uuid(), $3, gen_random_uuid(), 'Showing', s.start_at,"
 		" s.end_at, 'UTC', 'Confirmed', s.start_at, now(), now()"
 		" FROM calendar.availability_slots s WHERE s.id = $1", sl_booked, tenant, owner);
+	/* appointments: Cancelled 200 days ago (gone, and then its Archived slot
+	 * in the same pass), Cancelled 10 days ago (kept, and its slot) */
+	h_sql(apt, apt_old, tenant, sl_old, owner, "200");
+	h_sql(apt, apt_new, tenant, sl_new, owner, "10");
 	/* reminders of the Planned task: Sent and Skipped due 200 days ago
 	 * (gone), Sent due 10 days ago (kept), Pending (kept) */
 	h_sql(rem, r_sent_old, ev_planned, "60", "200", "Sent");
@@ -497,12 +510,17 @@ START_TEST(housekeeping_bounds_every_table)
 	h_sql(rem, r_sent_new, ev_planned, "120", "10", "Sent");
 	h_sql(rem, r_pending, ev_planned, "30", "-1", "Pending");
 
+	long before = log_size();
+
 	ck_assert_int_eq(h_run_worker_once(0), 0);
 
 	const struct {
 		const char *what, *sql, *arg;
 		const char *want;
 	} left[] = {
+		{ "appointments", "SELECT string_agg(id::text, ',')"
+		  " FROM calendar.appointments WHERE tenant_id = $1 AND status = 'Cancelled'",
+		  tenant, apt_new },
 		{ "links", "SELECT string_agg(booking_id::text, ',' ORDER BY booking_id)"
 		  " FROM calendar.booking_deadline_links WHERE tenant_id = $1", tenant,
 		  h_sprintf("%s", strcmp(bk_new, bk_open_ev) < 0 ? h_sprintf("%s,%s", bk_new,
@@ -531,6 +549,23 @@ START_TEST(housekeeping_bounds_every_table)
 
 		ck_assert_msg(got && !strcmp(got, left[i].want), "%s left: %s, want %s",
 			left[i].what, got ? got : "(none)", left[i].want);
+	}
+	/* each purge counted and logged per table
+	 * (pin_housekeeping_deleted_total{table}: the same count) */
+	static const char *const tables[] = { "booking_deadline_links", "calendar_events",
+		"appointments", "availability_slots", "slot_batches", "event_reminders",
+		"crm_deal_replicas" };
+	char *log = log_since(before);
+
+	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+		char *save = NULL, *line, *copy = h_strdup(log);
+		const char *want = h_sprintf("\"table\":\"%s\",\"count\":\"", tables[i]);
+		bool seen = false;
+
+		for (line = strtok_r(copy, "\n", &save); line && !seen;
+				line = strtok_r(NULL, "\n", &save))
+			seen = strstr(line, "\"housekeeping deleted rows\"") && strstr(line, want);
+		ck_assert_msg(seen, "no 'housekeeping deleted rows' line for table %s", tables[i]);
 	}
 }
 END_TEST
