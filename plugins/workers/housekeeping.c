@@ -66,23 +66,27 @@ static const struct pc_purge purges[] = {
 	  " WHERE s.status = 'Archived' AND s.end_at < $1::timestamptz"
 	  "  AND NOT EXISTS (SELECT 1 FROM calendar.appointments a WHERE a.slot_id = s.id)"
 	  " ORDER BY s.end_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
-	/* a batch's slots start by its to_date (local) + 1 day */
+	/* a batch's slots start by its to_date (local) + 1 day; no ORDER BY
+	 * (any old batch will do): the scan stops at the batch's last row */
 	{ "slot_batches", "housekeeping.slot_days", 86400,
 	  "DELETE FROM calendar.slot_batches WHERE id IN ("
 	  " SELECT b.id FROM calendar.slot_batches b"
 	  " WHERE b.to_date < ($1::timestamptz AT TIME ZONE 'UTC')::date - 2"
 	  "  AND NOT EXISTS (SELECT 1 FROM calendar.availability_slots s"
 	  "                  WHERE s.batch_id = b.id)"
-	  " ORDER BY b.to_date LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
+	  " LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 	/* no ORDER BY: status = ANY (two values) AND due_at < $1 are both
 	 * conditions of ix_event_reminders_status_due_at (status, due_at), so the
 	 * scan stops at the batch's last row; ordering by due_at would sort
-	 * every old row of both statuses first */
+	 * every old row of both statuses first.  The rows are deleted by
+	 * primary key (= ANY of the array, as the dispatcher updates them):
+	 * the IN (subquery) form was planned as a hash semi-join over a
+	 * sequential scan of the whole table (EXPLAIN, 100k reminders) */
 	{ "event_reminders", "housekeeping.reminder_days", 86400,
-	  "DELETE FROM calendar.event_reminders WHERE id IN ("
+	  "DELETE FROM calendar.event_reminders WHERE id = ANY (ARRAY("
 	  " SELECT id FROM calendar.event_reminders"
 	  " WHERE status IN ('Sent', 'Skipped') AND due_at < $1::timestamptz"
-	  " LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
+	  " LIMIT $2::int FOR UPDATE SKIP LOCKED))" },
 	{ "crm_deal_replicas", "housekeeping.terminal_days", 86400,
 	  "DELETE FROM calendar.crm_deal_replicas WHERE deal_id IN ("
 	  " SELECT d.deal_id FROM calendar.crm_deal_replicas d"
