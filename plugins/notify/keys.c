@@ -79,7 +79,15 @@ const struct pin_config_key ntf_config_keys[] = {
 	  NULL, "days", "retention", "consumed-message records older than this are deleted" },
 	{ "notifications.housekeeping.notification_days", PIN_CFG_DURATION, "180", W, R, 1,
 	  36500, NULL, "days", "retention",
-	  "Sent, Failed and Read notifications created longer ago are deleted (Pending stay)" },
+	  "Sent and Failed notifications (the record of e-mails and SMS sent or given up) "
+	  "created longer ago are deleted" },
+	{ "notifications.housekeeping.read_days", PIN_CFG_DURATION, "30", W, R, 1, 36500,
+	  NULL, "days", "retention",
+	  "in-app notifications the recipient has read, created longer ago, are deleted" },
+	{ "notifications.housekeeping.unread_days", PIN_CFG_DURATION, "90", W, R, 1, 36500,
+	  NULL, "days", "retention",
+	  "Pending notifications (in-app never read; e-mail or SMS never delivered) created "
+	  "longer ago are deleted" },
 	{ "notifications.housekeeping.final_state_days", PIN_CFG_DURATION, "180", W, R, 1,
 	  36500, NULL, "days", "retention", "recorded final states older than this are deleted" },
 	{ "notifications.housekeeping.outbox_days", PIN_CFG_DURATION, "7", W, R, 1, 36500,

@@ -32,8 +32,15 @@ const struct pin_config_key wrk_config_keys[] = {
 	{ "job.housekeeping.batch", PIN_CFG_INT, "500", W, R, 1, 10000, NULL, "rows",
 	  "housekeeping", "rows deleted per transaction" },
 	{ "housekeeping.terminal_days", PIN_CFG_DURATION, "180", W, R, 1, 36500, NULL, "days",
-	  "housekeeping", "terminal events (with their reminders) and appointments not "
-	  "changed for this long are deleted" },
+	  "housekeeping", "terminal events (with their reminders), terminal appointments, "
+	  "closed booking-deadline links and replicas of closed deals not changed for this "
+	  "long are deleted" },
+	{ "housekeeping.reminder_days", PIN_CFG_DURATION, "180", W, R, 1, 36500, NULL, "days",
+	  "housekeeping", "Sent and Skipped reminders due longer ago are deleted (their "
+	  "event stays)" },
+	{ "housekeeping.slot_days", PIN_CFG_DURATION, "180", W, R, 1, 36500, NULL, "days",
+	  "housekeeping", "Archived slots that ended longer ago and that no appointment "
+	  "refers to are deleted, then the slot batches none of whose slots is left" },
 	{ "housekeeping.outbox_days", PIN_CFG_DURATION, "7", W, R, 1, 36500, NULL, "days",
 	  "housekeeping", "published rows of calendar.outbox older than this are deleted" },
 	{ "housekeeping.inbox_days", PIN_CFG_DURATION, "30", W, R, 1, 36500, NULL, "days",

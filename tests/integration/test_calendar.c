@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1035,6 +1036,212 @@ START_TEST(two_worker_hosts_no_duplicates)
 }
 END_TEST
 
+/* ------------------------------------------------- dispatcher <-> cancel race */
+
+/*
+ * Seed 000's race "dispatcher <-> cancel of the event" (issue 30 item 9),
+ * forced in each order rather than left to luck.  The arbitration is the
+ * reminder row's lock: the dispatcher takes due Pending rows FOR UPDATE SKIP
+ * LOCKED, the cancel (calendar.so, caldomain cd_event_transition) locks the
+ * event row, sets it Cancelled and sets the event's Pending reminders
+ * Skipped, all in one transaction.  Whatever the interleaving, a reminder
+ * ends either Sent with its one reminder-due committed before the cancel
+ * (the outbox row ahead of event-status-changed on the event's key), or
+ * Skipped with no reminder-due at all: never a reminder-due produced after
+ * the cancel, never a reminder both Sent and Skipped.
+ *
+ * How a side is stopped at a chosen point: a trigger of the test (on the
+ * outbox insert of one topic for the event's key, or on the event's update
+ * to Cancelled) makes the backend that fires it take advisory lock
+ * hashtext(eventId) shared, inside its transaction; the test holds that lock
+ * exclusively (session level) until it releases it.  Every wait is observed
+ * in pg_stat_activity (wait_event_type Lock), never slept through.
+ */
+#define HOLD_FN "CREATE OR REPLACE FUNCTION public.pin_test_hold() RETURNS trigger " \
+	"LANGUAGE plpgsql AS $$BEGIN PERFORM pg_advisory_xact_lock_shared(hashtext(TG_ARGV[0])); " \
+	"RETURN NEW; END$$"
+#define RACE_OFFSET (DAY + 3 * 3600)   /* the worker's clock: the reminder is due */
+
+/* Holds the event's lock and stops the transaction that inserts topic's
+ * row for the event into the outbox (topic) or that updates the event to
+ * Cancelled (topic NULL). */
+static void hold_at(const char *id, const char *topic)
+{
+	h_sql(HOLD_FN);
+	if (topic)
+		h_sql(h_sprintf("CREATE TRIGGER pin_test_hold_%s BEFORE INSERT ON calendar.outbox "
+			"FOR EACH ROW WHEN (NEW.key = '%s' AND NEW.topic = '%s') "
+			"EXECUTE FUNCTION public.pin_test_hold('%s')", id + 24, id, topic, id));
+	else
+		h_sql(h_sprintf("CREATE TRIGGER pin_test_hold_%s AFTER UPDATE ON "
+			"calendar.calendar_events FOR EACH ROW WHEN (NEW.id = '%s'::uuid AND "
+			"NEW.status = 'Cancelled') EXECUTE FUNCTION public.pin_test_hold('%s')",
+			id + 24, id, id));
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM (SELECT pg_advisory_lock(hashtext($1))) l",
+		id), 1);
+}
+
+/* Lets the stopped side go, then drops the trigger (in this order: DROP
+ * TRIGGER waits for the stopped transaction, which has the table open). */
+static void hold_release(const char *id, const char *topic)
+{
+	ck_assert_str_eq(h_sql_scalar("SELECT pg_advisory_unlock(hashtext($1))::text", id), "true");
+	h_sql(h_sprintf("DROP TRIGGER IF EXISTS pin_test_hold_%s ON %s", id + 24,
+		topic ? "calendar.outbox" : "calendar.calendar_events"));
+}
+
+/* Backends (not this one) waiting on a lock of kind wait_event (advisory,
+ * transactionid, tuple; "": any) in a statement like `like`. */
+static long long lock_waiters(const char *wait_event, const char *like)
+{
+	return h_sql_int("SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+		"AND wait_event_type = 'Lock' AND ($1 = '' OR wait_event = $1) "
+		"AND query LIKE $2", wait_event, like);
+}
+
+/* POST .../cancel in a child process: exits 0 on 200. */
+static pid_t cancel_async(const struct who *w, const char *id)
+{
+	pid_t pid = fork();
+
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		struct h_resp *r = post_id(w, id, "cancel", "{\"reason\":\"race\"}");
+
+		_exit(r->status == 200 ? 0 : 1);
+	}
+	return pid;
+}
+
+/* Exit status of child pid within timeout_ms; -1 (and killed) on timeout. */
+static int child_exit(pid_t pid, int timeout_ms)
+{
+	int64_t end = h_now_ms() + timeout_ms;
+	int st;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+		if (h_now_ms() > end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			return -1;
+		}
+		h_sleep_ms(50);
+	}
+}
+
+static bool child_running(pid_t pid)
+{
+	return waitpid(pid, NULL, WNOHANG) == 0;
+}
+
+/* The outcome on the event's key: "<reminder status>:<topics in outbox
+ * order>" (r = reminder-due, c = event-status-changed Cancelled; the
+ * event-created row left out). */
+static char *race_outcome(const char *id)
+{
+	return h_sprintf("%s:%s",
+		h_sql_scalar("SELECT string_agg(status, ',') FROM calendar.event_reminders "
+			"WHERE calendar_event_id = $1", id),
+		h_sql_scalar("SELECT coalesce(string_agg(CASE topic WHEN $2 THEN 'r' "
+			"WHEN $3 THEN CASE WHEN envelope->'payload'->>'status' = 'Cancelled' "
+			"THEN 'c' ELSE '?' END END, '' ORDER BY id), '') FROM calendar.outbox "
+			"WHERE key = $1 AND topic <> $4", id, T_REMINDER, T_STATUS, T_CREATED));
+}
+
+/* The dispatcher first: it has the reminder locked (Sent, its reminder-due
+ * being written) when the cancel comes; the cancel waits for the row, finds
+ * it Sent and leaves it: Sent, reminder-due then the cancel. */
+START_TEST(race_dispatcher_holds_reminder_then_cancel)
+{
+	static const char *const once[] = { "--once", NULL };
+	struct who w = agent();
+	const char *id = create_meeting(&w, DAY + 600, "[60]");
+	pid_t worker, cancel;
+
+	hold_at(id, T_REMINDER);
+	worker = h_spawn_host("worker", NULL, RACE_OFFSET, once);
+	ck_assert_msg(H_WAIT_UNTIL(lock_waiters("advisory", "%INSERT INTO calendar.outbox%") == 1,
+		20000), "the dispatcher did not reach its outbox insert");
+	cancel = cancel_async(&w, id);
+	/* the cancel has the event row and waits for the reminder row */
+	ck_assert_msg(H_WAIT_UNTIL(lock_waiters("", "%SET status = 'Skipped'%") == 1, 20000),
+		"the cancel does not wait for the dispatcher's reminder row");
+	ck_assert(child_running(cancel) && child_running(worker));
+	hold_release(id, T_REMINDER);
+	ck_assert_int_eq(child_exit(worker, 60000), 0);
+	ck_assert_int_eq(child_exit(cancel, 30000), 0);
+	ck_assert_str_eq(race_outcome(id), "Sent:rc");
+	/* the reminder's message went out before the cancel's, on one key */
+	ck_assert_int_eq(h_run_worker_once(RACE_OFFSET + 600), 0);
+	ck_assert_str_eq(race_outcome(id), "Sent:rc");
+}
+END_TEST
+
+/* The cancel first, in flight: it has set the reminder Skipped (row locked,
+ * not committed) when the dispatcher passes: the dispatcher skips the row
+ * without waiting; the cancel commits: Skipped, no reminder-due, also on
+ * the next passes. */
+START_TEST(race_cancel_holds_reminder_then_dispatcher)
+{
+	static const char *const once[] = { "--once", NULL };
+	struct who w = agent();
+	const char *id = create_meeting(&w, DAY + 600, "[60]");
+	pid_t cancel, worker;
+	int rc;
+
+	hold_at(id, T_STATUS);
+	cancel = cancel_async(&w, id);
+	ck_assert_msg(H_WAIT_UNTIL(lock_waiters("advisory", "%INSERT INTO calendar.outbox%") == 1,
+		20000), "the cancel did not reach its outbox insert");
+	/* a whole dispatcher pass while the cancel is in flight: it neither
+	 * waits for the cancel nor sends (a dispatcher that waited would wait
+	 * for the hold: it is let go before the assertion) */
+	worker = h_spawn_host("worker", NULL, RACE_OFFSET, once);
+	rc = child_exit(worker, 15000);
+	if (rc != 0)
+		hold_release(id, T_STATUS);
+	ck_assert_msg(rc == 0, "the dispatcher pass did not finish while the cancel was in "
+		"flight (%d)", rc);
+	ck_assert(child_running(cancel));
+	ck_assert_str_eq(race_outcome(id), "Pending:");
+	hold_release(id, T_STATUS);
+	ck_assert_int_eq(child_exit(cancel, 30000), 0);
+	ck_assert_str_eq(race_outcome(id), "Skipped:c");
+	ck_assert_int_eq(h_run_worker_once(RACE_OFFSET + 600), 0);
+	ck_assert_str_eq(race_outcome(id), "Skipped:c");
+}
+END_TEST
+
+/* The cancel has the event row (set Cancelled, not committed) but not yet
+ * the reminder when the dispatcher passes: the dispatcher takes the
+ * reminder and commits first (it does not read the event's status: the
+ * reminder row is the arbiter); the cancel then finds it Sent.  Sent, its
+ * reminder-due committed ahead of the cancel. */
+START_TEST(race_cancel_holds_event_then_dispatcher)
+{
+	struct who w = agent();
+	const char *id = create_meeting(&w, DAY + 600, "[60]");
+	pid_t cancel;
+
+	hold_at(id, NULL);
+	cancel = cancel_async(&w, id);
+	ck_assert_msg(H_WAIT_UNTIL(lock_waiters("advisory", "%UPDATE calendar.calendar_events%")
+		== 1, 20000), "the cancel did not stop after its event update");
+	ck_assert_int_eq(h_run_worker_once(RACE_OFFSET), 0);
+	ck_assert(child_running(cancel));
+	ck_assert_str_eq(race_outcome(id), "Sent:r");
+	hold_release(id, NULL);
+	ck_assert_int_eq(child_exit(cancel, 30000), 0);
+	ck_assert_str_eq(race_outcome(id), "Sent:rc");
+	ck_assert_int_eq(h_run_worker_once(RACE_OFFSET + 600), 0);
+	ck_assert_str_eq(race_outcome(id), "Sent:rc");
+}
+END_TEST
+
 Suite *make_calendar_suite(void)
 {
 	Suite *s = suite_create("calendar");
@@ -1067,6 +1274,9 @@ Suite *make_calendar_suite(void)
 	tcase_add_test(rem, two_worker_hosts_no_duplicates);
 	tcase_add_test(rem, dispatch_batch_one_message_each_all_or_nothing);
 	tcase_add_test(rem, dispatch_shards_each_once_in_order);
+	tcase_add_test(rem, race_dispatcher_holds_reminder_then_cancel);
+	tcase_add_test(rem, race_cancel_holds_reminder_then_dispatcher);
+	tcase_add_test(rem, race_cancel_holds_event_then_dispatcher);
 	suite_add_tcase(s, rem);
 	return s;
 }

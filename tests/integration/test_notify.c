@@ -1105,8 +1105,9 @@ END_TEST
 /* ------------------------------------ issue 12: retention, erasure (item 6) */
 
 /* The notifications-housekeeping job deletes old inbox rows, old Sent /
- * Failed / Read notifications, old final states and old published rows of
- * notifications.outbox; Pending and recent rows stay. */
+ * Failed notifications (180 days), Read ones (30 days), Pending ones --
+ * unread in-app, e-mail never delivered -- (90 days), old final states and
+ * old published rows of notifications.outbox; younger rows stay. */
 START_TEST(retention_housekeeping)
 {
 	const char *user = h_uuid(), *m_old = h_uuid(), *m_new = h_uuid(), *s_old = h_uuid(),
@@ -1119,11 +1120,22 @@ START_TEST(retention_housekeeping)
 		"now() - $4::interval, CASE WHEN $3 = 'Sent' THEN now() END, "
 		"CASE WHEN $3 = 'Read' THEN now() END, now())";
 
+	/* Sent and Failed: 180 days; Read (in-app): 30 days; Pending (unread
+	 * in-app, e-mail never delivered): 90 days (issue 30 item 6) */
 	h_sql(ins, user, "InApp", "Read", "400 days");
 	h_sql(ins, user, "Email", "Sent", "400 days");
 	h_sql(ins, user, "Sms", "Failed", "400 days");
-	h_sql(ins, user, "InApp", "Pending", "400 days");     /* unread: kept */
+	h_sql(ins, user, "Email", "Sent", "100 days");        /* kept */
+	h_sql(ins, user, "InApp", "Pending", "100 days");     /* unread, too old */
+	h_sql(ins, user, "Email", "Pending", "95 days");      /* never delivered */
+	h_sql(ins, user, "InApp", "Pending", "80 days");      /* unread: kept */
+	h_sql(ins, user, "InApp", "Read", "40 days");         /* read a month ago */
 	h_sql(ins, user, "InApp", "Read", "10 days");         /* recent: kept */
+	/* the e-mail claimed by another dispatcher (leased): this pass's
+	 * dispatcher leaves it Pending for the housekeeping to judge */
+	h_sql("UPDATE notifications.notifications SET lease_until = now() + interval '1 hour' "
+		"WHERE recipient_user_id = $1::uuid AND status = 'Pending' AND channel = 'Email'",
+		user);
 	h_sql("INSERT INTO notifications.processed_messages VALUES ('retention-test', "
 		"$1::uuid, now() - interval '40 days'), ('retention-test', $2::uuid, now())",
 		m_old, m_new);
@@ -1145,7 +1157,7 @@ START_TEST(retention_housekeeping)
 		h_sprintf("%s,%s", o_parked, o_new));
 	ck_assert_str_eq(h_sql_scalar("SELECT string_agg(channel || ':' || status, ',' "
 		"ORDER BY created_at, channel) FROM notifications.notifications "
-		"WHERE recipient_user_id = $1::uuid", user), "InApp:Pending,InApp:Read");
+		"WHERE recipient_user_id = $1::uuid", user), "Email:Sent,InApp:Pending,InApp:Read");
 	ck_assert_str_eq(h_sql_scalar("SELECT string_agg(message_id::text, ',') FROM "
 		"notifications.processed_messages WHERE consumer_group = 'retention-test'"), m_new);
 	ck_assert_ptr_null(final_state(s_old));

@@ -409,6 +409,167 @@ START_TEST(housekeeping_purges_only_old_rows)
 }
 END_TEST
 
+/* Issue 30 item 6: every table that grows with use has a bound.  One pass
+ * of the housekeeping deletes what is past each retention and leaves what is
+ * younger (or still referred to): closed booking-deadline links (and then
+ * their BookingDeadline events, in the same pass), Archived slots and the
+ * slot batches none of whose slots is left, Sent and Skipped reminders of
+ * events that stay, replicas of closed deals. */
+START_TEST(housekeeping_bounds_every_table)
+{
+	const char *tenant = h_uuid(), *owner = h_uuid();
+	const char *ev_planned = h_uuid(), *ev_deadline = h_uuid(), *ev_open = h_uuid();
+	const char *bk_old = h_uuid(), *bk_new = h_uuid(), *bk_open_ev = h_uuid(),
+		*bk_dl = h_uuid();
+	const char *deal_old = h_uuid(), *deal_linked = h_uuid(), *deal_new = h_uuid(),
+		*deal_live = h_uuid();
+	const char *sl_old = h_uuid(), *sl_new = h_uuid(), *sl_booked = h_uuid();
+	const char *b_empty_old = h_uuid(), *b_empty_new = h_uuid(), *b_kept = h_uuid();
+	const char *apt_old = h_uuid(), *apt_new = h_uuid();
+	const char *r_sent_old = h_uuid(), *r_skip_old = h_uuid(), *r_sent_new = h_uuid(),
+		*r_pending = h_uuid();
+	/* a Manual task (stays: Planned), a Cancelled BookingDeadline event and
+	 * a Planned one, all last changed 200 days ago */
+	const char *ev = "INSERT INTO calendar.calendar_events (id, tenant_id, owner_user_id,"
+		" kind, origin, status, title, start_at, time_zone, deal_id, booking_id,"
+		" cancelled_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6::text, 't',"
+		" now() - interval '200 days', 'UTC', NULLIF($7, '')::uuid, NULLIF($8, '')::uuid,"
+		" CASE WHEN $6::text = 'Cancelled' THEN now() - interval '200 days' END,"
+		" now() - interval '200 days', now() - interval '200 days')";
+	const char *link = "INSERT INTO calendar.booking_deadline_links (booking_id, phase,"
+		" deal_id, tenant_id, calendar_event_id, status, created_at, updated_at)"
+		" VALUES ($1, 'Reserve', $2, $3, NULLIF($4, '')::uuid, $5,"
+		" now() - make_interval(days => $6::int),"
+		" now() - make_interval(days => $6::int))";
+	const char *deal = "INSERT INTO calendar.crm_deal_replicas (deal_id, is_terminal,"
+		" created_at, updated_at) VALUES ($1, $2::boolean,"
+		" now() - make_interval(days => $3::int), now() - make_interval(days => $3::int))";
+	const char *batch = "INSERT INTO calendar.slot_batches (id, tenant_id, owner_user_id,"
+		" kind, time_zone, windows, from_date, to_date, slot_duration_minutes, created_at,"
+		" updated_at) VALUES ($1, $2, $3, 'Showing', 'UTC', '[]',"
+		" current_date - $4::int - 7, current_date - $4::int, 60, now(), now())";
+	const char *slot = "INSERT INTO calendar.availability_slots (id, tenant_id,"
+		" owner_user_id, batch_id, kind, start_at, end_at, time_zone, status, created_at,"
+		" updated_at) VALUES ($1, $2, $3, $4, 'Showing',"
+		" now() - make_interval(days => $5::int, hours => 1),"
+		" now() - make_interval(days => $5::int), 'UTC', 'Archived', now(), now())";
+	const char *apt = "INSERT INTO calendar.appointments (id, tenant_id, slot_id,"
+		" calendar_event_id, agent_user_id, investor_user_id, kind, start_at, end_at,"
+		" time_zone, status, cancelled_by, cancelled_at, confirm_deadline_at, created_at,"
+		" updated_at) SELECT $1, $2, s.id, gen_random_uuid(), $4, gen_random_uuid(),"
+		" 'Showing', s.start_at, s.end_at, 'UTC', 'Cancelled', 'Agent',"
+		" now() - make_interval(days => $5::int), s.start_at,"
+		" now() - make_interval(days => $5::int), now() - make_interval(days => $5::int)"
+		" FROM calendar.availability_slots s WHERE s.id = $3";
+	const char *rem = "INSERT INTO calendar.event_reminders (id, calendar_event_id,"
+		" offset_minutes, due_at, status, sent_at, created_at, updated_at) VALUES ($1, $2,"
+		" $3::int, now() - make_interval(days => $4::int), $5::text,"
+		" CASE WHEN $5::text = 'Sent' THEN now() - make_interval(days => $4::int) END, now(), now())";
+
+	h_sql(ev, ev_planned, tenant, owner, "Task", "Manual", "Planned", "", "");
+	h_sql(ev, ev_deadline, tenant, owner, "BookingDeadline", "CrmBooking", "Cancelled",
+		deal_old, bk_dl);
+	h_sql(ev, ev_open, tenant, owner, "BookingDeadline", "CrmBooking", "Planned",
+		deal_linked, bk_open_ev);
+	/* links: closed 200 days ago (gone; the one of ev_deadline too, and then
+	 * the event), closed 10 days ago (kept), closed but its event still
+	 * Planned (kept, and so is the event) */
+	h_sql(link, bk_old, deal_old, tenant, "", "Cancelled", "200");
+	h_sql(link, bk_dl, deal_old, tenant, ev_deadline, "Completed", "200");
+	h_sql(link, bk_new, deal_new, tenant, "", "Cancelled", "10");
+	h_sql(link, bk_open_ev, deal_linked, tenant, ev_open, "Completed", "200");
+	/* deal replicas: closed 200 days ago (gone once its links are), closed
+	 * 200 days ago but a link left (kept), closed 10 days ago (kept), open
+	 * (kept) */
+	h_sql(deal, deal_old, "true", "200");
+	h_sql(deal, deal_linked, "true", "200");
+	h_sql(deal, deal_new, "true", "10");
+	h_sql(deal, deal_live, "false", "400");
+	/* slots: Archived, ended 200 days ago (gone), ended 40 days ago (kept),
+	 * ended 200 days ago but an appointment refers to it (kept) */
+	h_sql(batch, b_empty_old, tenant, owner, "200");
+	h_sql(batch, b_empty_new, tenant, owner, "40");
+	h_sql(batch, b_kept, tenant, owner, "200");
+	h_sql(slot, sl_old, tenant, owner, b_empty_old, "200");
+	h_sql(slot, sl_new, tenant, owner, b_empty_new, "40");
+	h_sql(slot, sl_booked, tenant, owner, b_kept, "200");
+	h_sql("INSERT INTO calendar.appointments (id, tenant_id, slot_id, calendar_event_id,"
+		" agent_user_id, investor_user_id, kind, start_at, end_at, time_zone, status,"
+		" confirm_deadline_at, created_at, updated_at) SELECT gen_random_uuid(), $2,"
+		" s.id, gen_random_uuid(), $3, gen_random_uuid(), 'Showing', s.start_at,"
+		" s.end_at, 'UTC', 'Confirmed', s.start_at, now(), now()"
+		" FROM calendar.availability_slots s WHERE s.id = $1", sl_booked, tenant, owner);
+	/* appointments: Cancelled 200 days ago (gone, and then its Archived slot
+	 * in the same pass), Cancelled 10 days ago (kept, and its slot) */
+	h_sql(apt, apt_old, tenant, sl_old, owner, "200");
+	h_sql(apt, apt_new, tenant, sl_new, owner, "10");
+	/* reminders of the Planned task: Sent and Skipped due 200 days ago
+	 * (gone), Sent due 10 days ago (kept), Pending (kept) */
+	h_sql(rem, r_sent_old, ev_planned, "60", "200", "Sent");
+	h_sql(rem, r_skip_old, ev_planned, "1440", "201", "Skipped");
+	h_sql(rem, r_sent_new, ev_planned, "120", "10", "Sent");
+	h_sql(rem, r_pending, ev_planned, "30", "-1", "Pending");
+
+	long before = log_size();
+
+	ck_assert_int_eq(h_run_worker_once(0), 0);
+
+	const struct {
+		const char *what, *sql, *arg;
+		const char *want;
+	} left[] = {
+		{ "appointments", "SELECT string_agg(id::text, ',')"
+		  " FROM calendar.appointments WHERE tenant_id = $1 AND status = 'Cancelled'",
+		  tenant, apt_new },
+		{ "links", "SELECT string_agg(booking_id::text, ',' ORDER BY booking_id)"
+		  " FROM calendar.booking_deadline_links WHERE tenant_id = $1", tenant,
+		  h_sprintf("%s", strcmp(bk_new, bk_open_ev) < 0 ? h_sprintf("%s,%s", bk_new,
+			bk_open_ev) : h_sprintf("%s,%s", bk_open_ev, bk_new)) },
+		{ "events", "SELECT string_agg(id::text, ',' ORDER BY id)"
+		  " FROM calendar.calendar_events WHERE tenant_id = $1", tenant,
+		  strcmp(ev_planned, ev_open) < 0 ? h_sprintf("%s,%s", ev_planned, ev_open)
+		  : h_sprintf("%s,%s", ev_open, ev_planned) },
+		{ "deal replicas", "SELECT string_agg(deal_id::text, ',' ORDER BY updated_at,"
+		  " is_terminal) FROM calendar.crm_deal_replicas WHERE deal_id = ANY ("
+		  "string_to_array($1, ',')::uuid[])",
+		  h_sprintf("%s,%s,%s,%s", deal_old, deal_linked, deal_new, deal_live),
+		  h_sprintf("%s,%s,%s", deal_live, deal_linked, deal_new) },
+		{ "slots", "SELECT string_agg(id::text, ',' ORDER BY end_at)"
+		  " FROM calendar.availability_slots WHERE tenant_id = $1", tenant,
+		  h_sprintf("%s,%s", sl_booked, sl_new) },
+		{ "slot batches", "SELECT string_agg(id::text, ',' ORDER BY to_date)"
+		  " FROM calendar.slot_batches WHERE tenant_id = $1", tenant,
+		  h_sprintf("%s,%s", b_kept, b_empty_new) },
+		{ "reminders", "SELECT string_agg(id::text, ',' ORDER BY due_at)"
+		  " FROM calendar.event_reminders WHERE calendar_event_id = $1", ev_planned,
+		  h_sprintf("%s,%s", r_sent_new, r_pending) },
+	};
+	for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++) {
+		const char *got = h_sql_scalar(left[i].sql, left[i].arg);
+
+		ck_assert_msg(got && !strcmp(got, left[i].want), "%s left: %s, want %s",
+			left[i].what, got ? got : "(none)", left[i].want);
+	}
+	/* each purge counted and logged per table
+	 * (pin_housekeeping_deleted_total{table}: the same count) */
+	static const char *const tables[] = { "booking_deadline_links", "calendar_events",
+		"appointments", "availability_slots", "slot_batches", "event_reminders",
+		"crm_deal_replicas" };
+	char *log = log_since(before);
+
+	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+		char *save = NULL, *line, *copy = h_strdup(log);
+		const char *want = h_sprintf("\"table\":\"%s\",\"count\":\"", tables[i]);
+		bool seen = false;
+
+		for (line = strtok_r(copy, "\n", &save); line && !seen;
+				line = strtok_r(NULL, "\n", &save))
+			seen = strstr(line, "\"housekeeping deleted rows\"") && strstr(line, want);
+		ck_assert_msg(seen, "no 'housekeeping deleted rows' line for table %s", tables[i]);
+	}
+}
+END_TEST
+
 /* ---- database outage ---------------------------------------------------- */
 
 static int pg_ctl(const char *action)
@@ -500,6 +661,7 @@ Suite *make_ops_suite(void)
 	tcase_add_test(tc, print_config_sources_and_redaction);
 	tcase_add_test(tc, metrics_textfile_readable_or_logged);
 	tcase_add_test(tc, housekeeping_purges_only_old_rows);
+	tcase_add_test(tc, housekeeping_bounds_every_table);
 	suite_add_tcase(s, tc);
 
 	tcase_add_checked_fixture(to, NULL, outage_teardown);
