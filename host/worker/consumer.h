@@ -73,6 +73,16 @@ struct cons {
 	 * last commit failed (commit_retry); dropped on revoke */
 	rd_kafka_topic_partition_list_t *commits;
 	int64_t next_commit_retry_us;
+	/* the seed's lag (pin_consumer.lag_metric, 1.8), read by the scrape
+	 * (cons_lag_collect) from another thread, so atomics:
+	 * pend_ts_us  the Kafka timestamp (us) of the oldest message polled
+	 *             and not yet handled (the batch in hand, held ones), 0
+	 *             after a poll found nothing new;
+	 * stall_us    while a partition's committed offset stayed put across
+	 *             two lag samples with lag > 0: when it was first seen so
+	 *             (the oldest such partition), else 0 */
+	int64_t pend_ts_us;
+	int64_t stall_us;
 };
 
 /* outcome of one attempt at a message */
@@ -149,6 +159,10 @@ size_t cons_batch_keep_assigned(struct cons *c, struct bitem *b, size_t n);
 
 /* consumer_lag.c: the real lag */
 void cons_lag_forget(struct cons *c, const rd_kafka_topic_partition_list_t *parts);
+/* the messages in hand (m[0..n), and the held ones) for the seed's lag */
+void cons_lag_pending(struct cons *c, rd_kafka_message_t *const *m, size_t n);
+/* the seed's lag gauges of consumers cs[0..n) (scrape time) */
+void cons_lag_collect(struct cons *cs, size_t n);
 void cons_lag_sample(struct cons *c);
 void *cons_wm_main(void *arg);
 void cons_wm_forget(struct cons *c);

@@ -134,6 +134,8 @@ int cons_dlq_send(struct cons *c, const rd_kafka_message_t *m,
 		return -1;
 	}
 	pin_metric_add("pin_dlq_total", c->labels, 1);
+	if (c->e->c.dlq_metric)     /* the seed's name (1.8): every DLQ route */
+		pin_metric_add(c->e->c.dlq_metric, NULL, 1);
 	return 0;
 }
 

@@ -53,6 +53,7 @@ struct pc_replica {
 	const char *what;           /* the per-message upsert in its RETRY detail:
 	                             * "<what> failed (<SQLSTATE>)" */
 	const char *stale_metric;   /* counter of messages older than their row */
+	const char *dlq_metric;     /* NULL or pin_consumer.dlq_metric (1.8) */
 	/* The message's contract: OK with row filled; FATAL or RETRY with res
 	 * filled (pc_consume_fail).  Called once per message on either path. */
 	enum pin_consume_status (*parse)(const struct pin_msg *msg,
