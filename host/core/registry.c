@@ -100,14 +100,16 @@ static int reg_consumer(struct pin_registrar *reg, const struct pin_consumer *c)
 
 	/* a plugin built against < 1.4 has a shorter record: batch_fn and
 	 * batch_max stay zero (per-message path, the host's batch size);
-	 * before 1.8 it names no dlq_metric / lag_metric */
+	 * before 1.8 it names no dlq_metric / lag_metric / version_metric */
 	memcpy(&e.c, c, minor >= 8 ? sizeof(e.c) : minor >= 4 ?
 			offsetof(struct pin_consumer, dlq_metric) :
 			offsetof(struct pin_consumer, batch_fn));
 	if (e.c.batch_max < 0)
 		e.c.batch_max = 0;
-	if (!metric_name_ok(e.c.dlq_metric) || !metric_name_ok(e.c.lag_metric)) {
-		pin_log(PIN_LOG_ERROR, "bad consumer record (dlq_metric, lag_metric: "
+	if (!metric_name_ok(e.c.dlq_metric) || !metric_name_ok(e.c.lag_metric) ||
+			!metric_name_ok(e.c.version_metric)) {
+		pin_log(PIN_LOG_ERROR, "bad consumer record (dlq_metric, lag_metric, "
+			"version_metric: "
 			"[a-z_][a-z0-9_]*)", "plugin", PLUGIN_OF(reg), "group",
 			c->group ? c->group : "(null)", NULL);
 		return -1;

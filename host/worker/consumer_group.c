@@ -398,6 +398,8 @@ int pin_consumers_start(void)
 			pin_metric_add(c->e->c.dlq_metric, NULL, 0);
 		if (c->e->c.lag_metric)
 			pin_metric_set(c->e->c.lag_metric, NULL, 0);
+		if (c->e->c.version_metric)
+			pin_metric_add(c->e->c.version_metric, NULL, 0);
 		pin_metric_add("pin_consumer_processed_total", c->labels, 0);
 		pin_metric_add("pin_consumer_retries_total", c->labels, 0);
 		pin_metric_add("pin_consumer_offset_commit_failures_total", c->labels, 0);

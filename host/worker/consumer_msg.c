@@ -241,6 +241,8 @@ void cons_note_version(struct cons *c, const struct pin_msg *msg)
 					"group", c->e->c.group, "topic", msg->topic,
 					"messageId", msg->message_id, "contractVersion", cv, NULL);
 		pin_metric_add("pin_consumer_contract_version_mismatch_total", c->labels, 1);
+		if (c->e->c.version_metric)     /* the seed's name (1.8) */
+			pin_metric_add(c->e->c.version_metric, NULL, 1);
 	}
 }
 

@@ -89,7 +89,10 @@
  *                    keeps at the age in seconds of the oldest message of
  *                    the consumer not yet handled (0 when caught up; it
  *                    grows while the consumer is stalled).  The plugin no
- *                    longer counts or sets them itself.  metric_observe:
+ *                    longer counts or sets them itself.  And
+ *                    pin_consumer.version_metric, a counter of the
+ *                    group's messages of a contractVersion other than 1
+ *                    (seed 004's contract_mismatch_total).  metric_observe:
  *                    a name ending in "_ms" is observed in milliseconds
  *                    (buckets 1 ms .. 60000 ms); any other in seconds.
  *                    Plugins built against < 1.8 have neither member.
@@ -293,6 +296,13 @@ struct pin_consumer {
 	                               group not yet handled, in seconds, worked
 	                               out when /metrics is scraped; 0 when
 	                               caught up (doc/operating.md "Lag") */
+	const char *version_metric; /* NULL, or a counter name (no labels),
+	                               e.g. "calendar_crm_booking_sync_
+	                               contract_mismatch_total": + 1 for every
+	                               message of this group whose envelope's
+	                               contractVersion is not 1 (handled anyway:
+	                               warn-and-proceed), as pin_consumer_
+	                               contract_version_mismatch_total{group} */
 };
 
 /*
