@@ -83,6 +83,10 @@ struct cons {
 	 *             (the oldest such partition), else 0 */
 	int64_t pend_ts_us;
 	int64_t stall_us;
+	/* the last sample's pin_consumer_oldest_unprocessed_age_seconds as the
+	 * instant it counts from (0: none), so a scrape between samples, or
+	 * while the consumer thread is stuck, sees it grow */
+	int64_t age_from_us;
 };
 
 /* outcome of one attempt at a message */
@@ -161,7 +165,8 @@ size_t cons_batch_keep_assigned(struct cons *c, struct bitem *b, size_t n);
 void cons_lag_forget(struct cons *c, const rd_kafka_topic_partition_list_t *parts);
 /* the messages in hand (m[0..n), and the held ones) for the seed's lag */
 void cons_lag_pending(struct cons *c, rd_kafka_message_t *const *m, size_t n);
-/* the seed's lag gauges of consumers cs[0..n) (scrape time) */
+/* at scrape time: the seed's lag gauges of consumers cs[0..n), and each
+ * group's pin_consumer_oldest_unprocessed_age_seconds brought up to date */
 void cons_lag_collect(struct cons *cs, size_t n);
 void cons_lag_sample(struct cons *c);
 void *cons_wm_main(void *arg);

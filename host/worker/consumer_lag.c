@@ -9,9 +9,11 @@
  * committed offset of the group (no commit yet: - low watermark), and pin_consumer_oldest_unprocessed_age_seconds{group} =
  * the largest over the partitions of: a held message's age (its Kafka
  * timestamp), else, while lag > 0, the time since the committed offset last
- * moved (or since lag appeared).  A consumer that is stuck, paused or
- * starved shows growing values; a host that is gone shows no series (its
- * scrape fails: the host-down alert).
+ * moved (or since lag appeared); at each scrape (cons_lag_collect) grown by
+ * the time since the sample, and at least the age of the oldest message the
+ * consumer has in hand (a handler stuck on a lock: no sample runs then).  A
+ * consumer that is stuck, paused or starved shows growing values; a host
+ * that is gone shows no series (its scrape fails: the host-down alert).
  */
 #include "config.h"
 
@@ -237,8 +239,6 @@ void cons_lag_pending(struct cons *c, rd_kafka_message_t *const *m, size_t n)
 {
 	int64_t now = pin_clock_now_us(), oldest = 0;
 
-	if (!c->e->c.lag_metric)
-		return;
 	for (size_t i = 0; i < c->nheld; i++) {
 		int64_t t = msg_ts_us(c->held[i].m, now);
 
@@ -271,6 +271,20 @@ void cons_lag_collect(struct cons *cs, size_t n)
 {
 	int64_t now = pin_clock_now_us();
 
+	/* pin_consumer_oldest_unprocessed_age_seconds{group} (PinConsumerLag):
+	 * the last sample's value grown by the time since, or the oldest
+	 * message in hand if older -- the sampler runs on the consumer thread,
+	 * so without this a handler stuck on a lock froze the alert's input */
+	for (size_t i = 0; i < n; i++) {
+		int64_t from = __atomic_load_n(&cs[i].age_from_us, __ATOMIC_ACQUIRE);
+		double age = lag_of(&cs[i], now);
+
+		if (!cs[i].started)
+			continue;
+		if (from && now > from && (double)(now - from) / 1e6 > age)
+			age = (double)(now - from) / 1e6;
+		pin_metric_set("pin_consumer_oldest_unprocessed_age_seconds", cs[i].labels, age);
+	}
 	for (size_t i = 0; i < n; i++) {
 		const char *name = cs[i].e->c.lag_metric;
 		double age = 0;
@@ -374,6 +388,8 @@ void cons_lag_sample(struct cons *c)
 		goto out;
 	}
 	pin_metric_set("pin_consumer_oldest_unprocessed_age_seconds", c->labels, oldest);
+	__atomic_store_n(&c->age_from_us, oldest > 0 ? now - (int64_t)(oldest * 1e6) : 0,
+			__ATOMIC_RELEASE);
 out:
 	rd_kafka_topic_partition_list_destroy(l);
 }

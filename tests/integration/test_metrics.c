@@ -497,19 +497,23 @@ static void unlock_links(struct locker *l)
 }
 
 #define BLAG "calendar_crm_booking_sync_lag_seconds"
+#define HAGE "pin_consumer_oldest_unprocessed_age_seconds"
 
 /* Seed 004's lag is "how old is the oldest message not yet handled": a
  * consumer that cannot finish a message (a lock its handler needs is held
  * by another session) with messages waiting shows a lag that grows from
  * scrape to scrape; once the lock is gone and the messages are handled it
  * is 0.  Before, the gauge was "now - createdAt of the last message
- * handled", set only when a message was handled: it stood still. */
+ * handled", set only when a message was handled: it stood still.  The
+ * host's pin_consumer_oldest_unprocessed_age_seconds{group} (the input of
+ * PinConsumerLag) grows too: it was sampled on the consumer thread, which
+ * sits in the handler. */
 START_TEST(seed_lag_grows_while_stalled_and_returns_to_zero)
 {
 	struct locker lk = { NULL };
 	const char *deal = deal_created(), *b = h_uuid();
 	char *m1, *m2;
-	double a1 = NAN, a2 = NAN;
+	double a1 = NAN, a2 = NAN, g1, g2;
 
 	ck_assert_msg(H_WAIT_UNTIL(worker_series(BLAG, "") == 0, 30000),
 		"the booking consumer is not caught up at the start: %g",
@@ -521,11 +525,17 @@ START_TEST(seed_lag_grows_while_stalled_and_returns_to_zero)
 		booking_confirmed(b, deal, 7200), 0);
 	ck_assert_msg(H_WAIT_UNTIL((a1 = worker_series(BLAG, "")) >= 1, 20000),
 		"the lag did not show the waiting messages: %g", a1);
+	g1 = worker_series(HAGE, "group=\"" BGROUP "\"");
 	h_sleep_ms(2500);
 	a2 = worker_series(BLAG, "");
+	g2 = worker_series(HAGE, "group=\"" BGROUP "\"");
 	ck_assert_msg(a2 >= a1 + 2, "the lag did not grow while stalled: %g then %g", a1, a2);
+	/* the host's own age (PinConsumerLag's input) grows as well */
+	ck_assert_msg(g2 >= g1 + 2 && g2 >= a2 - 1, "%s{group=%s}: %g then %g (seed lag %g)",
+		HAGE, BGROUP, g1, g2, a2);
 	ck_assert_int_eq(inbox("calendar.inbox", BGROUP, m2), 0);
-	fprintf(stderr, "stalled: %s %.3f s, then %.3f s\n", BLAG, a1, a2);
+	fprintf(stderr, "stalled: %s %.3f s, then %.3f s; %s %.3f s, then %.3f s\n",
+		BLAG, a1, a2, HAGE, g1, g2);
 	unlock_links(&lk);
 	ck_assert_msg(H_WAIT_UNTIL(inbox("calendar.inbox", BGROUP, m1) == 1 &&
 		inbox("calendar.inbox", BGROUP, m2) == 1, WAIT_MS), "not handled after the lock");
