@@ -1014,7 +1014,8 @@ int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen
 		.batch_max = 32,
 		/* seed 004's names, kept by the host (ABI 1.8) */
 		.dlq_metric = DLQ_METRIC,
-		.lag_metric = "calendar_crm_booking_sync_lag_seconds" };
+		.lag_metric = "calendar_crm_booking_sync_lag_seconds",
+		.version_metric = "calendar_crm_booking_sync_contract_mismatch_total" };
 
 	/* [crm] the set-based batch handler; crm_booking.batch_set = 0 leaves
 	 * the group on the savepoint path (A/B of the bench) */
@@ -1022,5 +1023,9 @@ int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen
 		c.batch_fn = on_bookings;
 	/* 0 from the start: the alert's increase() sees the first one */
 	pc_api->metric_add("calendar_crm_booking_sync_replica_not_found_total", NULL, 0);
+	/* seed 004's unlabelled counters, 0 before the first event */
+	pc_api->metric_add("calendar_crm_booking_sync_deadlines_completed_total", NULL, 0);
+	pc_api->metric_add("calendar_crm_booking_sync_deadlines_rescheduled_total", NULL, 0);
+	pc_api->metric_add("calendar_crm_booking_sync_deadlines_cancelled_total", NULL, 0);
 	return pc_register_consumer(reg, &c, "workers", err, errlen);
 }
