@@ -323,8 +323,12 @@ void cons_lag_sample(struct cons *c)
 	c->next_lag_us = now + pin_config_int("consumer_lag_interval_ms") * 1000;
 	if (rd_kafka_assignment(c->rk, &l) != RD_KAFKA_RESP_ERR_NO_ERROR || !l)
 		return;
-	if (l->cnt == 0)
+	if (l->cnt == 0) {
+		/* no partition (all revoked): nothing of ours waits here */
+		__atomic_store_n(&c->stall_us, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&c->age_from_us, 0, __ATOMIC_RELEASE);
 		goto out;
+	}
 	if (rd_kafka_committed(c->rk, l, 1000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
 		c->next_lag_us = now + 10000000;   /* broker away: do not block the loop */
 		goto out;
@@ -380,7 +384,6 @@ void cons_lag_sample(struct cons *c)
 		if (lag > 0 && (double)(now - s->since_us) / 1e6 > oldest)
 			oldest = (double)(now - s->since_us) / 1e6;
 	}
-	__atomic_store_n(&c->stall_us, stall, __ATOMIC_RELEASE);
 	if (unknown == l->cnt) {
 		/* no partition has a watermark: the broker is away; keep the
 		 * last values, try in 10 s */
@@ -388,6 +391,7 @@ void cons_lag_sample(struct cons *c)
 		goto out;
 	}
 	pin_metric_set("pin_consumer_oldest_unprocessed_age_seconds", c->labels, oldest);
+	__atomic_store_n(&c->stall_us, stall, __ATOMIC_RELEASE);
 	__atomic_store_n(&c->age_from_us, oldest > 0 ? now - (int64_t)(oldest * 1e6) : 0,
 			__ATOMIC_RELEASE);
 out:
