@@ -116,6 +116,47 @@ static double series(const char *text, const char *name, const char *labels)
 	return NAN;
 }
 
+/* "k1,k2" of a label set 'k1="v",k2="v"' ("" for none) */
+static char *label_keys(const char *set)
+{
+	char *keys = h_strdup("");
+
+	for (const char *p = set; p && *p; ) {
+		const char *eq = strchr(p, '=');
+
+		if (!eq)
+			break;
+		keys = h_sprintf("%s%s%.*s", keys, *keys ? "," : "", (int)(eq - p), p);
+		p = eq + 2;                         /* past =" */
+		while (*p && *p != '"')
+			p += *p == '\\' && p[1] ? 2 : 1;
+		p += *p ? 1 : 0;                    /* the closing quote */
+		p += *p == ',' ? 1 : 0;
+	}
+	return keys;
+}
+
+/* every series of name in text carries exactly the label names keys
+ * (histogram buckets: keys plus le); the offending line, or NULL */
+static const char *labels_other_than(const char *text, const char *name, const char *keys)
+{
+	size_t nl = strlen(name);
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		const char *end = strchr(l, '\n');
+		char *got;
+
+		if (*l == '#' || strncmp(l, name, nl) || (l[nl] != ' ' && l[nl] != '{'))
+			continue;
+		got = l[nl] == '{' ? label_keys(h_sprintf("%.*s", (int)(strchr(l, '}') -
+				l - nl - 1), l + nl + 1)) : h_strdup("");
+		if (strcmp(got, keys))
+			return h_sprintf("%.*s (labels %s, the seed's %s)",
+				(int)(end ? end - l : (long)strlen(l)), l, got, keys);
+	}
+	return NULL;
+}
+
 static double worker_series(const char *name, const char *labels)
 {
 	return series(scrape_worker(), name, labels);
@@ -288,6 +329,11 @@ START_TEST(seed_named_series_after_a_real_flow)
 			m->seed, m->name, m->labels);
 		ck_assert_msg(!m->moved || v > 0, "seed %s: %s{%s} is %g after the flow",
 			m->seed, m->name, m->labels, v);
+		{       /* the seed's label names, on every series of the name */
+			const char *bad = labels_other_than(both, m->name, label_keys(m->labels));
+
+			ck_assert_msg(!bad, "seed %s: %s", m->seed, bad);
+		}
 		found = h_sprintf("%s  %s%s%s%s = %g (%s)\n", found, m->name,
 			*m->labels ? "{" : "", m->labels, *m->labels ? "}" : "", v,
 			isnan(series(wrk, m->name, m->labels)) ? "api" : "worker");
