@@ -227,12 +227,18 @@ out:
  * 0 once a poll finds nothing new and no partition is held: caught up.
  * A host that is down has no series (its scrape fails: PinHostDown).
  */
+/* m's Kafka timestamp on the host clock (now = pin_clock_now_us(), which
+ * carries the configured clock offset; the broker's is the real time) */
 static int64_t msg_ts_us(const rd_kafka_message_t *m, int64_t now)
 {
 	rd_kafka_timestamp_type_t tt;
 	int64_t ts = rd_kafka_message_timestamp(m, &tt);
+	struct timespec real;
 
-	return ts > 0 ? ts * 1000 : now;
+	if (ts <= 0)
+		return now;
+	clock_gettime(CLOCK_REALTIME, &real);
+	return ts * 1000 + (now - ((int64_t)real.tv_sec * 1000000 + real.tv_nsec / 1000));
 }
 
 void cons_lag_pending(struct cons *c, rd_kafka_message_t *const *m, size_t n)
@@ -375,11 +381,10 @@ void cons_lag_sample(struct cons *c)
 		s->committed = com;
 		h = cons_held_find(c, p->topic, p->partition);
 		if (h) {
-			rd_kafka_timestamp_type_t tt;
-			int64_t ts = rd_kafka_message_timestamp(h->m, &tt);
+			int64_t ts = msg_ts_us(h->m, now);
 
-			if (ts > 0 && (double)(now / 1000 - ts) / 1e3 > oldest)
-				oldest = (double)(now / 1000 - ts) / 1e3;
+			if ((double)(now - ts) / 1e6 > oldest)
+				oldest = (double)(now - ts) / 1e6;
 		}
 		if (lag > 0 && (double)(now - s->since_us) / 1e6 > oldest)
 			oldest = (double)(now - s->since_us) / 1e6;
