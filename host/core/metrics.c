@@ -12,6 +12,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,18 @@ enum kind { K_COUNTER, K_GAUGE, K_HIST };
 static const double hbuckets[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 	0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
 #define NB (sizeof hbuckets / sizeof hbuckets[0])
+/* the same bounds in milliseconds, for a histogram whose name ends in
+ * "_ms" (the seeds' notifications_enqueue_duration_ms,
+ * calendar_crm_booking_sync_consume_duration_ms; ABI 1.8) */
+static const double hbuckets_ms[NB] = { 1, 2.5, 5, 10, 25, 50, 100, 250, 500,
+	1000, 2500, 5000, 10000, 30000, 60000 };
+
+static bool name_is_ms(const char *name)
+{
+	size_t n = strlen(name);
+
+	return n > 3 && !strcmp(name + n - 3, "_ms");
+}
 
 struct series {
 	char *name;
@@ -118,8 +131,10 @@ void pin_metric_observe(const char *name, const char *labels, double v)
 	pthread_mutex_lock(&mu);
 	s = get(name, labels, K_HIST);
 	if (s) {
+		const double *b = name_is_ms(name) ? hbuckets_ms : hbuckets;
+
 		for (size_t i = 0; i < NB; i++)
-			if (v <= hbuckets[i]) {
+			if (v <= b[i]) {
 				s->counts[i]++;
 				break;
 			}
@@ -153,10 +168,11 @@ static void render_hist(FILE *f, const struct series *s)
 {
 	uint64_t cum = 0;
 	char le[32];
+	const double *b = name_is_ms(s->name) ? hbuckets_ms : hbuckets;
 
 	for (size_t i = 0; i < NB; i++) {
 		cum += s->counts[i];
-		snprintf(le, sizeof le, "%g", hbuckets[i]);
+		snprintf(le, sizeof le, "%g", b[i]);
 		hist_line(f, s, le, cum);
 	}
 	hist_line(f, s, "+Inf", s->n);

@@ -1,5 +1,6 @@
 /* registry.c -- what plugins registered during init. */
 #include "config.h"
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,18 +77,43 @@ static int reg_job(struct pin_registrar *reg, const struct pin_job *j)
 	return 0;
 }
 
+/* 1.8: a metric name the host renders as given (NULL: none) */
+static bool metric_name_ok(const char *s)
+{
+	if (!s)
+		return true;
+	if (!*s || strlen(s) > 200 || (*s >= '0' && *s <= '9'))
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
+			return false;
+	return true;
+}
+
 static int reg_consumer(struct pin_registrar *reg, const struct pin_consumer *c)
 {
 	struct pin_consumer_entry e = { .plugin = PLUGIN_OF(reg) };
 	struct pin_consumer_entry *n;
 	size_t nt = 0;
 
+	int minor = ((struct reg_priv *)reg->host_private)->abi_minor;
+
 	/* a plugin built against < 1.4 has a shorter record: batch_fn and
-	 * batch_max stay zero (per-message path, the host's batch size) */
-	memcpy(&e.c, c, ((struct reg_priv *)reg->host_private)->abi_minor >= 4 ?
-			sizeof(e.c) : offsetof(struct pin_consumer, batch_fn));
+	 * batch_max stay zero (per-message path, the host's batch size);
+	 * before 1.8 it names no dlq_metric / lag_metric / version_metric */
+	memcpy(&e.c, c, minor >= 8 ? sizeof(e.c) : minor >= 4 ?
+			offsetof(struct pin_consumer, dlq_metric) :
+			offsetof(struct pin_consumer, batch_fn));
 	if (e.c.batch_max < 0)
 		e.c.batch_max = 0;
+	if (!metric_name_ok(e.c.dlq_metric) || !metric_name_ok(e.c.lag_metric) ||
+			!metric_name_ok(e.c.version_metric)) {
+		pin_log(PIN_LOG_ERROR, "bad consumer record (dlq_metric, lag_metric, "
+			"version_metric: "
+			"[a-z_][a-z0-9_]*)", "plugin", PLUGIN_OF(reg), "group",
+			c->group ? c->group : "(null)", NULL);
+		return -1;
+	}
 
 	if (!c->group || !c->topics || !c->fn || !c->topics[0]) {
 		pin_log(PIN_LOG_ERROR, "bad consumer record (group, topics, fn)",

@@ -27,9 +27,11 @@
  *
  * Metrics (label group="..."): pin_consumer_processed_total,
  * pin_consumer_duplicates_total, pin_consumer_retries_total,
- * pin_consumer_contract_version_mismatch_total, pin_dlq_total (the seeds'
- * <prefix>_dlq_total), pin_consumer_lag_seconds (gauge: now - createdAt of
- * the last message handled), pin_consumer_paused_partitions (gauge),
+ * pin_consumer_contract_version_mismatch_total, pin_dlq_total (and the
+ * seed's counter the registration names, pin_consumer.dlq_metric, ABI 1.8:
+ * cons_dlq_send), pin_consumer_lag_seconds (gauge: now - createdAt of
+ * the last message handled: a delivery delay, not the lag -- it stays put
+ * while the consumer stalls), pin_consumer_paused_partitions (gauge),
  * pin_consumer_consume_duration_seconds (histogram: one message, handler and
  * inbox transaction; a set-based batch observes each message's share of
  * the call; declared with zero buckets at start),
@@ -40,7 +42,8 @@
  * their offsets are committed again while the partition stays assigned).
  *
  * The real lag (pin_consumer_lag_messages,
- * pin_consumer_oldest_unprocessed_age_seconds): consumer_lag.c.
+ * pin_consumer_oldest_unprocessed_age_seconds, and the seed's gauge the
+ * registration names, pin_consumer.lag_metric, ABI 1.8): consumer_lag.c.
  */
 #include "config.h"
 #include "config.h"

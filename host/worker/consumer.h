@@ -75,6 +75,20 @@ struct cons {
 	int64_t next_commit_retry_us;
 	char dl_table[160];         /* <schema>.dead_letters (dead_letters.c) */
 	int64_t next_pending_us;    /* next count of pin_dlq_pending */
+	/* the seed's lag (pin_consumer.lag_metric, 1.8), read by the scrape
+	 * (cons_lag_collect) from another thread, so atomics:
+	 * pend_ts_us  the Kafka timestamp (us) of the oldest message polled
+	 *             and not yet handled (the batch in hand, held ones), 0
+	 *             after a poll found nothing new;
+	 * stall_us    while a partition's committed offset stayed put across
+	 *             two lag samples with lag > 0: when it was first seen so
+	 *             (the oldest such partition), else 0 */
+	int64_t pend_ts_us;
+	int64_t stall_us;
+	/* the last sample's pin_consumer_oldest_unprocessed_age_seconds as the
+	 * instant it counts from (0: none), so a scrape between samples, or
+	 * while the consumer thread is stuck, sees it grow */
+	int64_t age_from_us;
 };
 
 /* outcome of one attempt at a message */
@@ -164,6 +178,11 @@ size_t cons_batch_keep_assigned(struct cons *c, struct bitem *b, size_t n);
 
 /* consumer_lag.c: the real lag */
 void cons_lag_forget(struct cons *c, const rd_kafka_topic_partition_list_t *parts);
+/* the messages in hand (m[0..n), and the held ones) for the seed's lag */
+void cons_lag_pending(struct cons *c, rd_kafka_message_t *const *m, size_t n);
+/* at scrape time: the seed's lag gauges of consumers cs[0..n), and each
+ * group's pin_consumer_oldest_unprocessed_age_seconds brought up to date */
+void cons_lag_collect(struct cons *cs, size_t n);
 void cons_lag_sample(struct cons *c);
 void *cons_wm_main(void *arg);
 void cons_wm_forget(struct cons *c);

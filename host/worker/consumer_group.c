@@ -18,6 +18,17 @@
 
 static struct cons *cs;
 static size_t ncs;
+/* the scrape reads cs (lag_collect) while pin_consumers_stop frees it */
+static pthread_mutex_t cs_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* at every /metrics scrape: the seed's lag gauges (consumer_lag.c) */
+static void lag_collect(void)
+{
+	pthread_mutex_lock(&cs_mu);
+	if (cs)
+		cons_lag_collect(cs, ncs);
+	pthread_mutex_unlock(&cs_mu);
+}
 
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 		rd_kafka_topic_partition_list_t *parts, void *opaque)
@@ -290,9 +301,12 @@ static void *cons_main(void *arg)
 		cons_lag_sample(c);
 		cons_dead_letters_sample(c, false);
 		m = next_message(c, retry_due(c, a));
-		if (!m)
+		if (!m) {
+			cons_lag_pending(c, NULL, 0);   /* nothing new: the held ones */
 			continue;
+		}
 		if (!b) {
+			cons_lag_pending(c, &m, 1);
 			cons_handle(c, m, NULL);
 			pin_arena_reset(a);
 			continue;
@@ -308,6 +322,18 @@ static void *cons_main(void *arg)
 		}
 		if (c->rebal != gen)
 			n = cons_batch_keep_assigned(c, b, n);
+		{
+			rd_kafka_message_t *pm[64];
+			size_t np = 0;
+
+			/* the oldest of a batch is (nearly always) among its
+			 * first: one per partition is enough, 64 at most */
+			for (size_t i = 0; i < n && np < 64; i++)
+				if (!i || b[i].m->partition != b[i - 1].m->partition ||
+						b[i].m->rkt != b[i - 1].m->rkt)
+					pm[np++] = b[i].m;
+			cons_lag_pending(c, pm, np);
+		}
 		if (n == 1)         /* nothing else fetched: no savepoint round trips */
 			cons_handle(c, b[0].m, NULL);
 		else if (n)
@@ -368,6 +394,13 @@ int pin_consumers_start(void)
 		snprintf(c->labels, sizeof(c->labels), "group=\"%s\"", c->e->c.group);
 		/* 0 from the start: increase() sees the first dead letter */
 		pin_metric_add("pin_dlq_total", c->labels, 0);
+		/* the seed's names (pin_consumer 1.8) */
+		if (c->e->c.dlq_metric)
+			pin_metric_add(c->e->c.dlq_metric, NULL, 0);
+		if (c->e->c.lag_metric)
+			pin_metric_set(c->e->c.lag_metric, NULL, 0);
+		if (c->e->c.version_metric)
+			pin_metric_add(c->e->c.version_metric, NULL, 0);
 		pin_metric_add("pin_consumer_processed_total", c->labels, 0);
 		pin_metric_add("pin_consumer_retries_total", c->labels, 0);
 		pin_metric_add("pin_consumer_offset_commit_failures_total", c->labels, 0);
@@ -402,6 +435,7 @@ int pin_consumers_start(void)
 		}
 		c->started = true;
 	}
+	pin_metrics_collector(lag_collect);
 	return 0;
 }
 
@@ -423,9 +457,12 @@ void pin_consumers_stop(void)
 		}
 		free(c->wm);
 	}
+	pin_metrics_collector(NULL);
+	pthread_mutex_lock(&cs_mu);
 	free(cs);
 	cs = NULL;
 	ncs = 0;
+	pthread_mutex_unlock(&cs_mu);
 	pin_log(PIN_LOG_INFO, "consumers stopped", NULL);
 }
 

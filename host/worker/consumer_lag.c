@@ -9,13 +9,16 @@
  * committed offset of the group (no commit yet: - low watermark), and pin_consumer_oldest_unprocessed_age_seconds{group} =
  * the largest over the partitions of: a held message's age (its Kafka
  * timestamp), else, while lag > 0, the time since the committed offset last
- * moved (or since lag appeared).  A consumer that is stuck, paused or
- * starved shows growing values; a host that is gone shows no series (its
- * scrape fails: the host-down alert).
+ * moved (or since lag appeared); at each scrape (cons_lag_collect) grown by
+ * the time since the sample, and at least the age of the oldest message the
+ * consumer has in hand (a handler stuck on a lock: no sample runs then).  A
+ * consumer that is stuck, paused or starved shows growing values; a host
+ * that is gone shows no series (its scrape fails: the host-down alert).
  */
 #include "config.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +210,110 @@ out:
 	return hi;
 }
 
+/*
+ * The seed's lag (pin_consumer.lag_metric, ABI 1.8; seed 001
+ * notifications_consumer_lag_seconds, seed 004
+ * calendar_crm_booking_sync_lag_seconds): the age of the oldest message of
+ * the group not yet handled, worked out when /metrics is scraped (so it
+ * grows while the consumer thread is stuck in a handler, where no sample
+ * runs), as the larger of
+ *   now - the Kafka timestamp of the oldest message polled and not yet
+ *         handled (the batch in hand, a held message; resolution: one
+ *         batch -- the batch's oldest counts until the batch is done), and
+ *   now - when a partition with lag > 0 was first seen with the committed
+ *         offset it still has one lag sample later (messages waiting that
+ *         the consumer does not even fetch: a broker fault, a stuck
+ *         commit; a lower bound, late by up to consumer_lag_interval_ms);
+ * 0 once a poll finds nothing new and no partition is held: caught up.
+ * A host that is down has no series (its scrape fails: PinHostDown).
+ */
+/* m's Kafka timestamp on the host clock (now = pin_clock_now_us(), which
+ * carries the configured clock offset; the broker's is the real time) */
+static int64_t msg_ts_us(const rd_kafka_message_t *m, int64_t now)
+{
+	rd_kafka_timestamp_type_t tt;
+	int64_t ts = rd_kafka_message_timestamp(m, &tt);
+	struct timespec real;
+
+	if (ts <= 0)
+		return now;
+	clock_gettime(CLOCK_REALTIME, &real);
+	return ts * 1000 + (now - ((int64_t)real.tv_sec * 1000000 + real.tv_nsec / 1000));
+}
+
+void cons_lag_pending(struct cons *c, rd_kafka_message_t *const *m, size_t n)
+{
+	int64_t now = pin_clock_now_us(), oldest = 0;
+
+	for (size_t i = 0; i < c->nheld; i++) {
+		int64_t t = msg_ts_us(c->held[i].m, now);
+
+		if (!oldest || t < oldest)
+			oldest = t;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int64_t t = msg_ts_us(m[i], now);
+
+		if (!oldest || t < oldest)
+			oldest = t;
+	}
+	__atomic_store_n(&c->pend_ts_us, oldest, __ATOMIC_RELEASE);
+}
+
+static double lag_of(struct cons *c, int64_t now)
+{
+	int64_t p = __atomic_load_n(&c->pend_ts_us, __ATOMIC_ACQUIRE);
+	int64_t s = __atomic_load_n(&c->stall_us, __ATOMIC_ACQUIRE);
+	double age = 0;
+
+	if (p && now > p)
+		age = (double)(now - p) / 1e6;
+	if (s && now > s && (double)(now - s) / 1e6 > age)
+		age = (double)(now - s) / 1e6;
+	return age;
+}
+
+void cons_lag_collect(struct cons *cs, size_t n)
+{
+	int64_t now = pin_clock_now_us();
+
+	/* pin_consumer_oldest_unprocessed_age_seconds{group} (PinConsumerLag):
+	 * the last sample's value grown by the time since, or the oldest
+	 * message in hand if older -- the sampler runs on the consumer thread,
+	 * so without this a handler stuck on a lock froze the alert's input */
+	for (size_t i = 0; i < n; i++) {
+		int64_t from = __atomic_load_n(&cs[i].age_from_us, __ATOMIC_ACQUIRE);
+		double age = lag_of(&cs[i], now);
+
+		if (!cs[i].started)
+			continue;
+		if (from && now > from && (double)(now - from) / 1e6 > age)
+			age = (double)(now - from) / 1e6;
+		pin_metric_set("pin_consumer_oldest_unprocessed_age_seconds", cs[i].labels, age);
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *name = cs[i].e->c.lag_metric;
+		double age = 0;
+		bool first = true;
+
+		if (!name)
+			continue;
+		for (size_t j = 0; j < n && first; j++)
+			if (j < i && cs[j].e->c.lag_metric && !strcmp(cs[j].e->c.lag_metric, name))
+				first = false;   /* done with i's first group */
+		if (!first)
+			continue;
+		for (size_t j = i; j < n; j++)      /* groups sharing a name: the oldest */
+			if (cs[j].e->c.lag_metric && !strcmp(cs[j].e->c.lag_metric, name)) {
+				double a = lag_of(&cs[j], now);
+
+				if (a > age)
+					age = a;
+			}
+		pin_metric_set(name, NULL, age);
+	}
+}
+
 /* Samples the real lag of the assigned partitions (see the head comment). */
 void cons_lag_sample(struct cons *c)
 {
@@ -215,14 +322,19 @@ void cons_lag_sample(struct cons *c)
 	double oldest = 0;
 	char lab[400];
 	int unknown = 0;
+	int64_t stall = 0;
 
 	if (now < c->next_lag_us)
 		return;
 	c->next_lag_us = now + pin_config_int("consumer_lag_interval_ms") * 1000;
 	if (rd_kafka_assignment(c->rk, &l) != RD_KAFKA_RESP_ERR_NO_ERROR || !l)
 		return;
-	if (l->cnt == 0)
+	if (l->cnt == 0) {
+		/* no partition (all revoked): nothing of ours waits here */
+		__atomic_store_n(&c->stall_us, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&c->age_from_us, 0, __ATOMIC_RELEASE);
 		goto out;
+	}
 	if (rd_kafka_committed(c->rk, l, 1000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
 		c->next_lag_us = now + 10000000;   /* broker away: do not block the loop */
 		goto out;
@@ -264,14 +376,15 @@ void cons_lag_sample(struct cons *c)
 			continue;
 		if (lag == 0 || s->committed != com || !s->since_us)
 			s->since_us = now;
+		else if (!stall || s->since_us < stall)
+			stall = s->since_us;    /* put since an earlier sample */
 		s->committed = com;
 		h = cons_held_find(c, p->topic, p->partition);
 		if (h) {
-			rd_kafka_timestamp_type_t tt;
-			int64_t ts = rd_kafka_message_timestamp(h->m, &tt);
+			int64_t ts = msg_ts_us(h->m, now);
 
-			if (ts > 0 && (double)(now / 1000 - ts) / 1e3 > oldest)
-				oldest = (double)(now / 1000 - ts) / 1e3;
+			if ((double)(now - ts) / 1e6 > oldest)
+				oldest = (double)(now - ts) / 1e6;
 		}
 		if (lag > 0 && (double)(now - s->since_us) / 1e6 > oldest)
 			oldest = (double)(now - s->since_us) / 1e6;
@@ -283,6 +396,9 @@ void cons_lag_sample(struct cons *c)
 		goto out;
 	}
 	pin_metric_set("pin_consumer_oldest_unprocessed_age_seconds", c->labels, oldest);
+	__atomic_store_n(&c->stall_us, stall, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->age_from_us, oldest > 0 ? now - (int64_t)(oldest * 1e6) : 0,
+			__ATOMIC_RELEASE);
 out:
 	rd_kafka_topic_partition_list_destroy(l);
 }

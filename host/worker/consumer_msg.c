@@ -142,6 +142,8 @@ int cons_dlq_send(struct cons *c, const rd_kafka_message_t *m,
 	}
 	pin_metric_add("pin_dlq_total", c->labels, 1);
 	cons_dead_letters_sample(c, true);
+	if (c->e->c.dlq_metric)     /* the seed's name (1.8): every DLQ route */
+		pin_metric_add(c->e->c.dlq_metric, NULL, 1);
 	return 0;
 }
 
@@ -256,6 +258,8 @@ void cons_note_version(struct cons *c, const struct pin_msg *msg)
 					"group", c->e->c.group, "topic", msg->topic,
 					"messageId", msg->message_id, "contractVersion", cv, NULL);
 		pin_metric_add("pin_consumer_contract_version_mismatch_total", c->labels, 1);
+		if (c->e->c.version_metric)     /* the seed's name (1.8) */
+			pin_metric_add(c->e->c.version_metric, NULL, 1);
 	}
 }
 

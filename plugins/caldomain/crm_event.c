@@ -31,7 +31,6 @@ int cd_crm_event_close(const char *event_id, const char *action, const char *rea
 enum pin_consume_status cd_crm_invalid(const struct cd_crm_sync *s,
 		const struct pin_msg *msg, struct pin_consume_result *res, const char *detail)
 {
-	pc_api->metric_add(s->dlq_metric, NULL, 1);
 	return pc_consume_fail(msg, res, PIN_CONSUME_FATAL, s->code_invalid, detail,
 			s->fail_log);
 }

@@ -26,7 +26,7 @@
 
 static enum pin_consume_status fatal(struct pin_consume_result *res, const char *detail)
 {
-	pc_api->metric_add("notifications_dlq_total", NULL, 1);
+	/* notifications_dlq_total: the host counts every DLQ route (dlq_metric) */
 	return pc_consume_fail(NULL, res, PIN_CONSUME_FATAL, NTF_CODE_INVALID, detail, NULL);
 }
 
@@ -192,6 +192,7 @@ static struct pc_replica replica = {
 	.what = "contact upsert",
 	.stale_metric = "notifications_contacts_stale_total",
 	.final_status = "Deleted",
+	.dlq_metric = "notifications_dlq_total",   /* the service's dead letters */
 	.parse = parse_contact,
 	.alone = erase_row,
 };

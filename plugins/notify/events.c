@@ -1041,7 +1041,7 @@ static enum pin_consume_status fail(struct ctx *c, const char *code, const char 
 {
 	note(c, PIN_LOG_ERROR, "notifications: failed", "code", code,
 			"retriable", "false", "detail", detail, NULL, NULL);
-	pc_api->metric_add("notifications_dlq_total", NULL, 1);
+	/* notifications_dlq_total: the host counts every DLQ route (dlq_metric) */
 	return pc_consume_fail(NULL, c->res, PIN_CONSUME_FATAL, code, detail, NULL);
 }
 
@@ -1121,8 +1121,8 @@ static enum pin_consume_status finish(struct ctx *c)
 			"inApp", pc_api->sprintf("%d", c->created_ch[0]),
 			"email", pc_api->sprintf("%d", c->created_ch[1]),
 			"sms", pc_api->sprintf("%d", c->created_ch[2]));
-	pc_api->metric_observe("notifications_enqueue_duration_seconds", NULL,
-			(double)(pc_api->now_us() - c->t0) / 1e6);
+	pc_api->metric_observe("notifications_enqueue_duration_ms", NULL,
+			(double)(pc_api->now_us() - c->t0) / 1e3);
 	return PIN_CONSUME_OK;
 }
 
@@ -1157,9 +1157,6 @@ static void classify(struct ctx *c, const struct pin_msg *msg,
 		c->st = fail(c, NTF_CODE_INVALID, "payload is not an object");
 		return;
 	}
-	if (msg->created_at_us > 0)
-		pc_api->metric_set("notifications_consumer_lag_seconds", NULL,
-				(double)(c->t0 - msg->created_at_us) / 1e6);
 	read_payload(c);
 	if (!c->bad)
 		map(c);
@@ -1266,7 +1263,10 @@ static enum pin_consume_status on_events(const struct pin_msg *const *msgs, size
 int ntf_events_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
 	struct pin_consumer c = { .group = PC_GROUP_NTF_EVENTS, .topics = topics,
-		.inbox_table = NTF_INBOX, .fn = on_event, .batch_fn = on_events };
+		.inbox_table = NTF_INBOX, .fn = on_event, .batch_fn = on_events,
+		/* seed 001's names, kept by the host (ABI 1.8) */
+		.dlq_metric = "notifications_dlq_total",
+		.lag_metric = "notifications_consumer_lag_seconds" };
 
 	/* 0 from the start: the alert's increase() sees the first one */
 	pc_api->metric_add("notifications_template_not_resolved_total", NULL, 0);

@@ -193,7 +193,7 @@ int pc_replica_register(struct pin_registrar *reg, struct pc_replica *rp,
 {
 	struct pin_consumer c = { .group = rp->group, .topics = topics,
 		.inbox_table = rp->inbox_table, .fn = on_user, .ud = rp,
-		.batch_fn = on_users };
+		.batch_fn = on_users, .dlq_metric = rp->dlq_metric };
 
 	for (rp->ncols_ = 0; rp->ncols_ <= PC_REPLICA_COLS_MAX && rp->cols[rp->ncols_];
 			rp->ncols_++)

@@ -30,6 +30,8 @@
 #define CODE_DB "CAL_BOOKING_SYNC_DB_ERROR"
 #define CODE_CONFLICT "CAL_BOOKING_SYNC_CONCURRENT_MODIFICATION"
 #define CONFLICT_RETRIES 3              /* seed 004: 3 attempts at once */
+/* seed 004's DLQ counter: the host counts every DLQ route of the group
+ * (pin_consumer.dlq_metric, ABI 1.8); this file never adds to it */
 #define DLQ_METRIC "calendar_crm_booking_sync_dlq_total"
 #define DEADLINE_TZ "Europe/Moscow"     /* seed 004, assumption v1 */
 
@@ -63,7 +65,7 @@ struct link {
 /* ------------------------------------------------------------------ helpers */
 
 static const struct cd_crm_sync sync = { CODE_INVALID, CODE_DB,
-	DLQ_METRIC, "crm booking sync: failed", NULL };
+	"crm booking sync: failed", NULL };
 
 static enum pin_consume_status invalid(struct bctx *c, const char *detail)
 {
@@ -222,9 +224,9 @@ static int route_c(struct bctx *c)
  * host holds the message and retries it with backoff; this file remembers
  * when each held message first failed (process memory: the host's hold does
  * not survive a restart either) and, once the configured deadline has
- * passed, answers FATAL itself -- so the DLQ route is counted in
- * calendar_crm_booking_sync_dlq_total like every other one.  The host's own
- * deadline is set later (the grace), as a safety net only.
+ * passed, answers FATAL itself with its own code.  The host's own
+ * deadline is set later (the grace), as a safety net only; either way the
+ * host counts the route in calendar_crm_booking_sync_dlq_total.
  */
 #define HELD_MAX 256
 static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -285,7 +287,6 @@ static enum pin_consume_status replica_missing(struct bctx *c)
 	first = held_first(c->msg->message_id, c->now);
 	if (c->now - first >= deadline_s * 1000000LL) {
 		held_forget(c->msg->message_id);
-		pc_api->metric_add(DLQ_METRIC, NULL, 1);
 		return pc_consume_fail(c->msg, c->res, PIN_CONSUME_FATAL, CODE_NO_REPLICA,
 				pc_api->sprintf("no routed deal replica for dealId %s after %lld s",
 					c->deal_id, deadline_s),
@@ -638,7 +639,6 @@ static enum pin_consume_status dispatch_retrying(struct bctx *c, int64_t at)
 		pc_api->metric_add("calendar_crm_booking_sync_conflict_retries_total", NULL, 1);
 		c->now = pc_api->now_us();
 	}
-	pc_api->metric_add(DLQ_METRIC, NULL, 1);
 	return pc_consume_fail(c->msg, c->res, PIN_CONSUME_FATAL, CODE_CONFLICT,
 			pc_api->sprintf("concurrent modification (SQLSTATE %s) after %d "
 				"immediate retries", state, CONFLICT_RETRIES),
@@ -664,11 +664,8 @@ static enum pin_consume_status on_booking(const struct pin_msg *msg,
 	st = dispatch_retrying(&c, at);
 	if (st == PIN_CONSUME_OK)
 		held_forget(msg->message_id);
-	pc_api->metric_observe("calendar_crm_booking_sync_consume_duration_seconds", NULL,
-			(double)(pc_api->now_us() - t0) / 1e6);
-	if (msg->created_at_us > 0)
-		pc_api->metric_set("calendar_crm_booking_sync_lag_seconds", NULL,
-				(double)(t0 - msg->created_at_us) / 1e6);
+	pc_api->metric_observe("calendar_crm_booking_sync_consume_duration_ms", NULL,
+			(double)(pc_api->now_us() - t0) / 1e3);
 	if (st != PIN_CONSUME_OK)
 		pc_api->log(PIN_LOG_WARN, "crm booking sync: failed", "messageId", msg->message_id,
 				"bookingId", c.booking_id, "topic", msg->topic, "code", res->code, NULL);
@@ -1003,11 +1000,8 @@ static enum pin_consume_status on_bookings(const struct pin_msg *const *msgs, si
 	rc = pc_batch_runs(msgs, n, st, res, set_parse, set_flush, &b);
 	dt = pc_api->now_us() - b.t0;
 	for (size_t i = 0; i < n; i++)
-		pc_api->metric_observe("calendar_crm_booking_sync_consume_duration_seconds",
-				NULL, (double)dt / 1e6 / (double)n);
-	if (msgs[n - 1]->created_at_us > 0)
-		pc_api->metric_set("calendar_crm_booking_sync_lag_seconds", NULL,
-				(double)(b.t0 - msgs[n - 1]->created_at_us) / 1e6);
+		pc_api->metric_observe("calendar_crm_booking_sync_consume_duration_ms",
+				NULL, (double)dt / 1e3 / (double)n);
 	return rc;
 }
 
@@ -1017,7 +1011,11 @@ int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen
 		.inbox_table = CD_INBOX_TABLE, .fn = on_booking,
 		/* [consume] its savepoint + the host's: 2 subxids a message, 32
 		 * stay within PostgreSQL's 64-per-backend subxid cache */
-		.batch_max = 32 };
+		.batch_max = 32,
+		/* seed 004's names, kept by the host (ABI 1.8) */
+		.dlq_metric = DLQ_METRIC,
+		.lag_metric = "calendar_crm_booking_sync_lag_seconds",
+		.version_metric = "calendar_crm_booking_sync_contract_mismatch_total" };
 
 	/* [crm] the set-based batch handler; crm_booking.batch_set = 0 leaves
 	 * the group on the savepoint path (A/B of the bench) */
@@ -1025,5 +1023,9 @@ int wrk_crm_booking_register(struct pin_registrar *reg, char *err, size_t errlen
 		c.batch_fn = on_bookings;
 	/* 0 from the start: the alert's increase() sees the first one */
 	pc_api->metric_add("calendar_crm_booking_sync_replica_not_found_total", NULL, 0);
+	/* seed 004's unlabelled counters, 0 before the first event */
+	pc_api->metric_add("calendar_crm_booking_sync_deadlines_completed_total", NULL, 0);
+	pc_api->metric_add("calendar_crm_booking_sync_deadlines_rescheduled_total", NULL, 0);
+	pc_api->metric_add("calendar_crm_booking_sync_deadlines_cancelled_total", NULL, 0);
 	return pc_register_consumer(reg, &c, "workers", err, errlen);
 }

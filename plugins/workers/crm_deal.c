@@ -38,7 +38,7 @@ struct dctx {
 };
 
 static const struct cd_crm_sync sync = { CODE_INVALID, CODE_DB,
-	"calendar_crm_deal_sync_dlq_total", "crm deal sync: failed", "crm deal sync: failed" };
+	"crm deal sync: failed", "crm deal sync: failed" };
 
 static enum pin_consume_status invalid(struct dctx *c, const char *detail)
 {
@@ -255,7 +255,9 @@ static enum pin_consume_status on_deal(const struct pin_msg *msg,
 int wrk_crm_deal_register(struct pin_registrar *reg, char *err, size_t errlen)
 {
 	struct pin_consumer c = { .group = PC_GROUP_CRM_DEAL, .topics = topics,
-		.inbox_table = CD_INBOX_TABLE, .fn = on_deal };
+		.inbox_table = CD_INBOX_TABLE, .fn = on_deal,
+		/* counted by the host for every DLQ route (ABI 1.8) */
+		.dlq_metric = "calendar_crm_deal_sync_dlq_total" };
 
 	return pc_register_consumer(reg, &c, "workers", err, errlen);
 }

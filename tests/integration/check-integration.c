@@ -34,6 +34,7 @@ static const struct {
 	{ "delivery", make_delivery_suite },
 	{ "input", make_input_suite },
 	{ "obs", make_obs_suite },
+	{ "metrics", make_metrics_suite },  /* issue 30: the seeds' names */
 	{ "fcgi", make_fcgi_suite },
 	{ "reload", make_reload_suite },
 	{ "migrate", make_migrate_suite },

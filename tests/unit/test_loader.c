@@ -245,6 +245,69 @@ START_TEST(test_consumer_batch_members)
 }
 END_TEST
 
+/* ABI 1.8: dlq_metric / lag_metric / version_metric are read from 1.8
+ * plugins only (a 1.7 record ends before them), copied for a 1.8 one, and
+ * a name Prometheus would not take is refused */
+START_TEST(test_consumer_seed_metrics_members)
+{
+	static const char *const topics[] = { "pin.unit.v1", NULL };
+	size_t old = offsetof(struct pin_consumer, dlq_metric);
+	struct pin_consumer full17 = { .group = "unit-17", .topics = topics,
+		.fn = noop_consume };
+	void *c17 = malloc(old);
+	struct pin_consumer c18 = { .group = "unit-18", .topics = topics,
+		.fn = noop_consume, .dlq_metric = "unit_dlq_total",
+		.lag_metric = "unit_lag_seconds", .version_metric = "unit_mismatch_total" };
+	struct pin_consumer bad = { .group = "unit-18-bad", .topics = topics,
+		.fn = noop_consume, .dlq_metric = "unit dlq{x=\"1\"}" };
+	struct pin_registrar *reg = pin_registrar_new("unit");
+	const struct pin_consumer_entry *e;
+
+	ck_assert_ptr_nonnull(reg);
+	ck_assert_ptr_nonnull(c17);
+	memcpy(c17, &full17, old);
+	pin_registrar_set_minor(reg, 7);
+	ck_assert_int_eq(reg->consumer(reg, c17), 0);
+	pin_registrar_set_minor(reg, 8);
+	ck_assert_int_eq(reg->consumer(reg, &c18), 0);
+	ck_assert_int_eq(reg->consumer(reg, &bad), -1);
+	e = find_consumer("unit-17");
+	ck_assert_ptr_nonnull(e);
+	ck_assert_ptr_null(e->c.dlq_metric);
+	ck_assert_ptr_null(e->c.lag_metric);
+	ck_assert_ptr_null(e->c.version_metric);
+	e = find_consumer("unit-18");
+	ck_assert_ptr_nonnull(e);
+	ck_assert_str_eq(e->c.dlq_metric, "unit_dlq_total");
+	ck_assert_str_eq(e->c.lag_metric, "unit_lag_seconds");
+	ck_assert_str_eq(e->c.version_metric, "unit_mismatch_total");
+	ck_assert_ptr_null(find_consumer("unit-18-bad"));
+	free(c17);
+	pin_registrar_free(reg);
+}
+END_TEST
+
+/* ABI 1.8: a histogram named *_ms is observed in milliseconds (the seeds'
+ * notifications_enqueue_duration_ms), any other in seconds */
+START_TEST(test_histogram_ms_buckets)
+{
+	char *t;
+
+	pin_metric_observe("unit_duration_ms", NULL, 4);          /* 4 ms */
+	pin_metric_observe("unit_duration_seconds", NULL, 0.004); /* 4 ms */
+	t = pin_metrics_render();
+	ck_assert_ptr_nonnull(t);
+	ck_assert_msg(strstr(t, "unit_duration_ms_bucket{le=\"2.5\"} 0\n") &&
+		strstr(t, "unit_duration_ms_bucket{le=\"5\"} 1\n") &&
+		strstr(t, "unit_duration_ms_bucket{le=\"60000\"} 1\n") &&
+		strstr(t, "unit_duration_ms_sum 4\n"), "%s", t);
+	ck_assert_msg(strstr(t, "unit_duration_seconds_bucket{le=\"0.0025\"} 0\n") &&
+		strstr(t, "unit_duration_seconds_bucket{le=\"0.005\"} 1\n") &&
+		strstr(t, "unit_duration_seconds_bucket{le=\"60\"} 1\n"), "%s", t);
+	free(t);
+}
+END_TEST
+
 START_TEST(test_load_list)
 {
 	ck_assert_int_eq(pin_plugins_load("good", FIXTURE_DIR), 0);
@@ -280,6 +343,8 @@ Suite *make_loader_suite(void)
 	tcase_add_test(tc, test_not_a_plugin);
 	tcase_add_test(tc, test_route_replica_ok);
 	tcase_add_test(tc, test_consumer_batch_members);
+	tcase_add_test(tc, test_consumer_seed_metrics_members);
+	tcase_add_test(tc, test_histogram_ms_buckets);
 	tcase_add_test(tc, test_load_list);
 	tcase_add_test(tc, test_load_list_fails_unloads);
 	suite_add_tcase(s, tc);

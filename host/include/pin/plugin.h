@@ -80,6 +80,22 @@
  *                    Plugins built against < 1.7 declare nothing; while
  *                    one is loaded or in plugin_dir, unknown keys are
  *                    logged (WARN) instead of refused.
+ *   2026-12-05  1.8  the seeds' consumer metrics kept by the host
+ *                    (issue 30): pin_consumer.dlq_metric, a counter the
+ *                    host adds 1 to for EVERY message of the consumer that
+ *                    reaches its DLQ (invalid envelope, FATAL, a retry
+ *                    deadline passed -- whoever decided it), 0 from the
+ *                    start; and pin_consumer.lag_metric, a gauge the host
+ *                    keeps at the age in seconds of the oldest message of
+ *                    the consumer not yet handled (0 when caught up; it
+ *                    grows while the consumer is stalled).  The plugin no
+ *                    longer counts or sets them itself.  And
+ *                    pin_consumer.version_metric, a counter of the
+ *                    group's messages of a contractVersion other than 1
+ *                    (seed 004's contract_mismatch_total).  metric_observe:
+ *                    a name ending in "_ms" is observed in milliseconds
+ *                    (buckets 1 ms .. 60000 ms); any other in seconds.
+ *                    Plugins built against < 1.8 have neither member.
  */
 #ifndef PIN_PLUGIN_H
 #define PIN_PLUGIN_H
@@ -94,7 +110,7 @@ extern "C" {
 #endif
 
 #define PIN_ABI_MAJOR 1
-#define PIN_ABI_MINOR 7
+#define PIN_ABI_MINOR 8
 
 /* True when the (size-prefixed) table t has member m. */
 #define PIN_API_HAS(t, m) \
@@ -268,6 +284,25 @@ struct pin_consumer {
 	                               handler that takes 2 subtransactions per
 	                               message; set batches (batch_fn) are capped
 	                               by consumer_batch_set_max only */
+	/* -- 1.8: read only from plugins built against >= 1.8 */
+	const char *dlq_metric;     /* NULL, or a counter name (no labels),
+	                               e.g. "notifications_dlq_total": + 1 for
+	                               every message of this group the host
+	                               writes to "<group>.dlq", whoever decided
+	                               it (the host's pin_dlq_total{group} too) */
+	const char *lag_metric;     /* NULL, or a gauge name (no labels), e.g.
+	                               "notifications_consumer_lag_seconds":
+	                               the age of the oldest message of this
+	                               group not yet handled, in seconds, worked
+	                               out when /metrics is scraped; 0 when
+	                               caught up (doc/operating.md "Lag") */
+	const char *version_metric; /* NULL, or a counter name (no labels),
+	                               e.g. "calendar_crm_booking_sync_
+	                               contract_mismatch_total": + 1 for every
+	                               message of this group whose envelope's
+	                               contractVersion is not 1 (handled anyway:
+	                               warn-and-proceed), as pin_consumer_
+	                               contract_version_mismatch_total{group} */
 };
 
 /*
@@ -410,7 +445,9 @@ struct pin_host_api {
 
 	/* -- 1.2: histogram observation in seconds (buckets 1 ms .. 60 s);
 	 *    name without _bucket/_sum/_count, e.g.
-	 *    "notifications_dispatch_duration_seconds".  Thread-safe, copied. */
+	 *    "notifications_dispatch_duration_seconds".  1.8: a name ending
+	 *    in "_ms" (a seed's name, "notifications_enqueue_duration_ms") is
+	 *    observed in milliseconds, buckets 1 .. 60000.  Thread-safe, copied. */
 	void (*metric_observe)(const char *name, const char *labels, double v);
 
 	/* -- 1.4: outbox_put of n messages at once into table (NULL =

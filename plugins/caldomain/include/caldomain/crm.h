@@ -17,11 +17,11 @@
 struct cd_crm_sync {
 	const char *code_invalid;   /* FATAL code of a bad payload (-> DLQ) */
 	const char *code_db;        /* RETRY code of a database failure */
-	const char *dlq_metric;     /* counter of bad payloads */
 	const char *fail_log;       /* WARN line of a bad payload */
 	const char *db_fail_log;    /* WARN line of a database failure, or NULL */
 };
-/* A bad payload: the DLQ counter, then FATAL with detail. */
+/* A bad payload: FATAL with detail (the host counts the DLQ route in the
+ * registration's dlq_metric, ABI 1.8). */
 enum pin_consume_status cd_crm_invalid(const struct cd_crm_sync *s,
 		const struct pin_msg *msg, struct pin_consume_result *res, const char *detail);
 /* A database failure in step what: RETRY with "<what> failed". */

@@ -58,6 +58,7 @@ struct pc_replica {
 	const char *final_status;   /* a stored status no later message changes
 	                             * (e.g. "Deleted": erased for good); it then
 	                             * counts as stale.  NULL: none.  Letters only */
+	const char *dlq_metric;     /* NULL or pin_consumer.dlq_metric (1.8) */
 	/* The message's contract: OK with row filled; FATAL or RETRY with res
 	 * filled (pc_consume_fail).  Called once per message on either path. */
 	enum pin_consume_status (*parse)(const struct pin_msg *msg,
