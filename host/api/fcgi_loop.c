@@ -913,7 +913,9 @@ static void *io_thread(void *arg)
 				 * sent is read for up to FC_GRACE_MS */
 				epoll_ctl(ep, EPOLL_CTL_DEL, stop_ev, NULL);
 				epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
-				shutdown(lfd, SHUT_RDWR);
+				/* a shared socket's queue is the next process's */
+				if (!pin_api_listen_shared())
+					shutdown(lfd, SHUT_RDWR);
 				stop_at = now_ms();
 				accept_paused_at = 0;
 			} else {
