@@ -149,8 +149,6 @@ static int listener_open(struct listener *l, const char *listen)
 		l->is_unix = false;
 		listen_fd = fd;
 		listen_shared = true;
-		/* the threads server accepts blocking; the loop sets O_NONBLOCK */
-		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 		pin_log(PIN_LOG_INFO, "listening socket inherited (LISTEN_FDS), "
 			"listen key not used", "listen", listen, NULL);
 		return 0;
@@ -369,6 +367,12 @@ static int run_threads(const struct listener *l, int threads)
 	pthread_t *tids = calloc((size_t)threads, sizeof *tids);
 	int started = 0;
 	char n[16];
+
+	/* libfcgi accepts blocking; the loop sets O_NONBLOCK.  The flag belongs
+	 * to the socket, so it is shared with a predecessor or successor: a
+	 * handover keeps api_server (operating.md) */
+	if (pin_api_listen_shared())
+		fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) & ~O_NONBLOCK);
 
 	if (!tids) {
 		pin_api_gate_close();
