@@ -249,7 +249,11 @@ static void load_start(const char *tok)
 			if (h_now_ms() - t0 > worst)
 				worst = h_now_ms() - t0;
 			sent++;
-			failed += r->status != 200;
+			if (r->status != 200) {
+				failed++;
+				fprintf(stderr, "load client: status %ld %s\n", r->status,
+					r->body ? r->body : "");
+			}
 			h_resp_free(r);
 		}
 		f = fopen(load_file("out"), "w");
