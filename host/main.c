@@ -31,6 +31,11 @@ static void *sig_thread(void *arg)
 	for (;;) {
 		while (sigwait(set, &sig) != 0)
 			;
+		if (sig == SIGUSR2) {
+			if (!pin_stopping && reload_mode == PIN_CFG_API)
+				pin_api_handover();
+			continue;
+		}
 		if (sig != SIGHUP)
 			break;
 		if (!pin_stopping)
@@ -61,6 +66,7 @@ static int start_signals(void)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGUSR2);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	if (pthread_create(&sig_tid, NULL, sig_thread, &sigs) != 0)
 		return -1;
@@ -479,6 +485,7 @@ int main(int argc, char **argv)
 		}
 	}
 	reload_path = config;
+	pin_api_set_exec(argv);
 	reload_mode = !strcmp(mode, "api") ? PIN_CFG_API : PIN_CFG_WORKER;
 	pin_metric_set("pin_config_generation", NULL, (double)pin_config_generation());
 	pin_metric_add("pin_config_reloads_total", "result=\"ok\"", 0);
@@ -524,8 +531,19 @@ out_plugins:
 	pin_auth_fini();
 out_sig:
 	stop_signals();
-	if (*pidf)
-		unlink(pidf);
+	if (*pidf) {
+		/* after a handover the file names the successor: leave it */
+		FILE *f = fopen(pidf, "r");
+		long inpid = 0;
+
+		if (f) {
+			if (fscanf(f, "%ld", &inpid) != 1)
+				inpid = 0;
+			fclose(f);
+		}
+		if (inpid == (long)getpid())
+			unlink(pidf);
+	}
 out_db:
 	pin_arena_free(arena);
 	pin_db_close_thread();

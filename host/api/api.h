@@ -40,6 +40,14 @@ void pin_auth_challenge(const char *authorization, const char *err, char *out,
 
 /* ---- fcgi.c: API mode: size, listen, run the server ---------------------- */
 int pin_api_run(const char *listen, int threads);     /* until SIGTERM */
+/* the binary and arguments a successor is started with (main, at start) */
+void pin_api_set_exec(char *const argv[]);
+/* SIGUSR2: starts the successor on the listening socket (fd 3, LISTEN_FDS);
+ * it sends this process SIGTERM once it holds the socket.  0 started. */
+int pin_api_handover(void);
+/* the listening socket is shared with systemd or another process: never
+ * shut down or unlinked by this one */
+bool pin_api_listen_shared(void);
 
 /* ---- request.c: the request pipeline -------------------------------------- */
 /* the database gate: at most cap requests at the database when threads

@@ -4,7 +4,15 @@
  * responder, FCGX_Init once; per thread FCGX_InitRequest / FCGX_Accept_r /
  * FCGX_Finish_r (fcgi2 examples/threaded.c), one thread per kept-alive
  * nginx connection.  Both listen on FCGX_OpenSocket's socket.  SIGTERM: no
- * new connections, the requests in hand finish, the threads return. */
+ * new connections, the requests in hand finish, the threads return.
+ *
+ * The listening socket may outlive the process (a restart that drops
+ * nothing): taken from systemd's socket unit (sd_listen_fds(3)'s LISTEN_PID
+ * / LISTEN_FDS, fd 3) or handed to a successor on SIGUSR2 (pin_api_handover:
+ * the binary at the same path, same arguments, fd 3, which tells this
+ * process to stop once it has the socket).  A shared socket is never shut
+ * down or unlinked here: the connections queued on it are the next
+ * process's. */
 #include "config.h"
 #include <errno.h>
 #include <fcgiapp.h>
@@ -14,11 +22,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include "api.h"
 
 static int listen_fd = -1;
+static bool listen_shared;       /* from systemd / a predecessor, or handed on */
+
+bool pin_api_listen_shared(void)
+{
+	return __atomic_load_n(&listen_shared, __ATOMIC_ACQUIRE);
+}
 
 /* ---- api_server = threads: libfcgi, one thread per nginx connection ------ */
 
@@ -95,8 +110,49 @@ static bool tcp_beyond_loopback(const char *listen)
 		 strncmp(host, "127.", 4) == 0);
 }
 
+/* sd_listen_fds(3)'s protocol without libsystemd: one listening socket on
+ * fd 3 when LISTEN_PID is this process; -1 none, -2 unusable (logged) */
+static int inherited_fd(void)
+{
+	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+	int acc = 0;
+	socklen_t len = sizeof acc;
+
+	if (!pid || !fds || atol(pid) != (long)getpid())
+		return -1;
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	if (strcmp(fds, "1") != 0) {
+		pin_log(PIN_LOG_ERROR, "LISTEN_FDS: exactly one socket expected "
+			"(one ListenStream= in the socket unit)", "listen_fds", fds, NULL);
+		return -2;
+	}
+	if (getsockopt(3, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0 || !acc) {
+		pin_log(PIN_LOG_ERROR, "LISTEN_FDS: fd 3 is not a listening socket", NULL);
+		return -2;
+	}
+	fcntl(3, F_SETFD, FD_CLOEXEC);
+	return 3;
+}
+
 static int listener_open(struct listener *l, const char *listen)
 {
+	int fd = inherited_fd();
+
+	if (fd == -2)
+		return -1;
+	if (fd >= 0) {
+		/* systemd (or the predecessor) made it and set its mode and group;
+		 * the listen key is not used */
+		l->listen = l->addr = listen;
+		l->is_unix = false;
+		listen_fd = fd;
+		listen_shared = true;
+		pin_log(PIN_LOG_INFO, "listening socket inherited (LISTEN_FDS), "
+			"listen key not used", "listen", listen, NULL);
+		return 0;
+	}
 	l->listen = l->addr = listen;
 	l->is_unix = false;
 	if (!strncmp(listen, "unix:", 5)) {
@@ -132,8 +188,127 @@ static int listener_open(struct listener *l, const char *listen)
 static void listener_close(const struct listener *l)
 {
 	close(listen_fd);
-	if (l->is_unix)
+	if (l->is_unix && !pin_api_listen_shared())
 		unlink(l->addr);
+}
+
+/* ---- handing the socket to a successor (SIGUSR2) ---------------------------- */
+
+static char exec_path[4096];     /* this binary's path, read at start */
+static char *const *exec_argv;
+static char **exec_envp;         /* environ + LISTEN_* + PIN_HANDOVER_FROM */
+static char listen_pid_var[32];  /* "LISTEN_PID=<child>", filled in the child */
+
+void pin_api_set_exec(char *const argv[])
+{
+	ssize_t n = readlink("/proc/self/exe", exec_path, sizeof exec_path - 1);
+
+	/* the path, not the inode: after an upgrade the successor is the new
+	 * binary */
+	exec_path[n > 0 ? n : 0] = '\0';
+	if (n > 10 && !strcmp(exec_path + n - 10, " (deleted)"))
+		exec_path[n - 10] = '\0';
+	exec_argv = argv;
+}
+
+/* async-signal-safe decimal of v at the end of buf (which has room) */
+static void put_long(char *buf, long v)
+{
+	char tmp[24];
+	int n = 0;
+
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10) > 0);
+	while (n)
+		*buf++ = tmp[--n];
+	*buf = '\0';
+}
+
+static int build_envp(void)
+{
+	extern char **environ;
+	size_t n = 0, k = 0;
+	char *from;
+
+	for (char **e = environ; *e; e++)
+		n++;
+	free(exec_envp);
+	exec_envp = calloc(n + 4, sizeof *exec_envp);
+	from = malloc(48);
+	if (!exec_envp || !from) {
+		free(from);
+		return -1;
+	}
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, "LISTEN_", 7) && strncmp(*e, "PIN_HANDOVER_FROM=", 18))
+			exec_envp[k++] = *e;
+	snprintf(from, 48, "PIN_HANDOVER_FROM=%ld", (long)getpid());
+	exec_envp[k++] = from;         /* kept until exit: the child may not
+					* have read it when we free */
+	exec_envp[k++] = (char *)"LISTEN_FDS=1";
+	exec_envp[k++] = listen_pid_var;
+	exec_envp[k] = NULL;
+	return 0;
+}
+
+int pin_api_handover(void)
+{
+	sigset_t none;
+	pid_t pid;
+	char num[24];
+
+	if (listen_fd < 0 || !exec_argv || !exec_path[0] || pin_stopping) {
+		pin_log(PIN_LOG_WARN, "SIGUSR2: no listening socket to hand over", NULL);
+		return -1;
+	}
+	if (build_envp() < 0)
+		return -1;
+	sigemptyset(&none);
+	pid = fork();
+	if (pid < 0) {
+		pin_log(PIN_LOG_ERROR, "SIGUSR2: fork failed", "error", strerror(errno),
+			NULL);
+		return -1;
+	}
+	if (pid == 0) {
+		/* only async-signal-safe calls from here to execve */
+		memcpy(listen_pid_var, "LISTEN_PID=", 11);
+		put_long(listen_pid_var + 11, (long)getpid());
+		if (listen_fd != 3) {
+			if (dup2(listen_fd, 3) < 0)
+				_exit(127);
+		} else if (fcntl(3, F_SETFD, 0) < 0) {
+			_exit(127);
+		}
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execve(exec_path, exec_argv, exec_envp);
+		_exit(127);
+	}
+	__atomic_store_n(&listen_shared, true, __ATOMIC_RELEASE);
+	snprintf(num, sizeof num, "%ld", (long)pid);
+	pin_log(PIN_LOG_INFO, "handover: successor started on the listening socket; "
+		"this host stops when it serves", "successor_pid", num,
+		"binary", exec_path, NULL);
+	pin_metric_add("pin_api_handovers_total", NULL, 1);
+	return 0;
+}
+
+/* the successor's side: the socket is ours, the predecessor may stop (its
+ * requests in hand finish; new connections queue for us) */
+static void handover_done(void)
+{
+	const char *from = getenv("PIN_HANDOVER_FROM");
+	long pid = from ? atol(from) : 0;
+
+	if (!from)
+		return;
+	unsetenv("PIN_HANDOVER_FROM");
+	if (pid > 1 && pid == (long)getppid() && pin_api_listen_shared()) {
+		kill((pid_t)pid, SIGTERM);
+		pin_log(PIN_LOG_INFO, "handover: listening socket taken, predecessor "
+			"told to stop", "predecessor_pid", from, NULL);
+	}
 }
 
 /* The workers and the database gate (request.c): db_concurrency slots
@@ -173,7 +348,10 @@ static void threads_stop(pthread_t *tids, int started)
 	struct timespec dl;
 
 	FCGX_ShutdownPending();
-	shutdown(listen_fd, SHUT_RDWR);
+	/* a shared socket stays up for the next process; threads blocked in
+	 * accept() get SIGUSR1 below */
+	if (!pin_api_listen_shared())
+		shutdown(listen_fd, SHUT_RDWR);
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += 3;
 	for (int i = 0; i < started; i++)
@@ -189,6 +367,12 @@ static int run_threads(const struct listener *l, int threads)
 	pthread_t *tids = calloc((size_t)threads, sizeof *tids);
 	int started = 0;
 	char n[16];
+
+	/* libfcgi accepts blocking; the loop sets O_NONBLOCK.  The flag belongs
+	 * to the socket, so it is shared with a predecessor or successor: a
+	 * handover keeps api_server (operating.md) */
+	if (pin_api_listen_shared())
+		fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) & ~O_NONBLOCK);
 
 	if (!tids) {
 		pin_api_gate_close();
@@ -237,6 +421,7 @@ int pin_api_run(const char *listen, int threads)
 	if (listener_open(&l, listen) < 0)
 		return -1;
 	threads = size_workers(server, threads);
+	handover_done();
 	if (!strcmp(server, "loop"))
 		return run_loop(&l, threads);
 	return run_threads(&l, threads);

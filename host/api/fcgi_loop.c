@@ -42,8 +42,10 @@
  *
  * SIGTERM: no new connections; whole requests (queued or running) are
  * answered and their connections then closed; the I/O thread keeps reading
- * for up to 3 s so that a request nginx has already sent is not lost;
- * idle connections and requests still incomplete after that are closed. */
+ * for up to 3 s so that a request nginx has already sent is not lost,
+ * whether it is half read or its connection was accepted just before the
+ * stop with nothing read yet; idle kept-alive connections and requests
+ * still incomplete after that are closed. */
 #include "config.h"
 #include <errno.h>
 #include <poll.h>
@@ -92,6 +94,7 @@ struct fc_conn {
 	/* the request being read (id 0: none) */
 	unsigned req_id;
 	bool keep, params_done, stdin_done, stdin_over, dead;
+	bool served;                      /* a request was answered on it (atomic) */
 	size_t dropped;                   /* STDIN bytes past FC_STDIN_MAX */
 	/* deadlines (the I/O thread's sweep): armed_ms, when the connection
 	 * was last handed to epoll (0: a thread holds it; atomic: a worker
@@ -662,6 +665,7 @@ static void finished(struct fc_conn *c)
 {
 	int rc;
 
+	__atomic_store_n(&c->served, true, __ATOMIC_RELAXED);
 	if (c->dead || !c->keep ||
 	    __atomic_load_n(&io_stopping, __ATOMIC_ACQUIRE)) {
 		conn_free(c);
@@ -838,6 +842,23 @@ static void sweep(void)
 			"reason=\"idle_timeout\"", nidle);
 }
 
+/* SIGTERM: a connection in epoll's hands that is reading a request, or that
+ * no request was answered on yet (accepted just before the stop, its
+ * request not yet here: the client is about to send it), is waited for
+ * (FC_GRACE_MS at most); an idle kept-alive one is not (nginx retries a
+ * request on a cached connection that closes) */
+static bool conns_to_wait_for(void)
+{
+	bool any = false;
+
+	pthread_mutex_lock(&all_mu);
+	for (struct fc_conn *c = all; c && !any; c = c->next)
+		any = __atomic_load_n(&c->armed_ms, __ATOMIC_RELAXED) &&
+			(c->req_t0 || !__atomic_load_n(&c->served, __ATOMIC_RELAXED));
+	pthread_mutex_unlock(&all_mu);
+	return any;
+}
+
 static void accept_all(void)
 {
 	for (;;) {
@@ -913,7 +934,9 @@ static void *io_thread(void *arg)
 				 * sent is read for up to FC_GRACE_MS */
 				epoll_ctl(ep, EPOLL_CTL_DEL, stop_ev, NULL);
 				epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
-				shutdown(lfd, SHUT_RDWR);
+				/* a shared socket's queue is the next process's */
+				if (!pin_api_listen_shared())
+					shutdown(lfd, SHUT_RDWR);
 				stop_at = now_ms();
 				accept_paused_at = 0;
 			} else {
@@ -926,7 +949,8 @@ static void *io_thread(void *arg)
 			sweep();
 			swept_at = now_ms();
 		}
-		if (stop_at && (__atomic_load_n(&busy, __ATOMIC_ACQUIRE) == 0 ||
+		if (stop_at && ((__atomic_load_n(&busy, __ATOMIC_ACQUIRE) == 0 &&
+				!conns_to_wait_for()) ||
 				now_ms() - stop_at > FC_GRACE_MS))
 			break;
 		if (accept_paused_at && now_ms() - accept_paused_at >= FC_ACCEPT_PAUSE_MS) {

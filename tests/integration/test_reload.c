@@ -239,23 +239,33 @@ static void load_start(const char *tok)
 	ck_assert_int_ge(load_pid, 0);
 	if (load_pid == 0) {
 		long sent = 0, failed = 0;
+		int64_t worst = 0;
 		FILE *f;
 
 		while (access(load_file("stop"), F_OK) != 0) {
+			int64_t t0 = h_now_ms();
 			struct h_resp *r = h_fcgi(sock_path(), "GET", events_uri(), tok, NULL);
 
+			if (h_now_ms() - t0 > worst)
+				worst = h_now_ms() - t0;
 			sent++;
-			failed += r->status != 200;
+			if (r->status != 200) {
+				failed++;
+				fprintf(stderr, "load client: status %ld %s\n", r->status,
+					r->body ? r->body : "");
+			}
 			h_resp_free(r);
 		}
 		f = fopen(load_file("out"), "w");
 		if (f) {
-			fprintf(f, "%ld %ld\n", sent, failed);
+			fprintf(f, "%ld %ld %lld\n", sent, failed, (long long)worst);
 			fclose(f);
 		}
 		_exit(0);
 	}
 }
+
+static long load_worst_ms;       /* the slowest answer the client had */
 
 static void load_stop(long *sent, long *failed)
 {
@@ -271,15 +281,35 @@ static void load_stop(long *sent, long *failed)
 		"the load client died (status %d)", status);
 	f = fopen(load_file("out"), "r");
 	ck_assert_ptr_nonnull(f);
-	ck_assert_int_eq(fscanf(f, "%ld %ld", sent, failed), 2);
+	ck_assert_int_eq(fscanf(f, "%ld %ld %ld", sent, failed, &load_worst_ms), 3);
 	fclose(f);
 }
 
+static const char *pid_path(void)
+{
+	return h_sprintf("%s/host.pid", dir());
+}
+
+static pid_t successor = -1;     /* a host started by a handover (not our child) */
+
 static void host_start(void)
 {
-	const char *args[] = { "--config", conf_path(), NULL };
+	const char *args[] = { "--config", conf_path(), "--pid-file", pid_path(), NULL };
 
 	host_pid = h_fcgi_host_start(sock_path(), "api-reload", args);
+}
+
+static long pid_in_file(void)
+{
+	FILE *f = fopen(pid_path(), "r");
+	long pid = 0;
+
+	if (f) {
+		if (fscanf(f, "%ld", &pid) != 1)
+			pid = 0;
+		fclose(f);
+	}
+	return pid;
 }
 
 static void host_stop(void)
@@ -291,7 +321,37 @@ static void host_stop(void)
 		waitpid(host_pid, &status, 0);
 	}
 	host_pid = -1;
+	if (successor > 0) {
+		kill(successor, SIGTERM);
+		H_WAIT_UNTIL(kill(successor, 0) != 0, 20000);
+		if (kill(successor, 0) == 0)
+			kill(successor, SIGKILL);
+	}
+	successor = -1;
 	unlink(sock_path());
+}
+
+/* SIGUSR2 to the host running as pid: waits until the successor named in the
+ * pid file serves and pid is gone; returns the successor */
+static pid_t handover(pid_t pid, bool our_child)
+{
+	int status = 0;
+	long next;
+
+	ck_assert_int_eq(kill(pid, SIGUSR2), 0);
+	if (our_child) {
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			"the predecessor did not stop cleanly (status %d)", status);
+		host_pid = -1;
+	} else {
+		ck_assert_msg(H_WAIT_UNTIL(kill(pid, 0) != 0, 30000),
+			"the predecessor %ld did not stop", (long)pid);
+	}
+	next = pid_in_file();
+	ck_assert_msg(next > 0 && next != (long)pid && kill((pid_t)next, 0) == 0,
+		"no successor in the pid file (%ld)", next);
+	return (pid_t)next;
 }
 
 START_TEST(key_rotation_by_reload)
@@ -379,6 +439,50 @@ START_TEST(key_rotation_by_reload)
 }
 END_TEST
 
+/* A restart that drops nothing: the host hands its listening socket to a
+ * new process (SIGUSR2, the way ./dev restart api does it; systemd's socket
+ * unit gives the same fd 3 to the next process) while a client sends
+ * requests all along: every one is answered 200. */
+START_TEST(restart_drops_nothing)
+{
+	EVP_PKEY *b;
+	const char *tb;
+	long sent = 0, failed = 0;
+	pid_t first;
+
+	ck_assert_int_eq(system(h_sprintf("rm -rf %s && mkdir -p %s", dir(), dir())), 0);
+	b = openssl_key("b", "-algorithm EC -pkeyopt ec_paramgen_curve:P-256");
+	tb = token(b, "key-b");
+	put_file(jwks_path(), h_sprintf("{\"keys\":[%s]}", jwk(b, "key-b")));
+	write_conf(NULL);
+	host_start();
+	first = host_pid;
+	ck_assert_int_eq(pid_in_file(), first);
+	ck_assert_int_eq(status_of(tb), 200);
+
+	load_start(tb);
+	h_sleep_ms(500);
+	successor = handover(first, true);
+	h_sleep_ms(500);
+	/* the successor is the binary on disk, its configuration read anew;
+	 * and it hands over in turn */
+	ck_assert_double_eq(metric("pin_config_generation"), 1);
+	successor = handover(successor, false);
+	h_sleep_ms(500);
+	load_stop(&sent, &failed);
+	printf("restart: 2 handovers under load: %ld requests, %ld failed, the "
+		"slowest answer %ld ms\n", sent, failed, load_worst_ms);
+	ck_assert_int_gt(sent, 50);
+	ck_assert_int_eq(failed, 0);
+	ck_assert_int_eq(status_of(tb), 200);
+	ck_assert_msg(access(sock_path(), F_OK) == 0, "the socket file was removed");
+	host_stop();
+	/* the last one stopped without a successor: its pid file is gone */
+	ck_assert_int_eq(pid_in_file(), 0);
+	EVP_PKEY_free(b);
+}
+END_TEST
+
 static void teardown(void)
 {
 	if (load_pid > 0) {
@@ -396,6 +500,7 @@ Suite *make_reload_suite(void)
 
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_add_test(tc, key_rotation_by_reload);
+	tcase_add_test(tc, restart_drops_nothing);
 	suite_add_tcase(s, tc);
 	return s;
 }
