@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <sys/types.h>
 #include <librdkafka/rdkafka.h>
+#include <libpq-fe.h>
 
 #include "harness.h"
 
@@ -337,6 +338,138 @@ START_TEST(job_runner_kill_mid_batch)
 }
 END_TEST
 
+/* ---- 3. a rolling restart of the worker hosts ----------------------------- */
+
+/* Writes outbox rows (topic pin.test.events.v1, consumed by the group
+ * test-consumer) at a steady ~65/s on its own connection until stop. */
+struct rows {
+	const char *dsn;
+	int stop;              /* atomic */
+	int written;
+	int failed;
+};
+
+static void *rows_main(void *arg)
+{
+	struct rows *w = arg;
+	PGconn *pg = PQconnectdb(w->dsn);
+
+	if (PQstatus(pg) != CONNECTION_OK) {
+		w->failed = 1;
+		PQfinish(pg);
+		return NULL;
+	}
+	while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
+		PGresult *r = PQexec(pg, "WITH m AS (SELECT gen_random_uuid() AS id,"
+			" gen_random_uuid()::text AS k) INSERT INTO calendar.outbox"
+			" (message_id, topic, key, envelope, created_at) SELECT m.id,"
+			" 'pin.test.events.v1', m.k, jsonb_build_object('messageId', m.id,"
+			" 'eventType', 'pin.test.event', 'contractVersion', 1, 'createdAt',"
+			" to_char(clock_timestamp() AT TIME ZONE 'UTC',"
+			"   'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'aggregateType', 'Test',"
+			" 'aggregateId', m.k, 'correlationId', NULL, 'payload',"
+			" jsonb_build_object('kind', 'ok')), clock_timestamp() FROM m");
+
+		if (PQresultStatus(r) != PGRES_COMMAND_OK)
+			w->failed = 1;
+		else
+			w->written++;
+		PQclear(r);
+		usleep(15000);
+	}
+	PQfinish(pg);
+	return NULL;
+}
+
+/*
+ * Three worker hosts restarted one after another (SIGTERM, wait for the
+ * exit, start again) while outbox rows are written and consumed: how late
+ * any row is published (created_at -> published_at) and consumed
+ * (published_at -> the consumer's inbox), against the same figures before
+ * the restarts.  A host that stops gives its relay shards (session advisory
+ * locks) and its partitions (it leaves the group) back at once, so no row
+ * waits for a failover timeout.
+ */
+START_TEST(rolling_restart)
+{
+	struct h_host *w = hosts;
+	struct rows rw = { 0 };
+	pthread_t thr;
+	int64_t t_begin, t_restart;
+	const char *since, *restart_from;
+	double relay_max, consume_max, relay_before, consume_before;
+	long long n, consumed;
+
+	h_sql("CREATE TABLE IF NOT EXISTS calendar.test_seen"
+		" (message_id uuid, payload_kind text, attempts int)");
+	h_host_stack_worker(&w[0]);
+	ck_assert_msg(w[0].pid > 1, "the stack's worker host does not run");
+	h_host_start(&w[1], "worker-2", "worker", NULL, 0, NULL);
+	h_host_start(&w[2], "worker-3", "worker", NULL, 0, NULL);
+	h_host_start(&w[3], "worker-4", "worker", NULL, 0, NULL);
+	ck_assert_msg(H_WAIT_UNTIL(held(&w[0]) + held(&w[1]) + held(&w[2]) +
+			held(&w[3]) == 3, 90000), "test-consumer partitions not assigned");
+
+	since = h_sql_scalar("SELECT clock_timestamp()::text");
+	rw.dsn = h_env("PIN_PG_DSN");
+	ck_assert_int_eq(pthread_create(&thr, NULL, rows_main, &rw), 0);
+	t_begin = h_now_ms();
+	h_sleep_ms(3000);                       /* the figures before */
+	restart_from = h_sql_scalar("SELECT clock_timestamp()::text");
+	t_restart = h_now_ms();
+	for (int i = 1; i <= 3; i++) {
+		const char *name = h_sprintf("worker-%d", i + 1);
+
+		h_host_stop(&w[i]);
+		h_host_start(&w[i], name, "worker", NULL, 0, NULL);
+		h_sleep_ms(1500);
+	}
+	h_sleep_ms(3000);
+	__atomic_store_n(&rw.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(thr, NULL);
+	ck_assert_msg(!rw.failed, "writing outbox rows failed");
+	n = rw.written;
+
+	/* every row published and consumed, once */
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM calendar.outbox o JOIN"
+			" calendar.inbox i ON i.message_id = o.message_id AND i.consumer_group ="
+			" 'test-consumer' WHERE o.created_at >= $1::timestamptz", since) == n,
+			120000), "%lld of %lld rows consumed after 120 s",
+			h_sql_int("SELECT count(*) FROM calendar.outbox o JOIN calendar.inbox i ON"
+				" i.message_id = o.message_id AND i.consumer_group = 'test-consumer'"
+				" WHERE o.created_at >= $1::timestamptz", since), n);
+	consumed = h_sql_int("SELECT count(*) FROM calendar.test_seen t JOIN calendar.outbox o"
+		" ON o.message_id = t.message_id WHERE o.created_at >= $1::timestamptz", since);
+	relay_before = strtod(h_sql_scalar("SELECT coalesce(max(extract(epoch FROM"
+		" published_at - created_at)), 0) FROM calendar.outbox WHERE created_at >="
+		" $1::timestamptz AND created_at < $2::timestamptz", since, restart_from), NULL);
+	consume_before = strtod(h_sql_scalar("SELECT coalesce(max(extract(epoch FROM"
+		" i.processed_at - o.published_at)), 0) FROM calendar.outbox o JOIN calendar.inbox"
+		" i ON i.message_id = o.message_id AND i.consumer_group = 'test-consumer' WHERE"
+		" o.created_at >= $1::timestamptz AND o.created_at < $2::timestamptz", since,
+		restart_from), NULL);
+	relay_max = strtod(h_sql_scalar("SELECT coalesce(max(extract(epoch FROM"
+		" published_at - created_at)), 0) FROM calendar.outbox WHERE created_at >="
+		" $1::timestamptz", restart_from), NULL);
+	consume_max = strtod(h_sql_scalar("SELECT coalesce(max(extract(epoch FROM"
+		" i.processed_at - o.published_at)), 0) FROM calendar.outbox o JOIN calendar.inbox"
+		" i ON i.message_id = o.message_id AND i.consumer_group = 'test-consumer' WHERE"
+		" o.created_at >= $1::timestamptz", restart_from), NULL);
+	fprintf(stderr, "scale/rolling: %lld outbox rows over %.1f s, 3 of 4 worker hosts"
+		" restarted one by one in %.1f s; longest delay before the restarts: publish"
+		" %.2f s, consume %.2f s; during them: publish %.2f s, consume %.2f s;"
+		" applied %lld times\n", n, (double)(h_now_ms() - t_begin) / 1000,
+		(double)(h_now_ms() - t_restart) / 1000 - 3.0, relay_before, consume_before,
+		relay_max, consume_max, consumed);
+	ck_assert_int_eq(consumed, n);
+	/* no failover timeout in the path: a few seconds at most, on a loaded
+	 * 2-core machine */
+	ck_assert_msg(relay_max < 10 && consume_max < 10,
+		"a row waited %.1f s to be published, %.1f s to be consumed",
+		relay_max, consume_max);
+}
+END_TEST
+
 Suite *make_scale_suite(void)
 {
 	Suite *s = suite_create("scale");
@@ -349,5 +482,12 @@ Suite *make_scale_suite(void)
 	tcase_add_checked_fixture(j, NULL, hosts_teardown);
 	tcase_add_test(j, job_runner_kill_mid_batch);
 	suite_add_tcase(s, j);
+	{
+		TCase *r = h_tcase("rolling", 300);
+
+		tcase_add_checked_fixture(r, NULL, hosts_teardown);
+		tcase_add_test(r, rolling_restart);
+		suite_add_tcase(s, r);
+	}
 	return s;
 }
