@@ -397,7 +397,7 @@ START_TEST(rolling_restart)
 	pthread_t thr;
 	int64_t t_begin, t_restart;
 	const char *since, *restart_from;
-	double relay_max, consume_max, relay_before, consume_before;
+	double relay_max, consume_max, relay_before, consume_before, roll_s;
 	long long n, consumed;
 
 	h_sql("CREATE TABLE IF NOT EXISTS calendar.test_seen"
@@ -422,8 +422,10 @@ START_TEST(rolling_restart)
 
 		h_host_stop(&w[i]);
 		h_host_start(&w[i], name, "worker", NULL, 0, NULL);
-		h_sleep_ms(1500);
+		if (i < 3)
+			h_sleep_ms(1500);
 	}
+	roll_s = (double)(h_now_ms() - t_restart) / 1000;
 	h_sleep_ms(3000);
 	__atomic_store_n(&rw.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(thr, NULL);
@@ -456,17 +458,22 @@ START_TEST(rolling_restart)
 		" i ON i.message_id = o.message_id AND i.consumer_group = 'test-consumer' WHERE"
 		" o.created_at >= $1::timestamptz", restart_from), NULL);
 	fprintf(stderr, "scale/rolling: %lld outbox rows over %.1f s, 3 of 4 worker hosts"
-		" restarted one by one in %.1f s; longest delay before the restarts: publish"
-		" %.2f s, consume %.2f s; during them: publish %.2f s, consume %.2f s;"
-		" applied %lld times\n", n, (double)(h_now_ms() - t_begin) / 1000,
-		(double)(h_now_ms() - t_restart) / 1000 - 3.0, relay_before, consume_before,
-		relay_max, consume_max, consumed);
+		" restarted one by one in %.1f s (%s); longest delay before the restarts:"
+		" publish %.2f s, consume %.2f s; during them: publish %.2f s, consume %.2f s;"
+		" applied %lld times\n", n, (double)(h_now_ms() - t_begin) / 1000, roll_s,
+		h_env_opt("PIN_KAFKA_ASSIGNMENT_STRATEGY", "range"), relay_before,
+		consume_before, relay_max, consume_max, consumed);
 	ck_assert_int_eq(consumed, n);
-	/* no failover timeout in the path: a few seconds at most, on a loaded
-	 * 2-core machine */
-	ck_assert_msg(relay_max < 10 && consume_max < 10,
-		"a row waited %.1f s to be published, %.1f s to be consumed",
-		relay_max, consume_max);
+	/* The relay: a stopping host's shards are taken over at once, no
+	 * failover timeout in the path.  The consumers: on the dev broker the
+	 * group rebalances from the first leave to the last join, so a message
+	 * waits for the whole roll (range and cooperative-sticky alike,
+	 * 2026-12-05); what is asserted is that nothing waits longer than the
+	 * roll plus one session timeout and a rejoin (operating.md, "Rolling
+	 * restart of the worker hosts"). */
+	ck_assert_msg(relay_max < 5, "a row waited %.1f s to be published", relay_max);
+	ck_assert_msg(consume_max < roll_s + 10, "a row waited %.1f s to be consumed, "
+		"the roll took %.1f s", consume_max, roll_s);
 }
 END_TEST
 
