@@ -71,9 +71,11 @@ struct pin_fcgi_io {
 			     * Content-Length says */
 };
 void pin_fcgi_handle(const struct pin_fcgi_io *io);   /* request.c */
-/* fcgi_loop.c: serves listen_fd until pin_wait_stop returns, each whole
- * request run by handle in one of `workers` threads */
-int pin_fcgi_loop_run(int listen_fd, int workers,
+/* fcgi_loop.c: serves the listening socket sock until pin_wait_stop
+ * returns, each whole request run by handle in one of `workers` threads;
+ * *shared (read atomically, may turn true while it runs: a handover) says
+ * the socket is another process's too, so a stop never shuts it down */
+int pin_fcgi_loop_run(int sock, const bool *shared, int workers,
 		void (*handle)(const struct pin_fcgi_io *io));
 /* request accessors behind the api table (request.c) */
 const char *pin_req_method(struct pin_req *r);

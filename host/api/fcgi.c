@@ -331,7 +331,7 @@ static int size_workers(const char *server, int threads)
 /* api_server = loop: fcgi_loop.c until SIGTERM */
 static int run_loop(const struct listener *l, int threads)
 {
-	int rc = pin_fcgi_loop_run(listen_fd, threads, pin_fcgi_handle);
+	int rc = pin_fcgi_loop_run(listen_fd, &listen_shared, threads, pin_fcgi_handle);
 
 	listener_close(l);
 	pin_api_gate_close();

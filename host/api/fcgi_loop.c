@@ -116,6 +116,7 @@ struct fc_conn {
 };
 
 static int ep = -1, stop_ev = -1, lfd = -1;
+static const bool *listen_shared;          /* the socket is another process's too */
 static pthread_mutex_t q_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct fc_conn *q_head, *q_tail;
 static bool q_closed;
@@ -935,7 +936,7 @@ static void *io_thread(void *arg)
 				epoll_ctl(ep, EPOLL_CTL_DEL, stop_ev, NULL);
 				epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
 				/* a shared socket's queue is the next process's */
-				if (!pin_api_listen_shared())
+				if (!__atomic_load_n(listen_shared, __ATOMIC_ACQUIRE))
 					shutdown(lfd, SHUT_RDWR);
 				stop_at = now_ms();
 				accept_paused_at = 0;
@@ -985,7 +986,7 @@ static void workers_stop(pthread_t *tids, int n)
 	free(tids);
 }
 
-int pin_fcgi_loop_run(int listen_fd, int workers,
+int pin_fcgi_loop_run(int sock, const bool *shared, int workers,
 		void (*handle)(const struct pin_fcgi_io *io))
 {
 	pthread_t io, *tids;
@@ -993,7 +994,8 @@ int pin_fcgi_loop_run(int listen_fd, int workers,
 	uint64_t one = 1;
 	int started = 0;
 
-	lfd = listen_fd;
+	lfd = sock;
+	listen_shared = shared;
 	handle_fn = handle;
 	read_timeout_ms = pin_config_int("api_read_timeout_ms");
 	idle_timeout_ms = pin_config_int("api_idle_timeout_ms");
