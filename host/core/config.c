@@ -393,33 +393,46 @@ static const char *def_of(const struct pin_config_key *k)
 	return k->def ? k->def : "";
 }
 
-/* flag > environment > file; raw NULL when none is set */
-static void resolve(struct decl *d)
+/* d resolved from the flags, the environment and the file lines now loaded
+ * (in that order; raw NULL when none is set), into *out */
+static void resolve_into(const struct decl *d, struct decl *out)
 {
 	const char *f, *e;
 	char why[160];
 
+	*out = *d;
+	out->fe = NULL;
+	out->raw = NULL;
+	if ((f = flag_of(d->k.name))) {
+		out->src = SRC_FLAG;
+		out->raw = f;
+	} else if ((e = getenv(d->env))) {
+		out->src = SRC_ENV;
+		out->raw = e;
+	} else if ((out->fe = last_fent(d->k.name))) {
+		out->src = SRC_FILE;
+		out->raw = out->fe->val;
+	} else {
+		out->src = SRC_DEFAULT;
+	}
+	out->val = out->raw;
+	if (!out->val || !*out->val || check_value(&d->k, out->val, why, sizeof why) < 0)
+		out->val = def_of(&d->k);
+	out->num = num_of(&d->k, out->val);
+}
+
+static void resolve(struct decl *d)
+{
+	struct decl r;
+
 	if (d->gen == cfg_gen)
 		return;
-	d->fe = NULL;
-	d->raw = NULL;
-	if ((f = flag_of(d->k.name))) {
-		d->src = SRC_FLAG;
-		d->raw = f;
-	} else if ((e = getenv(d->env))) {
-		d->src = SRC_ENV;
-		d->raw = e;
-	} else if ((d->fe = last_fent(d->k.name))) {
-		d->src = SRC_FILE;
-		d->raw = d->fe->val;
-	} else {
-		d->src = SRC_DEFAULT;
-	}
-	d->val = d->raw;
-	/* empty, or (not checked yet) invalid: the default */
-	if (!d->val || !*d->val || check_value(&d->k, d->val, why, sizeof why) < 0)
-		d->val = def_of(&d->k);
-	d->num = num_of(&d->k, d->val);
+	resolve_into(d, &r);
+	d->src = r.src;
+	d->fe = r.fe;
+	d->raw = r.raw;
+	d->val = r.val;
+	d->num = r.num;
 	d->gen = cfg_gen;
 }
 
@@ -1081,33 +1094,6 @@ static void retire(const struct fileset *f)
 	}
 	retired = n;
 	retired[nretired++] = *f;
-}
-
-/* what resolve() would give d from the file lines now loaded, into *out */
-static void resolve_into(const struct decl *d, struct decl *out)
-{
-	const char *f, *e;
-	char why[160];
-
-	*out = *d;
-	out->fe = NULL;
-	out->raw = NULL;
-	if ((f = flag_of(d->k.name))) {
-		out->src = SRC_FLAG;
-		out->raw = f;
-	} else if ((e = getenv(d->env))) {
-		out->src = SRC_ENV;
-		out->raw = e;
-	} else if ((out->fe = last_fent(d->k.name))) {
-		out->src = SRC_FILE;
-		out->raw = out->fe->val;
-	} else {
-		out->src = SRC_DEFAULT;
-	}
-	out->val = out->raw;
-	if (!out->val || !*out->val || check_value(&d->k, out->val, why, sizeof why) < 0)
-		out->val = def_of(&d->k);
-	out->num = num_of(&d->k, out->val);
 }
 
 static void store(struct decl *d, const struct decl *from)
