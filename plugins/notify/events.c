@@ -644,7 +644,15 @@ static int load_msgs(struct ctx **cs, size_t n)
 /* ntf_users: per open message and involved user its name, settings and
  * addresses.  Columns: 0 locale, 1 mute, 2-4 the InApp / Email / Sms
  * overrides, 5 quiet_end, 6 deleted, 7 name, 8 email, 9 phone (PII: only
- * into the rows' address snapshot, never logged). */
+ * into the rows' address snapshot, never logged).
+ * The contact rows are read FOR SHARE, held to the group's COMMIT: an
+ * erasure (contacts.c) locks its row FOR UPDATE first, so it either
+ * commits before this read (which then sees the tombstone: no name, no
+ * address) or waits for the rows written from it and deletes / redacts
+ * them.  Read without the lock, a group's transaction could take the name
+ * and address before the erasure and commit its rows after it, out of the
+ * erasure's reach (team/departed deleted_agent_erased saw it about one run
+ * in ten). */
 static int load_users(struct ctx **cs, size_t n, PGresult **out)
 {
 	struct pc_jt w;
@@ -679,7 +687,13 @@ static int load_users(struct ctx **cs, size_t n, PGresult **out)
 	if (!(p[0] = jt_rows(&w, k, &rc)))
 		return rc;
 	r = pc_api->db_exec_prepared("ntf_users",
-		"WITH x AS ("
+		"WITH q AS MATERIALIZED ("
+		"  SELECT * FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (u uuid, k text, "
+		"    now timestamptz)) WITH ORDINALITY AS q(u, k, now, n)), "
+		"ct AS MATERIALIZED ("
+		"  SELECT c.* FROM notifications.recipient_contacts c "
+		"   WHERE c.user_id IN (SELECT q.u FROM q) ORDER BY c.user_id FOR SHARE), "
+		"x AS ("
 		"  SELECT q.n, q.now, ct.display_name AS name, "
 		"    coalesce(s.locale, ct.locale, 'ru') AS locale, "
 		"    coalesce(s.time_zone, ct.time_zone, 'Europe/Moscow') AS tz, "
@@ -688,10 +702,9 @@ static int load_users(struct ctx **cs, size_t n, PGresult **out)
 		"    s.quiet_from AS qf, s.quiet_to AS qt, "
 		"    ct.status IS NOT DISTINCT FROM 'Deleted' AS deleted, "
 		"    nullif(ct.email, '') AS email, nullif(ct.phone, '') AS phone "
-		"  FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (u uuid, k text, "
-		"    now timestamptz)) WITH ORDINALITY AS q(u, k, now, n) "
+		"  FROM q "
 		"  LEFT JOIN notifications.user_notification_settings s ON s.user_id = q.u "
-		"  LEFT JOIN notifications.recipient_contacts ct ON ct.user_id = q.u) "
+		"  LEFT JOIN ct ON ct.user_id = q.u) "
 		"SELECT x.locale, x.mute, coalesce(x.ovr ->> 'InApp', ''), "
 		"  coalesce(x.ovr ->> 'Email', ''), coalesce(x.ovr ->> 'Sms', ''), "
 		"  CASE WHEN x.qf IS NULL THEN NULL "
