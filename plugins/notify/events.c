@@ -645,7 +645,9 @@ static int load_msgs(struct ctx **cs, size_t n)
  * addresses.  Columns: 0 locale, 1 mute, 2-4 the InApp / Email / Sms
  * overrides, 5 quiet_end, 6 deleted, 7 name, 8 email, 9 phone (PII: only
  * into the rows' address snapshot, never logged).
- * The contact rows are read FOR SHARE, held to the group's COMMIT: an
+ * The contact rows are read FOR KEY SHARE, held to the group's COMMIT (the
+ * weakest lock that an erasure's FOR UPDATE waits for; a contact's ordinary
+ * update does not wait for it): an
  * erasure (contacts.c) locks its row FOR UPDATE first, so it either
  * commits before this read (which then sees the tombstone: no name, no
  * address) or waits for the rows written from it and deletes / redacts
@@ -692,7 +694,7 @@ static int load_users(struct ctx **cs, size_t n, PGresult **out)
 		"    now timestamptz)) WITH ORDINALITY AS q(u, k, now, n)), "
 		"ct AS MATERIALIZED ("
 		"  SELECT c.* FROM notifications.recipient_contacts c "
-		"   WHERE c.user_id IN (SELECT q.u FROM q) ORDER BY c.user_id FOR SHARE), "
+		"   WHERE c.user_id IN (SELECT q.u FROM q) ORDER BY c.user_id FOR KEY SHARE), "
 		"x AS ("
 		"  SELECT q.n, q.now, ct.display_name AS name, "
 		"    coalesce(s.locale, ct.locale, 'ru') AS locale, "

@@ -422,7 +422,7 @@ END_TEST
  * its read of the contacts and its COMMIT.  The blocker does what the
  * erasure's transaction does first (contacts.c: the contact row FOR UPDATE,
  * then the tombstone) and commits only once the fan-out has had its chance:
- * the fan-out reads the contact rows FOR SHARE (events.c ntf_users), so it
+ * the fan-out reads the contact rows FOR KEY SHARE (events.c ntf_users), so it
  * waits, then sees the tombstone and stores neither the agent's name (in
  * the investor's texts) nor the agent's e-mail (the agent's own address
  * snapshot).  Read without the lock, it stored both after the erasure had
