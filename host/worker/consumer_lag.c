@@ -89,6 +89,7 @@ void cons_lag_forget(struct cons *c, const rd_kafka_topic_partition_list_t *part
  * handle now gives a request up after WM_SOCKET_TIMEOUT_MS, and a move
  * (wm_forget) ends the round after the query in flight. */
 #define WM_SOCKET_TIMEOUT_MS "3000"
+#define WM_RETRY_MS 500
 
 void *cons_wm_main(void *arg)
 {
@@ -97,6 +98,7 @@ void *cons_wm_main(void *arg)
 	char *boot = NULL;
 	int64_t next = 0;
 	unsigned gen0;
+	bool failed;
 
 	while (!cons_stopping()) {
 		int64_t now = pin_clock_now_us();
@@ -139,6 +141,7 @@ void *cons_wm_main(void *arg)
 		n = c->nwm;
 		gen0 = c->wm_gen;
 		pthread_mutex_unlock(&c->wm_mu);
+		failed = false;
 		for (size_t i = 0; i < n && !cons_stopping(); i++) {
 			char topic[200];
 			int32_t part;
@@ -153,13 +156,21 @@ void *cons_wm_main(void *arg)
 			if (gen != gen0)
 				break;      /* the broker moved: the handle first */
 			if (rd_kafka_query_watermark_offsets(rk, topic, part, &lo, &hi,
-					1000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+					1000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+				failed = true;
 				continue;   /* broker away: keep the last value */
+			}
 			pthread_mutex_lock(&c->wm_mu);
 			if (gen == c->wm_gen)   /* else asked of the cluster that left */
 				c->wm[i].hi = hi;
 			pthread_mutex_unlock(&c->wm_mu);
 		}
+		/* a partition not answered (a new handle still learning the
+		 * cluster after a move, a leader away) is asked again within
+		 * WM_RETRY_MS, not a whole interval later: until then its lag is
+		 * the consumer's cached value, which a held partition never moves */
+		if (failed && next > pin_clock_now_us() + WM_RETRY_MS * 1000)
+			next = pin_clock_now_us() + WM_RETRY_MS * 1000;
 	}
 	if (rk)
 		rd_kafka_destroy(rk);
