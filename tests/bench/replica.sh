@@ -5,6 +5,11 @@
 # both PostgreSQL servers, so the figure shows what the standby costs and
 # how much of the read load leaves the primary, not the capacity a second
 # machine adds.  PIN_BENCH_REPLICA_ROUNDS (2): alternated rounds with and without.
+# Each "with" run starts only once the API host's own metric
+# (pin_db_replica_up) says it uses the standby again: the time from the
+# standby streaming to that is printed ("host back ... after"); before
+# 2026-12-05 a fixed 2 s pause let a run begin while the host still sent its
+# reads to the primary (share 0.001 in the worst run).
 
 # b_metric NAME_WITH_LABELS: the API host's sample (through nginx), 0 if absent
 b_metric() {
@@ -61,6 +66,21 @@ b_replica_run() {
 b_mean() { echo "$@" | awk '{ for (i = 1; i <= NF; i++) s += $i; printf "%.0f", s / NF }'; }
 b_min() { echo "$@" | awk '{ m = $1; for (i = 2; i <= NF; i++) if ($i < m) m = $i; print m }'; }
 
+# b_replica_back T0_NS: waits until the API host's own pin_db_replica_up
+# says 1, with one showcase read every 50 ms (the host looks at the standby
+# only when a marked read comes, at most once a second: READ_CHECK_US);
+# sets R_BACK_S, the seconds from T0_NS (date +%s%N, taken once the
+# standby streams) to that answer.  Fails after 60 s.
+b_replica_back() {
+	local t0=$1 until=$((SECONDS + 60))
+	while (($(b_metric pin_db_replica_up) != 1)); do
+		((SECONDS < until)) || return 1
+		curl -sf -o /dev/null "$BASE_URL/api/public/calendar/slots?agentUserId=$B_SHOW&limit=20" || true
+		sleep 0.05
+	done
+	R_BACK_S=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+}
+
 b_replica_caught_up() {
 	[[ -n $("$PGBIN/psql" -X -qtA "$PG_DSN_READ" -c \
 		"SELECT 1 WHERE pg_last_wal_replay_lsn() >= '$B_LSN'" 2>/dev/null) ]]
@@ -68,7 +88,7 @@ b_replica_caught_up() {
 
 bench_replica() {
 	local with="" with50 with99 without="" ok=true share_with="" share mw mo i
-	local cpu_with cpu_without rounds=${PIN_BENCH_REPLICA_ROUNDS:-2}
+	local cpu_with cpu_without rounds=${PIN_BENCH_REPLICA_ROUNDS:-2} t0 backs=""
 	if ! grep -q '^pg_dsn_read' "$CONF" 2>/dev/null; then
 		say "replica: the stack runs without a standby: ./dev up --replica"
 		cmd_up --replica >&2
@@ -79,6 +99,7 @@ bench_replica() {
 	# the standby replayed it (ANALYZE's statistics included)
 	B_LSN=$(b_psql -tA -c "SELECT pg_current_wal_lsn()")
 	wait_for "standby catching up" 60 "" b_replica_caught_up || die "the standby does not replay"
+	b_replica_back "$(date +%s%N)" || die "the API host does not use the standby"
 	# alternating runs (with, without, with, without, ...): on a shared
 	# machine the load drifts between runs; the means compare
 	for ((i = 1; i <= rounds; i++)); do
@@ -94,15 +115,20 @@ bench_replica() {
 		cpu_without="host $R_API_MS, primary $R_PRI_MS"
 		((W_BAD == 0)) || ok=false
 		b_ge "$R_SHARE" 0.01 && ok=false
+		t0=$(date +%s%N)
 		replica_start >&2 || die "the standby did not start again"
-		sleep 2   # every API thread checks it again (once a second)
+		R_UP_S=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+		# from the standby streaming again to the host's own pin_db_replica_up
+		b_replica_back "$(date +%s%N)" || die "the API host did not return to the standby in 60 s"
+		backs+=" $R_BACK_S"
+		say "replica: the standby streamed ${R_UP_S} s after its start; the API host back on it ${R_BACK_S} s later"
 	done
 	mw=$(b_mean $with)
 	mo=$(b_mean $without)
 	share=$(b_min $share_with)
 	b_ge "$share" 0.99 || ok=false
 	say "replica: CPU ms per request of the host and of the database backends (last round): with the standby: $cpu_with; standby stopped: $cpu_without"
-	b_row replica "showcase limit 20, reads on the standby (share >= $share; runs:$with; CPU ms/request $cpu_with)" \
+	b_row replica "showcase limit 20, reads on the standby (share >= $share; runs:$with; CPU ms/request $cpu_with; host back on a standby streaming again after:${backs:- -} s)" \
 		"$mw" "req/s" "same host, standby stopped: all reads on the primary (runs:$without; CPU ms/request $cpu_without)" "$mo" \
 		"$(b_div "$mw" "$mo")" "0 errors, share>=0.99" "$ok" "$with50" "$with99"
 }
