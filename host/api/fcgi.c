@@ -198,6 +198,7 @@ static char exec_path[4096];     /* this binary's path, read at start */
 static char *const *exec_argv;
 static char **exec_envp;         /* environ + LISTEN_* + PIN_HANDOVER_FROM */
 static char listen_pid_var[32];  /* "LISTEN_PID=<child>", filled in the child */
+static char from_var[48];        /* "PIN_HANDOVER_FROM=<this pid>" */
 
 void pin_api_set_exec(char *const argv[])
 {
@@ -229,23 +230,21 @@ static int build_envp(void)
 {
 	extern char **environ;
 	size_t n = 0, k = 0;
-	char *from;
 
 	for (char **e = environ; *e; e++)
 		n++;
 	free(exec_envp);
 	exec_envp = calloc(n + 4, sizeof *exec_envp);
-	from = malloc(48);
-	if (!exec_envp || !from) {
-		free(from);
+	if (!exec_envp)
 		return -1;
-	}
 	for (char **e = environ; *e; e++)
 		if (strncmp(*e, "LISTEN_", 7) && strncmp(*e, "PIN_HANDOVER_FROM=", 18))
 			exec_envp[k++] = *e;
-	snprintf(from, 48, "PIN_HANDOVER_FROM=%ld", (long)getpid());
-	exec_envp[k++] = from;         /* kept until exit: the child may not
-					* have read it when we free */
+	/* static, like the array's other own strings: the forked child
+	 * execs from its copy of them; a repeated SIGUSR2 rewrites the same
+	 * bytes (one pid) and allocates nothing */
+	snprintf(from_var, sizeof from_var, "PIN_HANDOVER_FROM=%ld", (long)getpid());
+	exec_envp[k++] = from_var;
 	exec_envp[k++] = (char *)"LISTEN_FDS=1";
 	exec_envp[k++] = listen_pid_var;
 	exec_envp[k] = NULL;
