@@ -26,6 +26,7 @@
 #include <openssl/pem.h>
 
 #include "harness.h"
+#include "../common/jose.h"
 
 static pid_t host_pid = -1;
 
@@ -87,48 +88,13 @@ static EVP_PKEY *openssl_key(const char *name, const char *genpkey_args)
 	return k;
 }
 
-static char *b64url(const unsigned char *in, size_t n)
-{
-	char *out = h_sprintf("%*s", (int)(4 * ((n + 2) / 3) + 1), "");
-	size_t len, i;
-
-	len = (size_t)EVP_EncodeBlock((unsigned char *)out, in, (int)n);
-	while (len > 0 && out[len - 1] == '=')
-		len--;
-	out[len] = 0;
-	for (i = 0; i < len; i++)
-		out[i] = out[i] == '+' ? '-' : out[i] == '/' ? '_' : out[i];
-	return out;
-}
-
-static char *bn_b64(EVP_PKEY *k, const char *param)
-{
-	BIGNUM *bn = NULL;
-	unsigned char buf[1024];
-	int n;
-
-	ck_assert_int_eq(EVP_PKEY_get_bn_param(k, param, &bn), 1);
-	n = BN_bn2bin(bn, buf);
-	BN_free(bn);
-	return b64url(buf, (size_t)n);
-}
-
-/* the public JWK of k */
+/* the public JWK of k (copied into the test's arena) */
 static char *jwk(EVP_PKEY *k, const char *kid)
 {
-	unsigned char pub[65];
-	size_t publen = 0;
+	char *j = jose_jwk(k, kid, NULL), *out = h_strdup(j);
 
-	if (EVP_PKEY_get_base_id(k) == EVP_PKEY_RSA)
-		return h_sprintf("{\"kty\":\"RSA\",\"use\":\"sig\",\"alg\":\"RS256\","
-			"\"kid\":\"%s\",\"n\":\"%s\",\"e\":\"%s\"}", kid,
-			bn_b64(k, OSSL_PKEY_PARAM_RSA_N), bn_b64(k, OSSL_PKEY_PARAM_RSA_E));
-	ck_assert_int_eq(EVP_PKEY_get_octet_string_param(k, OSSL_PKEY_PARAM_PUB_KEY,
-			pub, sizeof(pub), &publen), 1);
-	ck_assert_uint_eq(publen, 65);
-	return h_sprintf("{\"kty\":\"EC\",\"use\":\"sig\",\"alg\":\"ES256\","
-		"\"crv\":\"P-256\",\"kid\":\"%s\",\"x\":\"%s\",\"y\":\"%s\"}", kid,
-		b64url(pub + 1, 32), b64url(pub + 33, 32));
+	free(j);
+	return out;
 }
 
 /* an agent's token for the stack's issuer and audience, signed with k */
@@ -141,33 +107,10 @@ static char *token(EVP_PKEY *k, const char *kid)
 		"\"sub\":\"%s\",\"tenant_id\":\"%s\",\"actor\":\"agent\","
 		"\"permissions\":[\"calendar.events.view\"],\"exp\":%lld}",
 		h_uuid(), h_uuid(), (long long)time(NULL) + 600);
-	const char *input = h_sprintf("%s.%s",
-		b64url((const unsigned char *)hdr, strlen(hdr)),
-		b64url((const unsigned char *)pl, strlen(pl)));
-	unsigned char sig[1024], rs[64];
-	size_t siglen = sizeof(sig);
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	char *s;
+	char *t = jose_sign(k, hdr, pl), *out = h_strdup(t);
 
-	ck_assert_int_eq(EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, k), 1);
-	ck_assert_int_eq(EVP_DigestSign(ctx, sig, &siglen,
-			(const unsigned char *)input, strlen(input)), 1);
-	EVP_MD_CTX_free(ctx);
-	if (ec) {
-		const unsigned char *d = sig;
-		ECDSA_SIG *es = d2i_ECDSA_SIG(NULL, &d, (long)siglen);
-		const BIGNUM *r, *sv;
-
-		ck_assert_ptr_nonnull(es);
-		ECDSA_SIG_get0(es, &r, &sv);
-		ck_assert_int_eq(BN_bn2binpad(r, rs, 32), 32);
-		ck_assert_int_eq(BN_bn2binpad(sv, rs + 32, 32), 32);
-		ECDSA_SIG_free(es);
-		s = b64url(rs, 64);
-	} else {
-		s = b64url(sig, siglen);
-	}
-	return h_sprintf("%s.%s", input, s);
+	free(t);
+	return out;
 }
 
 static const char *events_uri(void)

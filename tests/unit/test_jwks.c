@@ -17,6 +17,7 @@
 #include "core.h"
 #include "api.h"
 #include "suites.h"
+#include "../common/jose.h"
 
 #define SUB     "0190a0b0-1c2d-7e3f-8a4b-5c6d7e8f9a0b"
 #define ISS     "https://id.pin.example"
@@ -25,60 +26,10 @@
 static EVP_PKEY *rsa_a, *rsa_c, *ec_b, *rsa_weak;
 static char jwks_path[64];
 
-static char *b64url(const unsigned char *in, size_t n)
-{
-	char *out = malloc(4 * ((n + 2) / 3) + 1);
-	size_t len, i;
-
-	ck_assert_ptr_nonnull(out);
-	len = (size_t)EVP_EncodeBlock((unsigned char *)out, in, (int)n);
-	while (len > 0 && out[len - 1] == '=')
-		len--;
-	out[len] = 0;
-	for (i = 0; i < len; i++)
-		out[i] = out[i] == '+' ? '-' : out[i] == '/' ? '_' : out[i];
-	return out;
-}
-
-static char *bn_b64(EVP_PKEY *k, const char *param)
-{
-	BIGNUM *bn = NULL;
-	unsigned char buf[1024];
-	int n;
-
-	ck_assert_int_eq(EVP_PKEY_get_bn_param(k, param, &bn), 1);
-	n = BN_bn2bin(bn, buf);
-	BN_free(bn);
-	return b64url(buf, (size_t)n);
-}
-
 /* one JWK of k as JSON text (malloc'd); extra members appended verbatim */
 static char *jwk_of(EVP_PKEY *k, const char *kid, const char *extra)
 {
-	char *out = malloc(4096), *a, *b;
-	unsigned char pub[65];
-	size_t publen = 0;
-
-	ck_assert_ptr_nonnull(out);
-	if (EVP_PKEY_get_base_id(k) == EVP_PKEY_RSA) {
-		a = bn_b64(k, OSSL_PKEY_PARAM_RSA_N);
-		b = bn_b64(k, OSSL_PKEY_PARAM_RSA_E);
-		snprintf(out, 4096, "{\"kty\":\"RSA\",\"use\":\"sig\",\"alg\":\"RS256\","
-			"\"kid\":\"%s\",\"n\":\"%s\",\"e\":\"%s\"%s%s}", kid, a, b,
-			extra ? "," : "", extra ? extra : "");
-	} else {
-		ck_assert_int_eq(EVP_PKEY_get_octet_string_param(k,
-				OSSL_PKEY_PARAM_PUB_KEY, pub, sizeof(pub), &publen), 1);
-		ck_assert_uint_eq(publen, 65);
-		a = b64url(pub + 1, 32);
-		b = b64url(pub + 33, 32);
-		snprintf(out, 4096, "{\"kty\":\"EC\",\"use\":\"sig\",\"alg\":\"ES256\","
-			"\"crv\":\"P-256\",\"kid\":\"%s\",\"x\":\"%s\",\"y\":\"%s\"%s%s}",
-			kid, a, b, extra ? "," : "", extra ? extra : "");
-	}
-	free(a);
-	free(b);
-	return out;
+	return jose_jwk(k, kid, extra);
 }
 
 /* writes {"keys":[...]} with the given JWK texts (freed) to jwks_path */
@@ -126,49 +77,21 @@ static int load(const char *iss, const char *aud)
 static char *token(EVP_PKEY *k, const char *kid)
 {
 	int ec = EVP_PKEY_get_base_id(k) == EVP_PKEY_EC;
-	char hdr[160], pl[512], *h, *p, *s, *out;
-	unsigned char sig[1024], rs[64];
-	size_t siglen = sizeof(sig), n;
+	char hdr[160], pl[512], *jwt, *out;
 	long long now = (long long)(pin_clock_now_us() / 1000000);
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	char *input;
+	size_t n;
 
 	snprintf(hdr, sizeof(hdr), "{\"alg\":\"%s\",\"typ\":\"JWT\"%s%s%s}",
 		ec ? "ES256" : "RS256", kid ? ",\"kid\":\"" : "", kid ? kid : "",
 		kid ? "\"" : "");
 	snprintf(pl, sizeof(pl), "{\"iss\":\"" ISS "\",\"aud\":\"" AUD "\","
 		"\"sub\":\"" SUB "\",\"actor\":\"agent\",\"exp\":%lld}", now + 600);
-	h = b64url((unsigned char *)hdr, strlen(hdr));
-	p = b64url((unsigned char *)pl, strlen(pl));
-	n = strlen(h) + strlen(p) + 2;
-	input = malloc(n);
-	snprintf(input, n, "%s.%s", h, p);
-	ck_assert_int_eq(EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, k), 1);
-	ck_assert_int_eq(EVP_DigestSign(ctx, sig, &siglen,
-			(unsigned char *)input, strlen(input)), 1);
-	EVP_MD_CTX_free(ctx);
-	if (ec) {
-		/* DER ECDSA-Sig-Value -> JOSE r || s */
-		const unsigned char *d = sig;
-		ECDSA_SIG *es = d2i_ECDSA_SIG(NULL, &d, (long)siglen);
-		const BIGNUM *r, *sv;
-
-		ck_assert_ptr_nonnull(es);
-		ECDSA_SIG_get0(es, &r, &sv);
-		ck_assert_int_eq(BN_bn2binpad(r, rs, 32), 32);
-		ck_assert_int_eq(BN_bn2binpad(sv, rs + 32, 32), 32);
-		ECDSA_SIG_free(es);
-		s = b64url(rs, 64);
-	} else {
-		s = b64url(sig, siglen);
-	}
-	n = strlen(input) + strlen(s) + 16;
+	jwt = jose_sign(k, hdr, pl);
+	n = strlen(jwt) + 8;
 	out = malloc(n);
-	snprintf(out, n, "Bearer %s.%s", input, s);
-	free(h);
-	free(p);
-	free(s);
-	free(input);
+	ck_assert_ptr_nonnull(out);
+	snprintf(out, n, "Bearer %s", jwt);
+	free(jwt);
 	return out;
 }
 

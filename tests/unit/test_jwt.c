@@ -15,6 +15,7 @@
 #include "api.h"
 #include "worker.h"
 #include "suites.h"
+#include "../common/jose.h"
 
 #define SECRET  "unit-test-secret-0123456789abcdef0123456789"
 #define SUB     "0190a0b0-1c2d-7e3f-8a4b-5c6d7e8f9a0b"
@@ -28,29 +29,14 @@ static char *rsa_pub_pem;               /* the public PEM text */
 
 /* ---- token construction ------------------------------------------------ */
 
-static char *b64url(const unsigned char *in, size_t n)
-{
-	char *out = malloc(4 * ((n + 2) / 3) + 1);
-	size_t len, i;
-
-	ck_assert_ptr_nonnull(out);
-	len = (size_t)EVP_EncodeBlock((unsigned char *)out, in, (int)n);
-	while (len > 0 && out[len - 1] == '=')
-		len--;
-	out[len] = 0;
-	for (i = 0; i < len; i++)
-		out[i] = out[i] == '+' ? '-' : out[i] == '/' ? '_' : out[i];
-	return out;
-}
-
 enum signer { SIGN_HS, SIGN_RS, SIGN_NONE };
 
 /* "Bearer <b64(hdr)>.<b64(payload)>.<sig>", malloc'd.  key: HS secret. */
 static char *make_token(const char *hdr, const char *payload, enum signer how,
 		const char *key, size_t keylen)
 {
-	char *h = b64url((const unsigned char *)hdr, strlen(hdr));
-	char *p = b64url((const unsigned char *)payload, strlen(payload));
+	char *h = jose_b64url((const unsigned char *)hdr, strlen(hdr));
+	char *p = jose_b64url((const unsigned char *)payload, strlen(payload));
 	unsigned char sig[1024];
 	size_t siglen = 0;
 	unsigned int mdlen = 0;
@@ -74,7 +60,7 @@ static char *make_token(const char *hdr, const char *payload, enum signer how,
 				(unsigned char *)input, strlen(input)), 1);
 		EVP_MD_CTX_free(ctx);
 	}
-	s = b64url(sig, siglen);
+	s = jose_b64url(sig, siglen);
 	n = strlen("Bearer ") + strlen(input) + 1 + strlen(s) + 1;
 	tok = malloc(n);
 	ck_assert_ptr_nonnull(tok);
