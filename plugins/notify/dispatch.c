@@ -131,10 +131,10 @@ static const char LAG_SQL[] =
 	" WHERE " DUE_ROWS("2");
 
 /* The outcomes of a batch, written only while our lease holds: $2 is a
- * JSON array of {id, st (Sent, Failed, Pending), at (when the outcome was
- * known: sent_at / failed_at), inc (1: an attempt counted), pid (provider
- * id), err, nxt (next attempt), rel (true: not sent, the lease is only
- * released)}; $1 our lease owner.  Rows
+ * JSON array of {i (the row's index in the claim), id, st (Sent, Failed,
+ * Pending), at (when the outcome was known: sent_at / failed_at), inc (1:
+ * an attempt counted), pid (provider id), err, nxt (next attempt), rel
+ * (true: not sent, the lease is only released)}; $1 our lease owner.  Rows
  * whose lease another pass holds now, or that are no longer Pending, are
  * not returned. */
 static const char RECORD_SQL[] =
@@ -149,13 +149,13 @@ static const char RECORD_SQL[] =
 	"       last_error = CASE WHEN o.rel THEN n.last_error ELSE o.err END,"
 	"       next_attempt_at = CASE WHEN o.rel THEN n.next_attempt_at ELSE o.nxt END,"
 	"       lease_until = NULL, lease_owner = NULL"
-	"  FROM jsonb_to_recordset($2::jsonb) AS o(id uuid, st text, at timestamptz, inc int,"
-	"         pid text, err text, nxt timestamptz, rel boolean)"
+	"  FROM jsonb_to_recordset($2::jsonb) AS o(i int, id uuid, st text, at timestamptz,"
+	"         inc int, pid text, err text, nxt timestamptz, rel boolean)"
 	" WHERE n.id = o.id AND n.lease_owner = $1::uuid AND n.status = 'Pending'"
 	" RETURNING n.id::text, n.recipient_user_id::text, n.channel, n.kind, n.status,"
-	"   n.attempts, n.source_message_id::text";
+	"   n.attempts, n.source_message_id::text, o.i";
 
-enum { R_ID, R_USER, R_CHANNEL, R_KIND, R_STATUS, R_ATTEMPTS, R_SOURCE };
+enum { R_ID, R_USER, R_CHANNEL, R_KIND, R_STATUS, R_ATTEMPTS, R_SOURCE, R_I };
 
 static void observe(const char *channel, double s)
 {
@@ -392,15 +392,6 @@ static json_object *dispatched(PGresult *rec, int i, int64_t at_us, const char *
 	return p;
 }
 
-/* index of the claimed row whose id is id (ids in claim order) */
-static int row_of(PGresult *res, int n, const char *id)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(PQgetvalue(res, i, C_ID), id))
-			return i;
-	return -1;
-}
-
 /* Writes the outcomes of the claimed rows (done, or leased and not sent:
  * released) and the dispatched events of the final ones, in one
  * transaction.  0, or PIN_ERR_DB (nothing written: the rows are taken
@@ -422,6 +413,7 @@ static int record_batch(PGresult *res, struct row *rows, int n, const char *owne
 		if (!rows[i].done && !rows[i].send)
 			continue;
 		o = json_object_new_object();
+		json_object_object_add(o, "i", json_object_new_int(i));
 		json_object_object_add(o, "id", json_object_new_string(PQgetvalue(res, i, C_ID)));
 		if (!rows[i].done) {
 			released++;
@@ -475,14 +467,13 @@ static int record_batch(PGresult *res, struct row *rows, int n, const char *owne
 	pl = api->alloc(sizeof *pl * (size_t)(m ? m : 1));
 	got = api->alloc((size_t)n + 1);
 	for (int j = 0; j < m; j++) {
-		int i = row_of(res, n, PQgetvalue(rec, j, R_ID));
+		int i = atoi(PQgetvalue(rec, j, R_I));
 		const char *st = PQgetvalue(rec, j, R_STATUS);
 
-		if (i >= 0)
-			got[i] = 1;
-		if (!strcmp(st, "Pending"))
+		if (i < 0 || i >= n)    /* cannot be: the indexes we sent */
 			continue;
-		if (i < 0)      /* cannot be: the statement returns our ids */
+		got[i] = 1;
+		if (!strcmp(st, "Pending"))
 			continue;
 		pl[nm] = dispatched(rec, j, rows[i].at_us, rows[i].r.error);
 		msgs[nm] = (struct pin_outbox_msg){ PC_TOPIC_NOTIFICATIONS_DISPATCHED,
