@@ -4,7 +4,7 @@
  *
  * One pass:
  *   1. claim: one statement (its own transaction) takes up to
- *      notify.dispatch_batch due rows -- Pending, Email/Sms (a channel
+ *      notify.dispatch_batch due rows of each channel -- Pending, Email/Sms (a channel
  *      whose sender is not configured is left alone), not_before and
  *      next_attempt_at null or past, no live lease; the longest due first
  *      (DUE_AT) -- with FOR UPDATE SKIP LOCKED, and sets lease_until = now +
@@ -87,6 +87,10 @@ static const struct pin_host_api *api;
 #define DUE_ROWS(chans) "n.status = 'Pending' AND n.channel <> 'InApp'" \
 	" AND n.channel = ANY ($" chans "::text[]) AND " DUE_AT " <= $1::timestamptz"
 
+/* the due rows of channel ch (the claim: each channel its own share) */
+#define DUE_ROWS_OF(ch) "n.status = 'Pending' AND n.channel <> 'InApp'" \
+	" AND n.channel = " ch " AND " DUE_AT " <= $1::timestamptz"
+
 /* the row's age in seconds at $1 */
 #define AGE_S "extract(epoch FROM $1::timestamptz - n.created_at)::bigint"
 
@@ -100,7 +104,9 @@ static const struct pin_host_api *api;
  * leased: the same statement puts it back until $7 (no attempt counted), so
  * such a row costs one row version per look instead of two; it
  * comes back with "waits" true.  The others are leased until $2 for owner
- * $3. */
+ * $3.  Up to $5 rows of EACH channel of $4: a backlog of one channel (20k
+ * e-mails due before the SMS of the same reminders) does not hold the
+ * other's senders idle. */
 static const char CLAIM_SQL[] =
 	"UPDATE notifications.notifications AS n"
 	"   SET lease_until = CASE WHEN d.waits THEN NULL ELSE $2::timestamptz END,"
@@ -110,13 +116,14 @@ static const char CLAIM_SQL[] =
 	"                              ELSE n.next_attempt_at END,"
 	"       address = coalesce(nullif(d.addr, ''), n.address)"
 	"  FROM (SELECT q.id, q.addr, coalesce(q.addr, '') = '' AND q.age <= $6::bigint AS waits"
-	"         FROM (SELECT n.id, " AGE_S " AS age,"
+	"         FROM unnest($4::text[]) AS c(ch) CROSS JOIN LATERAL"
+	"              (SELECT n.id, " AGE_S " AS age,"
 	"                 coalesce(nullif(n.address, ''),"
 	"                   (SELECT CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END"
 	"                      FROM notifications.recipient_contacts c"
 	"                     WHERE c.user_id = n.recipient_user_id)) AS addr"
 	"                FROM notifications.notifications AS n"
-	"               WHERE " DUE_ROWS("4")
+	"               WHERE " DUE_ROWS_OF("c.ch")
 	"               ORDER BY " DUE_AT ", n.id LIMIT $5::int"
 	"               FOR UPDATE SKIP LOCKED) AS q) AS d"
 	" WHERE n.id = d.id"
@@ -539,9 +546,12 @@ static void update_lag(const char *chans, const char *now)
 
 #define PASS_MAX_US 5000000   /* claims of one pass while full, then the next pass */
 
-/* One claimed batch: sent, then recorded. */
-static void dispatch_batch(PGresult *res, int n, const char *owner, int64_t t)
+/* One claimed batch: sent, then recorded.  Returns the rows of its
+ * largest channel (full when notify.dispatch_batch). */
+static int dispatch_batch(PGresult *res, int n, const char *owner, int64_t t)
 {
+	int per[NCH] = { 0, 0 };
+
 	struct row *rows = api->alloc(sizeof *rows * (size_t)(n ? n : 1));
 	int senders = (int)api->config_num("notify.dispatch_senders");
 
@@ -553,6 +563,7 @@ static void dispatch_batch(PGresult *res, int n, const char *owner, int64_t t)
 		struct row *w = &rows[i];
 
 		w->ch = strcmp(PQgetvalue(res, i, C_CHANNEL), "Email") ? CH_SMS : CH_EMAIL;
+		per[w->ch]++;
 		if (waits(res, i)) {     /* put back by the claim: counted once written */
 			count(ch_name[w->ch], "contact_unknown");
 		} else if (contact_unknown(res, i)) {
@@ -572,6 +583,7 @@ static void dispatch_batch(PGresult *res, int n, const char *owner, int64_t t)
 	}
 	send_batch(res, rows, n, senders, t + SEND_WINDOW_US);
 	record_batch(res, rows, n, owner);
+	return per[CH_EMAIL] > per[CH_SMS] ? per[CH_EMAIL] : per[CH_SMS];
 }
 
 static int dispatch_job(void *ud)
@@ -603,9 +615,8 @@ static int dispatch_job(void *ud)
 		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
 			return total ? total : PIN_ERR_DB;
 		n = PQntuples(res);
-		dispatch_batch(res, n, owner, t);
+		full = dispatch_batch(res, n, owner, t) >= atoi(lim);
 		total += n;
-		full = n >= atoi(lim);
 		t = api->now_us();
 		/* a backlog is sent in one pass (no interval's pause between
 		 * batches), for at most PASS_MAX_US so that a stop is not held */
