@@ -10,7 +10,11 @@ Tests steer it with the file LOG.status: when it holds a number (400, 503 ...),
 requests are answered with that status (and still recorded), e.g.
   echo 503 > "$PIN_SMS_LOG.status"; ...; rm "$PIN_SMS_LOG.status"
 and LOG.delay (seconds): the answer is held back that long after the request
-was recorded (a slow provider; the crash test kills a host meanwhile).
+was recorded (a slow provider; the crash test kills a host meanwhile),
+and LOG.status_to: a JSON object {"<to>": status, ...} answering the
+requests to those numbers with their own status (one batch, mixed
+outcomes).  Each record names the client's port ("peer"): the connections
+a sender used.
 
 usage: pin-smssink.py PORT LOG
 """
@@ -50,10 +54,16 @@ class Handler(BaseHTTPRequestHandler):
                 status = int(f.read().strip() or 200)
         except (OSError, ValueError):
             pass
+        try:
+            with open(LOG + ".status_to") as f:
+                status = int(json.load(f).get(body.get("to"), status))
+        except (OSError, ValueError, AttributeError, TypeError):
+            pass
         with lock:
             seq[0] += 1
             sid = "sink-%d" % seq[0]
             rec = {"ts": time.time(), "path": self.path,
+                   "peer": self.client_address[1],
                    "authorization": self.headers.get("Authorization"),
                    "status": status, "id": sid, "body": body}
             with open(LOG, "a", encoding="utf-8") as f:

@@ -4,14 +4,18 @@
  *
  * One pass:
  *   1. claim: one statement (its own transaction) takes up to
- *      notify.dispatch_batch due rows -- Pending, Email/Sms (a channel
+ *      notify.dispatch_batch due rows of each channel -- Pending, Email/Sms (a channel
  *      whose sender is not configured is left alone), not_before and
  *      next_attempt_at null or past, no live lease; the longest due first
  *      (DUE_AT) -- with FOR UPDATE SKIP LOCKED, and sets lease_until = now +
  *      dispatch_lease_s and lease_owner = this pass.  Two worker hosts
  *      never claim one row; a host killed mid-send releases its rows when
  *      the lease ends.
- *   2. send each row OUTSIDE any transaction (smtp.c, sms.c).  The address
+ *   2. send the claimed rows OUTSIDE any transaction (smtp.c, sms.c),
+ *      notify.dispatch_senders at once per channel, each on a connection
+ *      of its own kept between messages (one libcurl multi handle: the
+ *      transfers of one thread, no lock, the job's own database
+ *      connection; SEND below).  The address
  *      is the row's snapshot taken at enqueue (seed 001 step 5); a row
  *      enqueued before its contact was known reads the contact replica at
  *      claim time and keeps what it found as its snapshot; a row whose
@@ -21,26 +25,38 @@
  *      back (CLAIM_SQL, "waits") instead of leasing it: nothing is sent for
  *      it, so no lease is needed, and it costs one row version per look
  *      instead of two (the lease, then the deferral).
- *   3. record, one transaction per row, only while the lease is ours:
- *      Sent (+ sent_at, provider_message_id), or a retry (attempts + 1,
- *      next_attempt_at = now + base * 2^(attempts-1) capped, last_error
- *      without PII), or Failed (permanent error, or attempts reached
- *      dispatch_max_attempts).  A final outcome (Sent / Failed) writes
- *      pin.notifications.dispatched.v1 into notifications.outbox in the
- *      same transaction.
+ *   3. record the outcomes of the batch in ONE transaction (RECORD_SQL: one
+ *      UPDATE of every row, each only while the lease is ours; one outbox
+ *      INSERT): Sent (+ sent_at, provider_message_id), or a retry
+ *      (attempts + 1, next_attempt_at = now + base * 2^(attempts-1) capped,
+ *      last_error without PII), or Failed (permanent error, or attempts
+ *      reached dispatch_max_attempts).  A final outcome (Sent / Failed)
+ *      writes pin.notifications.dispatched.v1 into notifications.outbox in
+ *      the same transaction (api->outbox_put_many).  A row whose lease
+ *      another pass holds now is left alone (logged).  A row not sent within
+ *      SEND_WINDOW_US of the batch's start (a server that answers by
+ *      timeouts) is released unchanged: due again at once, no attempt
+ *      counted, so a pass -- and a host's stop -- is never held longer than
+ *      that plus one send's timeout.
  *
  * Duplicates: a row is sent again only if the host dies (or the lease ends)
  * after the server accepted the message and before step 3 committed: at most
  * one duplicate per such crash, with the same Message-ID / idempotencyKey.
+ * If the outcomes' transaction fails, the rows stay leased and are sent
+ * again after the lease, as after a crash.
  *
- * Speed: each channel's libcurl handle is kept between messages, so its
- * connection is reused (send.h); a pass claims batch after batch
- * while they come back full, for at most PASS_MAX_US.
+ * Speed (doc/performance.md, "The notify dispatcher"): the sends of a batch
+ * overlap (several connections; libcurl has no SMTP pipelining), the
+ * connections are reused from one message and pass to the next, and a
+ * batch costs one commit (one WAL flush) instead of one per row; a pass
+ * claims batch after batch while they come back full, for at most
+ * PASS_MAX_US.
  *
  * Metrics: notifications_dispatch_total{channel,status} (status sent, retry,
  * failed, contact_unknown), notifications_dispatch_duration_seconds{channel}
- * (histogram: _bucket{le}, _sum, _count), notifications_dispatch_lag_seconds
- * (age of the oldest due row, 0 when none).
+ * (histogram of one message's transfer: _bucket{le}, _sum, _count),
+ * notifications_dispatch_lag_seconds (age of the oldest due row, 0 when
+ * none).
  */
 #include "config.h"
 
@@ -71,6 +87,10 @@ static const struct pin_host_api *api;
 #define DUE_ROWS(chans) "n.status = 'Pending' AND n.channel <> 'InApp'" \
 	" AND n.channel = ANY ($" chans "::text[]) AND " DUE_AT " <= $1::timestamptz"
 
+/* the due rows of channel ch (the claim: each channel its own share) */
+#define DUE_ROWS_OF(ch) "n.status = 'Pending' AND n.channel <> 'InApp'" \
+	" AND n.channel = " ch " AND " DUE_AT " <= $1::timestamptz"
+
 /* the row's age in seconds at $1 */
 #define AGE_S "extract(epoch FROM $1::timestamptz - n.created_at)::bigint"
 
@@ -84,8 +104,26 @@ static const struct pin_host_api *api;
  * leased: the same statement puts it back until $7 (no attempt counted), so
  * such a row costs one row version per look instead of two; it
  * comes back with "waits" true.  The others are leased until $2 for owner
- * $3. */
+ * $3.  Up to $5 rows of EACH channel of $4: a backlog of one channel (20k
+ * e-mails due before the SMS of the same reminders) does not hold the
+ * other's senders idle.  The locked rows are a MATERIALIZED CTE, run once:
+ * as a subquery of the UPDATE, a plan made before the table was analyzed
+ * (a burst's first claim) can run the LIMITed, SKIP LOCKED selection again
+ * for each row it joins -- more rows than the limit, and 20 s for 800 of
+ * them (2026-12-05). */
 static const char CLAIM_SQL[] =
+	"WITH d AS MATERIALIZED ("
+	"  SELECT q.id, q.addr, coalesce(q.addr, '') = '' AND q.age <= $6::bigint AS waits"
+	"    FROM unnest($4::text[]) AS chan(ch) CROSS JOIN LATERAL"
+	"         (SELECT n.id, " AGE_S " AS age,"
+	"            coalesce(nullif(n.address, ''),"
+	"              (SELECT CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END"
+	"                 FROM notifications.recipient_contacts c"
+	"                WHERE c.user_id = n.recipient_user_id)) AS addr"
+	"           FROM notifications.notifications AS n"
+	"          WHERE " DUE_ROWS_OF("chan.ch")
+	"          ORDER BY " DUE_AT ", n.id LIMIT $5::int"
+	"          FOR UPDATE SKIP LOCKED) AS q)"
 	"UPDATE notifications.notifications AS n"
 	"   SET lease_until = CASE WHEN d.waits THEN NULL ELSE $2::timestamptz END,"
 	"       lease_owner = CASE WHEN d.waits THEN NULL ELSE $3::uuid END,"
@@ -93,16 +131,7 @@ static const char CLAIM_SQL[] =
 	"       next_attempt_at = CASE WHEN d.waits THEN $7::timestamptz"
 	"                              ELSE n.next_attempt_at END,"
 	"       address = coalesce(nullif(d.addr, ''), n.address)"
-	"  FROM (SELECT q.id, q.addr, coalesce(q.addr, '') = '' AND q.age <= $6::bigint AS waits"
-	"         FROM (SELECT n.id, " AGE_S " AS age,"
-	"                 coalesce(nullif(n.address, ''),"
-	"                   (SELECT CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END"
-	"                      FROM notifications.recipient_contacts c"
-	"                     WHERE c.user_id = n.recipient_user_id)) AS addr"
-	"                FROM notifications.notifications AS n"
-	"               WHERE " DUE_ROWS("4")
-	"               ORDER BY " DUE_AT ", n.id LIMIT $5::int"
-	"               FOR UPDATE SKIP LOCKED) AS q) AS d"
+	"  FROM d"
 	" WHERE n.id = d.id"
 	" RETURNING n.id::text, n.channel, n.kind, n.title, n.body, n.attempts, d.addr,"
 	"   " AGE_S ", n.recipient_user_id::text, d.waits";
@@ -114,18 +143,32 @@ static const char LAG_SQL[] =
 	"  FROM notifications.notifications AS n"
 	" WHERE " DUE_ROWS("2");
 
-/* the outcome, written only while our lease holds */
+/* The outcomes of a batch, written only while our lease holds: $2 is a
+ * JSON array of {i (the row's index in the claim), id, st (Sent, Failed,
+ * Pending), at (when the outcome was known: sent_at / failed_at), inc (1:
+ * an attempt counted), pid (provider id), err, nxt (next attempt), rel
+ * (true: not sent, the lease is only released)}; $1 our lease owner.  Rows
+ * whose lease another pass holds now, or that are no longer Pending, are
+ * not returned. */
 static const char RECORD_SQL[] =
-	"UPDATE notifications.notifications"
-	"   SET status = $3, attempts = attempts + $4::int,"
-	"       sent_at = CASE WHEN $3 = 'Sent' THEN $5::timestamptz END,"
-	"       failed_at = CASE WHEN $3 = 'Failed' THEN $5::timestamptz END,"
-	"       provider_message_id = coalesce($6, provider_message_id),"
-	"       last_error = $7, next_attempt_at = $8::timestamptz,"
+	"UPDATE notifications.notifications AS n"
+	"   SET status = CASE WHEN o.rel THEN n.status ELSE o.st END,"
+	"       attempts = n.attempts + o.inc,"
+	"       sent_at = CASE WHEN o.rel THEN n.sent_at"
+	"                      WHEN o.st = 'Sent' THEN o.at END,"
+	"       failed_at = CASE WHEN o.rel THEN n.failed_at"
+	"                        WHEN o.st = 'Failed' THEN o.at END,"
+	"       provider_message_id = coalesce(o.pid, n.provider_message_id),"
+	"       last_error = CASE WHEN o.rel THEN n.last_error ELSE o.err END,"
+	"       next_attempt_at = CASE WHEN o.rel THEN n.next_attempt_at ELSE o.nxt END,"
 	"       lease_until = NULL, lease_owner = NULL"
-	" WHERE id = $1::uuid AND lease_owner = $2::uuid AND status = 'Pending'"
-	" RETURNING id::text, recipient_user_id::text, channel, kind, status, attempts,"
-	"   source_message_id::text";
+	"  FROM jsonb_to_recordset($2::jsonb) AS o(i int, id uuid, st text, at timestamptz,"
+	"         inc int, pid text, err text, nxt timestamptz, rel boolean)"
+	" WHERE n.id = o.id AND n.lease_owner = $1::uuid AND n.status = 'Pending'"
+	" RETURNING n.id::text, n.recipient_user_id::text, n.channel, n.kind, n.status,"
+	"   n.attempts, n.source_message_id::text, o.i";
+
+enum { R_ID, R_USER, R_CHANNEL, R_KIND, R_STATUS, R_ATTEMPTS, R_SOURCE, R_I };
 
 static void observe(const char *channel, double s)
 {
@@ -159,77 +202,38 @@ static const char *channels(void)
 	return e && s ? "{Email,Sms}" : e ? "{Email}" : s ? "{Sms}" : NULL;
 }
 
-/* pin.notifications.dispatched.v1 of the row rec returned (no PII) */
-static int emit(PGresult *rec, const char *now, const char *error)
-{
-	json_object *p = json_object_new_object();
-	const char *id = PQgetvalue(rec, 0, 0), *st = PQgetvalue(rec, 0, 4);
-	int rc;
+/* ---- one claimed row and its outcome ------------------------------------ */
 
-	json_object_object_add(p, "notificationId", json_object_new_string(id));
-	json_object_object_add(p, "recipientUserId",
-			json_object_new_string(PQgetvalue(rec, 0, 1)));
-	json_object_object_add(p, "channel", json_object_new_string(PQgetvalue(rec, 0, 2)));
-	json_object_object_add(p, "kind", json_object_new_string(PQgetvalue(rec, 0, 3)));
-	json_object_object_add(p, "status", json_object_new_string(st));
-	json_object_object_add(p, "attempts", json_object_new_int(atoi(PQgetvalue(rec, 0, 5))));
-	json_object_object_add(p, "sentAt", !strcmp(st, "Sent") ?
-			json_object_new_string(now) : NULL);
-	json_object_object_add(p, "failedAt", !strcmp(st, "Failed") ?
-			json_object_new_string(now) : NULL);
-	json_object_object_add(p, "failureCode", error ? json_object_new_string_len(error,
-			(int)strcspn(error, ":")) : NULL);
-	json_object_object_add(p, "sourceMessageId",
-			json_object_new_string(PQgetvalue(rec, 0, 6)));
-	rc = api->outbox_put_to(NTF_OUTBOX, PC_TOPIC_NOTIFICATIONS_DISPATCHED, id,
-			"pin.notifications.dispatched", "Notification", id, p);
-	json_object_put(p);
-	return rc;
-}
+enum { CH_EMAIL, CH_SMS, NCH };
+static const char *const ch_name[NCH] = { "Email", "Sms" };
 
-/* Step 3 for one row: 0, or PIN_ERR_DB (the lease runs out, the row is
- * taken again: a possible duplicate). */
-static int record(const char *id, const char *owner, const char *channel,
-		const char *status, int attempt, const char *provider_id,
-		const char *error, int64_t next_us)
-{
-	char now[40], next[40];
-	const char *p[8];
-	PGresult *res;
-	int final = strcmp(status, "Pending") != 0;
+struct row {
+	int ch;                 /* CH_EMAIL / CH_SMS */
+	int send;               /* to be sent (leased, with an address) */
+	int done;               /* has an outcome to record */
+	const char *status;     /* Sent / Failed / Pending */
+	int inc;                /* an attempt counted */
+	int64_t at_us;          /* when the outcome was known */
+	int64_t next_us;        /* Pending: the next attempt */
+	struct ntf_send_result r;
+};
 
-	api->fmt_time(api->now_us(), now, sizeof now);
-	if (next_us)
-		api->fmt_time(next_us, next, sizeof next);
-	p[0] = id;
-	p[1] = owner;
-	p[2] = status;
-	p[3] = attempt ? "1" : "0";
-	p[4] = now;
-	p[5] = provider_id && *provider_id ? provider_id : NULL;
-	p[6] = error;
-	p[7] = next_us ? next : NULL;
-	if (api->db_begin() != 0)
-		return PIN_ERR_DB;
-	res = api->db_exec_prepared("ntf_dispatch_record", RECORD_SQL, 8, p);
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
-		goto fail;
-	if (PQntuples(res) == 0) {
-		/* the lease ended and another pass owns the row now */
-		api->db_rollback();
-		api->log(PIN_LOG_WARN, "notification dispatch: lease lost before recording",
-				"notificationId", id, "channel", channel, NULL);
-		return 0;
-	}
-	if (final && emit(res, now, error) != 0)
-		goto fail;
-	return api->db_commit() == 0 ? 0 : PIN_ERR_DB;
-fail:
-	api->db_rollback();
-	api->log(PIN_LOG_ERROR, "notification dispatch: cannot record the outcome",
-			"notificationId", id, "channel", channel, NULL);
-	return PIN_ERR_DB;
-}
+/* ---- SEND: the batch's transfers at once --------------------------------- */
+
+#define SENDERS_MAX 16          /* notify.dispatch_senders' upper bound */
+#define SEND_WINDOW_US 20000000 /* a batch starts no send after this */
+
+/* One sender: its transfer record (easy handle kept) and the row it sends. */
+struct slot {
+	struct ntf_xfer x;
+	int row;                /* -1: free */
+	int64_t t0;
+};
+
+/* Only the job's thread uses them (one pass at a time).  The multi
+ * handle's connection cache keeps the connections between passes. */
+static CURLM *multi;
+static struct slot slots[NCH][SENDERS_MAX];
 
 static int64_t backoff_us(int attempts)
 {
@@ -242,6 +246,279 @@ static int64_t backoff_us(int attempts)
 	if (d > max)
 		d = max;
 	return (int64_t)d * 1000000;
+}
+
+/* The outcome of row i's send (r filled): counted, logged when not sent. */
+static void outcome(PGresult *res, int i, struct row *w)
+{
+	const char *id = PQgetvalue(res, i, C_ID), *ch = ch_name[w->ch];
+	int attempts = atoi(PQgetvalue(res, i, C_ATTEMPTS)) + 1;
+	char att[16];
+
+	snprintf(att, sizeof att, "%d", attempts);
+	w->done = 1;
+	w->inc = 1;
+	w->at_us = api->now_us();
+	if (w->r.outcome == NTF_SENT) {
+		count(ch, "sent");
+		w->status = "Sent";
+	} else if (w->r.outcome == NTF_PERMANENT ||
+			attempts >= api->config_num("notify.dispatch_max_attempts")) {
+		count(ch, "failed");
+		api->log(PIN_LOG_WARN, "notification dispatch: failed", "notificationId", id,
+				"channel", ch, "attempts", att, "error", w->r.error, NULL);
+		w->status = "Failed";
+	} else {
+		count(ch, "retry");
+		api->log(PIN_LOG_INFO, "notification dispatch: will retry", "notificationId", id,
+				"channel", ch, "attempts", att, "error", w->r.error, NULL);
+		w->status = "Pending";
+		w->next_us = api->now_us() + backoff_us(attempts);
+	}
+}
+
+/* Starts row i on slot s of its channel: 1 when its transfer runs, 0 when
+ * its outcome was decided without one (an address the sender refuses). */
+static int start(PGresult *res, int i, struct row *w, struct slot *s)
+{
+	struct ntf_message m = { PQgetvalue(res, i, C_ID), PQgetvalue(res, i, C_TO),
+		PQgetvalue(res, i, C_TITLE), PQgetvalue(res, i, C_BODY) };
+	int rc = w->ch == CH_EMAIL ? ntf_smtp_start(&s->x, &m, &w->r) :
+		ntf_sms_start(&s->x, &m, &w->r);
+
+	if (rc == 0) {
+		curl_easy_setopt(s->x.h, CURLOPT_PRIVATE, (void *)s);
+		if (curl_multi_add_handle(multi, s->x.h) == CURLM_OK) {
+			s->row = i;
+			s->t0 = api->now_us();
+			return 1;
+		}
+		/* cannot happen but out of memory: the transfer's outcome */
+		if (w->ch == CH_EMAIL)
+			ntf_smtp_finish(&s->x, CURLE_OUT_OF_MEMORY, &w->r);
+		else
+			ntf_sms_finish(&s->x, CURLE_OUT_OF_MEMORY, &w->r);
+	}
+	outcome(res, i, w);
+	return 0;
+}
+
+/* The transfers that ended: their outcomes, their slots free. */
+static int reap(PGresult *res, struct row *rows)
+{
+	CURLMsg *msg;
+	int left, n = 0;
+
+	while ((msg = curl_multi_info_read(multi, &left))) {
+		struct slot *s = NULL;
+		struct row *w;
+
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+		curl_multi_remove_handle(multi, s->x.h);
+		w = &rows[s->row];
+		if (w->ch == CH_EMAIL)
+			ntf_smtp_finish(&s->x, msg->data.result, &w->r);
+		else
+			ntf_sms_finish(&s->x, msg->data.result, &w->r);
+		observe(ch_name[w->ch], (double)(api->now_us() - s->t0) / 1e6);
+		outcome(res, s->row, w);
+		s->row = -1;
+		n++;
+	}
+	return n;
+}
+
+/* Sends the rows marked send, in claim order per channel, senders at once
+ * per channel; a row not started by until keeps done 0 (released). */
+static void send_batch(PGresult *res, struct row *rows, int n, int senders, int64_t until)
+{
+	int next[NCH] = { 0, 0 }, busy = 0, running;
+
+	if (!multi && !(multi = curl_multi_init())) {
+		api->log(PIN_LOG_ERROR, "notification dispatch: curl_multi_init failed", NULL);
+		return;
+	}
+	/* one connection per sender and server, kept idle between batches */
+	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)senders);
+	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)(NCH * senders));
+	for (;;) {
+		int late = api->now_us() >= until;
+
+		for (int c = 0; c < NCH && !late; c++)
+			for (int k = 0; k < senders; k++) {
+				struct slot *s = &slots[c][k];
+
+				while (s->row < 0) {
+					while (next[c] < n && !(rows[next[c]].send &&
+							rows[next[c]].ch == c))
+						next[c]++;
+					if (next[c] >= n)
+						break;
+					busy += start(res, next[c], &rows[next[c]], s);
+					next[c]++;
+				}
+			}
+		if (!busy)
+			break;
+		curl_multi_perform(multi, &running);
+		if (reap(res, rows) > 0) {
+			busy = 0;
+			for (int c = 0; c < NCH; c++)
+				for (int k = 0; k < SENDERS_MAX; k++)
+					busy += slots[c][k].row >= 0;
+			continue;
+		}
+		curl_multi_poll(multi, NULL, 0, 1000, NULL);
+	}
+}
+
+/* ---- RECORD: the batch's outcomes in one transaction --------------------- */
+
+/* pin.notifications.dispatched.v1 of row i of rec (no PII) */
+static json_object *dispatched(PGresult *rec, int i, int64_t at_us, const char *error)
+{
+	json_object *p = json_object_new_object();
+	const char *st = PQgetvalue(rec, i, R_STATUS);
+	char now[40];
+
+	api->fmt_time(at_us, now, sizeof now);
+
+	json_object_object_add(p, "notificationId",
+			json_object_new_string(PQgetvalue(rec, i, R_ID)));
+	json_object_object_add(p, "recipientUserId",
+			json_object_new_string(PQgetvalue(rec, i, R_USER)));
+	json_object_object_add(p, "channel", json_object_new_string(PQgetvalue(rec, i, R_CHANNEL)));
+	json_object_object_add(p, "kind", json_object_new_string(PQgetvalue(rec, i, R_KIND)));
+	json_object_object_add(p, "status", json_object_new_string(st));
+	json_object_object_add(p, "attempts",
+			json_object_new_int(atoi(PQgetvalue(rec, i, R_ATTEMPTS))));
+	json_object_object_add(p, "sentAt", !strcmp(st, "Sent") ?
+			json_object_new_string(now) : NULL);
+	json_object_object_add(p, "failedAt", !strcmp(st, "Failed") ?
+			json_object_new_string(now) : NULL);
+	json_object_object_add(p, "failureCode", error && *error ?
+			json_object_new_string_len(error, (int)strcspn(error, ":")) : NULL);
+	json_object_object_add(p, "sourceMessageId",
+			json_object_new_string(PQgetvalue(rec, i, R_SOURCE)));
+	return p;
+}
+
+/* Writes the outcomes of the claimed rows (done, or leased and not sent:
+ * released) and the dispatched events of the final ones, in one
+ * transaction.  0, or PIN_ERR_DB (nothing written: the rows are taken
+ * again after the lease, a possible duplicate each). */
+static int record_batch(PGresult *res, struct row *rows, int n, const char *owner)
+{
+	json_object *arr = json_object_new_array();
+	struct pin_outbox_msg *msgs;
+	json_object **pl;
+	char at[40], next[40];
+	const char *p[2];
+	PGresult *rec;
+	int m, nm = 0, rc = PIN_ERR_DB, released = 0;
+	unsigned char *got;
+
+	for (int i = 0; i < n; i++) {
+		json_object *o;
+
+		if (!rows[i].done && !rows[i].send)
+			continue;
+		o = json_object_new_object();
+		json_object_object_add(o, "i", json_object_new_int(i));
+		json_object_object_add(o, "id", json_object_new_string(PQgetvalue(res, i, C_ID)));
+		if (!rows[i].done) {
+			released++;
+			json_object_object_add(o, "st", json_object_new_string("Pending"));
+			json_object_object_add(o, "inc", json_object_new_int(0));
+			json_object_object_add(o, "rel", json_object_new_boolean(1));
+		} else {
+			json_object_object_add(o, "st", json_object_new_string(rows[i].status));
+			json_object_object_add(o, "inc", json_object_new_int(rows[i].inc));
+			json_object_object_add(o, "rel", json_object_new_boolean(0));
+			api->fmt_time(rows[i].at_us, at, sizeof at);
+			json_object_object_add(o, "at", json_object_new_string(at));
+			if (*rows[i].r.provider_id)
+				json_object_object_add(o, "pid",
+						json_object_new_string(rows[i].r.provider_id));
+			if (*rows[i].r.error)
+				json_object_object_add(o, "err",
+						json_object_new_string(rows[i].r.error));
+			if (rows[i].next_us) {
+				api->fmt_time(rows[i].next_us, next, sizeof next);
+				json_object_object_add(o, "nxt", json_object_new_string(next));
+			}
+		}
+		json_object_array_add(arr, o);
+	}
+	if (json_object_array_length(arr) == 0) {
+		json_object_put(arr);
+		return 0;
+	}
+	if (released) {
+		char k[16];
+
+		snprintf(k, sizeof k, "%d", released);
+		api->log(PIN_LOG_WARN, "notification dispatch: rows not sent in time, released",
+				"rows", k, NULL);
+	}
+	p[0] = owner;
+	p[1] = json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PLAIN);
+	if (api->db_begin() != 0) {
+		json_object_put(arr);
+		goto fail;
+	}
+	rec = api->db_exec_prepared("ntf_dispatch_record", RECORD_SQL, 2, p);
+	json_object_put(arr);
+	if (!rec || PQresultStatus(rec) != PGRES_TUPLES_OK) {
+		api->db_rollback();
+		goto fail;
+	}
+	m = PQntuples(rec);
+	msgs = api->alloc(sizeof *msgs * (size_t)(m ? m : 1));
+	pl = api->alloc(sizeof *pl * (size_t)(m ? m : 1));
+	got = api->alloc((size_t)n + 1);
+	for (int j = 0; j < m; j++) {
+		int i = atoi(PQgetvalue(rec, j, R_I));
+		const char *st = PQgetvalue(rec, j, R_STATUS);
+
+		if (i < 0 || i >= n)    /* cannot be: the indexes we sent */
+			continue;
+		got[i] = 1;
+		if (!strcmp(st, "Pending"))
+			continue;
+		pl[nm] = dispatched(rec, j, rows[i].at_us, rows[i].r.error);
+		msgs[nm] = (struct pin_outbox_msg){ PC_TOPIC_NOTIFICATIONS_DISPATCHED,
+			PQgetvalue(rec, j, R_ID), "pin.notifications.dispatched", "Notification",
+			PQgetvalue(rec, j, R_ID), pl[nm] };
+		nm++;
+	}
+	rc = api->outbox_put_many(NTF_OUTBOX, msgs, (size_t)nm, sizeof *msgs);
+	for (int j = 0; j < nm; j++)
+		json_object_put(pl[j]);
+	if (rc != 0) {
+		api->db_rollback();
+		goto fail;
+	}
+	if (api->db_commit() != 0)
+		goto fail;
+	/* the lease ended and another pass owns the row now */
+	for (int i = 0; i < n; i++)
+		if ((rows[i].done || rows[i].send) && !got[i])
+			api->log(PIN_LOG_WARN, "notification dispatch: lease lost before recording",
+					"notificationId", PQgetvalue(res, i, C_ID),
+					"channel", ch_name[rows[i].ch], NULL);
+	return 0;
+fail:
+	{
+		char k[16];
+
+		snprintf(k, sizeof k, "%d", n);
+		api->log(PIN_LOG_ERROR, "notification dispatch: cannot record the outcomes",
+				"rows", k, NULL);
+	}
+	return PIN_ERR_DB;
 }
 
 /* when a row without a contact is looked at again: now +
@@ -263,56 +540,6 @@ static int waits(PGresult *res, int i)
 	return !strcmp(PQgetvalue(res, i, C_WAITS), "t");
 }
 
-/* Seed 001's limit: a leased row without a contact is one that waited
- * longer than dispatch_contact_wait_max_s (the claim puts the younger ones
- * back itself, "waits", from the same address it returns): Failed
- * NTF_CONTACT_UNKNOWN, final, in its own transaction with its dispatched
- * event. */
-static void fail_unknown(PGresult *res, int i, const char *owner)
-{
-	const char *id = PQgetvalue(res, i, C_ID), *ch = PQgetvalue(res, i, C_CHANNEL);
-
-	count(ch, "failed");
-	record(id, owner, ch, "Failed", 0, NULL, "NTF_CONTACT_UNKNOWN", 0);
-}
-
-/* One claimed row with a contact: send, then record. */
-static void dispatch_row(PGresult *res, int i, const char *owner)
-{
-	const char *id = PQgetvalue(res, i, C_ID), *ch = PQgetvalue(res, i, C_CHANNEL);
-	int attempts = atoi(PQgetvalue(res, i, C_ATTEMPTS));
-	struct ntf_message m = { id, PQgetvalue(res, i, C_TO), PQgetvalue(res, i, C_TITLE),
-		PQgetvalue(res, i, C_BODY) };
-	struct ntf_send_result r;
-	int64_t t0, now;
-	char att[16];
-
-	t0 = api->now_us();
-	if (!strcmp(ch, "Email"))
-		ntf_smtp_send(&m, &r);
-	else
-		ntf_sms_send(&m, &r);
-	now = api->now_us();
-	observe(ch, (double)(now - t0) / 1e6);
-	attempts++;
-	snprintf(att, sizeof att, "%d", attempts);
-	if (r.outcome == NTF_SENT) {
-		count(ch, "sent");
-		record(id, owner, ch, "Sent", 1, r.provider_id, NULL, 0);
-	} else if (r.outcome == NTF_PERMANENT ||
-			attempts >= api->config_num("notify.dispatch_max_attempts")) {
-		count(ch, "failed");
-		api->log(PIN_LOG_WARN, "notification dispatch: failed", "notificationId", id,
-				"channel", ch, "attempts", att, "error", r.error, NULL);
-		record(id, owner, ch, "Failed", 1, NULL, r.error, 0);
-	} else {
-		count(ch, "retry");
-		api->log(PIN_LOG_INFO, "notification dispatch: will retry", "notificationId", id,
-				"channel", ch, "attempts", att, "error", r.error, NULL);
-		record(id, owner, ch, "Pending", 1, NULL, r.error, now + backoff_us(attempts));
-	}
-}
-
 static void update_lag(const char *chans, const char *now)
 {
 	const char *p[2] = { now, chans };
@@ -324,6 +551,46 @@ static void update_lag(const char *chans, const char *now)
 }
 
 #define PASS_MAX_US 5000000   /* claims of one pass while full, then the next pass */
+
+/* One claimed batch: sent, then recorded.  Returns the rows of its
+ * largest channel (full when notify.dispatch_batch). */
+static int dispatch_batch(PGresult *res, int n, const char *owner, int64_t t)
+{
+	int per[NCH] = { 0, 0 };
+
+	struct row *rows = api->alloc(sizeof *rows * (size_t)(n ? n : 1));
+	int senders = (int)api->config_num("notify.dispatch_senders");
+
+	if (senders < 1)
+		senders = 1;
+	if (senders > SENDERS_MAX)
+		senders = SENDERS_MAX;
+	for (int i = 0; i < n; i++) {
+		struct row *w = &rows[i];
+
+		w->ch = strcmp(PQgetvalue(res, i, C_CHANNEL), "Email") ? CH_SMS : CH_EMAIL;
+		per[w->ch]++;
+		if (waits(res, i)) {     /* put back by the claim: counted once written */
+			count(ch_name[w->ch], "contact_unknown");
+		} else if (contact_unknown(res, i)) {
+			/* Seed 001's limit: a leased row without a contact is one
+			 * that waited longer than dispatch_contact_wait_max_s (the
+			 * claim puts the younger ones back itself, "waits", from the
+			 * same address it returns): Failed NTF_CONTACT_UNKNOWN, final,
+			 * no attempt counted */
+			count(ch_name[w->ch], "failed");
+			w->done = 1;
+			w->at_us = api->now_us();
+			w->status = "Failed";
+			snprintf(w->r.error, sizeof w->r.error, "NTF_CONTACT_UNKNOWN");
+		} else {
+			w->send = 1;
+		}
+	}
+	send_batch(res, rows, n, senders, t + SEND_WINDOW_US);
+	record_batch(res, rows, n, owner);
+	return per[CH_EMAIL] > per[CH_SMS] ? per[CH_EMAIL] : per[CH_SMS];
+}
 
 static int dispatch_job(void *ud)
 {
@@ -354,16 +621,8 @@ static int dispatch_job(void *ud)
 		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
 			return total ? total : PIN_ERR_DB;
 		n = PQntuples(res);
-		for (int i = 0; i < n; i++)     /* Failed first, as before: no send */
-			if (!waits(res, i) && contact_unknown(res, i))
-				fail_unknown(res, i, owner);
-		for (int i = 0; i < n; i++)
-			if (waits(res, i))      /* put back by the claim: counted once written */
-				count(PQgetvalue(res, i, C_CHANNEL), "contact_unknown");
-			else if (!contact_unknown(res, i))
-				dispatch_row(res, i, owner);
+		full = dispatch_batch(res, n, owner, t) >= atoi(lim);
 		total += n;
-		full = n >= atoi(lim);
 		t = api->now_us();
 		/* a backlog is sent in one pass (no interval's pause between
 		 * batches), for at most PASS_MAX_US so that a stop is not held */
@@ -381,8 +640,11 @@ int ntf_dispatch_register(const struct pin_host_api *a, struct pin_registrar *re
 	api = a;
 	ntf_smtp_init(a);
 	ntf_sms_init(a);
-	if (!PIN_API_HAS(a, outbox_put_to) || !PIN_API_HAS(reg, outbox)) {
-		snprintf(err, errlen, "notify: the host lacks ABI 1.1 (per-context outbox)");
+	for (int c = 0; c < NCH; c++)
+		for (int k = 0; k < SENDERS_MAX; k++)
+			slots[c][k].row = -1;
+	if (!PIN_API_HAS(a, outbox_put_many) || !PIN_API_HAS(reg, outbox)) {
+		snprintf(err, errlen, "notify: the host lacks ABI 1.4 (outbox_put_many)");
 		return -1;
 	}
 	if (reg->outbox(reg, NTF_OUTBOX) < 0 || reg->job(reg, &job) < 0) {
@@ -401,7 +663,11 @@ int ntf_dispatch_register(const struct pin_host_api *a, struct pin_registrar *re
 
 void ntf_dispatch_fini(void)
 {
-	ntf_smtp_close();
-	ntf_sms_close();
+	for (int c = 0; c < NCH; c++)
+		for (int k = 0; k < SENDERS_MAX; k++)
+			ntf_xfer_close(&slots[c][k].x);
+	if (multi)
+		curl_multi_cleanup(multi);     /* closes the kept connections (QUIT) */
+	multi = NULL;
 	curl_global_cleanup();
 }

@@ -36,8 +36,12 @@ const struct pin_config_key ntf_config_keys[] = {
 	  "delivery", "timeout of a whole SMS request" },
 	PIN_CFG_JOB_INTERVAL("notification-dispatch", NTF_DISPATCH_INTERVAL_MS, "delivery",
 	  "pause between passes of the e-mail and SMS dispatcher"),
-	{ "notify.dispatch_batch", PIN_CFG_INT, "50", W, R, 1, 10000, NULL, "rows",
-	  "delivery", "notifications claimed per dispatcher batch" },
+	{ "notify.dispatch_batch", PIN_CFG_INT, "250", W, R, 1, 10000, NULL, "rows",
+	  "delivery", "notifications claimed per dispatcher batch and channel (e-mail, SMS)" },
+	{ "notify.dispatch_senders", PIN_CFG_INT, "4", W, R, 1, 16, NULL, "connections",
+	  "delivery", "sends in flight at once per worker host and channel, each on a "
+	  "connection of its own to the SMTP server / SMS provider, kept between messages "
+	  "(doc/operating.md, \"E-mail and SMS delivery\")" },
 	{ "notify.dispatch_lease_s", PIN_CFG_DURATION, "300", W, R, 1, 86400, NULL, "s",
 	  "delivery", "a claimed row is taken again by another host after this (keep it "
 	  "above the send timeouts)" },

@@ -19,16 +19,10 @@
 #include "send.h"
 
 static const struct pin_host_api *api;
-static CURL *handle;       /* kept: its connection is reused */
 
 void ntf_sms_init(const struct pin_host_api *a)
 {
 	api = a;
-}
-
-void ntf_sms_close(void)
-{
-	ntf_curl_close(&handle);
 }
 
 int ntf_sms_configured(void)
@@ -36,19 +30,14 @@ int ntf_sms_configured(void)
 	return *api->config_str("sms_url") != '\0';
 }
 
-struct sink {
-	char buf[4096];
-	size_t n;
-};
-
 static size_t write_cb(char *data, size_t size, size_t nmemb, void *ud)
 {
-	struct sink *s = ud;
-	size_t n = size * nmemb, room = sizeof s->buf - 1 - s->n;
+	struct ntf_xfer *x = ud;
+	size_t n = size * nmemb, room = sizeof x->reply - 1 - x->nreply;
 
-	memcpy(s->buf + s->n, data, n < room ? n : room);
-	s->n += n < room ? n : room;
-	s->buf[s->n] = '\0';
+	memcpy(x->reply + x->nreply, data, n < room ? n : room);
+	x->nreply += n < room ? n : room;
+	x->reply[x->nreply] = '\0';
 	return n;
 }
 
@@ -67,23 +56,33 @@ static int phone_ok(const char *p)
 	return digits >= 5 && digits <= 20;
 }
 
-void ntf_sms_send(const struct ntf_message *m, struct ntf_send_result *res)
+static void sms_clear(struct ntf_xfer *x)
+{
+	if (x->h)
+		curl_easy_reset(x->h);  /* no pointer to the headers or the body left */
+	/* the Authorization header is in the list: wiped before it is freed */
+	for (struct curl_slist *l = x->list; l; l = l->next)
+		memset(l->data, 0, strlen(l->data));
+	curl_slist_free_all(x->list);
+	x->list = NULL;
+	json_object_put(x->json);
+	x->json = NULL;
+}
+
+int ntf_sms_start(struct ntf_xfer *x, const struct ntf_message *m,
+		struct ntf_send_result *res)
 {
 	char auth[1100] = "", tok[1024];
 	const char *tf = api->config_str("sms_token_file");
-	struct curl_slist *hdr = NULL;
-	json_object *o = NULL, *reply = NULL, *v;
-	struct sink body = { .n = 0 };
-	CURL *c = NULL;
-	CURLcode rc;
-	long code = 0;
+	struct curl_slist *l;
+	CURL *c;
 	FILE *f;
 
 	memset(res, 0, sizeof *res);
 	if (!phone_ok(m->to)) {
 		res->outcome = NTF_PERMANENT;
 		snprintf(res->error, sizeof res->error, "NTF_BAD_ADDRESS");
-		goto out;
+		return 1;
 	}
 	if (*tf && (f = fopen(tf, "r"))) {
 		size_t n = fread(tok, 1, sizeof tok - 1, f);
@@ -94,35 +93,48 @@ void ntf_sms_send(const struct ntf_message *m, struct ntf_send_result *res)
 		snprintf(auth, sizeof auth, "Authorization: Bearer %s", tok);
 		memset(tok, 0, sizeof tok);
 	}
-	o = json_object_new_object();
-	json_object_object_add(o, "to", json_object_new_string(m->to));
-	json_object_object_add(o, "text", json_object_new_string(m->body));
-	json_object_object_add(o, "idempotencyKey", json_object_new_string(m->id));
-	c = ntf_curl_reuse(&handle);
-	if (!c) {
+	x->json = json_object_new_object();
+	json_object_object_add(x->json, "to", json_object_new_string(m->to));
+	json_object_object_add(x->json, "text", json_object_new_string(m->body));
+	json_object_object_add(x->json, "idempotencyKey", json_object_new_string(m->id));
+	x->list = curl_slist_append(NULL, "Content-Type: application/json");
+	if (x->list && *auth && (l = curl_slist_append(x->list, auth)))
+		x->list = l;
+	memset(auth, 0, sizeof auth);
+	c = ntf_xfer_handle(x);
+	if (!c || !x->list || !x->json) {
+		sms_clear(x);
 		res->outcome = NTF_RETRY;
-		snprintf(res->error, sizeof res->error, "NTF_SMS_LOCAL: curl init");
-		goto out;
+		snprintf(res->error, sizeof res->error, "NTF_SMS_LOCAL: out of memory");
+		return 1;
 	}
-	hdr = curl_slist_append(hdr, "Content-Type: application/json");
-	if (*auth)
-		hdr = curl_slist_append(hdr, auth);
+	x->nreply = 0;
+	x->reply[0] = '\0';
 	curl_easy_setopt(c, CURLOPT_URL, api->config_str("sms_url"));
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDS, json_object_to_json_string_ext(o,
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, x->list);
+	/* not copied: the text lives in x->json until _finish */
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, json_object_to_json_string_ext(x->json,
 			JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
 			(long)api->config_num("sms_connect_timeout_ms"));
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
 			(long)api->config_num("sms_timeout_ms"));
-	rc = curl_easy_perform(c);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	return 0;
+}
+
+void ntf_sms_finish(struct ntf_xfer *x, CURLcode rc, struct ntf_send_result *res)
+{
+	json_object *reply = NULL, *v;
+	long code = 0;
+
+	memset(res, 0, sizeof *res);
+	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
 	if (rc == CURLE_OK && code >= 200 && code < 300) {
 		res->outcome = NTF_SENT;
-		reply = json_tokener_parse(body.buf);
+		reply = json_tokener_parse(x->reply);
 		if ((json_object_object_get_ex(reply, "id", &v) ||
 				json_object_object_get_ex(reply, "messageId", &v)) &&
 				json_object_is_type(v, json_type_string))
@@ -136,11 +148,6 @@ void ntf_sms_send(const struct ntf_message *m, struct ntf_send_result *res)
 		snprintf(res->error, sizeof res->error, "NTF_SMS_UNAVAILABLE: curl %d %s, http %ld",
 				(int)rc, curl_easy_strerror(rc), code);
 	}
-out:
-	if (c)
-		curl_easy_reset(c);     /* no pointer to hdr or the body left behind */
-	curl_slist_free_all(hdr);
-	memset(auth, 0, sizeof auth);
-	json_object_put(o);
 	json_object_put(reply);
+	sms_clear(x);
 }

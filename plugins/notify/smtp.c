@@ -21,16 +21,10 @@
 #include "send.h"
 
 static const struct pin_host_api *api;
-static CURL *handle;       /* kept: its connection is reused */
 
 void ntf_smtp_init(const struct pin_host_api *a)
 {
 	api = a;
-}
-
-void ntf_smtp_close(void)
-{
-	ntf_curl_close(&handle);
 }
 
 static const char b64[] =
@@ -175,61 +169,65 @@ static char *read_secret(const char *path)
 	return strdup(buf);
 }
 
-struct upload {
-	const char *p;
-	size_t left;
-};
-
 static size_t read_cb(char *dst, size_t size, size_t nitems, void *ud)
 {
-	struct upload *u = ud;
+	struct ntf_xfer *x = ud;
 	size_t n = size * nitems;
 
-	if (n > u->left)
-		n = u->left;
-	memcpy(dst, u->p, n);
-	u->p += n;
-	u->left -= n;
+	if (n > x->len - x->off)
+		n = x->len - x->off;
+	memcpy(dst, x->data + x->off, n);
+	x->off += n;
 	return n;
 }
 
-void ntf_smtp_send(const struct ntf_message *m, struct ntf_send_result *res)
+static void smtp_clear(struct ntf_xfer *x)
+{
+	if (x->h)
+		curl_easy_reset(x->h);  /* no pointer to the list or data left behind */
+	curl_slist_free_all(x->list);
+	x->list = NULL;
+	free(x->data);
+	x->data = NULL;
+}
+
+int ntf_smtp_start(struct ntf_xfer *x, const struct ntf_message *m,
+		struct ntf_send_result *res)
 {
 	const char *from = api->config_str("smtp_from");
 	const char *domain = strchr(from, '@') ? strchr(from, '@') + 1 : "pin.invalid";
-	char *msg = NULL, *pw = NULL, rcpt_s[400], from_s[400];
-	struct curl_slist *rcpt = NULL;
-	struct upload up;
-	CURL *c = NULL;
-	CURLcode rc;
-	long code = 0;
+	char *pw = NULL, rcpt_s[400], from_s[400];
+	CURL *c;
 	int require_tls = api->config_bool("smtp_require_tls");
 
 	memset(res, 0, sizeof *res);
 	if (!address_ok(m->to)) {
 		res->outcome = NTF_PERMANENT;
 		snprintf(res->error, sizeof res->error, "NTF_BAD_ADDRESS");
-		goto out;
-	}
-	msg = ntf_mime_build(m, from, domain, api->now_us() / 1000000);
-	c = ntf_curl_reuse(&handle);
-	if (!msg || !c) {
-		res->outcome = NTF_RETRY;
-		snprintf(res->error, sizeof res->error, "NTF_SMTP_LOCAL: out of memory");
-		goto out;
+		return 1;
 	}
 	snprintf(rcpt_s, sizeof rcpt_s, "<%s>", m->to);
 	snprintf(from_s, sizeof from_s, "<%s>", from);
-	rcpt = curl_slist_append(NULL, rcpt_s);
-	up.p = msg;
-	up.left = strlen(msg);
+	x->data = ntf_mime_build(m, from, domain, api->now_us() / 1000000);
+	x->list = curl_slist_append(NULL, rcpt_s);
+	c = ntf_xfer_handle(x);
+	if (!x->data || !x->list || !c) {
+		smtp_clear(x);
+		res->outcome = NTF_RETRY;
+		snprintf(res->error, sizeof res->error, "NTF_SMTP_LOCAL: out of memory");
+		return 1;
+	}
+	x->off = 0;
+	x->len = strlen(x->data);
+	snprintf(x->msgid, sizeof x->msgid, "<%s@%s>", m->id, domain);
+	/* strings are copied by libcurl; the list and the data are not */
 	curl_easy_setopt(c, CURLOPT_URL, api->config_str("smtp_url"));
 	curl_easy_setopt(c, CURLOPT_MAIL_FROM, from_s);
-	curl_easy_setopt(c, CURLOPT_MAIL_RCPT, rcpt);
+	curl_easy_setopt(c, CURLOPT_MAIL_RCPT, x->list);
 	curl_easy_setopt(c, CURLOPT_READFUNCTION, read_cb);
-	curl_easy_setopt(c, CURLOPT_READDATA, &up);
+	curl_easy_setopt(c, CURLOPT_READDATA, x);
 	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-	curl_easy_setopt(c, CURLOPT_INFILESIZE, (long)up.left);
+	curl_easy_setopt(c, CURLOPT_INFILESIZE, (long)x->len);
 	curl_easy_setopt(c, CURLOPT_USE_SSL, require_tls ? (long)CURLUSESSL_ALL :
 			(long)CURLUSESSL_TRY);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -241,12 +239,23 @@ void ntf_smtp_send(const struct ntf_message *m, struct ntf_send_result *res)
 		pw = read_secret(api->config_str("smtp_password_file"));
 		curl_easy_setopt(c, CURLOPT_USERNAME, api->config_str("smtp_user"));
 		curl_easy_setopt(c, CURLOPT_PASSWORD, pw ? pw : "");
+		if (pw) {
+			memset(pw, 0, strlen(pw));
+			free(pw);
+		}
 	}
-	rc = curl_easy_perform(c);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	return 0;
+}
+
+void ntf_smtp_finish(struct ntf_xfer *x, CURLcode rc, struct ntf_send_result *res)
+{
+	long code = 0;
+
+	memset(res, 0, sizeof *res);
+	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
 	if (rc == CURLE_OK) {
 		res->outcome = NTF_SENT;
-		snprintf(res->provider_id, sizeof res->provider_id, "<%s@%s>", m->id, domain);
+		snprintf(res->provider_id, sizeof res->provider_id, "%s", x->msgid);
 	} else {
 		/* 5xx from the server: refused for good; the rest may pass later */
 		res->outcome = code >= 500 && code < 600 && rc != CURLE_LOGIN_DENIED ?
@@ -255,13 +264,5 @@ void ntf_smtp_send(const struct ntf_message *m, struct ntf_send_result *res)
 				res->outcome == NTF_PERMANENT ? "REFUSED" : "UNAVAILABLE",
 				(int)rc, curl_easy_strerror(rc), code);
 	}
-out:
-	if (c)
-		curl_easy_reset(c);     /* no pointer to rcpt or up left behind */
-	curl_slist_free_all(rcpt);
-	free(msg);
-	if (pw) {
-		memset(pw, 0, strlen(pw));
-		free(pw);
-	}
+	smtp_clear(x);
 }

@@ -713,6 +713,233 @@ START_TEST(dispatch_lag_is_the_oldest_due_row)
 }
 END_TEST
 
+/* ---- the dispatcher's batches (issue 31): rows due only for --once hosts -- */
+
+#define ONCE_OFFSET 3700
+
+/* A notification row due only for the --once hosts of clock offset
+ * ONCE_OFFSET (not_before in an hour): channel, address snapshot ("" none),
+ * attempts so far, created age ago. */
+static char *once_row(const char *user, const char *channel, const char *address,
+		const char *attempts, const char *age)
+{
+	char *id = h_new_mid();
+
+	h_sql("INSERT INTO notifications.notifications (id, recipient_user_id, kind, channel,"
+		" urgency, role, title, body, payload, locale, not_before, source_message_id,"
+		" source_event_type, created_at, address, attempts) VALUES ($1::uuid, $2::uuid,"
+		" 'AppointmentReminder', $3, 'Critical', 'Owner', 'Напоминание',"
+		" 'Напоминание: встреча скоро', '{}', 'ru', now() + interval '1 hour',"
+		" gen_random_uuid(), 'pin.calendar.reminder-due', now() - $6::interval,"
+		" nullif($4, ''), $5::int)", id, user, channel, address, attempts, age);
+	return id;
+}
+
+static char *col_of(const char *id, const char *column)
+{
+	return h_sql_scalar(h_sprintf("SELECT %s::text FROM notifications.notifications"
+		" WHERE id = $1::uuid", column), id);
+}
+
+/* dispatched messages of id in l, and the status of the last */
+static int dispatched_in(const struct h_kmsgs *l, const char *id, const char **status)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].key && !strcmp(l->v[i].key, id)) {
+			n++;
+			if (status)
+				*status = h_jstr(h_jget(l->v[i].json, "payload"), "status");
+		}
+	return n;
+}
+
+/* One batch of rows that end differently, sent at once: every row gets its
+ * own outcome (a send's answer is not given to another row of the batch),
+ * all written by ONE transaction (one xmin), with a dispatched event for
+ * each final one and none for the retry. */
+START_TEST(batch_outcomes_per_row_in_one_transaction)
+{
+	const char *user = h_uuid(), *lost = h_uuid();
+	char *mail_ok[3], *mail_addr[3], *sms_ok[3], *bad_mail, *rej, *retry, *last, *unknown;
+	char *p400 = unique_phone(), *p503 = unique_phone(), *p503b = unique_phone(), *all;
+	const struct h_kmsgs *l;
+	const char *st = NULL;
+	int rc;
+
+	for (int i = 0; i < 3; i++) {
+		mail_addr[i] = h_sprintf("batch-%d-%s@example.com", i, user);
+		mail_ok[i] = once_row(user, "Email", mail_addr[i], "0", "0");
+		sms_ok[i] = once_row(user, "Sms", unique_phone(), "0", "0");
+	}
+	bad_mail = once_row(user, "Email", "no-at-sign", "0", "0");
+	rej = once_row(user, "Sms", p400, "0", "0");
+	retry = once_row(user, "Sms", p503, "0", "0");
+	/* its last attempt: notify.dispatch_max_attempts is 30 in the test stack */
+	last = once_row(user, "Sms", p503b, "29", "0");
+	unknown = once_row(lost, "Email", "", "0", "2 days");   /* past the contact wait */
+	sms_file("status_to", h_sprintf("{\"%s\": 400, \"%s\": 503, \"%s\": 503}",
+		p400, p503, p503b));
+	rc = h_run_host("worker", NULL, ONCE_OFFSET, (const char *const[]){ "--once", NULL });
+	sms_file("status_to", NULL);
+	ck_assert_int_eq(rc, 0);
+
+	for (int i = 0; i < 3; i++) {
+		json_object *req = NULL;
+		char *mail = NULL;
+
+		ck_assert_str_eq(col_of(mail_ok[i], "status"), "Sent");
+		ck_assert_str_eq(col_of(mail_ok[i], "attempts"), "1");
+		ck_assert_int_eq(mails_with(h_sprintf("<%s@", mail_ok[i]), &mail), 1);
+		ck_assert_str_eq(mail_header(mail, "To"), mail_addr[i]);
+		ck_assert_str_eq(col_of(sms_ok[i], "status"), "Sent");
+		ck_assert_int_eq(sms_requests(sms_ok[i], &req), 1);
+		ck_assert_str_eq(h_jstr(h_jget(req, "body"), "to"), col_of(sms_ok[i], "address"));
+		/* the sink's id of this row's own request */
+		ck_assert_str_eq(col_of(sms_ok[i], "provider_message_id"), h_jstr(req, "id"));
+		json_object_put(req);
+	}
+	ck_assert_str_eq(col_of(bad_mail, "status"), "Failed");
+	ck_assert_str_eq(col_of(bad_mail, "last_error"), "NTF_BAD_ADDRESS");
+	ck_assert_str_eq(col_of(bad_mail, "attempts"), "1");
+	ck_assert_str_eq(col_of(rej, "status"), "Failed");
+	ck_assert_str_eq(col_of(rej, "last_error"), "NTF_SMS_REJECTED: http 400");
+	ck_assert_ptr_nonnull(col_of(rej, "failed_at"));
+	ck_assert_str_eq(col_of(retry, "status"), "Pending");
+	ck_assert_str_eq(col_of(retry, "attempts"), "1");
+	ck_assert_msg(strstr(col_of(retry, "last_error"), "http 503"), "%s",
+		col_of(retry, "last_error"));
+	ck_assert_ptr_nonnull(col_of(retry, "next_attempt_at"));
+	ck_assert_ptr_null(col_of(retry, "lease_owner"));
+	ck_assert_str_eq(col_of(last, "status"), "Failed");
+	ck_assert_str_eq(col_of(last, "attempts"), "30");
+	ck_assert_str_eq(col_of(unknown, "status"), "Failed");
+	ck_assert_str_eq(col_of(unknown, "last_error"), "NTF_CONTACT_UNKNOWN");
+	ck_assert_str_eq(col_of(unknown, "attempts"), "0");
+
+	/* one transaction wrote every outcome (the batch's one commit) */
+	all = h_sprintf("%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s", mail_ok[0], mail_ok[1], mail_ok[2],
+		sms_ok[0], sms_ok[1], sms_ok[2], bad_mail, rej, retry, last, unknown);
+	ck_assert_int_eq(h_sql_int("SELECT count(DISTINCT xmin::text) FROM"
+		" notifications.notifications WHERE id = ANY (string_to_array($1, ',')::uuid[])",
+		all), 1);
+
+	/* a dispatched event for each final outcome, none for the retry */
+	ck_assert_msg(dispatched_of(unknown), "no dispatched message");
+	l = h_kafka_read_all(DISPATCHED, 5000);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(dispatched_in(l, mail_ok[i], &st), 1);
+		ck_assert_str_eq(st, "Sent");
+		ck_assert_int_eq(dispatched_in(l, sms_ok[i], &st), 1);
+		ck_assert_str_eq(st, "Sent");
+	}
+	ck_assert_int_eq(dispatched_in(l, bad_mail, &st), 1);
+	ck_assert_str_eq(st, "Failed");
+	ck_assert_int_eq(dispatched_in(l, rej, &st), 1);
+	ck_assert_str_eq(st, "Failed");
+	ck_assert_int_eq(dispatched_in(l, last, &st), 1);
+	ck_assert_str_eq(st, "Failed");
+	ck_assert_int_eq(dispatched_in(l, unknown, &st), 1);
+	ck_assert_int_eq(dispatched_in(l, retry, NULL), 0);
+}
+END_TEST
+
+/* A row of a batch in flight whose lease another pass took meanwhile (the
+ * lease ran out and another host claimed it): the batch records the other
+ * rows and nothing for that one -- no outcome, no attempt, no dispatched
+ * event, the other owner's lease untouched -- and says so in the log. */
+START_TEST(lease_lost_mid_batch_writes_nothing)
+{
+	static const char *const once[] = { "--once", NULL };
+	const char *user = h_uuid();
+	char *ids[4], *other, *log;
+	const struct h_kmsgs *l;
+	pid_t pid;
+	int st;
+	bool seen;
+
+	for (int i = 0; i < 4; i++)
+		ids[i] = once_row(user, "Sms", unique_phone(), "0", "0");
+	sms_file("delay", "3");         /* the answers held back: the batch in flight */
+	pid = h_spawn_host("worker", h_env("PIN_WORKER_PLUGINS"), ONCE_OFFSET, once);
+	seen = H_WAIT_UNTIL(sms_requests(ids[1], NULL) == 1, WAIT_MS);
+	other = h_sql_scalar("UPDATE notifications.notifications SET lease_owner ="
+		" gen_random_uuid() WHERE id = $1::uuid AND lease_owner IS NOT NULL"
+		" RETURNING lease_owner::text", ids[1]);
+	waitpid(pid, &st, 0);
+	sms_file("delay", NULL);
+	ck_assert_msg(seen, "the --once host did not send");
+	ck_assert_ptr_nonnull(other);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "host status %d", st);
+
+	ck_assert_str_eq(col_of(ids[1], "status"), "Pending");
+	ck_assert_str_eq(col_of(ids[1], "attempts"), "0");
+	ck_assert_str_eq(col_of(ids[1], "lease_owner"), other);
+	ck_assert_ptr_null(col_of(ids[1], "sent_at"));
+	ck_assert_ptr_null(col_of(ids[1], "provider_message_id"));
+	for (int i = 0; i < 4; i++)
+		if (i != 1) {
+			ck_assert_str_eq(col_of(ids[i], "status"), "Sent");
+			ck_assert_msg(dispatched_of(ids[i]), "no dispatched message");
+		}
+	l = h_kafka_read_all(DISPATCHED, 5000);
+	ck_assert_int_eq(dispatched_in(l, ids[1], NULL), 0);
+	log = h_slurp(h_sprintf("%s/logs/worker-once.log", h_env("PIN_DEV_DIR")));
+	ck_assert_ptr_nonnull(log);
+	{
+		char *save = NULL;
+		bool line = false;
+
+		for (char *ln = strtok_r(log, "\n", &save); ln && !line;
+				ln = strtok_r(NULL, "\n", &save))
+			line = strstr(ln, "lease lost before recording") && strstr(ln, ids[1]);
+		ck_assert_msg(line, "no log line for the lost lease");
+	}
+}
+END_TEST
+
+/* notify.dispatch_senders = 3: a batch of 9 e-mails and 9 SMS goes over
+ * exactly 3 connections to the SMTP server and 3 to the SMS provider (the
+ * client ports aiosmtpd writes as X-Peer and the sink records), each
+ * reused, none per message. */
+START_TEST(senders_are_the_connections)
+{
+	const char *user = h_uuid();
+	char *mails[9], *sms[9], *peers_m = h_strdup(""), *peers_s = h_strdup("");
+	int rc;
+
+	for (int i = 0; i < 9; i++) {
+		mails[i] = once_row(user, "Email", h_sprintf("c-%d-%s@example.com", i, user),
+			"0", "0");
+		sms[i] = once_row(user, "Sms", unique_phone(), "0", "0");
+	}
+	sms_file("delay", "0.2");
+	setenv("PIN_NOTIFY_DISPATCH_SENDERS", "3", 1);
+	rc = h_run_host("worker", NULL, ONCE_OFFSET, (const char *const[]){ "--once", NULL });
+	unsetenv("PIN_NOTIFY_DISPATCH_SENDERS");
+	sms_file("delay", NULL);
+	ck_assert_int_eq(rc, 0);
+	for (int i = 0; i < 9; i++) {
+		char *mail = NULL;
+		json_object *req = NULL;
+
+		ck_assert_str_eq(col_of(mails[i], "status"), "Sent");
+		ck_assert_str_eq(col_of(sms[i], "status"), "Sent");
+		ck_assert_int_eq(mails_with(h_sprintf("<%s@", mails[i]), &mail), 1);
+		peers_m = h_sprintf("%s%s%s", peers_m, i ? "|" : "", mail_header(mail, "X-Peer"));
+		ck_assert_int_eq(sms_requests(sms[i], &req), 1);
+		peers_s = h_sprintf("%s%s%d", peers_s, i ? "|" : "",
+			json_object_get_int(h_jget(req, "peer")));
+		json_object_put(req);
+	}
+	ck_assert_msg(h_sql_int("SELECT count(DISTINCT p) FROM unnest(string_to_array($1, '|'))"
+		" AS p", peers_m) == 3, "SMTP connections: %s", peers_m);
+	ck_assert_msg(h_sql_int("SELECT count(DISTINCT p) FROM unnest(string_to_array($1, '|'))"
+		" AS p", peers_s) == 3, "SMS connections: %s", peers_s);
+}
+END_TEST
+
 Suite *make_delivery_suite(void)
 {
 	Suite *s = suite_create("delivery");
@@ -730,6 +957,9 @@ Suite *make_delivery_suite(void)
 	tcase_add_test(tc, relay_parks_oversize_row);
 	tcase_add_test(tc, worker_killed_mid_send_one_duplicate);
 	tcase_add_test(tc, dispatch_lag_is_the_oldest_due_row);
+	tcase_add_test(tc, batch_outcomes_per_row_in_one_transaction);
+	tcase_add_test(tc, lease_lost_mid_batch_writes_nothing);
+	tcase_add_test(tc, senders_are_the_connections);
 	suite_add_tcase(s, tc);
 	return s;
 }
