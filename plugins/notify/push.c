@@ -180,7 +180,7 @@ static void post_all(struct pusher *ps, int n, char **url, char **body,
 			busy--;
 		}
 		if (busy)
-			curl_multi_poll(ps->m, NULL, 0, 100, NULL);
+			curl_multi_wait(ps->m, NULL, 0, 100, NULL);   /* 7.28: configure asks >= 7.60 */
 	}
 }
 
