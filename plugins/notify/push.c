@@ -17,7 +17,7 @@
  * a connection, POSTed serially, wrote one outbox INSERT per row (~1.2 ms a
  * row on the bench machine, the INSERTs more than half) and took at most
  * 100 rows per interval: at most ~270 rows/s there, and a burst above that
- * queued for seconds (600 rows/s: p99 26.8 s; after: 0.48 s).
+ * queued for seconds (~600 rows/s: p99 26.8 s; after: 0.33 s).
  *
  * Delivery is at least once: a host killed between the POST and the commit
  * pushes the row again (same id: clients de-duplicate on it).  A failed POST
