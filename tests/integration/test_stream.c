@@ -314,6 +314,35 @@ START_TEST(publish_failure_backs_off_then_publishes)
 }
 END_TEST
 
+/* A burst drains without waiting for the job's interval (issue 31 item 2):
+ * 150 rows of one user, due only for a worker 2 h ahead, are all pushed by
+ * ONE pass of the --once worker (a full take of 100 is followed by the next
+ * at once).  Before, a pass took 100 rows and the rest waited for the next
+ * interval: at most ~270 rows/s, and a burst queued for seconds. */
+START_TEST(burst_drains_in_one_pass)
+{
+	const char *user = h_uuid();
+	struct sresp s;
+	const char *q;
+
+	ck_assert_int_eq(setenv("PIN_NCHAN_PUBLISH_MAX_AGE_S", "86400", 1), 0);
+	h_sql("INSERT INTO notifications.notifications (id, recipient_user_id, kind, channel, "
+		"urgency, role, title, body, payload, locale, source_message_id, "
+		"source_event_type, created_at, publish_next_at) SELECT gen_random_uuid(), "
+		"$1::uuid, 'CalendarReminder', 'InApp', 'Normal', 'Owner', 't' || i, 'b', '{}', "
+		"'ru', gen_random_uuid(), 'test', now() + i * interval '1 ms', "
+		"now() + interval '2 hours' FROM generate_series(1, 150) AS i", user);
+	ck_assert_int_eq(h_run_worker_once(7300), 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid AND published_at IS NOT NULL", user), 150);
+	/* ... and nchan got them (its buffer keeps the last 50) */
+	s = sget("GET", h_sprintf("%sntf.%s", h_env("PIN_NCHAN_PUBLISH_URL"), user), 3000, NULL);
+	q = strstr(s.body, "queued messages: ");
+	ck_assert_msg(s.status == 200 && q && atoi(q + 17) == 50, "channel info: %ld %s",
+		s.status, s.body);
+}
+END_TEST
+
 /* A row older than nchan_publish_max_age_s (3600) is given up without a
  * push; a fresh one is pushed (both by the long-running worker). */
 START_TEST(old_rows_are_not_pushed)
@@ -705,6 +734,7 @@ Suite *make_stream_suite(void)
 	tcase_add_test(tc, publisher_is_local_only);
 	tcase_add_test(tc, publish_failure_backs_off_then_publishes);
 	tcase_add_test(tc, old_rows_are_not_pushed);
+	tcase_add_test(tc, burst_drains_in_one_pass);
 	tcase_add_test(tc, browser_eventsource);
 	suite_add_tcase(s, tc);
 	return s;
