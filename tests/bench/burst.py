@@ -10,16 +10,19 @@
       handler, adds) ends in @DOMAIN; arrival = the file's mtime (the server
       writes the file before it answers 250, and sets no time header);
       --delete removes them afterwards
-  burst.py wait MAILDIR SINCE DOMAIN E LOG OFFSET PREFIXES S SSEFILE I UNTIL
+  burst.py wait MAILDIR SINCE DOMAIN E LOG OFFSET PREFIXES S SSEFILE I DUE UNTIL
       polls (0.5 s) until E bench e-mails, S bench SMS and I in-app lines
-      have arrived or the clock passes UNTIL (epoch s); each file and line is
+      (at or after DUE) have arrived or the clock passes UNTIL (epoch s); each file and line is
       read once; prints "e s i"
   burst.py sms LOG OFFSET PREFIXES DUE
       the bench's SMS: the sink's JSON lines after byte OFFSET whose body.to
       starts with one of PREFIXES (comma-separated); arrival = the line's "ts" (the sink's clock when it
       recorded the request, before it answers)
   burst.py inapp FILE DUE
-      sse.py's lines "epoch userId id" (de-duplicated on userId + id)
+      sse.py's lines "epoch userId id" (de-duplicated on userId + id) that
+      arrived at or after DUE: a subscriber connects before the seed and
+      first gets its channel's buffer (nchan keeps the last 50 messages for 15
+      minutes, doc/api.md), e.g. an earlier run's events, before DUE
 
 Prints one line "n p50 p99 max first last rate size": latencies in seconds from
 DUE, first/last arrival in seconds from DUE, rate = n / (last - first
@@ -80,7 +83,8 @@ def rcpt_of(p):
 def wait(a):
     d, since, dom = a[0], float(a[1]), "@" + a[2].lower()
     want_e, log, off, prefixes = int(a[3]), a[4], int(a[5]), tuple(a[6].split(","))
-    want_s, sse, want_i, until = int(a[7]), a[8], int(a[9]), float(a[10])
+    want_s, sse, want_i = int(a[7]), a[8], int(a[9])
+    due, until = float(a[10]), float(a[11])
     seen, e, s, i, buf = set(), 0, 0, 0, b""
     new = os.path.join(d, "new")
     with open(log, "rb") as f:
@@ -104,7 +108,8 @@ def wait(a):
                 except ValueError:
                     pass
             try:
-                i = len({tuple(l.split()[1:3]) for l in open(sse)})
+                i = len({tuple(x[1:3]) for x in (l.split() for l in open(sse))
+                         if len(x) == 3 and float(x[0]) >= due})
             except OSError:
                 i = 0
             if e >= want_e and s >= want_s and i >= want_i:
@@ -157,7 +162,7 @@ def main(a):
         due, seen, lat, ts = float(a[2]), set(), [], []
         for line in open(a[1]):
             p = line.split()
-            if len(p) != 3 or (p[1], p[2]) in seen:
+            if len(p) != 3 or (p[1], p[2]) in seen or float(p[0]) < due:
                 continue
             seen.add((p[1], p[2]))
             t = float(p[0])

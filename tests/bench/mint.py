@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""mint.py SECRET_FILE ACTOR N [--tenant T] [--perm P]... [--sub S | --sub-seq PREFIX]
+"""mint.py SECRET_FILE ACTOR N [--tenant T] [--perm P]... [--sub S | --sub-seq PREFIX [--sub-step K]]
 
 Prints N lines "sub token": HS256 tokens with the claims of `./dev token`
 (iss pin-dev, aud pin-calendar, 1 h), a fresh random sub each unless --sub;
---sub-seq: sub k (1..N) = PREFIX + k in 12 zero-padded digits (a uuid's last
-group).
+--sub-seq: sub k (1..N) = PREFIX + k x K (--sub-step, 1) in 12 zero-padded
+digits (a uuid's last group).
 Minting thousands through ./dev token would spawn a process per token."""
 import base64, hashlib, hmac, json, sys, time, uuid
 
@@ -16,7 +16,7 @@ def b64(b):
 def main(a):
     secret = open(a[0]).read().strip().encode()
     actor, n = a[1], int(a[2])
-    tenant, sub, seq, perms, i = None, None, None, [], 3
+    tenant, sub, seq, step, perms, i = None, None, None, 1, [], 3
     while i < len(a):
         if a[i] == "--tenant":
             tenant = a[i + 1]
@@ -26,12 +26,14 @@ def main(a):
             sub = a[i + 1]
         elif a[i] == "--sub-seq":
             seq = a[i + 1]
+        elif a[i] == "--sub-step":
+            step = int(a[i + 1])
         i += 2
     hdr = b64(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
     now = int(time.time())
     out = []
     for k in range(1, n + 1):
-        s = sub or ("%s%012d" % (seq, k) if seq else str(uuid.uuid4()))
+        s = sub or ("%s%012d" % (seq, k * step) if seq else str(uuid.uuid4()))
         c = {"iss": "pin-dev", "aud": "pin-calendar", "sub": s, "actor": actor}
         if tenant:
             c["tenant_id"] = tenant
