@@ -6,7 +6,7 @@
 #
 #   ./dev bench                  all scenarios below (not `dispatch`)
 #   ./dev bench SCENARIO...      machine | plumbing | showcase | list | booking | publish | relay |
-#                                consumers | reminders | realtime | replica | growth
+#                                consumers | reminders | burst | realtime | replica | growth
 #                                (relay-scale: the relay with 1, 2, 3 worker hosts)
 #   ./dev bench --check [...]    the same, exit 1 when a ratio misses its target
 #   ./dev bench dispatch [N]     the notify dispatcher (separate, see ./dev)
@@ -17,7 +17,7 @@
 # PIN_BENCH_REPEAT (3: runs of relay, consumers and reminders, the median kept; b_repeat),
 # PIN_BENCH_SETTLE_BUSY (35) and PIN_BENCH_SETTLE_S (60) (b_settle); the scenarios'
 # own knobs are listed at the top of relay.sh, consumers.sh, reminders.sh,
-# realtime.sh, replica.sh and growth.sh.
+# burst.sh, realtime.sh, replica.sh and growth.sh.
 # Writes .dev/bench/results.json (one object per measured figure) and prints
 # the table.  The data it creates lives under fixed bench uuids (prefix
 # b0000000-) and is deleted first, so reruns start from the same state.
@@ -401,6 +401,8 @@ source "$BENCH_DIR/relay.sh"
 source "$BENCH_DIR/consumers.sh"
 # shellcheck source=tests/bench/reminders.sh
 source "$BENCH_DIR/reminders.sh"
+# shellcheck source=tests/bench/burst.sh
+source "$BENCH_DIR/burst.sh"
 
 # shellcheck source=tests/bench/realtime.sh
 source "$BENCH_DIR/realtime.sh"
@@ -567,11 +569,11 @@ for i in range(m):
 
 # bench_suite [--check] [SCENARIO...]
 bench_suite() {
-	local check=0 s all=(machine plumbing showcase list booking publish relay consumers reminders realtime replica growth) want=()
+	local check=0 s all=(machine plumbing showcase list booking publish relay consumers reminders burst realtime replica growth) want=()
 	while (($#)); do
 		case $1 in
 		--check) check=1 ;;
-		machine | plumbing | showcase | list | booking | publish | relay | consumers | reminders | realtime | replica | growth) want+=("$1") ;;
+		machine | plumbing | showcase | list | booking | publish | relay | consumers | reminders | burst | realtime | replica | growth) want+=("$1") ;;
 		relay-scale) want+=(relay_scale) ;;
 		*) die "unknown bench scenario $1 (${all[*]}, dispatch)" ;;
 		esac
@@ -582,6 +584,7 @@ bench_suite() {
 		say "bench: $s"
 		case $s in
 		relay | consumers | reminders) b_repeat "$s" ;;
+		burst) b_settle; bench_burst ;;
 		*) "bench_$s" ;;
 		esac
 	done
