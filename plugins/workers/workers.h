@@ -8,7 +8,12 @@
 
 /* The keys workers.so reads (keys.c) and its jobs' default intervals. */
 extern const struct pin_config_key wrk_config_keys[];
-#define WRK_REMINDERS_INTERVAL_MS 60000
+/* 10 s, not the spec's general 60 s: a reminder leaves up to one cycle after
+ * its DueAt (seed 000: "~1 cycle" is the normal accuracy), and seed 001 gives
+ * reminders a source SLA under a minute end to end, which a 60 s cycle
+ * spends alone (issue 31: the burst's pass came 24-58 s after DUE).  A
+ * quiet pass is one indexed statement. */
+#define WRK_REMINDERS_INTERVAL_MS 10000
 #define WRK_APT_EXPIRY_INTERVAL_MS 60000
 #define WRK_SLOTS_INTERVAL_MS 60000
 #define WRK_HOUSEKEEPING_INTERVAL_MS 600000

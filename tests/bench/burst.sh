@@ -17,7 +17,7 @@
 #      moved in one transaction to due_at = DUE = now + PIN_BENCH_BURST_LEAD s
 #      (the seed's own length does not eat into the lead).  From DUE on everything is the real path: the
 #      stack's worker host's reminder-dispatch job (its own cadence,
-#      job.reminder-dispatch.interval_ms, 60 s) -> calendar.outbox -> relay ->
+#      job.reminder-dispatch.interval_ms, 10 s since 2026-12-05, 60 s before) -> calendar.outbox -> relay ->
 #      broker -> notify's consumer fan-out (owner = agent and client =
 #      investor, 3 channels each: 6N notification rows) -> the e-mail/SMS
 #      dispatcher -> the dev SMTP server and SMS sink, and the inapp-publish

@@ -12,8 +12,8 @@
 #      the batch's INSERT and COMMIT), "end to end" = until the last of them is
 #      published (max(published_at)), both from t0 = the host's start;
 #      lateness p99 = sent_at - due_at over the rows (a pass takes them all,
-#      so it must stay within one dispatch cycle,
-#      job.reminder-dispatch.interval_ms, 60 s by default);
+#      so it must stay within the seed's minute; the dispatch cycle is
+#      job.reminder-dispatch.interval_ms, 10 s by default);
 #   3. anchor: N copies of those outbox rows (new messageIds) inserted in
 #      SQL in one transaction, the relay alone draining them, measured as in
 #      `./dev bench relay`: max(published_at) - the moment before COMMIT.
@@ -124,8 +124,10 @@ bench_reminders() {
 		extract(epoch FROM r.sent_at) - $t0)::numeric, 2)
 		FROM calendar.event_reminders r JOIN calendar.calendar_events e ON e.id = r.calendar_event_id
 		WHERE e.owner_user_id::text LIKE '$B_REM_OWNER%'")
-	cycle=$(sed -n 's/^job\.reminder-dispatch\.interval_ms *= *\([0-9]*\).*/\1/p' "$CONF")
-	cycle=$(awk -v ms="${cycle:-60000}" 'BEGIN { printf "%.0f", ms / 1000 }')
+	# judged against the seed's minute (seed 001: the source SLA of a
+	# reminder is under a minute), not the cycle: the pass here starts at
+	# t0, so lateness is the pass's own length
+	cycle=60
 	r_disp=$(awk -v n="$n" -v s="$s_disp" 'BEGIN { printf "%.0f", n / s }')
 	r_e2e=$(awk -v n="$n" -v s="$s_e2e" 'BEGIN { printf "%.0f", n / s }')
 
