@@ -18,6 +18,11 @@
  *             the dead host's transaction and another host sends every row:
  *             each exactly once (status Sent, one reminder-due outbox row per
  *             reminder).
+ *   rolling   3 of 4 worker hosts restarted one by one as operating.md's
+ *             runbook says (each waited for until every consumer group of
+ *             every host is assigned and test-consumer caught up) under a
+ *             steady outbox flow: the longest publish and consume delays
+ *             during the roll, every row consumed once.
  *
  * The hosts started here use h_host_start (own log, pid file and metrics
  * port, like `./dev up --worker-hosts M`); ./dev's stack stop stops any
