@@ -36,7 +36,8 @@
  * inbox transaction; a set-based batch observes each message's share of
  * the call; declared with zero buckets at start),
  * pin_consumer_partitions_assigned (gauge: partitions held after the last
- * rebalance), pin_consumer_batch_fallbacks_total (consumers with a batch
+ * rebalance), pin_consumer_rebalancing (gauge: 1 from the start and from a
+ * revoke until the next assignment), pin_consumer_batch_fallbacks_total (consumers with a batch
  * handler: batches it gave back to the per-message path),
  * pin_consumer_offset_commit_failures_total (offset commits that failed;
  * their offsets are committed again while the partition stays assigned).

@@ -45,7 +45,9 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 			rd_kafka_assign(rk, parts);
 		pin_log(PIN_LOG_INFO, "consumer: partitions assigned",
 				"group", c->e->c.group, NULL);
+		pin_metric_set("pin_consumer_rebalancing", c->labels, 0);
 	} else {
+		pin_metric_set("pin_consumer_rebalancing", c->labels, 1);
 		/* revoked: whoever gets them redelivers from the committed offset */
 		for (int i = 0; i < parts->cnt; i++) {
 			struct held *h = cons_held_find(c, parts->elems[i].topic,
@@ -405,6 +407,10 @@ int pin_consumers_start(void)
 		pin_metric_add("pin_consumer_retries_total", c->labels, 0);
 		pin_metric_add("pin_consumer_offset_commit_failures_total", c->labels, 0);
 		pin_metric_set("pin_consumer_partitions_assigned", c->labels, 0);
+		/* 1 until the first assignment, and from a revoke to the next
+		 * one: a rolling restart waits for 0 before the next host
+		 * (operating.md, "Rolling restart of the worker hosts") */
+		pin_metric_set("pin_consumer_rebalancing", c->labels, 1);
 		/* [consume] the histogram before the first message */
 		pin_metric_hist_declare("pin_consumer_consume_duration_seconds", c->labels);
 		if (c->e->c.batch_fn)

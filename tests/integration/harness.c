@@ -1664,7 +1664,28 @@ double h_metric_in(const char *text, const char *series)
 	return NAN;
 }
 
-double h_host_metric(const struct h_host *h, const char *series)
+/* the sum of every sample of the metric name (any labels) in text; NAN
+ * when none */
+static double metric_sum_in(const char *text, const char *name)
+{
+	size_t nl = strlen(name);
+	double sum = NAN;
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		const char *e = strchr(l, '\n'), *sp;
+
+		if (strncmp(l, name, nl) || (l[nl] != '{' && l[nl] != ' '))
+			continue;
+		if (!e)
+			e = l + strlen(l);
+		for (sp = e; sp > l && sp[-1] != ' '; sp--)
+			;
+		sum = (isnan(sum) ? 0 : sum) + strtod(sp, NULL);
+	}
+	return sum;
+}
+
+static double host_metric_(const struct h_host *h, const char *series, bool sum)
 {
 	CURL *c = curl_easy_init();
 	struct h_buf b = { 0 };
@@ -1682,12 +1703,22 @@ double h_host_metric(const struct h_host *h, const char *series)
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	if (code != 200 || !b.p)
 		goto out;
-	v = h_metric_in(b.p, series);
+	v = sum ? metric_sum_in(b.p, series) : h_metric_in(b.p, series);
 out:
 	free(b.p);
 	if (c)
 		curl_easy_cleanup(c);
 	return v;
+}
+
+double h_host_metric(const struct h_host *h, const char *series)
+{
+	return host_metric_(h, series, false);
+}
+
+double h_host_metric_sum(const struct h_host *h, const char *name)
+{
+	return host_metric_(h, name, true);
 }
 
 /* ------------------------------------------------ messages and addresses */

@@ -341,6 +341,9 @@ void h_host_stop(struct h_host *h);
 /* The value of one series on the host's /metrics: series is the exact text
  * before the value ('pin_x{group="g"}'); NAN when absent or no answer. */
 double h_host_metric(const struct h_host *h, const char *series);
+/* The sum of every series of the metric name (any labels) on the host's
+ * /metrics; NAN when there is none or no answer. */
+double h_host_metric_sum(const struct h_host *h, const char *name);
 /* The same series looked up in Prometheus text; NAN when absent. */
 double h_metric_in(const char *text, const char *series);
 
