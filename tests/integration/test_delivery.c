@@ -940,6 +940,54 @@ START_TEST(senders_are_the_connections)
 }
 END_TEST
 
+/* A backlog of both channels: each channel claims its next batch when its
+ * own is sent, so slow SMS do not hold the e-mails back (and the other way
+ * round).  20 + 20 rows, batches of 5, one sender per channel, the SMS
+ * provider answering in 0.2 s: every e-mail is sent before the 10th SMS.
+ * When a pass claimed both channels together and claimed again only once
+ * both were sent, the e-mails' 4th batch waited for the SMS' 3rd: the last
+ * e-mail went after the 15th SMS. */
+START_TEST(channels_keep_their_own_pace)
+{
+	const char *user = h_uuid();
+	char *mails[20], *sms[20];
+	const char *ids_m = "", *ids_s = "";
+	int rc;
+
+	for (int i = 0; i < 20; i++) {
+		mails[i] = once_row(user, "Email", h_sprintf("p-%d-%s@example.com", i, user),
+			"0", "0");
+		sms[i] = once_row(user, "Sms", unique_phone(), "0", "0");
+		ids_m = h_sprintf("%s%s%s", ids_m, i ? "," : "", mails[i]);
+		ids_s = h_sprintf("%s%s%s", ids_s, i ? "," : "", sms[i]);
+	}
+	sms_file("delay", "0.2");
+	setenv("PIN_NOTIFY_DISPATCH_SENDERS", "1", 1);
+	setenv("PIN_NOTIFY_DISPATCH_BATCH", "5", 1);
+	rc = h_run_host("worker", NULL, ONCE_OFFSET, (const char *const[]){ "--once", NULL });
+	unsetenv("PIN_NOTIFY_DISPATCH_SENDERS");
+	unsetenv("PIN_NOTIFY_DISPATCH_BATCH");
+	sms_file("delay", NULL);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM notifications.notifications WHERE"
+		" id = ANY (string_to_array($1, ',')::uuid[]) AND status = 'Sent'", ids_m), 20);
+	/* the SMS still sending when the pass's time was up are the next pass's */
+	ck_assert_int_ge(h_sql_int("SELECT count(*) FROM notifications.notifications WHERE"
+		" id = ANY (string_to_array($1, ',')::uuid[]) AND status = 'Sent'", ids_s), 10);
+	ck_assert_msg(h_sql_int("SELECT ((SELECT max(sent_at) FROM notifications.notifications"
+		"   WHERE id = ANY (string_to_array($1, ',')::uuid[]))"
+		" < (SELECT sent_at FROM notifications.notifications"
+		"   WHERE id = ANY (string_to_array($2, ',')::uuid[]) AND sent_at IS NOT NULL"
+		"   ORDER BY sent_at OFFSET 9 LIMIT 1))::int", ids_m, ids_s) == 1,
+		"the e-mails waited for the SMS: the last e-mail at %s, the SMS at %s",
+		h_sql_scalar("SELECT max(sent_at)::text FROM notifications.notifications"
+			" WHERE id = ANY (string_to_array($1, ',')::uuid[])", ids_m),
+		h_sql_scalar("SELECT string_agg(to_char(sent_at, 'MI:SS.MS'), ' ' ORDER BY sent_at)"
+			" FROM notifications.notifications"
+			" WHERE id = ANY (string_to_array($1, ',')::uuid[])", ids_s));
+}
+END_TEST
+
 Suite *make_delivery_suite(void)
 {
 	Suite *s = suite_create("delivery");
@@ -960,6 +1008,7 @@ Suite *make_delivery_suite(void)
 	tcase_add_test(tc, batch_outcomes_per_row_in_one_transaction);
 	tcase_add_test(tc, lease_lost_mid_batch_writes_nothing);
 	tcase_add_test(tc, senders_are_the_connections);
+	tcase_add_test(tc, channels_keep_their_own_pace);
 	suite_add_tcase(s, tc);
 	return s;
 }
