@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -86,8 +87,13 @@ void h_cleanup(void)
 	}
 }
 
+static void reap_left_hosts(void);
+
+/* Before each case: the extra hosts a failed case left running (a failed
+ * ck_assert ends the case's process before its teardown). */
 static void h_setup(void)
 {
+	reap_left_hosts();
 }
 
 TCase *h_tcase(const char *name, int timeout_s)
@@ -1580,6 +1586,33 @@ static int free_port(void)
 	}
 	ck_abort_msg("no free port");
 	return -1;
+}
+
+/* The hosts h_host_start started under a name of their own ("worker-2",
+ * ...: pids/worker-*.pid, not the stack's own worker.pid) that still run
+ * when a case starts: a case that failed left them (its teardown did not
+ * run), and they would take relay shards and partitions from the next
+ * cases (a failed scale/rolling once failed faults/relayfail after it). */
+static void reap_left_hosts(void)
+{
+	glob_t g;
+
+	if (glob(dev_path("pids/worker-*.pid"), 0, NULL, &g) != 0)
+		return;
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		const char *rel = strstr(g.gl_pathv[i], "pids/");
+		long left = rel ? read_pid(rel) : -1;
+
+		if (left > 1 && pid_alive((pid_t)left)) {
+			fprintf(stderr, "harness: stopping %s (pid %ld), left by a failed case\n",
+				rel, left);
+			kill((pid_t)left, SIGKILL);
+			H_WAIT_UNTIL((waitpid((pid_t)left, NULL, WNOHANG),
+				!pid_alive((pid_t)left)), 10000);
+		}
+		unlink(g.gl_pathv[i]);
+	}
+	globfree(&g);
 }
 
 void h_host_start(struct h_host *h, const char *name, const char *mode,

@@ -522,10 +522,15 @@ START_TEST(rolling_restart)
 	 * (2026-12-05, 2557282) a message waited for the whole roll (14.7-15.7
 	 * s).  Margins: a loaded machine, and the sanitizer build's hosts are
 	 * several times slower (operating.md, "Rolling restart of the worker
-	 * hosts"). */
+	 * hosts").  Measured 2.6-5.0 s alone and 4.9 s in a whole suite run;
+	 * one whole clean-clone run (2026-12-05, 85dfccc) had a step whose
+	 * group took four join rounds to settle (10.2 s: a follower's late
+	 * SyncGroup starts another round) and a row waited 9.6 s.  The bound
+	 * is below the roll itself (20-42 s with the runbook's waits), so a
+	 * consumer that pauses for the whole roll still fails it. */
 	ck_assert_msg(relay_max < (h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL) ? 15 : 5),
 		"a row waited %.1f s to be published", relay_max);
-	ck_assert_msg(consume_max < (h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL) ? 15 : 8),
+	ck_assert_msg(consume_max < (h_env_opt("PIN_HOST_ASAN_OPTIONS", NULL) ? 20 : 12),
 		"a row waited %.1f s to be consumed during the roll", consume_max);
 }
 END_TEST
