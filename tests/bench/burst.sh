@@ -103,6 +103,20 @@ b_bu_clean() {
 
 b_bu_id() { echo "'$1' || lpad(i::text, 12, '0')"; }
 
+# b_bu_row FIGURE RATE UNIT ANCHOR RAW GOT WANT P50_S P99_S: the row of one
+# channel (e-mail, SMS), judged: p99 under 60 s (60.00 is the timeout's
+# value for a channel that never completed), all WANT delivered, at least
+# 0.50 of the raw sender's rate
+b_bu_row() {
+	local ok=true ratio
+	ratio=$(b_div "$2" "$5")
+	b_ge 60 "$9" && (($6 == $7)) && b_ge "$ratio" 0.5 || ok=false
+	[[ $9 == 60.00 ]] && ok=false
+	b_row burst "$1" "$2" "$3" "$4" "${5:-0}" "$ratio" "p99<60s, all, >=0.50 of raw" "$ok" \
+		"$(awk -v v="$8" 'BEGIN { printf "%.0f", v * 1000 }')" \
+		"$(awk -v v="$9" 'BEGIN { printf "%.0f", v * 1000 }')"
+}
+
 bench_burst() {
 	local n=${PIN_BENCH_BURST_N:-20000} subs=${PIN_BENCH_BURST_SUBS:-100}
 	local lead=${PIN_BENCH_BURST_LEAD:-15} tmo=${PIN_BENCH_BURST_TIMEOUT:-$((900 + ${PIN_BENCH_BURST_N:-20000} / 20))}
@@ -296,22 +310,12 @@ bench_burst() {
 	rs_cpu=$(awk -v a="$c_sms0" -v b="$c_sms1" 'BEGIN { printf "%.1f", b - a }')
 	say "burst: raw SMTP $raw_e/s (${re_s} s, server CPU $re_cpu s), raw SMS $raw_s/s (${rs_s} s, sink CPU $rs_cpu s)"
 
-	ok=true
-	b_ge 60 "$e_p99" && ((e_n == 2 * n)) && b_ge "$(b_div "$e_rate" "$raw_e")" 0.5 || ok=false
-	[[ $e_p99 == 60.00 ]] && ok=false
-	b_row burst "e-mail, $n appointments due at once: $e_n of $((2 * n)) in the Maildir, max ${e_max} s, p99 ${e_pp} s after the reminder pass (+${pass} s; fan-out done +${fan} s), server CPU ${cr_smtp} s in ${span} s" \
+	b_bu_row "e-mail, $n appointments due at once: $e_n of $((2 * n)) in the Maildir, max ${e_max} s, p99 ${e_pp} s after the reminder pass (+${pass} s; fan-out done +${fan} s), server CPU ${cr_smtp} s in ${span} s" \
 		"$e_rate" "e-mails/s" "raw SMTP sender, $senders conn., server CPU ${re_cpu} s in ${re_s} s" \
-		"${raw_e:-0}" "$(b_div "$e_rate" "$raw_e")" "p99<60s, all, >=0.50 of raw" "$ok" \
-		"$(awk -v v="$e_p50" 'BEGIN { printf "%.0f", v * 1000 }')" \
-		"$(awk -v v="$e_p99" 'BEGIN { printf "%.0f", v * 1000 }')"
-	ok=true
-	b_ge 60 "$s_p99" && ((s_n == 2 * n)) && b_ge "$(b_div "$s_rate" "$raw_s")" 0.5 || ok=false
-	[[ $s_p99 == 60.00 ]] && ok=false
-	b_row burst "SMS, $n appointments due at once: $s_n of $((2 * n)) at the sink, max ${s_max} s, p99 ${s_pp} s after the pass, sink CPU ${cr_sms} s in ${span} s" \
+		"$raw_e" "$e_n" $((2 * n)) "$e_p50" "$e_p99"
+	b_bu_row "SMS, $n appointments due at once: $s_n of $((2 * n)) at the sink, max ${s_max} s, p99 ${s_pp} s after the pass, sink CPU ${cr_sms} s in ${span} s" \
 		"$s_rate" "SMS/s" "raw HTTP sender, $senders conn., sink CPU ${rs_cpu} s in ${rs_s} s" \
-		"${raw_s:-0}" "$(b_div "$s_rate" "$raw_s")" "p99<60s, all, >=0.50 of raw" "$ok" \
-		"$(awk -v v="$s_p50" 'BEGIN { printf "%.0f", v * 1000 }')" \
-		"$(awk -v v="$s_p99" 'BEGIN { printf "%.0f", v * 1000 }')"
+		"$raw_s" "$s_n" $((2 * n)) "$s_p50" "$s_p99"
 	ok=true
 	got=${ready#connected }
 	got=${got%% *}
