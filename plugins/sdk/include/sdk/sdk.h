@@ -20,6 +20,7 @@
 #include "sdk/jtext.h"
 #include "sdk/topics.h"
 #include "sdk/replica.h"
+#include "sdk/ical.h"
 #include "sdk/colmap.h"
 
 #endif
