@@ -22,11 +22,10 @@
 # Targets (issue 31 item 3): a consumer reaches >= 0.7 of its serial limit,
 # 1 / (1/raw consumer + 1/its statements): the raw librdkafka consumer on the
 # same topic and one pgbench client running the handler's own statements in
-# batches of consumer_batch_set_max (500) messages (identity.sql).  The
-# absolute rates are printed, never judged.  CRM booking-created and the
-# notify fan-out have no statement anchor yet (their handlers send 6-12
-# statements per batch, built from several files): their rows show the ratio
-# to the raw consumer only, with no target.
+# batches of consumer_batch_set_max (500) messages (identity.sql, crm.sql).
+# The absolute rates are printed, never judged.  The notify fan-out has no
+# statement anchor yet (its batch sends statements built in several files):
+# its row shows the ratio to the raw consumer only, with no target.
 
 BC_TOOL() { echo "$BUILD/tools/pin-benchconsume"; }
 
@@ -142,10 +141,16 @@ b_consumers_clean_once() {
 		  'b1000000-0000-0000-0000-000000000000' AND 'b1000000-ffff-ffff-ffff-ffffffffffff'
 		  OR message_id BETWEEN
 		  'b3000000-0000-0000-0000-000000000000' AND 'b3000000-ffff-ffff-ffff-ffffffffffff');
+		-- and the statement anchors' (crm.sql: bookings 8018-, messages b2f00000-)
+		DELETE FROM calendar.inbox WHERE consumer_group = 'calendar-crm-booking-events' AND message_id
+		  BETWEEN 'b2f00000-0000-0000-0000-000000000000' AND 'b2f00000-ffff-ffff-ffff-ffffffffffff';
 		DELETE FROM calendar.event_reminders WHERE calendar_event_id IN (SELECT id FROM
-		  calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%');
-		DELETE FROM calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%';
-		DELETE FROM calendar.booking_deadline_links WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%';
+		  calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%'
+		    OR booking_id::text LIKE 'b0000000-0000-4000-8018-%');
+		DELETE FROM calendar.calendar_events WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%'
+		  OR booking_id::text LIKE 'b0000000-0000-4000-8018-%';
+		DELETE FROM calendar.booking_deadline_links WHERE booking_id::text LIKE 'b0000000-0000-4000-8008-%'
+		  OR booking_id::text LIKE 'b0000000-0000-4000-8018-%';
 		DELETE FROM notifications.notifications WHERE source_message_id BETWEEN
 		  'b3000000-0000-0000-0000-000000000000' AND 'b3000000-ffff-ffff-ffff-ffffffffffff';
 		DELETE FROM notifications.subject_final_states WHERE subject_id::text LIKE 'b0000000-0000-4000-800a-%';
@@ -159,7 +164,8 @@ b_consumers_clean_once() {
 	# a row the relay publishes after this clean-up goes at the next one), with
 	# notify's dedup rows of them
 	b_drop_published "topic = 'pin.calendar.event-created.v1'
-		AND envelope->'payload'->>'bookingId' LIKE 'b0000000-0000-4000-8008-%'"
+		AND (envelope->'payload'->>'bookingId' LIKE 'b0000000-0000-4000-8008-%'
+		  OR envelope->'payload'->>'bookingId' LIKE 'b0000000-0000-4000-8018-%')"
 }
 
 # b_consumer_row SCENARIO FIGURE RATE RAW [STATEMENTS]: against the raw
@@ -179,13 +185,23 @@ b_consumer_row() {
 		"$limit" "$ratio" ">=0.70" "$ok"
 }
 
-# b_identity_anchor RUN: one pgbench client running the identity handler's
-# statements in batches of 500 (identity.sql); sets C_STMT (msgs/s)
-b_identity_anchor() {
-	local b=500
-	PIN_BENCH_PG_CLIENTS=1 b_pgbench "$BENCH_DIR/identity.sql" -j 1 -D n=0 -D b=$b -D run="$1"
-	C_STMT=$(awk -v t="$P_TPS_X" -v b=$b 'BEGIN { printf "%.0f", t * b }')
-	say "identity: the handler's statements alone (1 client, batches of $b): $C_STMT msgs/s"
+# b_stmt_anchor NAME SCRIPT [-D k=v ...]: one pgbench client running a
+# handler's statements in batches of 500 (SCRIPT, -M prepared, -r); sets
+# C_STMT (msgs/s) = 500 / the summed mean latencies of the statements from
+# BEGIN to END -- the script's first, generating SELECT (the handler's C
+# work, done in SQL here) is left out
+b_stmt_anchor() {
+	local name=$1 script=$2 b=500 out
+	shift 2
+	out=$("$PGBIN/pgbench" -n -r -M prepared -c 1 -j 1 -T "$(b_secs)" -f "$BENCH_DIR/$script" \
+		-D n=0 -D b=$b "$@" "$PG_DSN" 2>&1) || die "$name: pgbench failed: $out"
+	C_STMT=$(awk -v b=$b '/statement latencies/ { on = 1; next }
+		on && $3 == "BEGIN;" { in_tx = 1 }
+		on && in_tx { ms += $1 }
+		on && in_tx && $3 == "END;" { in_tx = 0 }
+		END { if (ms > 0) printf "%.0f", b * 1000 / ms }' <<<"$out")
+	[[ -n $C_STMT ]] || die "$name: no statement latencies from pgbench: $out"
+	say "$name: the handler's statements alone (1 client, batches of $b, BEGIN..END): $C_STMT msgs/s"
 }
 
 bench_consumers() {
@@ -211,7 +227,7 @@ bench_consumers() {
 	have=$(b_psql -tA -c "SELECT count(*) FROM calendar.user_replicas
 		WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%'")
 	((have == n)) || die "identity: $have user replicas, want $n"
-	b_identity_anchor "$run"
+	b_stmt_anchor identity identity.sql -D run="$run"
 	b_consumer_row consumers "identity ($n users upserted)" "$C_RATE" "$C_RAW" "$C_STMT"
 	fi
 	if [[ $which == *" crm "* ]]; then
@@ -224,7 +240,9 @@ bench_consumers() {
 		JOIN calendar.calendar_events e ON e.id = l.calendar_event_id
 		WHERE l.booking_id::text LIKE 'b0000000-0000-4000-8008-%' AND l.status = 'Open'")
 	((have == n)) || die "crm booking: $have Open deadlines, want $n"
-	b_consumer_row consumers "CRM booking-created ($n deadlines)" "$C_RATE" "$C_RAW"
+	b_stmt_anchor "crm booking" crm.sql -D run="$run" -D tenant="$B_T" \
+		-D prefix="Оплата резерва до " -D tz=Europe/Moscow -D offs="{30}"
+	b_consumer_row consumers "CRM booking-created ($n deadlines)" "$C_RATE" "$C_RAW" "$C_STMT"
 	fi
 	if [[ $which == *" notify "* ]]; then
 

@@ -4,8 +4,8 @@
 -- fresh messages of :b distinct users -- the claim of the messageIds in the
 -- inbox, one upsert of the run -- as the handler sends them.  What the handler
 -- computes in C (the ids, the JSON of the run) the first, table-free SELECT
--- computes: one extra round trip the handler does not make, so the anchor is
--- slightly conservative.  Needs -D n=0 -D b=<batch> -D run=<4 hex digits>:
+-- computes; consumers.sh times the statements from BEGIN to END only
+-- (pgbench -r).  Needs -D n=0 -D b=<batch> -D run=<4 hex digits>:
 -- client c, transaction n upserts users b0000000-0000-4000-8016-<c,n,i>.
 -- Both statements are built at run time from the group's inbox table and the
 -- replica's column list (host/worker/consumer_group.c claim_sql,
