@@ -353,6 +353,13 @@ int slot_h_time_off_patch(struct pin_req *r, void *ud)
 		goto out;
 	of = pc_col_us(old, 0, C_FROM);
 	ot = pc_col_us(old, 0, C_TO);
+	if (!in.has_from && !in.has_to && !in.has_note) {
+		/* {} changes nothing and keeps the version (as an event's PATCH) */
+		body = answer(old, &fx);
+		rc = commit_answer(r, &idem, &in_tx, 200, &body, NULL,
+				PQgetvalue(old, 0, C_VERSION));
+		goto out;
+	}
 	if (!in.has_from)
 		in.from = of;
 	if (!in.has_to)

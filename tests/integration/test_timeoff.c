@@ -308,6 +308,10 @@ START_TEST(shorten_delete_do_not_resurrect)
 	ck_assert_int_eq(json_object_get_int(h_jget(r->json, "archivedSlots")), 0);
 	ck_assert_str_eq(slot_status(s[1]), "Archived");
 	ck_assert_str_eq(slot_reason(s[1]), "time_off");
+	/* {} changes nothing, not even the version */
+	r = h_request("PATCH", loc, a.token, "{}");
+	ck_assert_msg(r->status == 200, "{}: %ld %s", r->status, r->body);
+	ck_assert_int_eq(json_object_get_int(h_jget(h_jget(r->json, "timeOff"), "version")), 2);
 	/* the stale version is refused */
 	r = h_request("PATCH", loc, a.token, "{\"note\":\"x\"}", "If-Match: \"1\"");
 	h_assert_problem(r, 409, "VERSION_CONFLICT");
