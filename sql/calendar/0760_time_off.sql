@@ -32,6 +32,8 @@ CREATE TABLE calendar.time_off (
 		tstzrange(start_at, end_at) WITH &&
 	)
 );
+-- housekeeping deletes absences that ended housekeeping.slot_days ago
+CREATE INDEX ix_time_off_end ON calendar.time_off (end_at);
 
 -- Why a slot is Archived, when a reader should know: 'time_off' (archived by
 -- an absence of its agent).  NULL for every other archive (the agent's own,

@@ -456,6 +456,28 @@ START_TEST(idempotency_and_scope)
 }
 END_TEST
 
+/* ----------------------------------------------------------- retention */
+
+/* The housekeeping job deletes absences that ended more than
+ * housekeeping.slot_days (180) ago, notes with them; a recent one stays. */
+START_TEST(housekeeping_deletes_old_absences)
+{
+	const char *owner = h_uuid(), *old_id = h_uuid(), *new_id = h_uuid();
+	const char *ins = "INSERT INTO calendar.time_off (id, tenant_id, owner_user_id,"
+		" start_at, end_at, note, created_at, updated_at) VALUES ($1, gen_random_uuid(),"
+		" $2, now() - make_interval(days => $3::int + 1),"
+		" now() - make_interval(days => $3::int), 'old note', now(), now())";
+
+	h_sql(ins, old_id, owner, "181");
+	h_sql(ins, new_id, owner, "170");
+	ck_assert_int_eq(h_run_worker_once(0), 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.time_off WHERE id = $1",
+		old_id), 0);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.time_off WHERE id = $1",
+		new_id), 1);
+}
+END_TEST
+
 Suite *make_timeoff_suite(void)
 {
 	Suite *s = suite_create("timeoff");
@@ -467,6 +489,7 @@ Suite *make_timeoff_suite(void)
 	tcase_add_test(tc, shorten_delete_do_not_resurrect);
 	tcase_add_test(tc, refusals_write_nothing);
 	tcase_add_test(tc, idempotency_and_scope);
+	tcase_add_test(tc, housekeeping_deletes_old_absences);
 	suite_add_tcase(s, tc);
 	return s;
 }
