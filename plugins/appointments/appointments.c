@@ -38,6 +38,8 @@ static const struct apt_problem {
 		"the appointment has not started yet" },
 	{ CD_APT_E_AGENT_UNAVAILABLE, 409, "AGENT_UNAVAILABLE",
 		"the agent no longer takes appointments" },
+	{ CD_APT_E_TIME_OFF, 409, "AGENT_TIME_OFF",
+		"the agent is away at this time (time off); choose another slot" },
 };
 
 int apt_fail(struct pin_req *r, int rc, struct pc_errs *e)

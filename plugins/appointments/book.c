@@ -70,7 +70,8 @@ static int op_reschedule(struct apt_write *w, const PGresult *old, int64_t now_u
 {
 	const struct resched *c = w->ctx;
 	struct cd_apt_book_req b;
-	struct cd_apt_end end = { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1, NULL };
+	struct cd_apt_end end = { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1,
+		NULL, NULL };
 	const char *status = PQgetvalue(old, 0, CD_APT_C_STATUS), *new_id;
 	long long cutoff_min = atoll(PQgetvalue(old, 0, CD_APT_C_CUTOFF));
 	int rc;

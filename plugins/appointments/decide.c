@@ -85,7 +85,7 @@ static void read_agent_end(json_object *body, void *ctx, struct pc_errs *e)
 static int agent_end(struct pin_req *r, const char *status, const char *reason)
 {
 	static const char *const allowed[] = { "reason", "releaseSlot", NULL };
-	struct cd_apt_end x = { status, "Agent", reason, NULL, 0, NULL };
+	struct cd_apt_end x = { status, "Agent", reason, NULL, 0, NULL, NULL };
 	struct apt_write w;
 
 	agent_scope(r, &w);
@@ -110,7 +110,8 @@ int apt_h_investor_cancel(struct pin_req *r, void *ud)
 {
 	static const char *const allowed[] = { "reason", NULL };
 	const struct pin_principal *me = pc_api->req_principal(r);
-	struct cd_apt_end x = { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1, NULL };
+	struct cd_apt_end x = { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1,
+		NULL, NULL };
 	struct apt_write w;
 
 	(void)ud;

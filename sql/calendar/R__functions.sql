@@ -90,7 +90,8 @@ CREATE OR REPLACE TRIGGER tr_event_reminders_terminal_guard
  * the zone's offsets of the day before and the day after (and the plain conversion):
  * the readings that convert back to the same local time are its real instants.  None
  * -> 'dst_gap'; several -> the earliest (first occurrence).
- * Then, in UTC order: StartAt < p_now + p_lead_min -> 'lead_time'; overlaps an active
+ * Then, in UTC order: StartAt < p_now + p_lead_min -> 'lead_time'; overlaps an absence
+ * of p_owner (calendar.time_off, issue 32) -> 'time_off'; overlaps an active
  * slot of p_owner -> 'overlap'; overlaps a slot kept earlier in this batch -> 'overlap'
  * (greedy; happens with overlapping windows or a duration spanning a spring gap).
  * reason IS NULL -> the slot is created.  Returns every candidate, ordered by start.
@@ -140,7 +141,16 @@ DECLARE
 	a_pre text[];
 	intra boolean;
 	idx int;
+	has_off boolean;
 BEGIN
+	-- an absence near the batch's span (issue 32): only then is each
+	-- candidate probed for one (a publish without absences pays one probe)
+	SELECT EXISTS (SELECT 1 FROM calendar.time_off t
+	                WHERE t.owner_user_id = p_owner
+	                  AND tstzrange(t.start_at, t.end_at) &&
+	                      tstzrange((p_from - 2)::timestamp AT TIME ZONE 'UTC',
+	                                (p_to + 3)::timestamp AT TIME ZONE 'UTC'))
+	  INTO has_off;
 	WITH ex AS MATERIALIZED (
 		-- every candidate lies in [from 00:00 - 14 h, to + 1 day + 14 h]
 		-- (UTC offsets are within -12 .. +14 h): two days of margin
@@ -195,7 +205,11 @@ BEGIN
 		SELECT v.l_date, v.l_ts, v.widx, v.s_at, v.s_at + dur AS e_at,
 		       coalesce(v.s_at, v.l_ts AT TIME ZONE p_tz) AS k,
 		       CASE WHEN v.s_at IS NULL THEN 'dst_gap'
-		            WHEN v.s_at < lead_at THEN 'lead_time' END AS pre0,
+		            WHEN v.s_at < lead_at THEN 'lead_time'
+		            WHEN has_off AND EXISTS (SELECT 1 FROM calendar.time_off t
+		                   WHERE t.owner_user_id = p_owner
+		                     AND tstzrange(t.start_at, t.end_at) &&
+		                         tstzrange(v.s_at, v.s_at + dur)) THEN 'time_off' END AS pre0,
 		       false AS ex
 		  FROM conv v
 		UNION ALL

@@ -39,7 +39,11 @@ SELECT count(*) FROM calendar.appointments WHERE investor_user_id = :inv::uuid
 -- stmt: apt_slot_get plugins/caldomain/appointment.c
 SELECT s.status, s.owner_user_id, s.kind, calendar.us(s.start_at),
        NOT EXISTS (SELECT 1 FROM calendar.user_replicas u
-                   WHERE u.user_id = s.owner_user_id AND u.status <> 'Active') AS owner_active
+                   WHERE u.user_id = s.owner_user_id AND u.status <> 'Active') AS owner_active,
+       EXISTS (SELECT 1 FROM calendar.time_off t
+               WHERE t.owner_user_id = s.owner_user_id
+                 AND tstzrange(t.start_at, t.end_at) && tstzrange(s.start_at, s.end_at))
+         AS in_time_off
 FROM calendar.availability_slots s WHERE s.id = :slot::uuid \gset s_
 
 -- stmt: apt_antispam plugins/caldomain/appointment.c

@@ -26,6 +26,7 @@ static const struct {
 	{ "kafka", make_kafka_suite },
 	{ "calendar", make_calendar_suite },
 	{ "slots", make_slots_suite },
+	{ "timeoff", make_timeoff_suite },
 	{ "appointments", make_appointments_suite },
 	{ "notify", make_notify_suite },
 	{ "crm", make_crm_suite },

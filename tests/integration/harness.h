@@ -54,6 +54,7 @@ Suite *make_http_suite(void);
 Suite *make_kafka_suite(void);
 Suite *make_calendar_suite(void);
 Suite *make_slots_suite(void);
+Suite *make_timeoff_suite(void);
 Suite *make_appointments_suite(void);
 Suite *make_notify_suite(void);
 Suite *make_crm_suite(void);

@@ -44,6 +44,7 @@
 #define CD_APT_E_DEADLINE          -50   /* 409 INVALID_STATUS_TRANSITION (deadline passed) */
 #define CD_APT_E_STARTED           -51   /* 409 INVALID_STATUS_TRANSITION (already started) */
 #define CD_APT_E_AGENT_UNAVAILABLE -52   /* 409 AGENT_UNAVAILABLE (replica not Active) */
+#define CD_APT_E_TIME_OFF          -53   /* 409 AGENT_TIME_OFF (the slot is inside an absence) */
 
 /*
  * Columns of an appointment row:  SELECT CD_APT_COLS FROM calendar.appointments a
@@ -134,6 +135,8 @@ struct cd_apt_end {
 	const char *cancel_reason;   /* free text (Internal) or NULL */
 	int release_slot;            /* 1: Booked -> Available when StartAt >= now + 60 min */
 	const char *rescheduled_to;  /* new appointment id (reschedule) or NULL */
+	const char *slot_archive_reason; /* the slot's archive_reason when it is
+	                                    archived ("time_off"), or NULL */
 };
 
 /*
@@ -170,5 +173,20 @@ int cd_apt_expire_batch(int64_t now_us, int batch);
  * 0 with *declined, PIN_ERR_DB.
  */
 int cd_apt_decline_unavailable(const char *agent_user_id, int64_t now_us, int *declined);
+
+/*
+ * An absence of the agent (issue 32, plugins/slots/timeoff.c): every Pending
+ * appointment of agent_user_id overlapping [from, to) (timestamptz text
+ * params; locked in id order) -> Declined by the agent with reason
+ * DeclinedByAgent, the agent's own decline (cd_apt_end: event Cancelled,
+ * reminders Skipped, event-status-changed, appointment-cancelled, so the
+ * investor is notified as after a decline); the slot is Archived with
+ * archive_reason 'time_off', never released.  No CancelReason: the absence's
+ * note is the agent's own text and stays out of the messages.  Confirmed
+ * appointments are not touched.  Runs in the caller's transaction.
+ * 0 with *ids (arena array of *n appointment ids), PIN_ERR_DB.
+ */
+int cd_apt_decline_time_off(const char *agent_user_id, const char *from, const char *to,
+		int64_t now_us, const char ***ids, int *n);
 
 #endif
