@@ -53,10 +53,6 @@ int slot_rule_per_window(int from_min, int to_min, int duration, int gap);
 #define SLOT_TIME_OFF_AHEAD_DAYS 731    /* from <= now + 731 days */
 #define SLOT_TIME_OFF_NOTE_MAX   500
 
-/* [a0, a1) and [b0, b1) share an instant: half-open, so spans that only
- * touch (a1 == b0) do not overlap, and an empty span overlaps nothing. */
-int slot_spans_overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1);
-
 /* An absence [from, to) (epoch us) at now: to > from, at most 366 days,
  * from at most 731 days ahead, and when creating, to in the future.  NULL
  * when fine, else a message; *field names the field ("from" / "to"). */

@@ -1,16 +1,12 @@
 /* timeoff_rules.c -- pure rules of an agent's absence (issue 32 item 4): no
- * host, no database (tests/unit/test_slots_rules.c).  The same half-open
- * overlap is what the SQL of timeoff.c, calendar.slot_plan and the booking
- * check ask of tstzrange(..) && tstzrange(..). */
+ * host, no database (tests/unit/test_slots_rules.c).  Which slots and
+ * appointments an absence touches is the SQL's half-open overlap
+ * (tstzrange(..) && tstzrange(..) in timeoff.c, calendar.slot_plan and the
+ * booking check): a slot that only touches the absence is left alone. */
 #include "config.h"
 #include "slots.h"
 
 #define DAY_US (86400LL * 1000000)
-
-int slot_spans_overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1)
-{
-	return a0 < b1 && b0 < a1 && a0 < a1 && b0 < b1;
-}
 
 const char *slot_rule_time_off(int64_t from, int64_t to, int64_t now, int creating,
 		const char **field)

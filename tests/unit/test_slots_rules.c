@@ -88,22 +88,6 @@ END_TEST
 #define H_US (3600LL * 1000000)
 #define D_US (24 * H_US)
 
-/* Half-open spans: touching is not overlapping (an absence ending at 10:00
- * leaves a 10:00 slot alone), one instant in common is. */
-START_TEST(time_off_overlap)
-{
-	ck_assert_int_eq(slot_spans_overlap(0, 10, 5, 15), 1);
-	ck_assert_int_eq(slot_spans_overlap(5, 15, 0, 10), 1);
-	ck_assert_int_eq(slot_spans_overlap(0, 10, 2, 3), 1);      /* inside */
-	ck_assert_int_eq(slot_spans_overlap(2, 3, 0, 10), 1);      /* around */
-	ck_assert_int_eq(slot_spans_overlap(0, 10, 10, 20), 0);    /* touching after */
-	ck_assert_int_eq(slot_spans_overlap(10, 20, 0, 10), 0);    /* touching before */
-	ck_assert_int_eq(slot_spans_overlap(0, 10, 9, 10), 1);     /* the last instant */
-	ck_assert_int_eq(slot_spans_overlap(0, 10, 20, 30), 0);
-	ck_assert_int_eq(slot_spans_overlap(0, 10, 5, 5), 0);      /* empty */
-}
-END_TEST
-
 START_TEST(time_off_span_rule)
 {
 	int64_t now = 1800000000LL * 1000000;
@@ -156,7 +140,6 @@ Suite *make_slots_rules_suite(void)
 	tcase_add_test(tc, dates);
 	tcase_add_test(tc, date_rules);
 	tcase_add_test(tc, windows);
-	tcase_add_test(tc, time_off_overlap);
 	tcase_add_test(tc, time_off_span_rule);
 	tcase_add_test(tc, time_off_widens);
 	suite_add_tcase(s, tc);
