@@ -157,14 +157,15 @@ static int calendar_method(const char *cal, char *out, size_t len)
 
 /* The invitation's body parts (see the head of this file) under the
  * message's headers; boundaries from the notification id (RFC 2045 5.1:
- * "=_" never occurs in base64). */
+ * "=_" never occurs in base64), the Content-Type lines folded so that no
+ * line passes 78 characters. */
 static void put_invitation(FILE *f, const struct ntf_message *m, const char *method)
 {
-	fprintf(f, "Content-Type: multipart/mixed; boundary=\"=_pin-m-%s\"\r\n"
+	fprintf(f, "Content-Type: multipart/mixed;\r\n boundary=\"=_pin-m-%s\"\r\n"
 		"Auto-Submitted: auto-generated\r\n"
 		"\r\n"
 		"--=_pin-m-%s\r\n"
-		"Content-Type: multipart/alternative; boundary=\"=_pin-a-%s\"\r\n"
+		"Content-Type: multipart/alternative;\r\n boundary=\"=_pin-a-%s\"\r\n"
 		"\r\n"
 		"--=_pin-a-%s\r\n"
 		"Content-Type: text/plain; charset=utf-8\r\n"
