@@ -392,6 +392,40 @@ START_TEST(no_organizer_address_plain_email)
 }
 END_TEST
 
+/* The investor's erasure (identity status Deleted) drops the invitation
+ * from the agent's row too: it names the investor (ATTENDEE, CN). */
+START_TEST(erasure_drops_the_invitation)
+{
+	struct h_agent a = h_agent_new(NULL, "calendar.events.view");
+	char *inv = h_uuid(), *tok = h_token("investor", inv, NULL);
+	char *inv_mail = h_sprintf("inv-%s@example.com", inv);
+	char **slots = publish(&a, 1, 8);
+	const char *q = "SELECT count(*) FROM notifications.notifications WHERE "
+		"recipient_user_id = $1::uuid AND channel = 'Email' AND subject_id = $2::uuid "
+		"AND calendar IS NOT NULL";
+	struct h_resp *r;
+	char *apt;
+
+	contact(a.id, h_sprintf("agent-%s@example.com", a.id), "ru", "Иван Агентов");
+	contact(inv, inv_mail, "en", "Anna Investor");
+	r = h_post(PUB, tok, h_sprintf("{\"slotId\":\"%s\"}", slots[0]));
+	ck_assert_msg(r->status == 201, "book: %ld %s", r->status, r->body);
+	apt = h_strdup(h_jstr(r->json, "id"));
+	(void)mail_of(a.id, "AppointmentCreated", apt);
+	ck_assert_int_eq(h_sql_int(q, a.id, apt), 1);
+	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", inv, h_sprintf(
+		"{\"messageId\":\"%s\",\"eventType\":\"pin.identity.user-deleted\","
+		"\"contractVersion\":1,\"createdAt\":\"2026-12-01T10:00:00Z\","
+		"\"aggregateType\":\"User\",\"aggregateId\":\"%s\",\"correlationId\":null,"
+		"\"payload\":{\"userId\":\"%s\",\"status\":\"Deleted\"}}", h_new_mid(), inv, inv)),
+		0);
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int(q, a.id, apt) == 0, WAIT_MS),
+		"the agent's row still has the investor's invitation");
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM notifications.notifications "
+		"WHERE strpos(replace(calendar, E'\\r\\n ', ''), $1) > 0", inv_mail), 0);
+}
+END_TEST
+
 Suite *make_imip_suite(void)
 {
 	Suite *s = suite_create("imip");
@@ -400,6 +434,7 @@ Suite *make_imip_suite(void)
 	tcase_add_test(tc, invitations_follow_the_appointment);
 	tcase_add_test(tc, decline_cancels_the_investors_entry);
 	tcase_add_test(tc, no_organizer_address_plain_email);
+	tcase_add_test(tc, erasure_drops_the_invitation);
 	suite_add_tcase(s, tc);
 	return s;
 }
