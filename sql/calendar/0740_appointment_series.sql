@@ -20,11 +20,16 @@ ALTER TABLE calendar.appointments
 	ADD COLUMN original_appointment_id uuid,
 	ADD COLUMN reschedule_count int NOT NULL DEFAULT 0;
 
--- The rows already there: walk each chain from its first appointment.
+-- The rows already there: the chains that exist, walked from their first
+-- appointment (one that was rescheduled and is no reschedule itself).  Only
+-- the later members of a chain are written; a first booking keeps NULL,
+-- which reads as its own id, and reschedule_count 0 -- so the migration
+-- rewrites the reschedules only, not the table.
 WITH RECURSIVE chain (id, original_id, n) AS (
 	SELECT a.id, a.id, 0
 	  FROM calendar.appointments a
 	 WHERE a.rescheduled_from_appointment_id IS NULL
+	   AND a.rescheduled_to_appointment_id IS NOT NULL
 	UNION ALL
 	SELECT a.id, c.original_id, c.n + 1
 	  FROM calendar.appointments a
@@ -33,4 +38,4 @@ WITH RECURSIVE chain (id, original_id, n) AS (
 UPDATE calendar.appointments a
    SET original_appointment_id = c.original_id, reschedule_count = c.n
   FROM chain c
- WHERE a.id = c.id;
+ WHERE a.id = c.id AND c.n > 0;
