@@ -100,7 +100,8 @@ json_object *cd_apt_json(const PGresult *res, int row)
 
 /* The fields every appointment-* contract starts with (events.md):
  * AppointmentId, TenantId, EventId, AgentUserId, InvestorUserId, Kind,
- * StartAt, and with_span: EndAt, TimeZone. */
+ * StartAt, and with_span: EndAt, TimeZone; then OriginalAppointmentId and
+ * RescheduleCount (the reschedule chain, issue 32). */
 static json_object *payload_head(const PGresult *res, int row, int with_span)
 {
 	json_object *o = json_object_new_object();
@@ -116,6 +117,9 @@ static json_object *payload_head(const PGresult *res, int row, int with_span)
 		pc_json_col_time(o, "endAt", res, row, CD_APT_C_END);
 		pc_json_col(o, "timeZone", res, row, CD_APT_C_TZ);
 	}
+	/* the reschedule chain (issue 32: the invitation's UID and SEQUENCE) */
+	pc_json_col(o, "originalAppointmentId", res, row, CD_APT_C_ORIGINAL);
+	pc_json_col_int(o, "rescheduleCount", res, row, CD_APT_C_RESCHEDULES);
 	return o;
 }
 
@@ -421,9 +425,14 @@ static int insert_appointment(const struct cd_apt_book_req *b, const PGresult *s
 		"  agent_user_id, investor_user_id, kind, start_at, end_at, time_zone, status, "
 		"  auto_confirmed, comment, project_id, property_object_id, consultation_request_id, "
 		"  confirm_deadline_at, rescheduled_from_appointment_id, decided_at, created_at, "
-		"  updated_at, version) "
+		"  updated_at, version, original_appointment_id, reschedule_count) "
 		"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::boolean, $13, $14, $15, "
-		"  $16, $17, $18, $19::timestamptz, $20::timestamptz, $20::timestamptz, 1) "
+		"  $16, $17, $18, $19::timestamptz, $20::timestamptz, $20::timestamptz, 1, "
+		/* a reschedule continues the old one's chain (0740) */
+		"  coalesce((SELECT coalesce(o.original_appointment_id, o.id) "
+		"    FROM calendar.appointments o WHERE o.id = $18::uuid), $1::uuid), "
+		"  coalesce((SELECT o.reschedule_count + 1 "
+		"    FROM calendar.appointments o WHERE o.id = $18::uuid), 0)) "
 		"RETURNING " CD_APT_COLS, 20, p);
 	if (*row && PQresultStatus(*row) == PGRES_FATAL_ERROR &&
 			strcmp(pc_api->db_sqlstate(*row), "23505") == 0 &&

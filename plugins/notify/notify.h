@@ -56,4 +56,26 @@ char *ntf_render(const char *tmpl, const struct ntf_var *vars, size_t n);
 /* Offset in minutes as text for locale ("1 дн.", "2 h"...) into buf. */
 void ntf_offset_text(int minutes, const char *locale, char *buf, size_t len);
 
+/* invite.c: the iCalendar invitation (RFC 6047 iMIP) of an appointment
+ * e-mail.  Strings borrowed; PII (addresses, names) goes into the text
+ * only. */
+struct ntf_invite {
+	const char *appointment_id;     /* the appointment the message is about */
+	const char *original_id;        /* the first of its reschedule chain, or NULL */
+	int reschedules;                /* rescheduleCount */
+	const char *status;             /* Pending | Confirmed | Cancelled | ... */
+	const char *kind;               /* Showing | Consultation */
+	int64_t start_us, end_us, stamp_us;
+	int for_agent;                  /* the recipient is the agent */
+	const char *locale;             /* the template's (SUMMARY's language) */
+	const char *agent_email, *agent_name;           /* ORGANIZER */
+	const char *investor_email, *investor_name;     /* ATTENDEE */
+	const char *description;        /* the e-mail's text */
+};
+
+/* The VCALENDAR text (METHOD REQUEST or CANCEL; arena), or NULL when an
+ * address is missing, the span is empty or out of memory: the e-mail then
+ * goes as plain text. */
+const char *ntf_invite_calendar(const struct ntf_invite *iv);
+
 #endif

@@ -58,7 +58,8 @@
 	"a.cancelled_by, a.cancel_reason, a.outcome, a.outcome_note, " \
 	"a.rescheduled_from_appointment_id, a.rescheduled_to_appointment_id, " \
 	"calendar.us(a.decided_at), calendar.us(a.cancelled_at), calendar.us(a.completed_at), " \
-	"calendar.us(a.created_at), calendar.us(a.updated_at), a.version"
+	"calendar.us(a.created_at), calendar.us(a.updated_at), a.version, " \
+	"coalesce(a.original_appointment_id, a.id), a.reschedule_count"
 enum {
 	CD_APT_C_ID, CD_APT_C_TENANT, CD_APT_C_SLOT, CD_APT_C_EVENT, CD_APT_C_AGENT,
 	CD_APT_C_INVESTOR, CD_APT_C_KIND, CD_APT_C_START, CD_APT_C_END, CD_APT_C_TZ,
@@ -67,6 +68,9 @@ enum {
 	CD_APT_C_CANCELLED_BY, CD_APT_C_CANCEL_REASON, CD_APT_C_OUTCOME, CD_APT_C_OUTCOME_NOTE,
 	CD_APT_C_FROM, CD_APT_C_TO, CD_APT_C_DECIDED, CD_APT_C_CANCELLED, CD_APT_C_COMPLETED,
 	CD_APT_C_CREATED, CD_APT_C_UPDATED, CD_APT_C_VERSION,
+	/* the first appointment of the reschedule chain (itself for a first
+	 * booking) and the number of reschedules that led here (0740) */
+	CD_APT_C_ORIGINAL, CD_APT_C_RESCHEDULES,
 	/* only in CD_APT_VIEW_SQL rows: */
 	CD_APT_C_SLOT_STATUS, CD_APT_C_EVENT_STATUS, CD_APT_C_CUTOFF, CD_APT_C__N
 };
