@@ -19,7 +19,7 @@
 #include "notify.h"
 
 static struct pc_manage_keys keys;
-static const char *base_url;            /* without a trailing '/'; NULL: off */
+static char base_url[1024];             /* without a trailing '/'; "": off */
 
 int ntf_links_init(char *err, size_t errlen)
 {
@@ -29,7 +29,7 @@ int ntf_links_init(char *err, size_t errlen)
 	size_t n;
 
 	memset(&keys, 0, sizeof keys);
-	base_url = NULL;
+	base_url[0] = '\0';
 	if (!file || !*file || !base || !*base)
 		return 0;
 	if (pc_manage_keys_load(file, &keys, why, sizeof why) < 0) {
@@ -39,8 +39,14 @@ int ntf_links_init(char *err, size_t errlen)
 	n = strlen(base);
 	while (n && base[n - 1] == '/')
 		n--;
-	base_url = strndup(base, n);        /* for the life of the host */
-	return base_url ? 0 : -1;
+	if (n >= sizeof base_url) {
+		snprintf(err, errlen, "notify.public_base_url is longer than %zu bytes",
+				sizeof base_url - 1);
+		return -1;
+	}
+	memcpy(base_url, base, n);
+	base_url[n] = '\0';
+	return 0;
 }
 
 const char *ntf_manage_url(const char *appointment_id, const char *investor_id,
@@ -49,7 +55,7 @@ const char *ntf_manage_url(const char *appointment_id, const char *investor_id,
 	struct pc_manage_claims c;
 	char tok[PC_MANAGE_TOKEN_LEN + 1];
 
-	if (!base_url || keys.n == 0 || !appointment_id || !investor_id)
+	if (!base_url[0] || keys.n == 0 || !appointment_id || !investor_id)
 		return NULL;
 	memset(&c, 0, sizeof c);
 	c.purpose = PC_MANAGE_CANCEL;
