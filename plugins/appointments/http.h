@@ -77,6 +77,13 @@ int apt_h_investor_cancel(struct pin_req *r, void *ud);
  * both end an appointment through it.  0, PC_E_TRANSITION, CD_APT_E_*,
  * PIN_ERR_DB. */
 int apt_end(const PGresult *row, const struct cd_apt_end *x, int64_t now_us);
+/* The investor's reschedule of a locked row to new_slot_id (the same agent
+ * and kind): the rules of the API (states, cutoff), cd_apt_book of the new
+ * slot (its guards, anti-spam, rate limit) and the old one's end with
+ * rescheduled_to.  0 with *new_id (arena), PC_E_TRANSITION, CD_APT_E_*,
+ * PIN_ERR_DB.  The API (book.c) and the manage page (manage.c) use it. */
+int apt_reschedule(const PGresult *old, const char *new_slot_id, int64_t now_us,
+		const char **new_id);
 /* the investor's cancel: the slot goes back to the showcase */
 #define APT_INVESTOR_CANCEL { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1, NULL }
 

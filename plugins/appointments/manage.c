@@ -17,6 +17,13 @@
  *        event-status-changed).  The jti is recorded in the same
  *        transaction (calendar.manage_link_uses): a link works once.
  *
+ * A token of the reschedule purpose shows the agent's free times of the same
+ * kind instead (up to 10, as the showcase offers them); each is a form whose
+ * POST carries ?slot=<id> and moves the appointment through apt_reschedule
+ * (book.c), the API's reschedule: the same guards, anti-spam and rate
+ * limit, the new appointment and its messages, the old one Cancelled with
+ * rescheduledToAppointmentId.
+ *
  * Answers: 200 the page / done; 400 a token that is not ours or was
  * changed; 404 no such appointment (of that investor); 409 the appointment
  * cannot be cancelled any more (final state, cutoff passed); 410 the link
@@ -56,7 +63,9 @@ int apt_manage_init(char *err, size_t errlen)
 enum msg {
 	M_TITLE, M_CONFIRM_HEAD, M_CONFIRM_TEXT, M_BUTTON, M_DONE_HEAD, M_DONE_TEXT,
 	M_BAD, M_EXPIRED, M_USED, M_NOT_FOUND, M_FINAL, M_CUTOFF, M_OFF,
-	M_WHEN, M_STATUS, M__N
+	M_WHEN, M_STATUS,
+	M_MOVE_HEAD, M_MOVE_TEXT, M_MOVE_NONE, M_MOVED_HEAD, M_MOVED_TEXT, M_PICK,
+	M_SLOT_GONE, M_NOT_NOW, M_AGAIN, M__N
 };
 
 static const char *const text[2][M__N] = {
@@ -74,12 +83,23 @@ static const char *const text[2][M__N] = {
 		[M_EXPIRED] = "Срок действия ссылки истёк. Ничего не изменено.",
 		[M_USED] = "Эта ссылка уже использована. Ничего не изменено.",
 		[M_NOT_FOUND] = "Встреча не найдена.",
-		[M_FINAL] = "Эту встречу уже нельзя отменить: она ",
-		[M_CUTOFF] = "До начала встречи осталось слишком мало времени, чтобы отменить "
+		[M_FINAL] = "Эту встречу уже нельзя изменить: она ",
+		[M_CUTOFF] = "До начала встречи осталось слишком мало времени, чтобы изменить "
 			"её по ссылке. Свяжитесь с агентом.",
 		[M_OFF] = "Управление записью по ссылке сейчас недоступно.",
 		[M_WHEN] = "Когда",
 		[M_STATUS] = "Статус",
+		[M_MOVE_HEAD] = "Перенести встречу?",
+		[M_MOVE_TEXT] = "Выберите новое время. Прежнее освободится, агент получит "
+			"уведомление.",
+		[M_MOVE_NONE] = "Сейчас у агента нет другого свободного времени.",
+		[M_MOVED_HEAD] = "Встреча перенесена",
+		[M_MOVED_TEXT] = "Агент получит уведомление; о новом времени придёт сообщение.",
+		[M_PICK] = "Выберите время на странице по ссылке.",
+		[M_SLOT_GONE] = "Это время уже занято или недоступно. Ничего не изменено.",
+		[M_NOT_NOW] = "Сейчас перенести встречу нельзя (правила записи не позволяют). "
+			"Ничего не изменено.",
+		[M_AGAIN] = "Выбрать другое время",
 	},
 	[PC_MANAGE_EN] = {
 		[M_TITLE] = "Your appointment",
@@ -94,12 +114,24 @@ static const char *const text[2][M__N] = {
 		[M_EXPIRED] = "This link has expired. Nothing was changed.",
 		[M_USED] = "This link has already been used. Nothing was changed.",
 		[M_NOT_FOUND] = "No such appointment.",
-		[M_FINAL] = "This appointment cannot be cancelled any more: it is ",
-		[M_CUTOFF] = "The appointment starts too soon to be cancelled through this "
+		[M_FINAL] = "This appointment cannot be changed any more: it is ",
+		[M_CUTOFF] = "The appointment starts too soon to be changed through this "
 			"link. Please contact the agent.",
 		[M_OFF] = "Managing an appointment by link is not available at the moment.",
 		[M_WHEN] = "When",
 		[M_STATUS] = "Status",
+		[M_MOVE_HEAD] = "Move this appointment?",
+		[M_MOVE_TEXT] = "Choose a new time. The current one is released and the agent "
+			"is notified.",
+		[M_MOVE_NONE] = "The agent has no other free time at the moment.",
+		[M_MOVED_HEAD] = "Appointment moved",
+		[M_MOVED_TEXT] = "The agent is notified; a message about the new time follows.",
+		[M_PICK] = "Choose a time on the page of the link.",
+		[M_SLOT_GONE] = "That time has just been taken or is no longer offered. "
+			"Nothing was changed.",
+		[M_NOT_NOW] = "The appointment cannot be moved right now (the booking rules "
+			"do not allow it). Nothing was changed.",
+		[M_AGAIN] = "Choose another time",
 	},
 };
 
@@ -177,8 +209,10 @@ struct view {
 	const char *status;     /* status text or NULL */
 };
 
-static int send_page(struct pin_req *r, int status, const struct view *v,
-		const char *head, const char *msg, const char *msg_tail, int form)
+/* form: 0 none, 1 the cancel button; extra: more of the page (HTML) */
+static int send_page_x(struct pin_req *r, int status, const struct view *v,
+		const char *head, const char *msg, const char *msg_tail, int form,
+		const char *extra)
 {
 	struct page b = { NULL, 0, 0, 0 };
 	int lang = v->lang;
@@ -200,6 +234,8 @@ static int send_page(struct pin_req *r, int status, const struct view *v,
 		"p{margin:0 0 1rem}"
 		"button{display:block;width:100%;font:inherit;font-weight:600;padding:.9rem;"
 		"border:0;border-radius:8px;background:#c62828;color:#fff;cursor:pointer}"
+		"form.slot{margin:0 0 .6rem}form.slot button{background:#1f5fbf}"
+		"a{color:#1f5fbf}"
 		".ok{color:#2e7d32}.no{color:#8a1c1c}"
 		"</style></head><body><main><div class=\"card\"><h1 class=\"");
 	put(&b, status >= 400 ? "no" : status == 200 && !form ? "ok" : "");
@@ -234,6 +270,8 @@ static int send_page(struct pin_req *r, int status, const struct view *v,
 		put_esc(&b, text[lang][M_BUTTON]);
 		put(&b, "</button></form>");
 	}
+	if (extra)
+		put(&b, extra);
 	put(&b, "</div></main></body></html>\n");
 	if (b.oom) {
 		free(b.p);
@@ -246,6 +284,12 @@ static int send_page(struct pin_req *r, int status, const struct view *v,
 	pc_api->set_header(r, "Content-Security-Policy", "default-src 'none'; "
 		"style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'");
 	return pc_api->respond_body(r, status, "text/html; charset=utf-8", b.p, b.n);
+}
+
+static int send_page(struct pin_req *r, int status, const struct view *v,
+		const char *head, const char *msg, const char *msg_tail, int form)
+{
+	return send_page_x(r, status, v, head, msg, msg_tail, form, NULL);
 }
 
 static void count(const char *method, const char *result)
@@ -274,13 +318,12 @@ static int token_of(struct pin_req *r, struct pc_manage_claims *c)
 
 	if (keys.n == 0)
 		return plain(r, 503, PC_MANAGE_EN, M_OFF, "off"), 1;
-	rc = pc_manage_verify(&keys, tok, pc_api->now_us() / 1000000, PC_MANAGE_CANCEL, c);
+	/* the page does what the token's purpose says */
+	rc = pc_manage_verify(&keys, tok, pc_api->now_us() / 1000000, 0, c);
 	if (rc == PC_MANAGE_E_EXPIRED)
 		return plain(r, 410, c->locale, M_EXPIRED, "expired"), 1;
-	if (rc == PC_MANAGE_E_PURPOSE)
-		return plain(r, 400, c->locale, M_BAD, "invalid"), 1;
-	if (rc < 0)
-		return plain(r, 400, PC_MANAGE_EN, M_BAD, "invalid"), 1;
+	if (rc < 0 || (c->purpose != PC_MANAGE_CANCEL && c->purpose != PC_MANAGE_RESCHEDULE))
+		return plain(r, 400, rc < 0 ? PC_MANAGE_EN : c->locale, M_BAD, "invalid"), 1;
 	return 0;
 }
 
@@ -335,6 +378,20 @@ static int refused(struct pin_req *r, int rc, struct view *v, const char *status
 		count(m, "cutoff");
 		return send_page(r, 409, v, text[lang][M_TITLE], text[lang][M_CUTOFF], "", 0);
 	}
+	if (rc == CD_APT_E_SLOT_BOOKED || rc == CD_APT_E_SLOT_UNAVAILABLE ||
+	    rc == CD_APT_E_SLOT_NOT_FOUND || rc == CD_APT_E_OTHER_SLOT ||
+	    rc == CD_APT_E_LEAD_TIME || rc == PC_E_RANGE) {
+		count(m, "slot-gone");
+		return send_page_x(r, 409, v, text[lang][M_TITLE], text[lang][M_SLOT_GONE], "",
+				0, pc_api->sprintf("<p><a href=\"\" id=\"again\">%s</a></p>",
+					text[lang][M_AGAIN]));
+	}
+	if (rc == CD_APT_E_DUPLICATE || rc == CD_APT_E_LIMIT || rc == CD_APT_E_RATE ||
+	    rc == CD_APT_E_AGENT_UNAVAILABLE) {
+		count(m, "rules");
+		return send_page(r, 409, v, text[lang][M_TITLE],
+				text[lang][M_NOT_NOW], "", 0);
+	}
 	if (rc == PC_E_TRANSITION) {
 		count(m, "final");
 		return send_page(r, 409, v, text[lang][M_TITLE], text[lang][M_FINAL],
@@ -358,6 +415,53 @@ static int allowed_now(const PGresult *row, int64_t now_us)
 	if (now_us > pc_col_us(row, 0, CD_APT_C_START) - cutoff * 60 * 1000000LL)
 		return CD_APT_E_CUTOFF;
 	return 0;
+}
+
+/* The reschedule page: the agent's next free times of the appointment's
+ * kind (what the showcase offers: Available, an Active agent, at least
+ * the booking lead time ahead), each a form to ?slot=<id>. */
+static int move_page(struct pin_req *r, struct view *v, const PGresult *row)
+{
+	const char *p[5] = { PQgetvalue(row, 0, CD_APT_C_AGENT),
+		PQgetvalue(row, 0, CD_APT_C_KIND), PQgetvalue(row, 0, CD_APT_C_SLOT),
+		pc_api->fmt_time(pc_api->now_us(), pc_api->alloc(40), 40),
+		v->lang == PC_MANAGE_EN ? "en" : "ru" };
+	PGresult *res = pc_api->db_exec_prepared("apt_manage_slots",
+		"SELECT s.id, CASE WHEN $5 = 'ru' THEN "
+		"    to_char(s.start_at AT TIME ZONE s.time_zone, 'DD.MM.YYYY HH24:MI') "
+		"  ELSE to_char(s.start_at AT TIME ZONE s.time_zone, "
+		"    'Mon FMDD, YYYY FMHH12:MI AM') END || ' (' || s.time_zone || ')' "
+		"FROM calendar.availability_slots s "
+		"WHERE s.status = 'Available' AND s.owner_user_id = $1::uuid "
+		"  AND s.kind = $2 AND s.id <> $3::uuid "
+		"  AND s.start_at >= $4::timestamptz + interval '60 minutes' "
+		"  AND NOT EXISTS (SELECT 1 FROM calendar.user_replicas u "
+		"                  WHERE u.user_id = $1::uuid AND u.status <> 'Active') "
+		"ORDER BY s.start_at, s.id LIMIT 10", 5, p);
+	struct page b = { NULL, 0, 0, 0 };
+	char *extra;
+	int n, rc;
+
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	n = PQntuples(res);
+	put(&b, "");
+	for (int i = 0; i < n; i++) {
+		put(&b, "<form class=\"slot\" method=\"post\" action=\"?slot=");
+		put_esc(&b, PQgetvalue(res, i, 0));
+		put(&b, "\"><button type=\"submit\">");
+		put_esc(&b, PQgetvalue(res, i, 1));
+		put(&b, "</button></form>");
+	}
+	if (b.oom || !(extra = pc_api->strdup(b.p))) {
+		free(b.p);
+		return PIN_ERR;
+	}
+	free(b.p);
+	count("GET", "shown");
+	rc = send_page_x(r, 200, v, text[v->lang][M_MOVE_HEAD],
+			text[v->lang][n ? M_MOVE_TEXT : M_MOVE_NONE], "", 0, extra);
+	return rc;
 }
 
 /* ------------------------------------------------------------------- GET */
@@ -385,6 +489,8 @@ int apt_h_manage_get(struct pin_req *r, void *ud)
 		return rc;
 	if ((rc = allowed_now(row, pc_api->now_us())) < 0)
 		return refused(r, rc, &v, PQgetvalue(row, 0, CD_APT_C_STATUS));
+	if (c.purpose == PC_MANAGE_RESCHEDULE)
+		return move_page(r, &v, row);
 	count("GET", "shown");
 	return send_page(r, 200, &v, text[v.lang][M_CONFIRM_HEAD],
 			text[v.lang][M_CONFIRM_TEXT], "", 1);
@@ -398,16 +504,23 @@ int apt_h_manage_post(struct pin_req *r, void *ud)
 	struct pc_manage_claims c;
 	struct cd_apt_scope sc = { NULL, NULL, NULL };
 	struct view v = { PC_MANAGE_EN, NULL, NULL };
-	const char *p[4];
+	const char *p[5];
 	PGresult *locked, *res;
 	int64_t now_us = pc_api->now_us();
 	int rc;
+
+	const char *slot = NULL, *new_id = NULL;
 
 	(void)ud;
 	if (token_of(r, &c))
 		return PIN_OK;
 	v.lang = c.locale;
 	sc.investor_user_id = c.investor_id;
+	if (c.purpose == PC_MANAGE_RESCHEDULE) {
+		slot = pc_api->req_query(r, "slot");
+		if (!slot || !pc_api->is_uuid(slot))
+			return plain(r, 400, v.lang, M_PICK, "invalid");
+	}
 	if (pc_api->db_begin() != 0)
 		return PIN_ERR_DB;
 	if ((rc = cd_apt_lock(c.appointment_id, &sc, &locked)) < 0) {
@@ -419,11 +532,12 @@ int apt_h_manage_post(struct pin_req *r, void *ud)
 	p[1] = pc_api->sprintf("%lld", (long long)(int64_t)c.jti);
 	p[2] = pc_api->fmt_time(now_us, pc_api->alloc(40), 40);
 	p[3] = pc_api->sprintf("%lld", (long long)c.expires_s);
+	p[4] = slot ? "reschedule" : "cancel";
 	res = pc_api->db_exec_prepared("apt_manage_use",
 		"INSERT INTO calendar.manage_link_uses "
 		"  (appointment_id, jti, purpose, used_at, expires_at) "
-		"VALUES ($1, $2::bigint, 'cancel', $3::timestamptz, "
-		"  to_timestamp($4::bigint)) ON CONFLICT DO NOTHING", 4, p);
+		"VALUES ($1, $2::bigint, $5, $3::timestamptz, "
+		"  to_timestamp($4::bigint)) ON CONFLICT DO NOTHING", 5, p);
 	if (!pc_res_ok(res, PGRES_COMMAND_OK)) {
 		pc_api->db_rollback();
 		return PIN_ERR_DB;
@@ -432,7 +546,8 @@ int apt_h_manage_post(struct pin_req *r, void *ud)
 		pc_api->db_rollback();
 		return plain(r, 410, v.lang, M_USED, "used");
 	}
-	if ((rc = apt_end(locked, &x, now_us)) < 0) {
+	rc = slot ? apt_reschedule(locked, slot, now_us, &new_id) : apt_end(locked, &x, now_us);
+	if (rc < 0) {
 		const char *st = pc_api->strdup(PQgetvalue(locked, 0, CD_APT_C_STATUS));
 		int drc;
 
@@ -441,9 +556,17 @@ int apt_h_manage_post(struct pin_req *r, void *ud)
 			return drc;
 		return refused(r, rc, &v, st);
 	}
-	if ((rc = describe(c.appointment_id, &v)) < 0 || (rc = pc_api->db_commit()) != 0) {
+	if ((rc = describe(new_id ? new_id : c.appointment_id, &v)) < 0 ||
+	    (rc = pc_api->db_commit()) != 0) {
 		pc_api->db_rollback();
 		return PIN_ERR_DB;
+	}
+	if (new_id) {
+		pc_api->log(PIN_LOG_INFO, "appointment moved through a manage link",
+				"appointmentId", c.appointment_id, "newAppointmentId", new_id, NULL);
+		count("POST", "moved");
+		return send_page(r, 200, &v, text[v.lang][M_MOVED_HEAD],
+				text[v.lang][M_MOVED_TEXT], "", 0);
 	}
 	pc_api->log(PIN_LOG_INFO, "appointment cancelled through a manage link",
 			"appointmentId", c.appointment_id, NULL);

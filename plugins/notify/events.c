@@ -893,22 +893,26 @@ static const char *name_of(const struct ctx *c, const PGresult *users, int j)
 /* The manage link of recipient rc (issue 32 item 3): only the investor's
  * messages about an appointment that can still be cancelled (created,
  * moved, confirmed, its reminder); NULL otherwise or when links are off. */
-static const char *manage_url(const struct ctx *c, const struct rcpt *rc, const char *loc)
+static const char *manage_url(const struct ctx *c, const struct rcpt *rc, const char *loc,
+		int purpose)
 {
 	const char *investor = c->t == T_REMINDER ? c->client : c->investor;
 
 	if (!c->appointment_id || !investor || strcmp(rc->user, investor) != 0 ||
 	    (c->t != T_APT_CREATED && c->t != T_APT_CONFIRMED && c->t != T_REMINDER))
 		return NULL;
-	return ntf_manage_url(c->appointment_id, investor, c->start_us, loc);
+	return ntf_manage_url(purpose, c->appointment_id, investor, c->start_us, loc);
 }
 
 /* Renders the title and body templates for locale loc (in place); a body
- * line with {{manageUrl}} is left out when rc gets no link. */
+ * line with {{manageUrl}} / {{rescheduleUrl}} is left out when rc gets no
+ * link. */
 static void render(const struct ctx *c, const struct rcpt *rc, const PGresult *users,
 		const char *loc, const char **title, const char **body)
 {
-	const char *manage = manage_url(c, rc, loc);
+	const char *manage = manage_url(c, rc, loc, PC_MANAGE_CANCEL);
+	const char *move = manage && strstr(*body, "{{rescheduleUrl}}") ?
+			manage_url(c, rc, loc, PC_MANAGE_RESCHEDULE) : NULL;
 	int ru = !strncmp(loc, "ru", 2), en = !ru;
 	const char *fallback = ru ? "(имя не указано)" : "(name unknown)";
 	const char *reason = c->cancel_reason ? c->cancel_reason :
@@ -933,11 +937,14 @@ static void render(const struct ctx *c, const struct rcpt *rc, const PGresult *u
 			{ "previousOwnerName", nm[4] ? nm[4] : fallback },
 			{ "cancelReason", reason },
 			{ "manageUrl", manage },
+			{ "rescheduleUrl", move },
 		};
 		size_t nv = sizeof(v) / sizeof(v[0]);
 
 		if (!manage && strstr(*body, "{{manageUrl}}"))
 			*body = ntf_drop_lines(*body, "{{manageUrl}}");
+		if (!move && strstr(*body, "{{rescheduleUrl}}"))
+			*body = ntf_drop_lines(*body, "{{rescheduleUrl}}");
 
 		*title = ntf_render(*title, v, nv);
 		*body = ntf_render(*body, v, nv);

@@ -1,15 +1,18 @@
 /* links.c -- the investors' manage links in the messages (issue 32 item
  * 3): {{manageUrl}} of an investor's e-mail or SMS about an appointment is
  * notify.public_base_url + "/manage/" + a token (sdk/manage.h) that lets
- * them cancel it without a login (appointments.so serves the page).
+ * them cancel it without a login (appointments.so serves the page);
+ * {{rescheduleUrl}} the same with a token of the reschedule purpose (the
+ * page offers the agent's free times).
  *
  * The token is signed with the first key of manage_link_key_file (the file
- * appointments.so verifies with), for the cancel purpose, the appointment
+ * appointments.so verifies with), for one purpose, the appointment
  * and its investor, the recipient's locale (the page speaks the language of
  * the message), a random jti, and expires at the appointment's start
  * (nothing can be cancelled after it; the slot's cutoff ends it earlier).
  * Without a key file or a base URL there is no link: a template line that
- * holds {{manageUrl}} is left out of the text (ntf_drop_lines). */
+ * holds {{manageUrl}} or {{rescheduleUrl}} is left out of the text
+ * (ntf_drop_lines). */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,8 +52,8 @@ int ntf_links_init(char *err, size_t errlen)
 	return 0;
 }
 
-const char *ntf_manage_url(const char *appointment_id, const char *investor_id,
-		int64_t start_us, const char *locale)
+const char *ntf_manage_url(int purpose, const char *appointment_id,
+		const char *investor_id, int64_t start_us, const char *locale)
 {
 	struct pc_manage_claims c;
 	char tok[PC_MANAGE_TOKEN_LEN + 1];
@@ -58,7 +61,7 @@ const char *ntf_manage_url(const char *appointment_id, const char *investor_id,
 	if (!base_url[0] || keys.n == 0 || !appointment_id || !investor_id)
 		return NULL;
 	memset(&c, 0, sizeof c);
-	c.purpose = PC_MANAGE_CANCEL;
+	c.purpose = purpose;
 	snprintf(c.appointment_id, sizeof c.appointment_id, "%s", appointment_id);
 	snprintf(c.investor_id, sizeof c.investor_id, "%s", investor_id);
 	c.expires_s = start_us / 1000000;

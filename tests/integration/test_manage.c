@@ -7,7 +7,8 @@
  * with nothing changed; POST cancels exactly like the investor's API
  * cancel (slot Available again and in the showcase, event cancelled, the
  * same appointment-cancelled message, the agent's notification); the link
- * then says it was used.  The browser case opens a link in headless
+ * then says it was used.  A reschedule link offers the agent's free times
+ * and moves the appointment as the API's reschedule does.  The browser case opens a link in headless
  * Chromium on a phone-sized viewport (390 x 844), clicks confirm over the
  * DevTools protocol (cdp.mjs) and saves screenshots of both pages in
  * $PIN_DEV_DIR/screenshots/.  Tokens for the refusals are minted with the
@@ -81,7 +82,7 @@ static char *book_ok(const char *token, const char *slot)
 /* The manage link in the investor's e-mail about apt (the rendered row the
  * dispatcher sends): the path "/manage/<token>" (the origin is the stack's
  * nginx, notify.public_base_url). */
-static char *link_of(const char *investor, const char *apt)
+static char *link_nth(const char *investor, const char *apt, int nth)
 {
 	char *body = NULL;
 	const char *p;
@@ -92,10 +93,18 @@ static char *link_of(const char *investor, const char *apt)
 		"AND subject_id = $2::uuid", investor, apt)) != NULL, WAIT_MS),
 		"no e-mail row for the investor");
 	p = strstr(body, "/manage/");
-	ck_assert_msg(p != NULL, "no manage link in: %s", body);
+	for (int i = 0; i < nth && p; i++)
+		p = strstr(p + 1, "/manage/");
+	ck_assert_msg(p != NULL, "no manage link %d in: %s", nth, body);
 	ck_assert_msg(!strncmp(p - strlen(h_env("PIN_BASE_URL")), h_env("PIN_BASE_URL"),
 		strlen(h_env("PIN_BASE_URL"))), "link not on the public origin: %s", body);
 	return h_sprintf("%.*s", (int)(8 + PC_MANAGE_TOKEN_LEN), p);
+}
+
+/* the cancel link (the first) and the reschedule link (the second) */
+static char *link_of(const char *investor, const char *apt)
+{
+	return link_nth(investor, apt, 0);
 }
 
 static const char *status_of(const char *apt)
@@ -221,8 +230,9 @@ START_TEST(cancel_by_link)
 	assert_page(post_form("/manage/short"), 400, "not valid");
 	r = post_form(mint(&k, PC_MANAGE_CANCEL, apt, inv, time(NULL) - 5));
 	assert_page(r, 410, "expired");
+	/* a reschedule link moves, never cancels: without a chosen time, 400 */
 	r = post_form(mint(&k, PC_MANAGE_RESCHEDULE, apt, inv, start_s));
-	assert_page(r, 400, "not valid");
+	assert_page(r, 400, "Choose a time");
 	/* signed, but for another investor: not theirs */
 	r = post_form(mint(&k, PC_MANAGE_CANCEL, apt, h_uuid(), start_s));
 	assert_page(r, 404, "No such appointment");
@@ -268,8 +278,73 @@ START_TEST(cancel_by_link)
 	ck_assert_int_eq(uses(apt), 1);
 	/* another valid link of the cancelled appointment: final state, 409 */
 	assert_page(post_form(mint(&k, PC_MANAGE_CANCEL, apt, inv, start_s)), 409,
-		"cannot be cancelled any more");
+		"cannot be changed any more");
 	ck_assert_int_eq(outbox_cancelled(apt), 1);
+}
+END_TEST
+
+/* The reschedule link: the agent's free times, a taken one refused with
+ * nothing changed, then the move with the API's effects. */
+START_TEST(reschedule_by_link)
+{
+	struct h_agent a = h_agent_new(NULL, "calendar.events.view");
+	char **slots = publish(&a, 3, 3, 120);
+	char *inv = h_uuid(), *tok = h_token("investor", inv, NULL), *apt, *link, *other;
+	char *new_id;
+	struct h_resp *r;
+
+	contact(inv, "en");
+	apt = book_ok(tok, slots[0]);
+	link = link_nth(inv, apt, 1);
+	ck_assert_ptr_nonnull(strstr(h_sql_scalar("SELECT body FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid AND channel = 'Email' "
+		"AND subject_id = $2::uuid", inv, apt), "To move it to another time: http"));
+
+	r = h_get(link, NULL);
+	assert_page(r, 200, "Move this appointment?");
+	ck_assert_ptr_nonnull(strstr(r->body, h_sprintf("action=\"?slot=%s\"", slots[1])));
+	ck_assert_ptr_nonnull(strstr(r->body, h_sprintf("action=\"?slot=%s\"", slots[2])));
+	ck_assert_ptr_null(strstr(r->body, h_sprintf("?slot=%s", slots[0])));
+	ck_assert_ptr_null(strstr(r->body, "id=\"confirm\""));       /* no cancel here */
+
+	/* no time chosen, a foreign slot id, a time someone else just took:
+	 * nothing changes */
+	assert_page(post_form(link), 400, "Choose a time");
+	assert_page(post_form(h_sprintf("%s?slot=%s", link, h_uuid())), 409, "Nothing was changed");
+	other = h_token("investor", h_uuid(), NULL);
+	(void)book_ok(other, slots[1]);
+	r = post_form(h_sprintf("%s?slot=%s", link, slots[1]));
+	assert_page(r, 409, "just been taken");
+	ck_assert_ptr_nonnull(strstr(r->body, "id=\"again\""));
+	ck_assert_str_eq(status_of(apt), "Pending");
+	ck_assert_int_eq(uses(apt), 0);
+
+	/* the move: the API's reschedule */
+	r = post_form(h_sprintf("%s?slot=%s", link, slots[2]));
+	assert_page(r, 200, "Appointment moved");
+	ck_assert_str_eq(status_of(apt), "Cancelled");
+	new_id = h_sql_scalar("SELECT rescheduled_to_appointment_id::text "
+		"FROM calendar.appointments WHERE id = $1", apt);
+	ck_assert_ptr_nonnull(new_id);
+	ck_assert_str_eq(h_sql_scalar("SELECT slot_id::text FROM calendar.appointments "
+		"WHERE id = $1", new_id), slots[2]);
+	ck_assert_str_eq(status_of(new_id), "Pending");
+	ck_assert_str_eq(slot_status(slots[0]), "Available");
+	ck_assert_str_eq(slot_status(slots[2]), "Booked");
+	ck_assert_str_eq(h_sql_scalar("SELECT envelope -> 'payload' ->> "
+		"'rescheduledFromAppointmentId' FROM calendar.outbox WHERE key = $1 "
+		"AND topic = 'pin.calendar.appointment-created.v1'", new_id), apt);
+	ck_assert_str_eq(h_sql_scalar("SELECT envelope -> 'payload' ->> "
+		"'rescheduledToAppointmentId' FROM calendar.outbox WHERE key = $1 "
+		"AND topic = '" T_CANCELLED "'", apt), new_id);
+	/* used; and the cancel link of the old appointment: final */
+	assert_page(post_form(h_sprintf("%s?slot=%s", link, slots[1])), 410, "already been used");
+	assert_page(post_form(link_of(inv, apt)), 409, "cannot be changed any more");
+	/* the investor's message about the new time carries new links */
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM notifications.notifications "
+		"WHERE recipient_user_id = $1::uuid AND subject_id = $2::uuid "
+		"AND channel = 'Email' AND body LIKE '%/manage/%'", inv, new_id) == 1, WAIT_MS),
+		"no links in the message about the new time");
 }
 END_TEST
 
@@ -468,6 +543,7 @@ Suite *make_manage_suite(void)
 	TCase *tc = h_tcase("manage", 180);
 
 	tcase_add_test(tc, cancel_by_link);
+	tcase_add_test(tc, reschedule_by_link);
 	tcase_add_test(tc, cutoff_as_api);
 	tcase_add_test(tc, russian_page);
 	suite_add_tcase(s, tc);

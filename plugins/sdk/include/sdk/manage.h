@@ -26,7 +26,7 @@
 
 enum pc_manage_purpose {
 	PC_MANAGE_CANCEL = 1,
-	PC_MANAGE_RESCHEDULE = 2            /* reserved: no page uses it yet */
+	PC_MANAGE_RESCHEDULE = 2            /* the page offers the agent's free times */
 };
 
 enum pc_manage_locale { PC_MANAGE_RU = 0, PC_MANAGE_EN = 1 };
