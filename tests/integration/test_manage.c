@@ -8,11 +8,13 @@
  * cancel (slot Available again and in the showcase, event cancelled, the
  * same appointment-cancelled message, the agent's notification); the link
  * then says it was used.  A reschedule link offers the agent's free times
- * and moves the appointment as the API's reschedule does.  The browser case opens a link in headless
- * Chromium on a phone-sized viewport (390 x 844), clicks confirm over the
- * DevTools protocol (cdp.mjs) and saves screenshots of both pages in
- * $PIN_DEV_DIR/screenshots/.  Tokens for the refusals are minted with the
- * same function notify.so uses (sdk/manage.c) and the stack's key file. */
+ * and moves the appointment as the API's reschedule does.  The browser
+ * case opens a link in headless Chromium on a phone-sized viewport
+ * (390 x 844), clicks confirm over the
+ * DevTools protocol (cdp.mjs) and saves screenshots of the pages in
+ * .dev/screenshots/ of the source tree (PIN_SCREENSHOT_DIR overrides).
+ * Tokens for the refusals are minted with the same function notify.so uses
+ * (sdk/manage.c) and the stack's key file. */
 #include "config.h"
 #include <poll.h>
 #include <signal.h>
@@ -499,7 +501,10 @@ START_TEST(browser_phone_confirm)
 	struct h_agent a = h_agent_new(NULL, "calendar.events.view");
 	char **slots = publish(&a, 1, 3, 120);
 	char *inv = h_uuid(), *tok = h_token("investor", inv, NULL), *apt, *url, *v;
-	char *dir = h_sprintf("%s/screenshots", h_env("PIN_DEV_DIR"));
+	/* kept after the run (a passing run removes its state dir): the
+	 * worktree's .dev/screenshots, or PIN_SCREENSHOT_DIR */
+	const char *dir = h_env_opt("PIN_SCREENSHOT_DIR",
+			h_sprintf("%s/.dev/screenshots", h_env("PIN_SOURCE_DIR")));
 	struct stat st;
 
 	contact(inv, "en");
