@@ -238,7 +238,7 @@ static int send_page_x(struct pin_req *r, int status, const struct view *v,
 		"a{color:#1f5fbf}"
 		".ok{color:#2e7d32}.no{color:#8a1c1c}"
 		"</style></head><body><main><div class=\"card\"><h1 class=\"");
-	put(&b, status >= 400 ? "no" : status == 200 && !form ? "ok" : "");
+	put(&b, status >= 400 ? "no" : status == 200 && !form && !extra ? "ok" : "");
 	put(&b, "\" id=\"head\">");
 	put_esc(&b, head);
 	put(&b, "</h1>");

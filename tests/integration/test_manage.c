@@ -499,7 +499,7 @@ static void cdp_stop(void)
 START_TEST(browser_phone_confirm)
 {
 	struct h_agent a = h_agent_new(NULL, "calendar.events.view");
-	char **slots = publish(&a, 1, 3, 120);
+	char **slots = publish(&a, 3, 3, 120);
 	char *inv = h_uuid(), *tok = h_token("investor", inv, NULL), *apt, *url, *v;
 	/* kept after the run (a passing run removes its state dir): the
 	 * worktree's .dev/screenshots, or PIN_SCREENSHOT_DIR */
@@ -536,6 +536,14 @@ START_TEST(browser_phone_confirm)
 	v = cdp("{\"op\":\"eval\",\"expr\":\"document.getElementById('msg').textContent\"}");
 	ck_assert_str_eq(v, "\"This link has already been used. Nothing was changed.\"");
 	cdp(h_sprintf("{\"op\":\"shot\",\"path\":\"%s/manage-used-390x844.png\"}", dir));
+
+	/* a reschedule link of a new booking: the agent's other free times */
+	apt = book_ok(tok, slots[1]);
+	cdp(h_sprintf("{\"op\":\"nav\",\"url\":\"%s%s\"}", h_env("PIN_BASE_URL"),
+		link_nth(inv, apt, 1)));
+	v = cdp("{\"op\":\"eval\",\"expr\":\"document.querySelectorAll('form.slot').length\"}");
+	ck_assert_str_eq(v, "2");               /* slots[0] (free again) and slots[2] */
+	cdp(h_sprintf("{\"op\":\"shot\",\"path\":\"%s/manage-move-390x844.png\"}", dir));
 	cdp_stop();
 	ck_assert_int_eq(stat(h_sprintf("%s/manage-confirm-390x844.png", dir), &st), 0);
 	ck_assert_int_gt((int)st.st_size, 1000);
