@@ -306,6 +306,25 @@ int pin_respond_json_text(struct pin_req *r, int status, char *text, size_t len)
 	return 0;
 }
 
+int pin_respond_body(struct pin_req *r, int status, const char *content_type,
+		char *body, size_t len)
+{
+	if (!body)
+		return PIN_ERR;
+	/* the arena frees the body after the response is written */
+	if (r->responded || !content_type || strpbrk(content_type, "\r\n") ||
+	    pin_arena_track_free(body) < 0) {
+		free(body);
+		return PIN_ERR;
+	}
+	r->resp_body = body;
+	r->resp_len = len;
+	r->status = status;
+	r->content_type = pin_arena_strdup(content_type);
+	r->responded = true;
+	return 0;
+}
+
 int pin_respond_problem(struct pin_req *r, int status, const char *code,
 		const char *detail, json_object *errors)
 {

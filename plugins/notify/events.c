@@ -915,10 +915,29 @@ static const char *name_of(const struct ctx *c, const PGresult *users, int j)
 	return c->user[j] < 0 ? NULL : pc_col(users, c->user[j], 7);
 }
 
-/* Renders the title and body templates for locale loc (in place). */
-static void render(const struct ctx *c, const PGresult *users, const char *loc,
-		const char **title, const char **body)
+/* The manage link of recipient rc (issue 32 item 3): only the investor's
+ * messages about an appointment that can still be cancelled (created,
+ * moved, confirmed, its reminder); NULL otherwise or when links are off. */
+static const char *manage_url(const struct ctx *c, const struct rcpt *rc, const char *loc,
+		int purpose)
 {
+	const char *investor = c->t == T_REMINDER ? c->client : c->investor;
+
+	if (!c->appointment_id || !investor || strcmp(rc->user, investor) != 0 ||
+	    (c->t != T_APT_CREATED && c->t != T_APT_CONFIRMED && c->t != T_REMINDER))
+		return NULL;
+	return ntf_manage_url(purpose, c->appointment_id, investor, c->start_us, loc);
+}
+
+/* Renders the title and body templates for locale loc (in place); a body
+ * line with {{manageUrl}} / {{rescheduleUrl}} is left out when rc gets no
+ * link. */
+static void render(const struct ctx *c, const struct rcpt *rc, const PGresult *users,
+		const char *loc, const char **title, const char **body)
+{
+	const char *manage = manage_url(c, rc, loc, PC_MANAGE_CANCEL);
+	const char *move = manage && strstr(*body, "{{rescheduleUrl}}") ?
+			manage_url(c, rc, loc, PC_MANAGE_RESCHEDULE) : NULL;
 	int ru = !strncmp(loc, "ru", 2), en = !ru;
 	const char *fallback = ru ? "(имя не указано)" : "(name unknown)";
 	const char *reason = c->cancel_reason ? c->cancel_reason :
@@ -942,8 +961,15 @@ static void render(const struct ctx *c, const PGresult *users, const char *loc,
 			{ "clientName", nm[3] ? nm[3] : fallback },
 			{ "previousOwnerName", nm[4] ? nm[4] : fallback },
 			{ "cancelReason", reason },
+			{ "manageUrl", manage },
+			{ "rescheduleUrl", move },
 		};
 		size_t nv = sizeof(v) / sizeof(v[0]);
+
+		if (!manage && strstr(*body, "{{manageUrl}}"))
+			*body = ntf_drop_lines(*body, "{{manageUrl}}");
+		if (!move && strstr(*body, "{{rescheduleUrl}}"))
+			*body = ntf_drop_lines(*body, "{{rescheduleUrl}}");
 
 		*title = ntf_render(*title, v, nv);
 		*body = ntf_render(*body, v, nv);
@@ -1066,7 +1092,7 @@ static void fan_out(struct pc_jt *w, size_t m, struct ctx *c, const struct rcpt 
 			payload = notification_payload(c, rc->role);
 			link = deep_link(c);
 		}
-		render(c, users, loc, &title, &body);
+		render(c, rc, users, loc, &title, &body);
 		/* interruptive, quiet hours; the address snapshot of seed 001
 		 * step 5 (Email: 8, Sms: 9; none for InApp, NULL when the
 		 * replica has none yet: the dispatcher catches it up) */
@@ -1349,5 +1375,7 @@ int ntf_events_register(struct pin_registrar *reg, char *err, size_t errlen)
 
 	/* 0 from the start: the alert's increase() sees the first one */
 	pc_api->metric_add("notifications_template_not_resolved_total", NULL, 0);
+	if (ntf_links_init(err, errlen) < 0)
+		return -1;
 	return pc_register_consumer(reg, &c, "notify", err, errlen);
 }

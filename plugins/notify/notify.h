@@ -53,6 +53,15 @@ struct ntf_var {
 /* {{name}} substitution; unknown placeholders render as "".  Result in
  * the arena. */
 char *ntf_render(const char *tmpl, const struct ntf_var *vars, size_t n);
+/* The investors' manage links (links.c, issue 32 item 3). */
+int ntf_links_init(char *err, size_t errlen);      /* 0 or -1 with err */
+/* The URL of a link of purpose (PC_MANAGE_CANCEL / _RESCHEDULE) for the
+ * investor's message in locale, or NULL (links off).  Arena. */
+const char *ntf_manage_url(int purpose, const char *appointment_id,
+		const char *investor_id, int64_t start_us, const char *locale);
+/* tmpl without its lines that contain needle ("{{manageUrl}}"), and
+ * without trailing blank lines.  Arena. */
+char *ntf_drop_lines(const char *tmpl, const char *needle);
 /* Offset in minutes as text for locale ("1 дн.", "2 h"...) into buf. */
 void ntf_offset_text(int minutes, const char *locale, char *buf, size_t len);
 

@@ -110,6 +110,13 @@ static const struct pc_purge purges[] = {
 	  " SELECT consumer_group, message_id FROM calendar.inbox"
 	  " WHERE processed_at < $1::timestamptz"
 	  " ORDER BY processed_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
+	/* a used manage link (issue 32 item 3) is refused as expired once
+	 * expires_at passed: its row only has to outlive that */
+	{ "manage_link_uses", "housekeeping.terminal_days", 86400,
+	  "DELETE FROM calendar.manage_link_uses WHERE (appointment_id, jti) IN ("
+	  " SELECT appointment_id, jti FROM calendar.manage_link_uses"
+	  " WHERE expires_at < $1::timestamptz"
+	  " ORDER BY expires_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 	{ "idempotency_keys", "housekeeping.idempotency_hours", 3600,
 	  "DELETE FROM calendar.idempotency_keys WHERE (caller, tenant_id, key) IN ("
 	  " SELECT caller, tenant_id, key FROM calendar.idempotency_keys"

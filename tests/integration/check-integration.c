@@ -34,6 +34,7 @@ static const struct {
 	{ "stream", make_stream_suite },
 	{ "delivery", make_delivery_suite },
 	{ "imip", make_imip_suite },
+	{ "manage", make_manage_suite },
 	{ "input", make_input_suite },
 	{ "obs", make_obs_suite },
 	{ "metrics", make_metrics_suite },  /* issue 30: the seeds' names */

@@ -22,5 +22,6 @@ Suite *make_colmap_suite(void);
 Suite *make_jobs_suite(void);
 Suite *make_log_suite(void);
 Suite *make_mime_suite(void);
+Suite *make_manage_suite(void);
 
 #endif

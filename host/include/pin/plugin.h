@@ -96,6 +96,9 @@
  *                    a name ending in "_ms" is observed in milliseconds
  *                    (buckets 1 ms .. 60000 ms); any other in seconds.
  *                    Plugins built against < 1.8 have neither member.
+ *   2026-12-05  1.9  pin_host_api.respond_body: a response of any media
+ *                    type (text/html of the investors' manage page, issue
+ *                    32 item 3), the body malloc'd and handed to the host.
  */
 #ifndef PIN_PLUGIN_H
 #define PIN_PLUGIN_H
@@ -110,7 +113,7 @@ extern "C" {
 #endif
 
 #define PIN_ABI_MAJOR 1
-#define PIN_ABI_MINOR 8
+#define PIN_ABI_MINOR 9
 
 /* True when the (size-prefixed) table t has member m. */
 #define PIN_API_HAS(t, m) \
@@ -515,6 +518,15 @@ struct pin_host_api {
 	const char *(*config_str)(const char *key);
 	long long (*config_num)(const char *key);
 	int (*config_bool)(const char *key);
+
+	/* -- 1.9: a response whose body is not JSON: content_type (borrowed,
+	 *    copied; "text/html; charset=utf-8"), body (malloc'd, len bytes,
+	 *    sent as it is) becomes the host's and is freed after the
+	 *    response -- also when the call fails.  PIN_ERR for NULL body or
+	 *    content type, a content type with CR/LF, when the request has
+	 *    its response already, or out of memory. */
+	int (*respond_body)(struct pin_req *r, int status, const char *content_type,
+			char *body, size_t len);
 };
 
 /* ---- declared configuration (1.7) --------------------------------------- */
