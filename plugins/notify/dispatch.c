@@ -50,7 +50,15 @@
  * connections are reused from one message and pass to the next, and a
  * batch costs one commit (one WAL flush) instead of one per row; a pass
  * claims batch after batch while they come back full, for at most
- * PASS_MAX_US.
+ * PASS_MAX_US.  In a backlog (a pass's first claim came back full) each
+ * channel runs as a shard of its own (thread, connection, multi handle)
+ * for up to PASS_HOLD_US, and longer while the other's batch holds the pass
+ * anyway; a full batch's next claim is made while its transfers run
+ * (PREFETCH), and the SMS shard writes its outcomes on a second thread and
+ * connection while its senders go on (RECORDER): the senders stop neither
+ * for the claim nor for the outcomes' transaction.  The guarantees are the
+ * same: every row sent is leased first, and recorded only while the lease
+ * is ours.
  *
  * Metrics: notifications_dispatch_total{channel,status} (status sent, retry,
  * failed, contact_unknown), notifications_dispatch_duration_seconds{channel}
@@ -60,9 +68,12 @@
  */
 #include "config.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <curl/curl.h>
 
 #include "notify.h"
@@ -337,12 +348,127 @@ static int reap(CURLM *multi, PGresult *res, struct row *rows)
 	return n;
 }
 
+/* ---- PREFETCH: the next claim while the batch's transfers run ---------- */
+
+/* A claim's parameters (CLAIM_SQL $1..$7) for the channels chans, made at
+ * t: due at t, leased until t + dispatch_lease_s for a fresh owner. */
+struct claim {
+	char now[40], until[40], owner[37], lim[16], wait_max[24], next[40];
+	const char *p[7];
+	int64_t t;
+};
+
+/* when a row without a contact is looked at again: now +
+ * notify.dispatch_contact_retry_s */
+static void contact_retry_at(char *next, size_t len)
+{
+	api->fmt_time(api->now_us() + api->config_num("notify.dispatch_contact_retry_s") *
+			1000000, next, len);
+}
+
+static void claim_init(struct claim *c, const char *chans, int64_t t)
+{
+	c->t = t;
+	api->fmt_time(t, c->now, sizeof c->now);
+	api->fmt_time(t + api->config_num("notify.dispatch_lease_s") * 1000000,
+			c->until, sizeof c->until);
+	api->uuid_v7(c->owner);
+	snprintf(c->lim, sizeof c->lim, "%lld", api->config_num("notify.dispatch_batch"));
+	snprintf(c->wait_max, sizeof c->wait_max, "%lld",
+			api->config_num("notify.dispatch_contact_wait_max_s"));
+	contact_retry_at(c->next, sizeof c->next);
+	c->p[0] = c->now;
+	c->p[1] = c->until;
+	c->p[2] = c->owner;
+	c->p[3] = chans;
+	c->p[4] = c->lim;
+	c->p[5] = c->wait_max;
+	c->p[6] = c->next;
+}
+
+/* The next claim of a backlog, sent on the thread's connection as soon as
+ * the batch's first transfers are under way and read while they run (libpq's
+ * asynchronous calls; the socket polled with the transfers'): the senders
+ * do not stop for the claim's round trip and statement.  Its rows are
+ * leased from the moment it runs, as a claim made after the batch would be:
+ * the batch's own rows are leased then, so the two never share a row.  The
+ * connection does nothing else until the result is read (pf_wait), and the
+ * batch's outcomes are written after that. */
+struct prefetch {
+	struct claim c;
+	PGconn *conn;
+	int state;              /* PF_IDLE, PF_SENT, PF_DONE */
+	PGresult *res;          /* its result (libpq's: PQclear), NULL on failure */
+};
+enum { PF_IDLE, PF_SENT, PF_DONE };
+
+static void pf_issue(struct prefetch *pf)
+{
+	pf->conn = api->db();
+	pf->state = PF_DONE;
+	/* DUE_PLAN: unnamed, planned at each execution as db_exec's */
+	if (pf->conn && PQsendQueryParams(pf->conn, CLAIM_SQL, 7, NULL, pf->c.p, NULL, NULL, 0))
+		pf->state = PF_SENT;
+	else
+		api->log(PIN_LOG_ERROR, "notification dispatch: cannot send the next claim", NULL);
+}
+
+/* reads what arrived of the claim's answer, without waiting */
+static void pf_poll(struct prefetch *pf)
+{
+	if (!pf || pf->state != PF_SENT)
+		return;
+	if (!PQconsumeInput(pf->conn))
+		return;                 /* the connection failed: pf_wait reads the error */
+	while (pf->state == PF_SENT && !PQisBusy(pf->conn)) {
+		PGresult *r = PQgetResult(pf->conn);
+
+		if (!r)
+			pf->state = PF_DONE;
+		else if (!pf->res)
+			pf->res = r;
+		else
+			PQclear(r);
+	}
+}
+
+/* The claim's result, waited for (sent now when it was not yet): NULL when
+ * it failed (logged). */
+static PGresult *pf_wait(struct prefetch *pf)
+{
+	PGresult *r;
+
+	if (pf->state == PF_IDLE)
+		pf_issue(pf);
+	if (pf->state == PF_SENT) {
+		while ((r = PQgetResult(pf->conn))) {
+			if (!pf->res)
+				pf->res = r;
+			else
+				PQclear(r);
+		}
+		pf->state = PF_DONE;
+	}
+	r = pf->res;
+	pf->res = NULL;
+	if (r && PQresultStatus(r) != PGRES_TUPLES_OK) {
+		const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+		api->log(PIN_LOG_ERROR, "notification dispatch: the next claim failed",
+				"sqlstate", st ? st : "", NULL);
+		PQclear(r);
+		r = NULL;
+	}
+	return r;
+}
+
 /* Sends the rows marked send, in claim order per channel, senders at once
  * per channel, on multi handle mi and the slots of the channels c0..c1-1
  * (the batch's own: a shard touches no other channel's slots); a row not
- * started by until keeps done 0 (released). */
+ * started by until keeps done 0 (released).  pf (or NULL): the next claim,
+ * sent once the first transfers are under way, read while they run. */
 static void send_batch(PGresult *res, struct row *rows, int n, int senders, int64_t until,
-		int mi, int c0, int c1)
+		int mi, int c0, int c1, struct prefetch *pf)
 {
 	int next[NCH] = { 0, 0 }, busy = 0, running;
 	CURLM *multi = multis[mi];
@@ -374,6 +500,9 @@ static void send_batch(PGresult *res, struct row *rows, int n, int senders, int6
 		if (!busy)
 			break;
 		curl_multi_perform(multi, &running);
+		if (pf && pf->state == PF_IDLE)
+			pf_issue(pf);   /* the requests are out: the claim now */
+		pf_poll(pf);
 		if (reap(multi, res, rows) > 0) {
 			busy = 0;
 			for (int c = c0; c < c1; c++)
@@ -381,7 +510,13 @@ static void send_batch(PGresult *res, struct row *rows, int n, int senders, int6
 					busy += slots[c][k].row >= 0;
 			continue;
 		}
-		curl_multi_poll(multi, NULL, 0, 1000, NULL);
+		if (pf && pf->state == PF_SENT) {
+			struct curl_waitfd w = { PQsocket(pf->conn), CURL_WAIT_POLLIN, 0 };
+
+			curl_multi_poll(multi, &w, 1, 1000, NULL);
+		} else {
+			curl_multi_poll(multi, NULL, 0, 1000, NULL);
+		}
 	}
 }
 
@@ -532,14 +667,6 @@ fail:
 	return PIN_ERR_DB;
 }
 
-/* when a row without a contact is looked at again: now +
- * notify.dispatch_contact_retry_s */
-static void contact_retry_at(char *next, size_t len)
-{
-	api->fmt_time(api->now_us() + api->config_num("notify.dispatch_contact_retry_s") *
-			1000000, next, len);
-}
-
 static int contact_unknown(PGresult *res, int i)
 {
 	return PQgetisnull(res, i, C_TO) || !*PQgetvalue(res, i, C_TO);
@@ -562,17 +689,124 @@ static void update_lag(const char *chans, const char *now)
 }
 
 #define PASS_MAX_US 5000000   /* claims of one pass while full, then the next pass */
+/* A shard whose channel is still backlogged goes on past PASS_MAX_US while
+ * the other shard still works (the pass waits for that one anyway), up to
+ * PASS_HOLD_US; a stop waits at most that plus one batch. */
+#define PASS_HOLD_US 10000000
+/* A shard's pause before it claims again after a batch that was not full
+ * while the other shard still works (the fan-out may still be writing the
+ * rows of a burst: the sends go on as they come instead of after the pass). */
+#define SHARD_PAUSE_US 50000
 
-/* One claimed batch (of the channels c0..c1-1): sent on multi handle mi,
- * then recorded.  Returns the rows of its largest channel (full when
- * notify.dispatch_batch). */
-static int dispatch_batch(PGresult *res, int n, const char *owner, int64_t t,
-		int mi, int c0, int c1)
+/* rows of the largest channel of c0..c1-1 in claim res */
+static int rows_of(PGresult *res, int c0, int c1)
 {
-	int per[NCH] = { 0, 0 };
+	int per[NCH] = { 0, 0 }, m = 0;
 
+	for (int i = 0; i < PQntuples(res); i++)
+		per[strcmp(PQgetvalue(res, i, C_CHANNEL), "Email") ? CH_SMS : CH_EMAIL]++;
+	for (int c = c0; c < c1; c++)
+		if (per[c] > m)
+			m = per[c];
+	return m;
+}
+
+/* RECORDER: the SMS shard writes a batch's outcomes on a thread and
+ * connection of their own (a second shard of its own, api->run_shards)
+ * while its senders go on with the next batch: the outcomes' transaction
+ * (an UPDATE of 250 rows, the outbox rows, a WAL flush: 100-400 ms under
+ * load, 2026-12-05) no longer stops the sends.  One batch is recorded at a
+ * time: the next waits until the one before is written, so at most two
+ * batches are sent and not yet recorded (each leased: a crash sends each
+ * of their rows again at most once, as before). */
+struct rec_batch {
+	PGresult *res;          /* the claim */
+	int own;                /* res is libpq's (PQclear once recorded) */
+	struct row *rows;
+	int n;
+	char owner[37];
+};
+
+struct recorder {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct rec_batch b;
+	int has;                /* b waits or is being written */
+	int stop;               /* no more batches */
+	atomic_int started;     /* the recorder's thread runs */
+};
+
+static void rec_free(struct rec_batch *b)
+{
+	if (b->own)
+		PQclear(b->res);
+}
+
+/* the recorder's thread: batch after batch until stop */
+static int rec_main(struct recorder *rc)
+{
+	atomic_store(&rc->started, 1);
+	pthread_mutex_lock(&rc->mu);
+	for (;;) {
+		struct rec_batch b;
+
+		while (!rc->has && !rc->stop)
+			pthread_cond_wait(&rc->cv, &rc->mu);
+		if (!rc->has)
+			break;
+		b = rc->b;
+		pthread_mutex_unlock(&rc->mu);
+		record_batch(b.res, b.rows, b.n, b.owner);
+		rec_free(&b);
+		pthread_mutex_lock(&rc->mu);
+		rc->has = 0;
+		pthread_cond_broadcast(&rc->cv);
+	}
+	pthread_mutex_unlock(&rc->mu);
+	return 0;
+}
+
+/* hands b to the recorder once the one before is written; 0 when the
+ * recorder's thread does not run (the caller records b itself) */
+static int rec_put(struct recorder *rc, const struct rec_batch *b)
+{
+	if (!rc || !atomic_load(&rc->started))
+		return 0;
+	pthread_mutex_lock(&rc->mu);
+	while (rc->has)
+		pthread_cond_wait(&rc->cv, &rc->mu);
+	rc->b = *b;
+	rc->has = 1;
+	pthread_cond_broadcast(&rc->cv);
+	pthread_mutex_unlock(&rc->mu);
+	return 1;
+}
+
+/* waits for the last batch to be written, then lets the recorder end */
+static void rec_stop(struct recorder *rc)
+{
+	pthread_mutex_lock(&rc->mu);
+	while (rc->has)
+		pthread_cond_wait(&rc->cv, &rc->mu);
+	rc->stop = 1;
+	pthread_cond_broadcast(&rc->cv);
+	pthread_mutex_unlock(&rc->mu);
+}
+
+/* One claimed batch: its rows of the channels c0..c1-1 (a pass's first
+ * claim holds both channels' rows, which two shards then send) sent on
+ * multi handle mi, the next claim pf (or NULL) made meanwhile (its result
+ * in *next, NULL when it failed), then the batch's outcomes recorded, by
+ * the recorder rc when there is one.  own: res is libpq's, freed once
+ * recorded.  Returns the batch's rows of c0..c1-1. */
+static int dispatch_batch(PGresult *res, int own, const char *owner, int64_t t,
+		int mi, int c0, int c1, struct prefetch *pf, PGresult **next,
+		struct recorder *rc)
+{
+	int n = PQntuples(res);
 	struct row *rows = api->alloc(sizeof *rows * (size_t)(n ? n : 1));
-	int senders = (int)api->config_num("notify.dispatch_senders");
+	int senders = (int)api->config_num("notify.dispatch_senders"), mine = 0;
+	struct rec_batch b = { res, own, rows, n, "" };
 
 	if (senders < 1)
 		senders = 1;
@@ -582,7 +816,9 @@ static int dispatch_batch(PGresult *res, int n, const char *owner, int64_t t,
 		struct row *w = &rows[i];
 
 		w->ch = strcmp(PQgetvalue(res, i, C_CHANNEL), "Email") ? CH_SMS : CH_EMAIL;
-		per[w->ch]++;
+		if (w->ch < c0 || w->ch >= c1)
+			continue;       /* the other shard's: neither sent nor recorded here */
+		mine++;
 		if (waits(res, i)) {     /* put back by the claim: counted once written */
 			count(ch_name[w->ch], "contact_unknown");
 		} else if (contact_unknown(res, i)) {
@@ -600,79 +836,175 @@ static int dispatch_batch(PGresult *res, int n, const char *owner, int64_t t,
 			w->send = 1;
 		}
 	}
-	send_batch(res, rows, n, senders, t + SEND_WINDOW_US, mi, c0, c1);
-	record_batch(res, rows, n, owner);
-	return per[CH_EMAIL] > per[CH_SMS] ? per[CH_EMAIL] : per[CH_SMS];
+	send_batch(res, rows, n, senders, t + SEND_WINDOW_US, mi, c0, c1, pf);
+	if (pf)
+		*next = pf_wait(pf);    /* the connection is free again */
+	snprintf(b.owner, sizeof b.owner, "%s", owner);
+	if (!rec_put(rc, &b)) {
+		record_batch(res, rows, n, owner);
+		rec_free(&b);
+	}
+	return mine;
 }
 
-/* A pass's start (the shards' common deadline). */
+/* A pass: its start, its first claim (both channels) with its parameters,
+ * and its shards' state: SH_DONE, SH_RUNNING, SH_FULL (running, its last
+ * claim came back full), SH_RIDING (past PASS_HOLD_US, claiming only while
+ * the other shard's batch holds the pass anyway). */
 struct pass {
 	int64_t t0;
+	PGresult *first;
+	struct claim fc;
+	atomic_int state[NCH];
 };
+enum { SH_DONE, SH_RUNNING, SH_FULL, SH_RIDING };
 
-/* Claims of the channels chans ("{Email,Sms}", "{Email}" or "{Sms}";
- * c0..c1-1 their indexes), each batch sent on multi handle mi and
- * recorded, while they come back full, until t0 + PASS_MAX_US; with fullp,
- * one claim only and *fullp says whether it came back full.  Rows claimed,
- * or PIN_ERR_DB before any. */
-static int claim_loop(const char *chans, int mi, int c0, int c1, int64_t t0, int *fullp)
+/* Whether a loop claims again after a batch (full or not) at el after the
+ * pass's start: shard sh (-1: not a shard) of ps.  A shard claims while
+ * full, or while the other's last claim was full (rows still coming), up
+ * to PASS_HOLD_US; past it, while the other shard still works on a batch
+ * (the pass waits for that one anyway: an e-mail batch takes seconds, the
+ * SMS senders need not stand idle meanwhile), unless the other one is
+ * past it too (SH_RIDING: then both end, the pass ends after the batches
+ * under way). */
+static int again(struct pass *ps, int sh, int full, int64_t el)
 {
-	char now[40], until[40], owner[37], lim[16], wait_max[24], next[40];
-	const char *p[7] = { now, until, owner, chans, lim, wait_max, next };
-	PGresult *res;
-	int n, total = 0, full;
-	int64_t t = api->now_us();
+	int o;
 
-	do {
-		api->fmt_time(t, now, sizeof now);
-		api->fmt_time(t + api->config_num("notify.dispatch_lease_s") * 1000000,
-				until, sizeof until);
-		api->uuid_v7(owner);
-		snprintf(lim, sizeof lim, "%lld", api->config_num("notify.dispatch_batch"));
-		snprintf(wait_max, sizeof wait_max, "%lld",
-				api->config_num("notify.dispatch_contact_wait_max_s"));
-		contact_retry_at(next, sizeof next);
-		res = api->db_exec(CLAIM_SQL, 7, p);             /* DUE_PLAN */
+	if (sh < 0)
+		return full && el < PASS_MAX_US;
+	o = atomic_load(&ps->state[1 - sh]);
+	if (el < PASS_HOLD_US) {
+		atomic_store(&ps->state[sh], full ? SH_FULL : SH_RUNNING);
+		return full || o == SH_FULL;
+	}
+	if (o == SH_FULL || o == SH_RUNNING) {
+		atomic_store(&ps->state[sh], SH_RIDING);
+		return 1;
+	}
+	return 0;
+}
+
+/* Batches of the channels chans (c0..c1-1 their indexes) on multi handle
+ * mi, from res (claimed with *c; NULL: claimed here first), claimed again
+ * while they come back full, until ps->t0 + PASS_MAX_US; in shard sh (the
+ * channel's index; -1: not a shard) until ps->t0 + PASS_HOLD_US, and after
+ * a batch that was not full also while the other shard's last claim was
+ * full (after SHARD_PAUSE_US: rows still being written).  The next claim of
+ * a full batch is made while its transfers run (PREFETCH); the outcomes are
+ * written by rc when there is one (RECORDER).  Rows claimed, or PIN_ERR_DB
+ * when the first claim failed. */
+static int claim_loop(struct pass *ps, const char *chans, int mi, int c0, int c1, int sh,
+		PGresult *res, const struct claim *c, struct recorder *rc)
+{
+	int lim = (int)api->config_num("notify.dispatch_batch"), total = 0, own = 0;
+	struct claim cur;
+	struct prefetch pf;
+
+	if (res) {
+		cur = *c;
+	} else {
+		claim_init(&cur, chans, api->now_us());
+		res = api->db_exec(CLAIM_SQL, 7, cur.p);           /* DUE_PLAN */
 		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
-			return total ? total : PIN_ERR_DB;
-		n = PQntuples(res);
-		full = dispatch_batch(res, n, owner, t, mi, c0, c1) >= atoi(lim);
-		total += n;
-		t = api->now_us();
-		if (fullp)
-			*fullp = full;
-		/* a backlog is sent in one pass (no interval's pause between
-		 * batches), for at most PASS_MAX_US so that a stop is not held;
-		 * fullp: the caller decides after the first batch */
-	} while (full && !fullp && t - t0 < PASS_MAX_US);
+			return PIN_ERR_DB;
+	}
+	for (;;) {
+		int full = rows_of(res, c0, c1) >= lim;
+		PGresult *next = NULL;
+
+		if (full && again(ps, sh, 1, api->now_us() - ps->t0)) {
+			/* a backlog: the next claim while this batch is sent */
+			memset(&pf, 0, sizeof pf);
+			claim_init(&pf.c, chans, api->now_us());
+			total += dispatch_batch(res, own, cur.owner, cur.t, mi, c0, c1, &pf, &next,
+					rc);
+			if (!next)
+				break;
+			res = next;
+			own = 1;
+			cur = pf.c;     /* its owner and time (p[] is not used again) */
+			continue;
+		}
+		total += dispatch_batch(res, own, cur.owner, cur.t, mi, c0, c1, NULL, NULL, rc);
+		if (!again(ps, sh, full, api->now_us() - ps->t0))
+			break;
+		if (!full) {
+			struct timespec ts = { 0, SHARD_PAUSE_US * 1000L };
+
+			nanosleep(&ts, NULL);
+		}
+		claim_init(&cur, chans, api->now_us());
+		res = api->db_exec(CLAIM_SQL, 7, cur.p);           /* DUE_PLAN */
+		own = 0;
+		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+			break;
+	}
 	return total;
 }
 
-/* Shard k of a pass whose channels run apart: channel k alone, shard 0
- * (e-mail) on the job's thread and multi handle, shard 1 (SMS) on its own
- * thread, connection and multi handle (api->run_shards). */
+/* The SMS shard's two: its senders (k 0, the shard's thread) and its
+ * recorder (k 1, a thread and connection of its own). */
+struct sms_pipe {
+	struct pass *ps;
+	struct recorder rc;
+};
+
+static int sms_pipe_shard(void *ud, int k, int n)
+{
+	struct sms_pipe *sp = ud;
+	int rc;
+
+	(void)n;
+	if (k == 1)
+		return rec_main(&sp->rc);
+	rc = claim_loop(sp->ps, "{Sms}", M_SHARD, CH_SMS, CH_SMS + 1, CH_SMS, sp->ps->first,
+			&sp->ps->fc, &sp->rc);
+	rec_stop(&sp->rc);
+	return rc;
+}
+
+/* Shard k of a pass whose channels run apart: channel k alone, its rows of
+ * the pass's first claim first; shard 0 (e-mail) on the job's thread and
+ * multi handle, shard 1 (SMS) on its own thread, connection and multi
+ * handle (api->run_shards). */
 static int channel_shard(void *ud, int k, int n)
 {
 	struct pass *ps = ud;
+	int rc;
 
 	(void)n;
-	return claim_loop(k == CH_EMAIL ? "{Email}" : "{Sms}", k == 0 ? M_JOB : M_SHARD,
-			k, k + 1, ps->t0, NULL);
+	if (k == CH_EMAIL) {
+		rc = claim_loop(ps, "{Email}", M_JOB, k, k + 1, k, ps->first, &ps->fc, NULL);
+	} else {
+		struct sms_pipe sp = { .ps = ps };
+
+		pthread_mutex_init(&sp.rc.mu, NULL);
+		pthread_cond_init(&sp.rc.cv, NULL);
+		/* the recorder's thread; without it (none started) the senders
+		 * record themselves and it returns at once after them */
+		rc = api->run_shards(2, sms_pipe_shard, &sp);
+		pthread_cond_destroy(&sp.rc.cv);
+		pthread_mutex_destroy(&sp.rc.mu);
+	}
+	atomic_store(&ps->state[k], SH_DONE);
+	return rc;
 }
 
 /* A pass: the first claim takes both channels' due rows in one statement
- * (a quiet pass stays one claim).  When it comes back full and both
- * channels are configured, the rest of the pass runs each channel on its
- * own (two shards at once): a channel claims its next batch when its own
- * is sent, so the SMS senders do not wait for the e-mails' slower batch
- * (SMS went at the e-mail's pace before, 0.13-0.15 of the sink's raw rate
- * in the reminder burst, doc/performance.md). */
+ * (a quiet pass stays one claim and one transaction).  When it comes back
+ * full and both channels are configured, the pass runs each channel on its
+ * own (two shards at once), from that claim's rows on: a channel claims
+ * its next batch while its own is sent and goes on while the other still
+ * works, so the SMS senders neither wait for the e-mails' slower batches
+ * nor stop at the pass's end while the e-mail shard holds it
+ * (doc/performance.md, "The notify dispatcher"). */
 static int dispatch_job(void *ud)
 {
 	const char *chans = channels();
+	struct pass ps = { .t0 = api->now_us() };
+	PGresult *res;
 	char now[40];
-	int total, more, full = 0;
-	struct pass ps = { api->now_us() };
 
 	(void)ud;
 	if (!chans)
@@ -681,14 +1013,18 @@ static int dispatch_job(void *ud)
 	 * ix_notifications_due) */
 	api->fmt_time(ps.t0, now, sizeof now);
 	update_lag(chans, now);
-	total = claim_loop(chans, M_JOB, 0, NCH, ps.t0, &full);
-	if (total < 0 || !full || api->now_us() - ps.t0 >= PASS_MAX_US)
-		return total;
-	if (strcmp(chans, "{Email,Sms}") != 0 || !PIN_API_HAS(api, run_shards))
-		more = claim_loop(chans, M_JOB, 0, NCH, ps.t0, NULL);
-	else
-		more = api->run_shards(NCH, channel_shard, &ps);
-	return more > 0 ? total + more : total;
+	claim_init(&ps.fc, chans, api->now_us());
+	res = api->db_exec(CLAIM_SQL, 7, ps.fc.p);             /* DUE_PLAN */
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+		return PIN_ERR_DB;
+	if (rows_of(res, 0, NCH) >= api->config_num("notify.dispatch_batch") &&
+			!strcmp(chans, "{Email,Sms}") && PIN_API_HAS(api, run_shards)) {
+		ps.first = res;
+		atomic_init(&ps.state[CH_EMAIL], SH_FULL);
+		atomic_init(&ps.state[CH_SMS], SH_FULL);
+		return api->run_shards(NCH, channel_shard, &ps);
+	}
+	return claim_loop(&ps, chans, M_JOB, 0, NCH, -1, res, &ps.fc, NULL);
 }
 
 int ntf_dispatch_register(const struct pin_host_api *a, struct pin_registrar *reg,
