@@ -88,6 +88,8 @@ const struct pin_principal *pin_req_principal(struct pin_req *r);
 const char *pin_req_trace_id(struct pin_req *r);
 int pin_respond_json(struct pin_req *r, int status, json_object *body);
 int pin_respond_json_text(struct pin_req *r, int status, char *text, size_t len);
+int pin_respond_body(struct pin_req *r, int status, const char *content_type,
+		char *body, size_t len);
 int pin_set_header(struct pin_req *r, const char *name, const char *value);
 int pin_respond_problem(struct pin_req *r, int status, const char *code,
 		const char *detail, json_object *errors);

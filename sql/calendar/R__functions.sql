@@ -253,3 +253,29 @@ BEGIN
 	END LOOP;
 END
 $fn$;
+
+-- ---- iCalendar identity of an appointment (issue 32; sdk/ical.h) ----------
+-- An investor's reschedule books a NEW appointment (rescheduled_from_
+-- appointment_id names the one it replaced).  A calendar application must
+-- see it as the same entry moved: one UID for the whole chain, the id of its
+-- first appointment ("appointment-<root>@pin-calendar"), and a SEQUENCE that
+-- grows with every reschedule (the appointment's depth in the chain: 0 for
+-- the booking, 1 after the first reschedule, ...).  The agent's feed
+-- (plugins/calendar/feed.c) and the invitations in e-mails both use this, so
+-- the entry one added is the entry the other updates.  Housekeeping purges
+-- terminal appointments after 180 days (ON DELETE SET NULL cuts the chain):
+-- a chain whose first links were purged starts at the oldest one left.
+CREATE OR REPLACE FUNCTION calendar.appointment_ical_series(apt uuid,
+		OUT root_id uuid, OUT depth int)
+	LANGUAGE sql STABLE STRICT PARALLEL SAFE
+AS $fn$
+	WITH RECURSIVE c(id, prev, d) AS (
+		SELECT a.id, a.rescheduled_from_appointment_id, 0
+		  FROM calendar.appointments a WHERE a.id = apt
+		UNION ALL
+		SELECT p.id, p.rescheduled_from_appointment_id, c.d + 1
+		  FROM c JOIN calendar.appointments p ON p.id = c.prev
+		 WHERE c.d < 1000
+	)
+	SELECT c.id, c.d FROM c ORDER BY c.d DESC LIMIT 1
+$fn$;

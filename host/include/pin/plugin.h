@@ -96,6 +96,10 @@
  *                    a name ending in "_ms" is observed in milliseconds
  *                    (buckets 1 ms .. 60000 ms); any other in seconds.
  *                    Plugins built against < 1.8 have neither member.
+ *   2026-12-05  1.9  pin_host_api.respond_body: a response of any media
+ *                    type (the agent's iCalendar feed, text/calendar,
+ *                    issue 32), the body malloc'd and taken by the host;
+ *                    a 304 sends no body.
  */
 #ifndef PIN_PLUGIN_H
 #define PIN_PLUGIN_H
@@ -110,7 +114,7 @@ extern "C" {
 #endif
 
 #define PIN_ABI_MAJOR 1
-#define PIN_ABI_MINOR 8
+#define PIN_ABI_MINOR 9
 
 /* True when the (size-prefixed) table t has member m. */
 #define PIN_API_HAS(t, m) \
@@ -515,6 +519,16 @@ struct pin_host_api {
 	const char *(*config_str)(const char *key);
 	long long (*config_num)(const char *key);
 	int (*config_bool)(const char *key);
+
+	/* -- 1.9: a response of media type content_type (borrowed, copied;
+	 *    no CR/LF), e.g. "text/calendar; charset=utf-8".  body (malloc'd,
+	 *    len bytes, or NULL with len 0) becomes the host's, is sent as it
+	 *    is and freed after the response -- also when the call fails.
+	 *    Status 304 sends no body whatever len says.  PIN_ERR when the
+	 *    request has its response already, for a bad content_type, or
+	 *    out of memory. */
+	int (*respond_body)(struct pin_req *r, int status, const char *content_type,
+			char *body, size_t len);
 };
 
 /* ---- declared configuration (1.7) --------------------------------------- */
