@@ -258,13 +258,14 @@ static int token_owner(const char *hex, const char **user, const char **tenant)
 /* the events of the window; a.* NULL for events that are no appointment */
 #define FEED_FROM \
 	"FROM calendar.calendar_events e " \
-	"LEFT JOIN calendar.appointments a ON a.id = e.appointment_id " \
+	"LEFT JOIN calendar.appointments a ON a.id = e.appointment_id "
+#define FEED_WHERE \
 	"WHERE e.owner_user_id = $1::uuid AND e.tenant_id = $2::uuid " \
 	"  AND e.start_at >= $3::timestamptz AND e.start_at < $4::timestamptz "
 /* count, greatest change (us), sum of versions: the ETag's inputs */
 #define FEED_AGG_SQL \
 	"SELECT count(*), coalesce(max(calendar.us(greatest(e.updated_at, a.updated_at))), 0), " \
-	"  coalesce(sum(e.version + coalesce(a.version, 0)), 0) " FEED_FROM
+	"  coalesce(sum(e.version + coalesce(a.version, 0)), 0) " FEED_FROM FEED_WHERE
 
 enum { F_ID, F_STATUS, F_TITLE, F_DESC, F_LOC, F_START, F_END, F_UPD, F_VER,
 	F_APT, F_APT_STATUS, F_APT_UPD, F_APT_VER, F_SUPERSEDED, F_ROOT, F_DEPTH };
@@ -274,7 +275,7 @@ enum { F_ID, F_STATUS, F_TITLE, F_DESC, F_LOC, F_START, F_END, F_UPD, F_VER,
 	"  calendar.us(e.updated_at), e.version, a.id, a.status, " \
 	"  calendar.us(a.updated_at), a.version, " \
 	"  a.rescheduled_to_appointment_id IS NOT NULL, s.root_id, s.depth " FEED_FROM \
-	"LEFT JOIN LATERAL calendar.appointment_ical_series(a.id) s ON true " \
+	"LEFT JOIN LATERAL calendar.appointment_ical_series(a.id) s ON true " FEED_WHERE \
 	"ORDER BY e.start_at, e.id LIMIT $5::int"
 
 /* One row as a VEVENT: UID event-<id>, SEQUENCE version - 1 (every change
