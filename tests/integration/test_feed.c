@@ -1,9 +1,9 @@
 /* test_feed.c -- the agent's iCalendar subscription feed (issue 32 item 1):
  * the token's create / rotate / revoke through the API, the public feed
  * parsed by libical and by Python's icalendar, ETag / 304, the per-token
- * limit of nginx, appointments' UID over a reschedule, and a real
- * subscription client (vdirsyncer, http storage -> filesystem) seeing an
- * event, its move and its cancellation. */
+ * limit of nginx, appointments' UID over a reschedule, and real clients
+ * (vdirsyncer, http storage -> filesystem; khal importing the feed) seeing
+ * an event, its move and its cancellation. */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,7 +264,8 @@ START_TEST(content_etag_reschedule_cancel)
 	ck_assert(ical_find(r->body, uid, &v));
 	ck_assert_int_eq(v.count, 1);
 	ck_assert_int_gt(v.sequence, 0);
-	ck_assert_int_eq((int)(v.dtstart - t0), 86400);
+	/* a day later (the two instants were taken a moment apart) */
+	ck_assert_int_lt(abs((int)(v.dtstart - t0) - 86400), 10);
 	py = py_parse(r->body);
 	ck_assert_msg(strstr(py, h_sprintf("%s|%d|CONFIRMED|", uid, v.sequence)) != NULL, "%s", py);
 
@@ -351,42 +352,78 @@ START_TEST(rate_limited_per_token)
 }
 END_TEST
 
-/* ---- vdirsyncer: http storage (the feed) -> filesystem storage --------- */
-static char *vdir_all(const char *dir)
+/* ---- real clients: vdirsyncer (http storage -> filesystem storage) and
+ * khal (import of each fetched feed into a calendar of its own) ---------- */
+static char *vdir_all(const char *dir, int *files)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
 	char *all = h_strdup("");
 
 	ck_assert_ptr_nonnull(d);
+	*files = 0;
 	while ((e = readdir(d)))
-		if (strstr(e->d_name, ".ics"))
+		if (strstr(e->d_name, ".ics")) {
 			all = h_sprintf("%s%s", all, h_slurp(h_sprintf("%s/%s", dir, e->d_name)));
+			(*files)++;
+		}
 	closedir(d);
 	return all;
 }
 
-static void vdir_sync(const char *cfg, const char *dir)
+static int count_of(const char *s, const char *needle)
 {
-	char *cmd = h_sprintf("yes | vdirsyncer -c %s/config discover >%s/log 2>&1 && "
-			"vdirsyncer -c %s/config sync >>%s/log 2>&1", cfg, cfg, cfg, cfg);
+	int n = 0;
 
-	ck_assert_msg(system(cmd) == 0, "vdirsyncer: %s", h_slurp(h_sprintf("%s/log", cfg)));
-	(void)dir;
+	for (s = strstr(s, needle); s; s = strstr(s + 1, needle))
+		n++;
+	return n;
 }
 
-START_TEST(vdirsyncer_sees_move_and_cancel)
+/* vdirsyncer sync; then the feed fetched once more, imported by khal
+ * (--batch: an event whose UID khal has is replaced); khal's list of the
+ * next 30 days "<start> <title> <status>" lines */
+static char *clients_sync(const char *tmp, const char *path)
+{
+	char *cmd = h_sprintf("yes | vdirsyncer -c %s/config discover >%s/log 2>&1 && "
+			"vdirsyncer -c %s/config sync >>%s/log 2>&1", tmp, tmp, tmp, tmp);
+	struct h_resp *r;
+	FILE *fp;
+
+	ck_assert_msg(system(cmd) == 0, "vdirsyncer: %s", h_slurp(h_sprintf("%s/log", tmp)));
+	r = feed(path, NULL);
+	ck_assert_int_eq(r->status, 200);
+	fp = fopen(h_sprintf("%s/feed.ics", tmp), "w");
+	ck_assert_ptr_nonnull(fp);
+	fwrite(r->body, 1, r->body_len, fp);
+	fclose(fp);
+	cmd = h_sprintf("khal -c %s/khal.conf import --batch %s/feed.ics >%s/khal.log 2>&1 && "
+			"khal -c %s/khal.conf list --format '{start} {title} {status}' %s 30d "
+			">%s/khal.out 2>>%s/khal.log", tmp, tmp, tmp, tmp, h_date_in(0), tmp, tmp);
+	ck_assert_msg(system(cmd) == 0, "khal: %s", h_slurp(h_sprintf("%s/khal.log", tmp)));
+	return h_slurp(h_sprintf("%s/khal.out", tmp));
+}
+
+/* "2026-12-07T..." -> "20261207" */
+static char *ical_day(const char *iso)
+{
+	return h_sprintf("%.4s%.2s%.2s", iso, iso + 5, iso + 8);
+}
+
+START_TEST(clients_see_event_move_and_cancel)
 {
 	struct h_agent a = mk_writer();
-	char tmp[] = "/tmp/pin-vdir-XXXXXX", *dir, *id, *path, *all, *uid, *line;
+	char tmp[] = "/tmp/pin-vdir-XXXXXX", *dir, *kdir, *id, *path, *all, *k, *when;
+	int files;
 	struct h_resp *r;
 	FILE *fp;
 
 	ck_assert_ptr_nonnull(mkdtemp(tmp));
 	dir = h_sprintf("%s/cal", tmp);
+	kdir = h_sprintf("%s/khal-cal", tmp);
 	ck_assert_int_eq(mkdir(dir, 0700), 0);
-	id = mk_event(&a, 86400, "Showing for vdirsyncer", "Arbat 5");
-	uid = h_sprintf("UID:event-%s@pin-calendar", id);
+	ck_assert_int_eq(mkdir(kdir, 0700), 0);
+	id = mk_event(&a, 86400, "Showing for the clients", "Arbat 5");
 	path = new_token(&a, NULL);
 	fp = fopen(h_sprintf("%s/config", tmp), "w");
 	ck_assert_ptr_nonnull(fp);
@@ -397,31 +434,53 @@ START_TEST(vdirsyncer_sees_move_and_cancel)
 		"[storage feed_remote]\ntype = \"http\"\nurl = \"%s%s\"\n",
 		tmp, dir, h_env("PIN_BASE_URL"), path);
 	fclose(fp);
+	fp = fopen(h_sprintf("%s/khal.conf", tmp), "w");
+	ck_assert_ptr_nonnull(fp);
+	fprintf(fp, "[calendars]\n[[feed]]\npath = %s\ntype = calendar\n[locale]\n"
+		"timeformat = %%H:%%M\ndateformat = %%Y-%%m-%%d\nlongdateformat = %%Y-%%m-%%d\n"
+		"datetimeformat = %%Y-%%m-%%d %%H:%%M\nlongdatetimeformat = %%Y-%%m-%%d %%H:%%M\n"
+		"default_timezone = UTC\nlocal_timezone = UTC\n[sqlite]\npath = %s/khal.db\n",
+		kdir, tmp);
+	fclose(fp);
 
-	vdir_sync(tmp, dir);
-	all = vdir_all(dir);
-	ck_assert_msg(strstr(all, uid) != NULL, "the event is not in the vdir: %s", all);
+	/* the event */
+	k = clients_sync(tmp, path);
+	all = vdir_all(dir, &files);
+	ck_assert_int_eq(files, 1);
+	ck_assert_msg(strstr(all, "SUMMARY:Showing for the clients") != NULL, "%s", all);
 	ck_assert(strstr(all, "LOCATION:Arbat 5") != NULL);
 	ck_assert(strstr(all, "SEQUENCE:0") != NULL);
+	when = h_iso_in(86400);
+	ck_assert_msg(strstr(k, "Showing for the clients") && strstr(k, h_sprintf("%.10s", when)),
+			"khal: %s", k);
 
+	/* the move: vdirsyncer holds one item, at the new day, SEQUENCE 1
+	 * (its http storage names items by content, so the old one is gone
+	 * and the new one there); khal replaced its entry by UID */
 	r = h_post(h_sprintf(EV "/%s/reschedule", id), a.token,
 			h_sprintf("{\"startAt\":\"%s\"}", h_iso_in(2 * 86400)));
 	ck_assert_int_eq(r->status, 200);
-	vdir_sync(tmp, dir);
-	all = vdir_all(dir);
-	ck_assert(strstr(all, uid) != NULL);
+	k = clients_sync(tmp, path);
+	all = vdir_all(dir, &files);
+	ck_assert_int_eq(files, 1);
+	ck_assert_int_eq(count_of(all, "BEGIN:VEVENT"), 1);
 	ck_assert_msg(strstr(all, "SEQUENCE:1") != NULL, "the move is not in the vdir: %s", all);
-	/* the same entry moved: one file, the new DTSTART */
-	line = strstr(all, "DTSTART:");
-	ck_assert_ptr_nonnull(line);
-	ck_assert_ptr_null(strstr(line + 1, "BEGIN:VEVENT"));
-	ck_assert(strncmp(line + 8, h_iso_in(2 * 86400), 4) == 0);
+	ck_assert(strstr(all, h_sprintf("DTSTART:%s", ical_day(h_iso_in(2 * 86400)))) != NULL);
+	/* khal lists days with events only: the new day, not the old one */
+	ck_assert_msg(strstr(k, h_sprintf("%.10s", h_iso_in(2 * 86400))) &&
+			!strstr(k, h_sprintf("%.10s", when)), "khal: %s", k);
+	ck_assert_msg(count_of(k, "Showing for the clients") == 1, "khal: %s", k);
+	ck_assert(access(h_sprintf("%s/event-%s@pin-calendar.ics", kdir, id), F_OK) == 0);
 
+	/* the cancellation */
 	r = h_post(h_sprintf(EV "/%s/cancel", id), a.token, "{}");
 	ck_assert_int_eq(r->status, 200);
-	vdir_sync(tmp, dir);
-	all = vdir_all(dir);
+	k = clients_sync(tmp, path);
+	all = vdir_all(dir, &files);
+	ck_assert_int_eq(files, 1);
 	ck_assert_msg(strstr(all, "STATUS:CANCELLED") != NULL, "no cancellation: %s", all);
+	ck_assert_msg(strstr(k, "Showing for the clients CANCELLED") != NULL, "khal: %s", k);
+	ck_assert_msg(count_of(k, "Showing for the clients") == 1, "khal: %s", k);
 }
 END_TEST
 
@@ -434,7 +493,7 @@ Suite *make_feed_suite(void)
 	tcase_add_test(tc, content_etag_reschedule_cancel);
 	tcase_add_test(tc, appointment_reschedule_same_uid);
 	tcase_add_test(tc, rate_limited_per_token);
-	tcase_add_test(tc, vdirsyncer_sees_move_and_cancel);
+	tcase_add_test(tc, clients_see_event_move_and_cancel);
 	suite_add_tcase(s, tc);
 	return s;
 }
