@@ -10,6 +10,11 @@
  *   an appointment     "appointment-<appointmentId>@pin-calendar"
  * SEQUENCE: grows on every reschedule (the caller passes the object's count
  * of reschedules or its version; it must never go down for one UID).
+ * An investor's reschedule books a NEW appointment: pass the id of the
+ * FIRST appointment of its chain and the number of reschedules as
+ * SEQUENCE, both from SQL calendar.appointment_ical_series(id)
+ * (R__functions.sql), so the entry a client has moves; the agent's feed
+ * (plugins/calendar/feed.c) does, an e-mail invitation must too.
  * Times are written in UTC (DTSTART:20261201T090000Z), so no VTIMEZONE is
  * needed; a client shows them in its own zone.
  */
