@@ -262,10 +262,14 @@ static int token_owner(const char *hex, const char **user, const char **tenant)
 #define FEED_WHERE \
 	"WHERE e.owner_user_id = $1::uuid AND e.tenant_id = $2::uuid " \
 	"  AND e.start_at >= $3::timestamptz AND e.start_at < $4::timestamptz "
-/* count, greatest change (us), sum of versions: the ETag's inputs */
+/* count, greatest change (us), sum of versions: the ETag's inputs, over
+ * the same rows as the feed (its order and cap) */
 #define FEED_AGG_SQL \
-	"SELECT count(*), coalesce(max(calendar.us(greatest(e.updated_at, a.updated_at))), 0), " \
-	"  coalesce(sum(e.version + coalesce(a.version, 0)), 0) " FEED_FROM FEED_WHERE
+	"SELECT count(*), coalesce(max(calendar.us(greatest(x.eu, x.au))), 0), " \
+	"  coalesce(sum(x.ev + coalesce(x.av, 0)), 0) " \
+	"FROM (SELECT e.updated_at AS eu, a.updated_at AS au, e.version AS ev, " \
+	"  a.version AS av " FEED_FROM FEED_WHERE \
+	"  ORDER BY e.start_at, e.id LIMIT $5::int) x"
 
 enum { F_ID, F_STATUS, F_TITLE, F_DESC, F_LOC, F_START, F_END, F_UPD, F_VER,
 	F_APT, F_APT_STATUS, F_APT_UPD, F_APT_VER, F_SUPERSEDED, F_ROOT, F_DEPTH };
@@ -345,7 +349,7 @@ int cal_feed_get(struct pin_req *r, void *ud)
 	params[4] = pc_api->sprintf("%d", FEED_MAX_EVENTS);
 
 	if (pc_api->req_header(r, "If-None-Match")) {
-		res = pc_api->db_exec_prepared("cal_feed_agg", FEED_AGG_SQL, 4, params);
+		res = pc_api->db_exec_prepared("cal_feed_agg", FEED_AGG_SQL, 5, params);
 		if (!pc_res_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
 			return PIN_ERR_DB;
 		etag = feed_etag(user, from, atoll(PQgetvalue(res, 0, 0)),
