@@ -265,7 +265,7 @@ static int token_owner(const char *hex, const char **user, const char **tenant)
 /* count, greatest change (us), sum of versions: the ETag's inputs, over
  * the same rows as the feed (its order and cap) */
 #define FEED_AGG_SQL \
-	"SELECT count(*), coalesce(max(calendar.us(greatest(x.eu, x.au))), 0), " \
+	"SELECT count(*), coalesce(calendar.us(max(greatest(x.eu, x.au))), 0), " \
 	"  coalesce(sum(x.ev + coalesce(x.av, 0)), 0) " \
 	"FROM (SELECT e.updated_at AS eu, a.updated_at AS au, e.version AS ev, " \
 	"  a.version AS av " FEED_FROM FEED_WHERE \
