@@ -91,6 +91,6 @@ const struct pin_host_api pin_api = {
 	.config_str = pin_config_str,
 	.config_num = pin_config_int,
 	.config_bool = api_config_bool,
-	/* 1.9 (the agent's iCalendar feed) */
+	/* 1.9 (non-JSON responses) */
 	.respond_body = pin_respond_body,
 };

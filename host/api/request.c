@@ -309,23 +309,18 @@ int pin_respond_json_text(struct pin_req *r, int status, char *text, size_t len)
 int pin_respond_body(struct pin_req *r, int status, const char *content_type,
 		char *body, size_t len)
 {
-	const char *ct;
-
-	if (r->responded || !content_type || !*content_type ||
-	    strpbrk(content_type, "\r\n") || (!body && len) ||
-	    !(ct = pin_arena_strdup(content_type))) {
-		free(body);
+	if (!body)
 		return PIN_ERR;
-	}
 	/* the arena frees the body after the response is written */
-	if (body && pin_arena_track_free(body) < 0) {
+	if (r->responded || !content_type || strpbrk(content_type, "\r\n") ||
+	    pin_arena_track_free(body) < 0) {
 		free(body);
 		return PIN_ERR;
 	}
-	r->resp_body = body ? body : "";
-	r->resp_len = status == 304 ? 0 : len;
+	r->resp_body = body;
+	r->resp_len = len;
 	r->status = status;
-	r->content_type = ct;
+	r->content_type = pin_arena_strdup(content_type);
 	r->responded = true;
 	return 0;
 }

@@ -38,6 +38,8 @@ static const struct apt_problem {
 		"the appointment has not started yet" },
 	{ CD_APT_E_AGENT_UNAVAILABLE, 409, "AGENT_UNAVAILABLE",
 		"the agent no longer takes appointments" },
+	{ CD_APT_E_TIME_OFF, 409, "AGENT_TIME_OFF",
+		"the agent is away at this time (time off); choose another slot" },
 };
 
 int apt_fail(struct pin_req *r, int rc, struct pc_errs *e)
@@ -186,6 +188,11 @@ static const struct pin_route routes[] = {
 		apt_h_agency_list, NULL, NULL },
 	{ "GET", "/api/v1/pin-manager/calendar/appointments", PIN_ACTOR_PIN_MANAGER,
 		"calendar.team.view", 0, apt_h_pinmgr_list, NULL, NULL },
+
+	/* the investors' manage links (manage.c, issue 32 item 3): public,
+	 * the signed token in the path is the credential */
+	{ "GET", "/manage/{token}", PIN_ACTOR_PUBLIC, NULL, 0, apt_h_manage_get, NULL, NULL },
+	{ "POST", "/manage/{token}", PIN_ACTOR_PUBLIC, NULL, 0, apt_h_manage_post, NULL, NULL },
 };
 
 static int apt_init(const struct pin_host_api *api, struct pin_registrar *reg,
@@ -193,6 +200,12 @@ static int apt_init(const struct pin_host_api *api, struct pin_registrar *reg,
 {
 	pc_init(api);
 	if (pc_idem_table(CD_IDEM_TABLE, err, errlen) < 0)
+		return PIN_ERR;
+	if (!PIN_API_HAS(api, respond_body)) {
+		snprintf(err, errlen, "the host is older than ABI 1.9 (respond_body)");
+		return PIN_ERR;
+	}
+	if (apt_manage_init(err, errlen) < 0)
 		return PIN_ERR;
 	return pc_register_routes(reg, routes, sizeof(routes) / sizeof(routes[0]),
 			"appointments", err, errlen);
@@ -205,6 +218,14 @@ static const struct pin_config_key apt_config_keys[] = {
 	  0, 1000000, NULL, "bookings", "booking",
 	  "appointments an investor may create per rolling hour (a reschedule does not "
 	  "count again); 0: no limit; over it: 429 RATE_LIMITED" },
+	/* the same declaration as notify.so's (keys.c): the signer and the
+	 * verifier of the investors' manage links read one file */
+	{ "manage_link_key_file", PIN_CFG_PATH, "", PIN_CFG_API | PIN_CFG_WORKER, 0, 0, 0,
+	  NULL, NULL, "manage links",
+	  "file of the key of the investors' manage links (one secret of >= 32 bytes a "
+	  "line: the first signs, every line verifies; mode 0640 root:pin-calendar); the "
+	  "same file on every API and worker host; empty: no links in the messages and "
+	  "/manage/ answers 503 (doc/operating.md, \"Manage links\")" },
 	{ NULL, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL }
 };
 

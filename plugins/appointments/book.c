@@ -66,11 +66,12 @@ struct resched {
 	const char *new_slot_id;
 };
 
-static int op_reschedule(struct apt_write *w, const PGresult *old, int64_t now_us)
+int apt_reschedule(const PGresult *old, const char *new_slot_id, int64_t now_us,
+		const char **new_id_out)
 {
-	const struct resched *c = w->ctx;
 	struct cd_apt_book_req b;
-	struct cd_apt_end end = { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1, NULL };
+	struct cd_apt_end end = { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1,
+		NULL, NULL };
 	const char *status = PQgetvalue(old, 0, CD_APT_C_STATUS), *new_id;
 	long long cutoff_min = atoll(PQgetvalue(old, 0, CD_APT_C_CUTOFF));
 	int rc;
@@ -81,7 +82,7 @@ static int op_reschedule(struct apt_write *w, const PGresult *old, int64_t now_u
 	if (now_us > pc_col_us(old, 0, CD_APT_C_START) - cutoff_min * 60 * 1000000LL)
 		return CD_APT_E_CUTOFF;
 	memset(&b, 0, sizeof(b));
-	b.slot_id = c->new_slot_id;
+	b.slot_id = new_slot_id;
 	b.investor_user_id = PQgetvalue(old, 0, CD_APT_C_INVESTOR);
 	b.comment = PQgetisnull(old, 0, CD_APT_C_COMMENT) ? NULL
 		: PQgetvalue(old, 0, CD_APT_C_COMMENT);
@@ -97,8 +98,15 @@ static int op_reschedule(struct apt_write *w, const PGresult *old, int64_t now_u
 	end.rescheduled_to = new_id;
 	if ((rc = cd_apt_end(old, &end, now_us)) < 0)
 		return rc;
-	w->result_id = new_id;
+	*new_id_out = new_id;
 	return 0;
+}
+
+static int op_reschedule(struct apt_write *w, const PGresult *old, int64_t now_us)
+{
+	const struct resched *c = w->ctx;
+
+	return apt_reschedule(old, c->new_slot_id, now_us, &w->result_id);
 }
 
 static void read_resched(json_object *body, void *ctx, struct pc_errs *e)

@@ -42,9 +42,8 @@ int apt_h_agent_confirm(struct pin_req *r, void *ud)
 
 /* ------------------------------------------------------ decline / cancel */
 
-static int op_end(struct apt_write *w, const PGresult *row, int64_t now_us)
+int apt_end(const PGresult *row, const struct cd_apt_end *x, int64_t now_us)
 {
-	struct cd_apt_end *x = w->ctx;
 	const char *status = PQgetvalue(row, 0, CD_APT_C_STATUS);
 
 	if (strcmp(x->reason, "DeclinedByAgent") == 0) {
@@ -63,6 +62,11 @@ static int op_end(struct apt_write *w, const PGresult *row, int64_t now_us)
 		}
 	}
 	return cd_apt_end(row, x, now_us);
+}
+
+static int op_end(struct apt_write *w, const PGresult *row, int64_t now_us)
+{
+	return apt_end(row, w->ctx, now_us);
 }
 
 /* {reason?} of a cancel. */
@@ -85,7 +89,7 @@ static void read_agent_end(json_object *body, void *ctx, struct pc_errs *e)
 static int agent_end(struct pin_req *r, const char *status, const char *reason)
 {
 	static const char *const allowed[] = { "reason", "releaseSlot", NULL };
-	struct cd_apt_end x = { status, "Agent", reason, NULL, 0, NULL };
+	struct cd_apt_end x = { status, "Agent", reason, NULL, 0, NULL, NULL };
 	struct apt_write w;
 
 	agent_scope(r, &w);
@@ -110,7 +114,7 @@ int apt_h_investor_cancel(struct pin_req *r, void *ud)
 {
 	static const char *const allowed[] = { "reason", NULL };
 	const struct pin_principal *me = pc_api->req_principal(r);
-	struct cd_apt_end x = { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1, NULL };
+	struct cd_apt_end x = APT_INVESTOR_CANCEL;
 	struct apt_write w;
 
 	(void)ud;

@@ -6,7 +6,6 @@
 #include "sdk/sdk.h"
 #include "caldomain/event.h"
 #include "caldomain/appointment.h"
-#include "caldomain/appointment.h"
 
 #define APT_NOT_FOUND "APPOINTMENT_NOT_FOUND"
 
@@ -71,5 +70,27 @@ int apt_h_agent_decline(struct pin_req *r, void *ud);
 int apt_h_agent_cancel(struct pin_req *r, void *ud);
 int apt_h_agent_complete(struct pin_req *r, void *ud);
 int apt_h_investor_cancel(struct pin_req *r, void *ud);
+
+/* The rules of an end (decline / cancel) on a locked row, then cd_apt_end:
+ * the states it may leave, the agent's "not after the start", the
+ * investor's cancellation cutoff.  The API and the manage page (manage.c)
+ * both end an appointment through it.  0, PC_E_TRANSITION, CD_APT_E_*,
+ * PIN_ERR_DB. */
+int apt_end(const PGresult *row, const struct cd_apt_end *x, int64_t now_us);
+/* The investor's reschedule of a locked row to new_slot_id (the same agent
+ * and kind): the rules of the API (states, cutoff), cd_apt_book of the new
+ * slot (its guards, anti-spam, rate limit) and the old one's end with
+ * rescheduled_to.  0 with *new_id (arena), PC_E_TRANSITION, CD_APT_E_*,
+ * PIN_ERR_DB.  The API (book.c) and the manage page (manage.c) use it. */
+int apt_reschedule(const PGresult *old, const char *new_slot_id, int64_t now_us,
+		const char **new_id);
+/* the investor's cancel: the slot goes back to the showcase */
+#define APT_INVESTOR_CANCEL { "Cancelled", "Investor", "CancelledByInvestor", NULL, 1, NULL, NULL }
+
+/* The investors' manage links (manage.c, issue 32 item 3): GET and POST
+ * /manage/{token}, public (the signed token is the credential). */
+int apt_manage_init(char *err, size_t errlen);
+int apt_h_manage_get(struct pin_req *r, void *ud);
+int apt_h_manage_post(struct pin_req *r, void *ud);
 
 #endif

@@ -100,7 +100,8 @@ json_object *cd_apt_json(const PGresult *res, int row)
 
 /* The fields every appointment-* contract starts with (events.md):
  * AppointmentId, TenantId, EventId, AgentUserId, InvestorUserId, Kind,
- * StartAt, and with_span: EndAt, TimeZone. */
+ * StartAt, and with_span: EndAt, TimeZone; then OriginalAppointmentId and
+ * RescheduleCount (the reschedule chain, issue 32). */
 static json_object *payload_head(const PGresult *res, int row, int with_span)
 {
 	json_object *o = json_object_new_object();
@@ -116,6 +117,9 @@ static json_object *payload_head(const PGresult *res, int row, int with_span)
 		pc_json_col_time(o, "endAt", res, row, CD_APT_C_END);
 		pc_json_col(o, "timeZone", res, row, CD_APT_C_TZ);
 	}
+	/* the reschedule chain (issue 32: the invitation's UID and SEQUENCE) */
+	pc_json_col(o, "originalAppointmentId", res, row, CD_APT_C_ORIGINAL);
+	pc_json_col_int(o, "rescheduleCount", res, row, CD_APT_C_RESCHEDULES);
 	return o;
 }
 
@@ -186,8 +190,9 @@ static int slot_refusal(const char *status, int64_t start_us, int64_t now_us)
 	return 0;
 }
 
-/* status, owner, kind, start, and whether the owner may be booked (no
- * identity replica, or one with status Active: cd_agent_active). */
+/* status, owner, kind, start, whether the owner may be booked (no
+ * identity replica, or one with status Active: cd_agent_active), and whether
+ * the slot lies in an absence of its owner (issue 32, calendar.time_off). */
 static PGresult *slot_get(const char *slot_id)
 {
 	const char *p[1] = { slot_id };
@@ -195,17 +200,24 @@ static PGresult *slot_get(const char *slot_id)
 	return pc_api->db_exec_prepared("apt_slot_get",
 		"SELECT s.status, s.owner_user_id, s.kind, calendar.us(s.start_at), "
 		"  NOT EXISTS (SELECT 1 FROM calendar.user_replicas u "
-		"    WHERE u.user_id = s.owner_user_id AND u.status <> 'Active') AS owner_active "
+		"    WHERE u.user_id = s.owner_user_id AND u.status <> 'Active') AS owner_active, "
+		"  EXISTS (SELECT 1 FROM calendar.time_off t "
+		"    WHERE t.owner_user_id = s.owner_user_id "
+		"      AND tstzrange(t.start_at, t.end_at) && tstzrange(s.start_at, s.end_at)) "
+		"    AS in_time_off "
 		"FROM calendar.availability_slots s WHERE s.id = $1::uuid", 1, p);
 }
 
 /* Why a slot_get row cannot be booked now; 0 when it can.  A departed agent
  * (issue 12) is named before the slot's own state: the departure archived
- * the slot, and "the agent is unavailable" is the truth the investor needs. */
+ * the slot, and "the agent is unavailable" is the truth the investor needs.
+ * So is an absence (issue 32): it archived the slot too. */
 static int slot_row_refusal(const PGresult *slot, int64_t now_us)
 {
 	if (strcmp(PQgetvalue(slot, 0, 4), "t") != 0)
 		return CD_APT_E_AGENT_UNAVAILABLE;
+	if (strcmp(PQgetvalue(slot, 0, 5), "t") == 0)
+		return CD_APT_E_TIME_OFF;
 	return slot_refusal(PQgetvalue(slot, 0, 0), pc_col_us(slot, 0, 3), now_us);
 }
 
@@ -413,9 +425,14 @@ static int insert_appointment(const struct cd_apt_book_req *b, const PGresult *s
 		"  agent_user_id, investor_user_id, kind, start_at, end_at, time_zone, status, "
 		"  auto_confirmed, comment, project_id, property_object_id, consultation_request_id, "
 		"  confirm_deadline_at, rescheduled_from_appointment_id, decided_at, created_at, "
-		"  updated_at, version) "
+		"  updated_at, version, original_appointment_id, reschedule_count) "
 		"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::boolean, $13, $14, $15, "
-		"  $16, $17, $18, $19::timestamptz, $20::timestamptz, $20::timestamptz, 1) "
+		"  $16, $17, $18, $19::timestamptz, $20::timestamptz, $20::timestamptz, 1, "
+		/* a reschedule continues the old one's chain (0740) */
+		"  coalesce((SELECT coalesce(o.original_appointment_id, o.id) "
+		"    FROM calendar.appointments o WHERE o.id = $18::uuid), $1::uuid), "
+		"  coalesce((SELECT o.reschedule_count + 1 "
+		"    FROM calendar.appointments o WHERE o.id = $18::uuid), 0)) "
 		"RETURNING " CD_APT_COLS, 20, p);
 	if (*row && PQresultStatus(*row) == PGRES_FATAL_ERROR &&
 			strcmp(pc_api->db_sqlstate(*row), "23505") == 0 &&
@@ -509,14 +526,18 @@ static int end_row(const PGresult *locked, int row, const struct cd_apt_end *x, 
 	p[0] = PQgetvalue(locked, row, CD_APT_C_SLOT);
 	p[1] = x->release_slot ? "true" : "false";
 	p[2] = now;
+	p[3] = x->slot_archive_reason;
+#define RELEASED \
+	"$2::boolean AND s.start_at >= $3::timestamptz + interval '60 minutes' " \
+	"  AND NOT EXISTS (SELECT 1 FROM calendar.user_replicas u " \
+	"    WHERE u.user_id = s.owner_user_id AND u.status <> 'Active') "
 	res = pc_api->db_exec_prepared("apt_slot_release",
-		"UPDATE calendar.availability_slots s SET status = CASE "
-		"    WHEN $2::boolean AND s.start_at >= $3::timestamptz + interval '60 minutes' "
-		"      AND NOT EXISTS (SELECT 1 FROM calendar.user_replicas u "
-		"        WHERE u.user_id = s.owner_user_id AND u.status <> 'Active') "
-		"    THEN 'Available' ELSE 'Archived' END, "
+		"UPDATE calendar.availability_slots s SET "
+		"  status = CASE WHEN " RELEASED " THEN 'Available' ELSE 'Archived' END, "
+		"  archive_reason = CASE WHEN " RELEASED " THEN NULL ELSE $4 END, "
 		"  version = s.version + 1, updated_at = $3::timestamptz "
-		"WHERE s.id = $1::uuid AND s.status = 'Booked'", 3, p);
+		"WHERE s.id = $1::uuid AND s.status = 'Booked'", 4, p);
+#undef RELEASED
 	if (!pc_res_ok(res, PGRES_COMMAND_OK))
 		return PIN_ERR_DB;
 
@@ -600,7 +621,7 @@ int cd_apt_complete(const PGresult *locked, const char *outcome, const char *not
 int cd_apt_expire_batch(int64_t now_us, int batch)
 {
 	static const struct cd_apt_end expire = {
-		"Expired", "System", "Expired", NULL, 1, NULL
+		"Expired", "System", "Expired", NULL, 1, NULL, NULL
 	};
 	const char *p[2];
 	PGresult *res;
@@ -636,7 +657,7 @@ fail:
 int cd_apt_decline_unavailable(const char *agent_user_id, int64_t now_us, int *declined)
 {
 	static const struct cd_apt_end gone = {
-		"Declined", "System", "AgentUnavailable", NULL, 0, NULL
+		"Declined", "System", "AgentUnavailable", NULL, 0, NULL, NULL
 	};
 	const char *p[1] = { agent_user_id };
 	PGresult *res;
@@ -660,5 +681,43 @@ int cd_apt_decline_unavailable(const char *agent_user_id, int64_t now_us, int *d
 			return rc;
 		(*declined)++;
 	}
+	return 0;
+}
+
+/* ------------------------------------------------------------- time off */
+
+int cd_apt_decline_time_off(const char *agent_user_id, const char *from, const char *to,
+		int64_t now_us, const char ***ids, int *n)
+{
+	static const struct cd_apt_end off = {
+		"Declined", "Agent", "DeclinedByAgent", NULL, 0, NULL, "time_off"
+	};
+	const char *p[3] = { agent_user_id, from, to };
+	const char **out;
+	PGresult *res;
+	int i, rows, rc;
+
+	*n = 0;
+	*ids = NULL;
+	/* id order: the same order as any other multi-row lock of appointments */
+	res = pc_api->db_exec_prepared("apt_time_off_pick",
+		"SELECT " CD_APT_COLS ", NULL::text, NULL::text, NULL::int "
+		"FROM calendar.appointments a "
+		"WHERE a.agent_user_id = $1::uuid AND a.status = 'Pending' "
+		"  AND a.start_at < $3::timestamptz AND a.end_at > $2::timestamptz "
+		"ORDER BY a.id FOR UPDATE", 3, p);
+	if (!pc_res_ok(res, PGRES_TUPLES_OK))
+		return PIN_ERR_DB;
+	rows = PQntuples(res);
+	out = pc_api->alloc(sizeof(*out) * (size_t)(rows > 0 ? rows : 1));
+	for (i = 0; i < rows; i++) {
+		rc = end_row(res, i, &off, now_us);
+		if (rc == PC_E_TRANSITION)
+			continue;
+		if (rc < 0)
+			return rc;
+		out[(*n)++] = PQgetvalue(res, i, CD_APT_C_ID);
+	}
+	*ids = out;
 	return 0;
 }

@@ -278,15 +278,17 @@ enum { F_ID, F_STATUS, F_TITLE, F_DESC, F_LOC, F_START, F_END, F_UPD, F_VER,
 	"  calendar.us(e.start_at), calendar.us(coalesce(e.end_at, e.start_at)), " \
 	"  calendar.us(e.updated_at), e.version, a.id, a.status, " \
 	"  calendar.us(a.updated_at), a.version, " \
-	"  a.rescheduled_to_appointment_id IS NOT NULL, s.root_id, s.depth " FEED_FROM \
-	"LEFT JOIN LATERAL calendar.appointment_ical_series(a.id) s ON true " FEED_WHERE \
+	"  a.rescheduled_to_appointment_id IS NOT NULL, " \
+	"  coalesce(a.original_appointment_id, a.id), a.reschedule_count " FEED_FROM FEED_WHERE \
 	"ORDER BY e.start_at, e.id LIMIT $5::int"
 
 /* One row as a VEVENT: UID event-<id>, SEQUENCE version - 1 (every change
  * of the event counts, a reschedule too); an appointment's event:
- * appointment-<first of its reschedule chain>, SEQUENCE its depth in the
- * chain (calendar.appointment_ical_series).  Pending appointments are
- * TENTATIVE, cancelled events CANCELLED, the rest CONFIRMED. */
+ * appointment-<first of its reschedule chain> (original_appointment_id,
+ * migration 0740) and pc_ical_appointment_sequence() -- the UID and
+ * SEQUENCE of the e-mail invitations, so the entry either one made is the
+ * one the other updates.  Pending appointments are TENTATIVE, cancelled
+ * events CANCELLED, the rest CONFIRMED. */
 static void feed_vevent(const PGresult *res, int i, struct pc_ical_event *v)
 {
 	const char *st = PQgetvalue(res, i, F_STATUS);
@@ -297,7 +299,8 @@ static void feed_vevent(const PGresult *res, int i, struct pc_ical_event *v)
 	v->kind = apt ? PC_ICAL_APPOINTMENT : PC_ICAL_EVENT;
 	if (apt && !PQgetisnull(res, i, F_ROOT)) {
 		v->id = PQgetvalue(res, i, F_ROOT);
-		v->sequence = atoi(PQgetvalue(res, i, F_DEPTH));
+		v->sequence = pc_ical_appointment_sequence(atoi(PQgetvalue(res, i, F_DEPTH)),
+				PQgetvalue(res, i, F_APT_STATUS));
 	} else {
 		v->id = PQgetvalue(res, i, F_ID);
 		v->sequence = atoi(PQgetvalue(res, i, F_VER)) - 1;
@@ -361,7 +364,8 @@ int cal_feed_get(struct pin_req *r, void *ud)
 			pc_api->set_header(r, "Cache-Control", "private, no-cache");
 			pc_api->metric_add("pin_calendar_feed_requests_total",
 					"result=\"not_modified\"", 1);
-			return pc_api->respond_body(r, 304, FEED_TYPE, NULL, 0);
+			text = strdup("");      /* respond_body takes a body, also an empty one */
+			return text ? pc_api->respond_body(r, 304, FEED_TYPE, text, 0) : PIN_ERR;
 		}
 	}
 

@@ -14,7 +14,8 @@
  * user's own notifications (delivered or not, with their address snapshots,
  * seed 001 step 5) and settings are deleted, and the user's display
  * name is replaced by the neutral "(имя не указано)" / "(name unknown)" in
- * the texts of everyone else's notifications.  Later messages build nothing
+ * the texts of everyone else's notifications, whose invitations naming the
+ * user (column calendar, issue 32) are dropped.  Later messages build nothing
  * for a Deleted recipient (events.c), and no later identity message changes
  * the tombstone (pc_replica final_status: the identity service never reuses
  * a deleted id, and an erasure is not undone). */
@@ -52,12 +53,33 @@ static PGresult *redact_name(const char *name)
 		"WHERE strpos(title, $1) > 0 OR strpos(body, $1) > 0", 1, p);
 }
 
+/* The invitations (column calendar, issue 32) of other users' notifications
+ * that name the user -- as ORGANIZER or ATTENDEE, by address or by name --
+ * are dropped: such an e-mail not sent yet goes as plain text.  Compared on
+ * the unfolded text (RFC 5545 3.1: a CRLF and one blank continue a line),
+ * as libical folds long lines anywhere.  A NULL or empty value matches
+ * nothing. */
+static PGresult *drop_invitations(const char *email, const char *name, const char *name2)
+{
+	const char *p[3] = { email && *email ? email : NULL, name && *name ? name : NULL,
+		name2 && *name2 ? name2 : NULL };
+
+	return pc_api->db_exec_prepared("ntf_erase_invitations",
+		"UPDATE notifications.notifications SET calendar = NULL "
+		"WHERE calendar IS NOT NULL AND ("
+		"  strpos(lower(replace(replace(calendar, E'\\r\\n ', ''), E'\\r\\n\\t', '')), "
+		"    lower('mailto:' || $1)) > 0 "
+		"  OR strpos(replace(replace(calendar, E'\\r\\n ', ''), E'\\r\\n\\t', ''), $2) > 0 "
+		"  OR strpos(replace(replace(calendar, E'\\r\\n ', ''), E'\\r\\n\\t', ''), $3) > 0)",
+		3, p);
+}
+
 /* Status Deleted: the erasure (see the head of this file).  name: the
  * message's displayName or NULL. */
 static enum pin_consume_status erase(const struct pin_msg *msg,
 		struct pin_consume_result *res, const char *user, const char *name)
 {
-	const char *p[3], *stored = NULL;
+	const char *p[3], *stored = NULL, *email = NULL;
 	char created[40], now[40];
 	PGresult *r;
 
@@ -65,7 +87,7 @@ static enum pin_consume_status erase(const struct pin_msg *msg,
 	pc_api->fmt_time(pc_api->now_us(), now, sizeof(now));
 	p[0] = user;
 	r = pc_api->db_exec_prepared("ntf_erase_lock",
-		"SELECT display_name, last_event_at >= $2::timestamptz "
+		"SELECT display_name, last_event_at >= $2::timestamptz, email "
 		"FROM notifications.recipient_contacts WHERE user_id = $1::uuid FOR UPDATE",
 		2, (const char *[]){ user, created });
 	if (!pc_res_ok(r, PGRES_TUPLES_OK))
@@ -77,6 +99,7 @@ static enum pin_consume_status erase(const struct pin_msg *msg,
 			return PIN_CONSUME_OK;
 		}
 		stored = pc_col(r, 0, 0);
+		email = pc_col(r, 0, 2);
 	}
 	p[1] = created;
 	p[2] = now;
@@ -101,6 +124,8 @@ static enum pin_consume_status erase(const struct pin_msg *msg,
 		1, p);
 	if (!pc_res_ok(r, PGRES_COMMAND_OK))
 		return db_retry(res, "settings erase", r);
+	if (!pc_res_ok(r = drop_invitations(email, stored, name), PGRES_COMMAND_OK))
+		return db_retry(res, "invitation erase", r);
 	if (stored && *stored && !pc_res_ok(r = redact_name(stored), PGRES_COMMAND_OK))
 		return db_retry(res, "name redaction", r);
 	if (name && *name && (!stored || strcmp(name, stored) != 0) &&

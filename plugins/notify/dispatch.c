@@ -134,9 +134,10 @@ static const char CLAIM_SQL[] =
 	"  FROM d"
 	" WHERE n.id = d.id"
 	" RETURNING n.id::text, n.channel, n.kind, n.title, n.body, n.attempts, d.addr,"
-	"   " AGE_S ", n.recipient_user_id::text, d.waits";
+	"   " AGE_S ", n.recipient_user_id::text, d.waits, n.calendar";
 
-enum { C_ID, C_CHANNEL, C_KIND, C_TITLE, C_BODY, C_ATTEMPTS, C_TO, C_AGE, C_USER, C_WAITS };
+enum { C_ID, C_CHANNEL, C_KIND, C_TITLE, C_BODY, C_ATTEMPTS, C_TO, C_AGE, C_USER, C_WAITS,
+	C_CALENDAR };
 
 static const char LAG_SQL[] =
 	"SELECT coalesce(extract(epoch FROM $1::timestamptz - min(" DUE_AT ")), 0)"
@@ -286,7 +287,9 @@ static void outcome(PGresult *res, int i, struct row *w)
 static int start(CURLM *multi, PGresult *res, int i, struct row *w, struct slot *s)
 {
 	struct ntf_message m = { PQgetvalue(res, i, C_ID), PQgetvalue(res, i, C_TO),
-		PQgetvalue(res, i, C_TITLE), PQgetvalue(res, i, C_BODY) };
+		PQgetvalue(res, i, C_TITLE), PQgetvalue(res, i, C_BODY),
+		/* the invitation of an appointment e-mail (invite.c), or NULL */
+		PQgetisnull(res, i, C_CALENDAR) ? NULL : PQgetvalue(res, i, C_CALENDAR) };
 	int rc = w->ch == CH_EMAIL ? ntf_smtp_start(&s->x, &m, &w->r) :
 		ntf_sms_start(&s->x, &m, &w->r);
 

@@ -64,7 +64,9 @@ struct ctx {
 	const char *origin, *status, *reason, *outcome, *tz, *cancel_reason;
 	const char *ekind;      /* the payload's kind (EventKind / AppointmentKind) */
 	const char *start, *end, *deadline;     /* payload text of the instants */
-	int64_t start_us;
+	int64_t start_us, end_us;
+	const char *original;   /* originalAppointmentId (the reschedule chain) */
+	int reschedules;        /* rescheduleCount */
 	long long offset_min;
 	/* mapping */
 	const char *kind, *urgency, *subject_id, *filtered;
@@ -171,6 +173,27 @@ static const char *f_time(struct ctx *c, const char *key, int required, int64_t 
 	return s;
 }
 
+/* The reschedule chain of an appointment-* payload (optional, issue 32):
+ * originalAppointmentId and rescheduleCount, for the invitation's UID and
+ * SEQUENCE (invite.c).  Absent (a producer of the previous release): the
+ * appointment's own id and 0. */
+static void read_chain(struct ctx *c)
+{
+	json_object *v;
+
+	c->original = f_uuid(c, "originalAppointmentId", 0);
+	if (present(c->p, "rescheduleCount", &v)) {
+		int64_t n = json_object_get_int64(v);
+
+		if (!json_object_is_type(v, json_type_int) || n < 0 || n > 1000000) {
+			if (!c->bad)
+				c->bad = "rescheduleCount";
+		} else {
+			c->reschedules = (int)n;
+		}
+	}
+}
+
 /* Reads the fields of the contract (events.md) that the mapping uses. */
 static void read_payload(struct ctx *c)
 {
@@ -193,8 +216,10 @@ static void read_payload(struct ctx *c)
 	c->ekind = f_str(c, "kind", 0);
 	if (c->t != T_APT_COMPLETED) {
 		c->tz = f_str(c, "timeZone", 1);
-		c->end = f_time(c, "endAt", 0, NULL);
+		c->end = f_time(c, "endAt", 0, &c->end_us);
 	}
+	if (apt)
+		read_chain(c);
 	switch (c->t) {
 	case T_EVENT_STATUS:
 		c->status = f_str(c, "status", 1);
@@ -890,10 +915,29 @@ static const char *name_of(const struct ctx *c, const PGresult *users, int j)
 	return c->user[j] < 0 ? NULL : pc_col(users, c->user[j], 7);
 }
 
-/* Renders the title and body templates for locale loc (in place). */
-static void render(const struct ctx *c, const PGresult *users, const char *loc,
-		const char **title, const char **body)
+/* The manage link of recipient rc (issue 32 item 3): only the investor's
+ * messages about an appointment that can still be cancelled (created,
+ * moved, confirmed, its reminder); NULL otherwise or when links are off. */
+static const char *manage_url(const struct ctx *c, const struct rcpt *rc, const char *loc,
+		int purpose)
 {
+	const char *investor = c->t == T_REMINDER ? c->client : c->investor;
+
+	if (!c->appointment_id || !investor || strcmp(rc->user, investor) != 0 ||
+	    (c->t != T_APT_CREATED && c->t != T_APT_CONFIRMED && c->t != T_REMINDER))
+		return NULL;
+	return ntf_manage_url(purpose, c->appointment_id, investor, c->start_us, loc);
+}
+
+/* Renders the title and body templates for locale loc (in place); a body
+ * line with {{manageUrl}} / {{rescheduleUrl}} is left out when rc gets no
+ * link. */
+static void render(const struct ctx *c, const struct rcpt *rc, const PGresult *users,
+		const char *loc, const char **title, const char **body)
+{
+	const char *manage = manage_url(c, rc, loc, PC_MANAGE_CANCEL);
+	const char *move = manage && strstr(*body, "{{rescheduleUrl}}") ?
+			manage_url(c, rc, loc, PC_MANAGE_RESCHEDULE) : NULL;
 	int ru = !strncmp(loc, "ru", 2), en = !ru;
 	const char *fallback = ru ? "(имя не указано)" : "(name unknown)";
 	const char *reason = c->cancel_reason ? c->cancel_reason :
@@ -917,8 +961,15 @@ static void render(const struct ctx *c, const PGresult *users, const char *loc,
 			{ "clientName", nm[3] ? nm[3] : fallback },
 			{ "previousOwnerName", nm[4] ? nm[4] : fallback },
 			{ "cancelReason", reason },
+			{ "manageUrl", manage },
+			{ "rescheduleUrl", move },
 		};
 		size_t nv = sizeof(v) / sizeof(v[0]);
+
+		if (!manage && strstr(*body, "{{manageUrl}}"))
+			*body = ntf_drop_lines(*body, "{{manageUrl}}");
+		if (!move && strstr(*body, "{{rescheduleUrl}}"))
+			*body = ntf_drop_lines(*body, "{{rescheduleUrl}}");
 
 		*title = ntf_render(*title, v, nv);
 		*body = ntf_render(*body, v, nv);
@@ -940,7 +991,8 @@ static int rcpt_row(const struct ctx *c, const struct rcpt *rc)
 static void note_row(struct pc_jt *w, size_t m, const struct ctx *c,
 		const struct rcpt *rc, const char *channel, const char *title,
 		const char *body, const char *locale, const char *not_before,
-		const char *link, const char *payload, const char *address)
+		const char *link, const char *payload, const char *address,
+		const char *calendar)
 {
 	char id[37];
 
@@ -970,7 +1022,43 @@ static void note_row(struct pc_jt *w, size_t m, const struct ctx *c,
 	pc_batch_row_str(w, "rm", c->reminder_id);
 	pc_batch_row_str(w, "c", c->now);
 	pc_batch_row_str(w, "ad", address);
+	pc_batch_row_str(w, "ic", calendar);
 	pc_jt_end_obj(w);
+}
+
+/* The iCalendar invitation of an Email row (invite.c, issue 32 item 2):
+ * for the appointment messages that book, confirm, move or cancel, to the
+ * agent and the investor; NULL for everything else.  The status the
+ * invitation states: the payload's (appointment-created: Pending or
+ * Confirmed), Confirmed, Cancelled. */
+static const char *invitation(const struct ctx *c, const struct rcpt *rc,
+		const PGresult *users, const char *loc, const char *body)
+{
+	struct ntf_invite iv;
+
+	if (c->t != T_APT_CREATED && c->t != T_APT_CONFIRMED && c->t != T_APT_CANCELLED)
+		return NULL;
+	if (c->user[0] < 0 || c->user[1] < 0)
+		return NULL;
+	memset(&iv, 0, sizeof iv);
+	iv.appointment_id = c->appointment_id;
+	iv.original_id = c->original;
+	iv.reschedules = c->reschedules;
+	iv.status = c->t == T_APT_CREATED ? c->status :
+			c->t == T_APT_CONFIRMED ? "Confirmed" : "Cancelled";
+	iv.kind = c->ekind;
+	iv.start_us = c->start_us;
+	iv.end_us = c->end_us;
+	/* DTSTAMP: when the change happened (a replay builds the same text) */
+	iv.stamp_us = c->msg->created_at_us > 0 ? c->msg->created_at_us : c->t0;
+	iv.for_agent = !strncmp(rc->role, "Agent", 5);
+	iv.locale = loc;
+	iv.agent_name = name_of(c, users, 0);
+	iv.agent_email = pc_col(users, c->user[0], 8);
+	iv.investor_name = name_of(c, users, 1);
+	iv.investor_email = pc_col(users, c->user[1], 8);
+	iv.description = body;
+	return ntf_invite_calendar(&iv);
 }
 
 /* The rows of recipient rc of message m (one per enabled channel with a
@@ -1004,13 +1092,14 @@ static void fan_out(struct pc_jt *w, size_t m, struct ctx *c, const struct rcpt 
 			payload = notification_payload(c, rc->role);
 			link = deep_link(c);
 		}
-		render(c, users, loc, &title, &body);
+		render(c, rc, users, loc, &title, &body);
 		/* interruptive, quiet hours; the address snapshot of seed 001
 		 * step 5 (Email: 8, Sms: 9; none for InApp, NULL when the
 		 * replica has none yet: the dispatcher catches it up) */
 		note_row(w, m, c, rc, ntf_channels[ch], title, body, loc,
 				ch == 2 && !critical ? quiet_end : NULL, link, payload,
-				ch ? pc_col(users, row, 7 + ch) : NULL);
+				ch ? pc_col(users, row, 7 + ch) : NULL,
+				ch == 1 ? invitation(c, rc, users, loc, body) : NULL);
 		c->rows++;
 	}
 }
@@ -1027,13 +1116,14 @@ static int insert_rows(struct ctx **cs, struct pc_jt *w)
 		"WITH x AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(m int, id uuid, "
 		"    u uuid, tn uuid, k text, ch text, g text, r text, ti text, b text, "
 		"    dl text, p jsonb, l text, nb timestamptz, s uuid, e text, sj uuid, "
-		"    rm uuid, c timestamptz, ad text)), "
+		"    rm uuid, c timestamptz, ad text, ic text)), "
 		"  i AS (INSERT INTO notifications.notifications (id, recipient_user_id, "
 		"    tenant_id, kind, channel, urgency, status, role, title, body, "
 		"    deep_link, payload, locale, not_before, source_message_id, "
-		"    source_event_type, subject_id, reminder_id, created_at, address) "
+		"    source_event_type, subject_id, reminder_id, created_at, address, "
+		"    calendar) "
 		"  SELECT x.id, x.u, x.tn, x.k, x.ch, x.g, 'Pending', x.r, x.ti, x.b, x.dl, "
-		"    x.p, x.l, x.nb, x.s, x.e, x.sj, x.rm, x.c, x.ad FROM x "
+		"    x.p, x.l, x.nb, x.s, x.e, x.sj, x.rm, x.c, x.ad, x.ic FROM x "
 		"  ON CONFLICT DO NOTHING RETURNING id) "
 		"SELECT x.m, x.ch FROM i JOIN x ON x.id = i.id", 1, p);
 	if (!pc_res_ok(r, PGRES_TUPLES_OK))
@@ -1285,5 +1375,7 @@ int ntf_events_register(struct pin_registrar *reg, char *err, size_t errlen)
 
 	/* 0 from the start: the alert's increase() sees the first one */
 	pc_api->metric_add("notifications_template_not_resolved_total", NULL, 0);
+	if (ntf_links_init(err, errlen) < 0)
+		return -1;
 	return pc_register_consumer(reg, &c, "notify", err, errlen);
 }

@@ -56,6 +56,17 @@ const struct pin_config_key ntf_config_keys[] = {
 	{ "notify.dispatch_contact_wait_max_s", PIN_CFG_DURATION, "86400", W, R, 1, 2592000,
 	  NULL, "s", "delivery", "a row whose contact stays unknown this long is Failed" },
 
+	/* ---- the investors' manage links (issue 32 item 3; links.c) */
+	{ "manage_link_key_file", PIN_CFG_PATH, "", A | W, 0, 0, 0, NULL, NULL, "manage links",
+	  "file of the key of the investors' manage links (one secret of >= 32 bytes a "
+	  "line: the first signs, every line verifies; mode 0640 root:pin-calendar); the "
+	  "same file on every API and worker host; empty: no links in the messages and "
+	  "/manage/ answers 503 (doc/operating.md, \"Manage links\")" },
+	{ "notify.public_base_url", PIN_CFG_URL, "", W, 0, 0, 0, "http|https", NULL,
+	  "manage links", "the public origin investors reach nginx at "
+	  "(https://calendar.example.com): {{manageUrl}} in their e-mails and SMS is it + "
+	  "/manage/<token>; empty: no links (the template line is left out)" },
+
 	/* ---- real-time in-app (nchan) */
 	{ "nchan_publish_url", PIN_CFG_URL, "", W, R, 0, 0, "http|https", NULL, "real-time",
 	  "nginx's loopback nchan publisher prefix (+ ntf.<userId>); empty: no push" },

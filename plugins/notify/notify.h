@@ -53,7 +53,38 @@ struct ntf_var {
 /* {{name}} substitution; unknown placeholders render as "".  Result in
  * the arena. */
 char *ntf_render(const char *tmpl, const struct ntf_var *vars, size_t n);
+/* The investors' manage links (links.c, issue 32 item 3). */
+int ntf_links_init(char *err, size_t errlen);      /* 0 or -1 with err */
+/* The URL of a link of purpose (PC_MANAGE_CANCEL / _RESCHEDULE) for the
+ * investor's message in locale, or NULL (links off).  Arena. */
+const char *ntf_manage_url(int purpose, const char *appointment_id,
+		const char *investor_id, int64_t start_us, const char *locale);
+/* tmpl without its lines that contain needle ("{{manageUrl}}"), and
+ * without trailing blank lines.  Arena. */
+char *ntf_drop_lines(const char *tmpl, const char *needle);
 /* Offset in minutes as text for locale ("1 дн.", "2 h"...) into buf. */
 void ntf_offset_text(int minutes, const char *locale, char *buf, size_t len);
+
+/* invite.c: the iCalendar invitation (RFC 6047 iMIP) of an appointment
+ * e-mail.  Strings borrowed; PII (addresses, names) goes into the text
+ * only. */
+struct ntf_invite {
+	const char *appointment_id;     /* the appointment the message is about */
+	const char *original_id;        /* the first of its reschedule chain, or NULL */
+	int reschedules;                /* rescheduleCount */
+	const char *status;             /* Pending | Confirmed | Cancelled | ... */
+	const char *kind;               /* Showing | Consultation */
+	int64_t start_us, end_us, stamp_us;
+	int for_agent;                  /* the recipient is the agent */
+	const char *locale;             /* the template's (SUMMARY's language) */
+	const char *agent_email, *agent_name;           /* ORGANIZER */
+	const char *investor_email, *investor_name;     /* ATTENDEE */
+	const char *description;        /* the e-mail's text */
+};
+
+/* The VCALENDAR text (METHOD REQUEST or CANCEL; arena), or NULL when an
+ * address is missing, the span is empty or out of memory: the e-mail then
+ * goes as plain text. */
+const char *ntf_invite_calendar(const struct ntf_invite *iv);
 
 #endif

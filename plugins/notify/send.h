@@ -27,6 +27,8 @@ struct ntf_message {
 	const char *to;         /* e-mail address / phone (PII: never logged) */
 	const char *subject;    /* e-mail only */
 	const char *body;
+	const char *calendar;   /* e-mail only: a VCALENDAR with METHOD (RFC 6047
+	                         * iMIP, invite.c) or NULL; PII */
 };
 
 /* One send in flight.  The dispatcher (dispatch.c) keeps a pool of them per
@@ -60,7 +62,10 @@ int ntf_smtp_start(struct ntf_xfer *x, const struct ntf_message *m,
 		struct ntf_send_result *res);
 /* the outcome of x's transfer, which ended with rc, into res */
 void ntf_smtp_finish(struct ntf_xfer *x, CURLcode rc, struct ntf_send_result *res);
-/* The RFC 5322 message (exposed for unit tests): malloc'd, caller frees. */
+/* The RFC 5322 message (exposed for unit tests): malloc'd, caller frees.
+ * Without m->calendar a text/plain message; with it multipart/mixed of
+ * multipart/alternative (text/plain, then text/calendar; method=...) and
+ * the same calendar as an invite.ics attachment (application/ics). */
 char *ntf_mime_build(const struct ntf_message *m, const char *from,
 		const char *domain, long long now_s);
 

@@ -6,6 +6,20 @@
  * text/plain; charset=utf-8 in base64, Message-ID <notification-id@domain> so
  * a resend is recognisable, Date in UTC.
  *
+ * An appointment e-mail with an invitation (the row's calendar, invite.c;
+ * issue 32 item 2, RFC 6047 iMIP) is the structure Google Calendar's own
+ * invitations have, which Gmail, Outlook, Apple Mail and Thunderbird all
+ * file:
+ *   multipart/mixed
+ *     multipart/alternative
+ *       text/plain; charset=utf-8                  the text as before
+ *       text/calendar; charset=UTF-8; method=M     the VCALENDAR (RFC 6047 2.4)
+ *     application/ics; name="invite.ics"           the same bytes, attached
+ * (M = the calendar's METHOD, REQUEST or CANCEL); every part base64.  The
+ * attachment is for the clients that file only attachments (some webmail,
+ * Apple Mail's "add to calendar"); a client that files the alternative part
+ * sees one invitation either way: the same UID.
+ *
  * Outcome: 2xx -> sent (provider id = the Message-ID); an SMTP 5xx answer
  * (unknown mailbox, refused address) or an address we refuse (CR/LF, <>, no
  * @) -> permanent; everything else (connection refused, timeouts, 4xx) ->
@@ -101,11 +115,83 @@ static void put_date(FILE *f, long long now_s)
 			tm.tm_min, tm.tm_sec);
 }
 
+/* s in base64 lines: 57 input bytes -> 76 output characters per line */
+static void put_b64(FILE *f, const char *s)
+{
+	size_t n = strlen(s);
+	char line[120];
+
+	for (size_t i = 0; i < n; i += 57) {
+		b64_enc((const unsigned char *)s + i, n - i > 57 ? 57 : n - i, line);
+		fprintf(f, "%s\r\n", line);
+	}
+}
+
+/* The METHOD of a VCALENDAR text (a line "METHOD:X" of the calendar's own
+ * properties) into out, or 0 when it has none that a Content-Type
+ * parameter may carry (letters and '-' only). */
+static int calendar_method(const char *cal, char *out, size_t len)
+{
+	const char *p = cal;
+	size_t n;
+
+	while (p && strncmp(p, "METHOD:", 7) != 0) {
+		if (!strncmp(p, "BEGIN:VEVENT", 12))
+			return 0;
+		if ((p = strchr(p, '\n')))
+			p++;
+	}
+	if (!p)
+		return 0;
+	p += 7;
+	n = strcspn(p, "\r\n");
+	if (!n || n >= len)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= 'a' && p[i] <= 'z') || p[i] == '-'))
+			return 0;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	return 1;
+}
+
+/* The invitation's body parts (see the head of this file) under the
+ * message's headers; boundaries from the notification id (RFC 2045 5.1:
+ * "=_" never occurs in base64), the Content-Type lines folded so that no
+ * line passes 78 characters. */
+static void put_invitation(FILE *f, const struct ntf_message *m, const char *method)
+{
+	fprintf(f, "Content-Type: multipart/mixed;\r\n boundary=\"=_pin-m-%s\"\r\n"
+		"Auto-Submitted: auto-generated\r\n"
+		"\r\n"
+		"--=_pin-m-%s\r\n"
+		"Content-Type: multipart/alternative;\r\n boundary=\"=_pin-a-%s\"\r\n"
+		"\r\n"
+		"--=_pin-a-%s\r\n"
+		"Content-Type: text/plain; charset=utf-8\r\n"
+		"Content-Transfer-Encoding: base64\r\n"
+		"\r\n", m->id, m->id, m->id, m->id);
+	put_b64(f, m->body);
+	fprintf(f, "--=_pin-a-%s\r\n"
+		"Content-Type: text/calendar; charset=UTF-8; method=%s\r\n"
+		"Content-Transfer-Encoding: base64\r\n"
+		"\r\n", m->id, method);
+	put_b64(f, m->calendar);
+	fprintf(f, "--=_pin-a-%s--\r\n"
+		"--=_pin-m-%s\r\n"
+		"Content-Type: application/ics; name=\"invite.ics\"\r\n"
+		"Content-Disposition: attachment; filename=\"invite.ics\"\r\n"
+		"Content-Transfer-Encoding: base64\r\n"
+		"\r\n", m->id, m->id);
+	put_b64(f, m->calendar);
+	fprintf(f, "--=_pin-m-%s--\r\n", m->id);
+}
+
 char *ntf_mime_build(const struct ntf_message *m, const char *from,
 		const char *domain, long long now_s)
 {
-	char *buf = NULL, line[120];
-	size_t len = 0, blen = strlen(m->body);
+	char *buf = NULL, method[32];
+	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 
 	if (!f)
@@ -115,15 +201,15 @@ char *ntf_mime_build(const struct ntf_message *m, const char *from,
 	fprintf(f, "To: %s\r\n", m->to);
 	put_subject(f, m->subject ? m->subject : "");
 	fprintf(f, "Message-ID: <%s@%s>\r\n", m->id, domain);
-	fputs("MIME-Version: 1.0\r\n"
-		"Content-Type: text/plain; charset=utf-8\r\n"
-		"Content-Transfer-Encoding: base64\r\n"
-		"Auto-Submitted: auto-generated\r\n"
-		"\r\n", f);
-	/* 57 input bytes -> 76 output characters per line */
-	for (size_t i = 0; i < blen; i += 57) {
-		b64_enc((const unsigned char *)m->body + i, blen - i > 57 ? 57 : blen - i, line);
-		fprintf(f, "%s\r\n", line);
+	fputs("MIME-Version: 1.0\r\n", f);
+	if (m->calendar && *m->calendar && calendar_method(m->calendar, method, sizeof method)) {
+		put_invitation(f, m, method);
+	} else {
+		fputs("Content-Type: text/plain; charset=utf-8\r\n"
+			"Content-Transfer-Encoding: base64\r\n"
+			"Auto-Submitted: auto-generated\r\n"
+			"\r\n", f);
+		put_b64(f, m->body);
 	}
 	if (fclose(f) != 0) {
 		free(buf);

@@ -16,6 +16,20 @@ char *pc_ical_uid(enum pc_ical_kind kind, const char *id, char *buf, size_t len)
 	return buf;
 }
 
+int pc_ical_appointment_sequence(int reschedules, const char *status)
+{
+	int step = 1;
+
+	if (reschedules < 0)
+		reschedules = 0;
+	if (status && !strcmp(status, "Pending"))
+		step = 0;
+	else if (status && (!strcmp(status, "Declined") || !strcmp(status, "Cancelled") ||
+			!strcmp(status, "Expired")))
+		step = 2;
+	return 3 * reschedules + step;
+}
+
 /* An instant as a UTC date-time (microseconds dropped: iCalendar has
  * seconds).  Floor division, so instants before 1970 round down too. */
 static struct icaltimetype utc(int64_t us)

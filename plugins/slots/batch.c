@@ -625,6 +625,7 @@ static void kept_slot_jt(struct pc_jt *w, const PGresult *bres, const char *id,
 	PC_JT_KV(w, "propertyObjectId", pc_jt_col(w, bres, 0, 13));
 	PC_JT_KV(w, "location", pc_jt_col(w, bres, 0, 14));
 	PC_JT_KV(w, "version", pc_jt_int(w, 1));
+	PC_JT_KV(w, "archiveReason", pc_jt_null(w));
 	pc_jt_end_obj(w);
 }
 

@@ -25,6 +25,8 @@ static const struct pc_jfield slot_fields[] = {
 	{ "propertyObjectId", "property_object_id", PC_J_STR },
 	{ "location", "location", PC_J_STR },
 	{ "version", "version", PC_J_INT },
+	/* issue 32: why an Archived slot was archived ("time_off"), else null */
+	{ "archiveReason", "archive_reason", PC_J_STR },
 };
 
 json_object *slot_json(const PGresult *res, int row)
@@ -86,6 +88,17 @@ static const struct pin_route routes[] = {
 		slot_h_list, NULL, NULL },
 	{ "POST", "/api/v1/agent/calendar/slots/{id}/archive", AGENT_ACTORS, PERM, 1,
 		slot_h_archive, NULL, NULL },
+	/* issue 32 item 4: the agent's absences (timeoff.c) */
+	{ "POST", "/api/v1/agent/calendar/time-off", AGENT_ACTORS, PERM, 1,
+		slot_h_time_off_create, NULL, NULL },
+	{ "GET", "/api/v1/agent/calendar/time-off", AGENT_ACTORS, PERM, 1,
+		slot_h_time_off_list, NULL, NULL },
+	{ "GET", "/api/v1/agent/calendar/time-off/{id}", AGENT_ACTORS, PERM, 1,
+		slot_h_time_off_get, NULL, NULL },
+	{ "PATCH", "/api/v1/agent/calendar/time-off/{id}", AGENT_ACTORS, PERM, 1,
+		slot_h_time_off_patch, NULL, NULL },
+	{ "DELETE", "/api/v1/agent/calendar/time-off/{id}", AGENT_ACTORS, PERM, 1,
+		slot_h_time_off_delete, NULL, NULL },
 	{ "GET", "/api/public/calendar/slots", PIN_ACTOR_PUBLIC, NULL, 0,
 		slot_h_showcase, NULL, NULL },
 	{ "GET", "/api/v1/pin-manager/calendar/slots", PIN_ACTOR_PIN_MANAGER,

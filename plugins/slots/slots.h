@@ -48,6 +48,22 @@ const char *slot_rule_window(int from_min, int to_min);
  * start = from + k * (duration + gap), start + duration <= to. */
 int slot_rule_per_window(int from_min, int to_min, int duration, int gap);
 
+/* =========================================== time off rules (timeoff_rules.c, unit-tested) */
+#define SLOT_TIME_OFF_MAX_DAYS   366    /* to - from */
+#define SLOT_TIME_OFF_AHEAD_DAYS 731    /* from <= now + 731 days */
+#define SLOT_TIME_OFF_NOTE_MAX   500
+
+/* An absence [from, to) (epoch us) at now: to > from, at most 366 days,
+ * from at most 731 days ahead, and when creating, to in the future.  NULL
+ * when fine, else a message; *field names the field ("from" / "to"). */
+const char *slot_rule_time_off(int64_t from, int64_t to, int64_t now, int creating,
+		const char **field);
+
+/* 1 when the new span [new_from, new_to) reaches outside the old one: its
+ * effects (archive, decline) then run again; a span that only shrank has
+ * none (issue 32: shortening resurrects nothing and archives nothing). */
+int slot_time_off_widens(int64_t old_from, int64_t old_to, int64_t new_from, int64_t new_to);
+
 /* ============================================================ slots.c */
 /* The host table is pc_api (sdk/core.h, set by pc_init in init). */
 
@@ -56,7 +72,7 @@ int slot_rule_per_window(int from_min, int to_min, int duration, int gap);
 	"s.id, s.batch_id, s.owner_user_id, s.tenant_id, s.kind, s.status, " \
 	"calendar.us(s.start_at) AS start_us, calendar.us(s.end_at) AS end_us, " \
 	"s.time_zone, s.auto_confirm, s.cancellation_cutoff_minutes, s.project_id, " \
-	"s.property_object_id, s.location, s.version"
+	"s.property_object_id, s.location, s.version, s.archive_reason"
 /* The slot representation of api.md (agent area) of a SLOT_COLS row, by
  * column names (sdk/colmap.h).  New object, NULL when the result lacks a
  * column. */
@@ -105,5 +121,10 @@ int slot_h_pinmgr_list(struct pin_req *r, void *ud);    /* manage.c */
 int slot_h_archive(struct pin_req *r, void *ud);        /* manage.c */
 int slot_h_archive_batch(struct pin_req *r, void *ud);  /* manage.c */
 int slot_h_showcase(struct pin_req *r, void *ud);       /* showcase.c */
+int slot_h_time_off_create(struct pin_req *r, void *ud);        /* timeoff.c */
+int slot_h_time_off_list(struct pin_req *r, void *ud);          /* timeoff.c */
+int slot_h_time_off_get(struct pin_req *r, void *ud);           /* timeoff.c */
+int slot_h_time_off_patch(struct pin_req *r, void *ud);         /* timeoff.c */
+int slot_h_time_off_delete(struct pin_req *r, void *ud);        /* timeoff.c */
 
 #endif

@@ -11,6 +11,8 @@
  *   - Archived slots that ended more than housekeeping.slot_days (180) ago
  *     and that no appointment refers to, then slot batches whose last day
  *     is that old and that no slot refers to any more (issue 30 item 6);
+ *   - absences (calendar.time_off, issue 32) that ended more than
+ *     housekeeping.slot_days (180) ago: the note is the agent's text;
  *   - Sent and Skipped reminders whose DueAt is more than
  *     housekeeping.reminder_days (180) old, also of events that stay (seed
  *     000: terminal reminder rows older than 180 days may be deleted);
@@ -75,6 +77,10 @@ static const struct pc_purge purges[] = {
 	  "  AND NOT EXISTS (SELECT 1 FROM calendar.availability_slots s"
 	  "                  WHERE s.batch_id = b.id)"
 	  " LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
+	{ "time_off", "housekeeping.slot_days", 86400,
+	  "DELETE FROM calendar.time_off WHERE id IN ("
+	  " SELECT t.id FROM calendar.time_off t WHERE t.end_at < $1::timestamptz"
+	  " ORDER BY t.end_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 	/* no ORDER BY: status = ANY (two values) AND due_at < $1 are both
 	 * conditions of ix_event_reminders_status_due_at (status, due_at), so the
 	 * scan stops at the batch's last row; ordering by due_at would sort
@@ -104,6 +110,13 @@ static const struct pc_purge purges[] = {
 	  " SELECT consumer_group, message_id FROM calendar.inbox"
 	  " WHERE processed_at < $1::timestamptz"
 	  " ORDER BY processed_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
+	/* a used manage link (issue 32 item 3) is refused as expired once
+	 * expires_at passed: its row only has to outlive that */
+	{ "manage_link_uses", "housekeeping.terminal_days", 86400,
+	  "DELETE FROM calendar.manage_link_uses WHERE (appointment_id, jti) IN ("
+	  " SELECT appointment_id, jti FROM calendar.manage_link_uses"
+	  " WHERE expires_at < $1::timestamptz"
+	  " ORDER BY expires_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 	{ "idempotency_keys", "housekeeping.idempotency_hours", 3600,
 	  "DELETE FROM calendar.idempotency_keys WHERE (caller, tenant_id, key) IN ("
 	  " SELECT caller, tenant_id, key FROM calendar.idempotency_keys"

@@ -90,7 +90,8 @@ CREATE OR REPLACE TRIGGER tr_event_reminders_terminal_guard
  * the zone's offsets of the day before and the day after (and the plain conversion):
  * the readings that convert back to the same local time are its real instants.  None
  * -> 'dst_gap'; several -> the earliest (first occurrence).
- * Then, in UTC order: StartAt < p_now + p_lead_min -> 'lead_time'; overlaps an active
+ * Then, in UTC order: StartAt < p_now + p_lead_min -> 'lead_time'; overlaps an absence
+ * of p_owner (calendar.time_off, issue 32) -> 'time_off'; overlaps an active
  * slot of p_owner -> 'overlap'; overlaps a slot kept earlier in this batch -> 'overlap'
  * (greedy; happens with overlapping windows or a duration spanning a spring gap).
  * reason IS NULL -> the slot is created.  Returns every candidate, ordered by start.
@@ -140,7 +141,16 @@ DECLARE
 	a_pre text[];
 	intra boolean;
 	idx int;
+	has_off boolean;
 BEGIN
+	-- an absence near the batch's span (issue 32): only then is each
+	-- candidate probed for one (a publish without absences pays one probe)
+	SELECT EXISTS (SELECT 1 FROM calendar.time_off t
+	                WHERE t.owner_user_id = p_owner
+	                  AND tstzrange(t.start_at, t.end_at) &&
+	                      tstzrange((p_from - 2)::timestamp AT TIME ZONE 'UTC',
+	                                (p_to + 3)::timestamp AT TIME ZONE 'UTC'))
+	  INTO has_off;
 	WITH ex AS MATERIALIZED (
 		-- every candidate lies in [from 00:00 - 14 h, to + 1 day + 14 h]
 		-- (UTC offsets are within -12 .. +14 h): two days of margin
@@ -195,7 +205,11 @@ BEGIN
 		SELECT v.l_date, v.l_ts, v.widx, v.s_at, v.s_at + dur AS e_at,
 		       coalesce(v.s_at, v.l_ts AT TIME ZONE p_tz) AS k,
 		       CASE WHEN v.s_at IS NULL THEN 'dst_gap'
-		            WHEN v.s_at < lead_at THEN 'lead_time' END AS pre0,
+		            WHEN v.s_at < lead_at THEN 'lead_time'
+		            WHEN has_off AND EXISTS (SELECT 1 FROM calendar.time_off t
+		                   WHERE t.owner_user_id = p_owner
+		                     AND tstzrange(t.start_at, t.end_at) &&
+		                         tstzrange(v.s_at, v.s_at + dur)) THEN 'time_off' END AS pre0,
 		       false AS ex
 		  FROM conv v
 		UNION ALL
@@ -252,30 +266,4 @@ BEGIN
 		RETURN NEXT;
 	END LOOP;
 END
-$fn$;
-
--- ---- iCalendar identity of an appointment (issue 32; sdk/ical.h) ----------
--- An investor's reschedule books a NEW appointment (rescheduled_from_
--- appointment_id names the one it replaced).  A calendar application must
--- see it as the same entry moved: one UID for the whole chain, the id of its
--- first appointment ("appointment-<root>@pin-calendar"), and a SEQUENCE that
--- grows with every reschedule (the appointment's depth in the chain: 0 for
--- the booking, 1 after the first reschedule, ...).  The agent's feed
--- (plugins/calendar/feed.c) and the invitations in e-mails both use this, so
--- the entry one added is the entry the other updates.  Housekeeping purges
--- terminal appointments after 180 days (ON DELETE SET NULL cuts the chain):
--- a chain whose first links were purged starts at the oldest one left.
-CREATE OR REPLACE FUNCTION calendar.appointment_ical_series(apt uuid,
-		OUT root_id uuid, OUT depth int)
-	LANGUAGE sql STABLE STRICT PARALLEL SAFE
-AS $fn$
-	WITH RECURSIVE c(id, prev, d) AS (
-		SELECT a.id, a.rescheduled_from_appointment_id, 0
-		  FROM calendar.appointments a WHERE a.id = apt
-		UNION ALL
-		SELECT p.id, p.rescheduled_from_appointment_id, c.d + 1
-		  FROM c JOIN calendar.appointments p ON p.id = c.prev
-		 WHERE c.d < 1000
-	)
-	SELECT c.id, c.d FROM c ORDER BY c.d DESC LIMIT 1
 $fn$;

@@ -39,7 +39,11 @@ SELECT count(*) FROM calendar.appointments WHERE investor_user_id = :inv::uuid
 -- stmt: apt_slot_get plugins/caldomain/appointment.c
 SELECT s.status, s.owner_user_id, s.kind, calendar.us(s.start_at),
        NOT EXISTS (SELECT 1 FROM calendar.user_replicas u
-                   WHERE u.user_id = s.owner_user_id AND u.status <> 'Active') AS owner_active
+                   WHERE u.user_id = s.owner_user_id AND u.status <> 'Active') AS owner_active,
+       EXISTS (SELECT 1 FROM calendar.time_off t
+               WHERE t.owner_user_id = s.owner_user_id
+                 AND tstzrange(t.start_at, t.end_at) && tstzrange(s.start_at, s.end_at))
+         AS in_time_off
 FROM calendar.availability_slots s WHERE s.id = :slot::uuid \gset s_
 
 -- stmt: apt_antispam plugins/caldomain/appointment.c
@@ -87,9 +91,13 @@ INSERT INTO calendar.appointments AS a (id, tenant_id, slot_id, calendar_event_i
   agent_user_id, investor_user_id, kind, start_at, end_at, time_zone, status,
   auto_confirmed, comment, project_id, property_object_id, consultation_request_id,
   confirm_deadline_at, rescheduled_from_appointment_id, decided_at, created_at,
-  updated_at, version)
+  updated_at, version, original_appointment_id, reschedule_count)
 VALUES (:aptid, :tenant, :slot, :evid, :s_owner_user_id, :inv, :s_kind, :st, :en, :tz, :pending, :autoc::boolean, NULL, NULL, NULL,
-  NULL, :deadline, NULL, NULL::timestamptz, :now::timestamptz, :now::timestamptz, 1)
+  NULL, :deadline, NULL, NULL::timestamptz, :now::timestamptz, :now::timestamptz, 1,
+  coalesce((SELECT coalesce(o.original_appointment_id, o.id)
+    FROM calendar.appointments o WHERE o.id = NULL::uuid), :aptid::uuid),
+  coalesce((SELECT o.reschedule_count + 1
+    FROM calendar.appointments o WHERE o.id = NULL::uuid), 0))
 RETURNING a.id, a.tenant_id, a.slot_id, a.calendar_event_id, a.agent_user_id,
   a.investor_user_id, a.kind, calendar.us(a.start_at), calendar.us(a.end_at),
   a.time_zone, a.status, a.auto_confirmed, a.comment, a.project_id,
@@ -97,7 +105,8 @@ RETURNING a.id, a.tenant_id, a.slot_id, a.calendar_event_id, a.agent_user_id,
   a.cancelled_by, a.cancel_reason, a.outcome, a.outcome_note,
   a.rescheduled_from_appointment_id, a.rescheduled_to_appointment_id,
   calendar.us(a.decided_at), calendar.us(a.cancelled_at), calendar.us(a.completed_at),
-  calendar.us(a.created_at), calendar.us(a.updated_at), a.version;
+  calendar.us(a.created_at), calendar.us(a.updated_at), a.version,
+  coalesce(a.original_appointment_id, a.id), a.reschedule_count;
 
 -- stmt: - pin_outbox_put:calendar.outbox, host/core/outbox.c formats it (table name): appointment-created
 INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at) VALUES (gen_random_uuid(), 'pin.calendar.appointment-created.v1', :aptid, :env::jsonb, :now);
@@ -110,7 +119,8 @@ SELECT a.id, a.tenant_id, a.slot_id, a.calendar_event_id, a.agent_user_id,
   a.cancelled_by, a.cancel_reason, a.outcome, a.outcome_note,
   a.rescheduled_from_appointment_id, a.rescheduled_to_appointment_id,
   calendar.us(a.decided_at), calendar.us(a.cancelled_at), calendar.us(a.completed_at),
-  calendar.us(a.created_at), calendar.us(a.updated_at), a.version, s.status, e.status, s.cancellation_cutoff_minutes
+  calendar.us(a.created_at), calendar.us(a.updated_at), a.version,
+  coalesce(a.original_appointment_id, a.id), a.reschedule_count, s.status, e.status, s.cancellation_cutoff_minutes
 FROM calendar.appointments a
 JOIN calendar.availability_slots s ON s.id = a.slot_id
 LEFT JOIN calendar.calendar_events e ON e.id = a.calendar_event_id

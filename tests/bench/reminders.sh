@@ -28,7 +28,7 @@
 # Knobs: PIN_BENCH_REMINDERS_N (100000); PIN_BENCH_ONCE_BIN and
 # PIN_BENCH_ONCE_PLUGDIR: the --once host's binary and plugin directory (an
 # A/B of the dispatcher against another build on the same stack).
-# Target: end to end >= 20k/s.
+# Target: lateness p99 within the dispatch interval; the rate is printed against the relay alone on the same rows, never judged (issue 31).
 
 B_REM_EVENT='b0000000-0000-4000-8010-'    # event ids = outbox keys of the bench rows
 B_REM_OWNER='b0000000-0000-4000-800f-'
@@ -151,11 +151,10 @@ bench_reminders() {
 	say "reminders: dispatch $r_disp/s (${s_disp} s), end to end $r_e2e/s (${s_e2e} s), relay alone $r_relay/s (${s_relay} s), lateness p99 ${lat_p99}s"
 
 	ratio=$(b_div "$r_e2e" "$r_relay")
-	b_ge "$r_e2e" 20000 || ok=false
 	b_ge "$cycle" "$lat_p99" || ok=false
 	b_row reminders "end to end, $n due (dispatch + relay), lateness p99 ${lat_p99} s" "$r_e2e" \
 		"reminders/s" "relay alone, same rows" "$r_relay" "$ratio" \
-		">=20000/s, lateness p99<=${cycle}s" "$ok"
+		"lateness p99<=${cycle}s" "$ok"
 	b_row reminders "dispatch job alone ($s_disp s)" "$r_disp" "reminders/s" \
 		"relay alone, same rows" "$r_relay" "$(b_div "$r_disp" "$r_relay")" "-" true
 	b_rem_clean

@@ -52,13 +52,15 @@ b_wrk() {
 		END {print n + 0}' <<<"$W_OUT")
 }
 
-# b_pgbench SCRIPT [-D k=v ...]: sets P_TPS (pgbench -M prepared, same PG)
+# b_pgbench SCRIPT [-D k=v ...]: sets P_TPS (rounded) and P_TPS_X (as
+# pgbench printed it) (pgbench -M prepared, same PG)
 b_pgbench() {
 	local script=$1 out
 	shift
 	out=$("$PGBIN/pgbench" -n -M prepared -c "${PIN_BENCH_PG_CLIENTS:-$((2 * $(nproc)))}" -j 2 -T "$(b_secs)" \
 		-f "$script" "$@" "$PG_DSN" 2>&1) || die "pgbench failed: $out"
 	P_TPS=$(awk '/^tps = / {printf "%.0f", $3}' <<<"$out")
+	P_TPS_X=$(awk '/^tps = / {print $3}' <<<"$out")
 }
 
 # b_row SCENARIO FIGURE VALUE UNIT ANCHOR_NAME ANCHOR_VALUE RATIO TARGET OK [P50 P99]

@@ -10,11 +10,17 @@
 //   {"op":"nav","url":"http://..."}   -> {"ok":true}
 //   {"op":"eval","expr":"..."}        -> {"ok":true,"value":<JSON value>}
 //                                        (promises are awaited)
+//   {"op":"viewport","width":390,"height":844}
+//                                     -> {"ok":true} (a phone: mobile metrics,
+//                                        device scale 2; test_manage.c)
+//   {"op":"click","selector":"#id"}   -> {"ok":true} once the page the click
+//                                        led to has loaded
+//   {"op":"shot","path":"/x.png"}     -> {"ok":true} (PNG of the viewport)
 //   errors                             -> {"ok":false,"error":"..."}
 // First line printed: {"ok":true,"ready":true} once the page is attached.
 // stdin EOF: chromium is stopped, the profile removed, exit 0.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, readFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, rmSync, readFileSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -98,6 +104,30 @@ async function handle(cmd) {
 			throw new Error(r.exceptionDetails.exception?.description ||
 				r.exceptionDetails.text);
 		return { value: r.result.value === undefined ? null : r.result.value };
+	}
+	if (cmd.op === 'viewport') {
+		await send('Emulation.setDeviceMetricsOverride', { width: cmd.width,
+			height: cmd.height, deviceScaleFactor: 2, mobile: true });
+		return {};
+	}
+	if (cmd.op === 'click') {
+		events.length = 0;
+		const r = await send('Runtime.evaluate', { expression:
+			`document.querySelector(${JSON.stringify(cmd.selector)}).click()`,
+			returnByValue: true });
+		if (r.exceptionDetails)
+			throw new Error(r.exceptionDetails.exception?.description ||
+				r.exceptionDetails.text);
+		for (let i = 0; i < 200 && !events.includes('Page.loadEventFired'); i++)
+			await sleep(50);
+		if (!events.includes('Page.loadEventFired'))
+			throw new Error('no page loaded after the click');
+		return {};
+	}
+	if (cmd.op === 'shot') {
+		const r = await send('Page.captureScreenshot', { format: 'png' });
+		writeFileSync(cmd.path, Buffer.from(r.data, 'base64'));
+		return {};
 	}
 	throw new Error(`unknown op ${cmd.op}`);
 }

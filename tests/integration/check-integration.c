@@ -26,6 +26,7 @@ static const struct {
 	{ "kafka", make_kafka_suite },
 	{ "calendar", make_calendar_suite },
 	{ "slots", make_slots_suite },
+	{ "timeoff", make_timeoff_suite },
 	{ "appointments", make_appointments_suite },
 	{ "notify", make_notify_suite },
 	{ "crm", make_crm_suite },
@@ -33,6 +34,8 @@ static const struct {
 	{ "feed", make_feed_suite },        /* issue 32: the agent's iCalendar feed */
 	{ "stream", make_stream_suite },
 	{ "delivery", make_delivery_suite },
+	{ "imip", make_imip_suite },
+	{ "manage", make_manage_suite },
 	{ "input", make_input_suite },
 	{ "obs", make_obs_suite },
 	{ "metrics", make_metrics_suite },  /* issue 30: the seeds' names */

@@ -54,6 +54,7 @@ Suite *make_http_suite(void);
 Suite *make_kafka_suite(void);
 Suite *make_calendar_suite(void);
 Suite *make_slots_suite(void);
+Suite *make_timeoff_suite(void);
 Suite *make_appointments_suite(void);
 Suite *make_notify_suite(void);
 Suite *make_crm_suite(void);
@@ -61,7 +62,9 @@ Suite *make_team_suite(void);    /* issue 12: departed agents, manager views */
 Suite *make_feed_suite(void);    /* issue 32: the agent's iCalendar feed */
 Suite *make_stream_suite(void);   /* real-time in-app: nchan + Chromium */
 Suite *make_delivery_suite(void);   /* issue 10: dispatcher, relay parking */
+Suite *make_imip_suite(void);       /* issue 32: invitations in the e-mails */
 Suite *make_input_suite(void);      /* issue 9: strict input, SQLSTATE classes */
+Suite *make_manage_suite(void);     /* issue 32 item 3: investors' manage links */
 Suite *make_obs_suite(void);     /* issue 11: worker metrics, histograms, promtool */
 Suite *make_metrics_suite(void); /* issue 30: the seeds' metric names, alerts' metrics */
 Suite *make_replica_suite(void);  /* issue 15: showcase on a hot standby */

@@ -157,7 +157,7 @@ static void assert_keys(json_object *p, const char *const *keys)
 }
 
 #define HEAD_KEYS "appointmentId", "tenantId", "eventId", "agentUserId", \
-	"investorUserId", "kind", "startAt"
+	"investorUserId", "kind", "startAt", "originalAppointmentId", "rescheduleCount"
 static const char *const created_keys[] = { HEAD_KEYS, "endAt", "timeZone", "slotId",
 	"status", "autoConfirmed", "confirmDeadlineAt", "projectId", "propertyObjectId",
 	"consultationRequestId", "rescheduledFromAppointmentId", "comment", NULL };
@@ -897,9 +897,14 @@ START_TEST(investor_reschedule)
 	ck_assert_str_eq(h_jstr(p, "reason"), "CancelledByInvestor");
 	ck_assert_str_eq(h_jstr(p, "cancelledBy"), "Investor");
 	ck_assert_str_eq(h_jstr(p, "rescheduledToAppointmentId"), nid);
+	/* the chain (issue 32): the old one is the first of it */
+	ck_assert_str_eq(h_jstr(p, "originalAppointmentId"), old);
+	ck_assert_int_eq(json_object_get_int(h_jget(p, "rescheduleCount")), 0);
 	p = kpayload(T_CREATED, nid);
 	assert_keys(p, created_keys);
 	ck_assert_str_eq(h_jstr(p, "rescheduledFromAppointmentId"), old);
+	ck_assert_str_eq(h_jstr(p, "originalAppointmentId"), old);
+	ck_assert_int_eq(json_object_get_int(h_jget(p, "rescheduleCount")), 1);
 	ck_assert_str_eq(h_jstr(p, "slotId"), slots[1]);
 	p = kpayload(T_EV_CREATED, nev);
 	ck_assert_str_eq(h_jstr(p, "appointmentId"), nid);

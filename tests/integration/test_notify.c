@@ -491,11 +491,14 @@ static bool key_is(const struct h_kmsg *m, void *ud)
  * channel, kind, urgency, tenant, locale, not_before, title, body and the
  * payload without its own ids, ordered (compares a set batch with the
  * per-message path). */
+/* (a manage link's token is its own per message and appointment, issue 32:
+ * compared as /manage/<token>) */
 static const char *rows_of(const char *mid)
 {
 	const char *s = h_sql_scalar("SELECT coalesce(string_agg(concat_ws('|', role, "
 		"channel, kind, urgency, tenant_id IS NOT NULL, locale, coalesce(not_before::text, "
-		"'-'), title, body, (payload - 'reminderId' - 'eventId' - 'appointmentId' "
+		"'-'), title, regexp_replace(body, '/manage/[A-Za-z0-9_-]+', '/manage/<token>', "
+		"'g'), (payload - 'reminderId' - 'eventId' - 'appointmentId' "
 		"- 'tenantId')::text, status), ';' ORDER BY role, channel), '') "
 		"FROM notifications.notifications WHERE source_message_id = $1::uuid", mid);
 

@@ -41,6 +41,8 @@ int main(void)
 	srunner_add_suite(sr, make_colmap_suite());
 	srunner_add_suite(sr, make_jobs_suite());
 	srunner_add_suite(sr, make_log_suite());
+	srunner_add_suite(sr, make_mime_suite());
+	srunner_add_suite(sr, make_manage_suite());
 
 	srunner_run_all(sr, CK_ENV);
 	nfailed = srunner_ntests_failed(sr);

@@ -21,5 +21,7 @@ Suite *make_replica_suite(void);
 Suite *make_colmap_suite(void);
 Suite *make_jobs_suite(void);
 Suite *make_log_suite(void);
+Suite *make_mime_suite(void);
+Suite *make_manage_suite(void);
 
 #endif

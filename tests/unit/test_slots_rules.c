@@ -1,4 +1,5 @@
-/* test_slots_rules.c -- the pure SlotBatch rules of plugins/slots/batch_rules.c. */
+/* test_slots_rules.c -- the pure SlotBatch rules of plugins/slots/batch_rules.c and
+ * the absence rules of plugins/slots/timeoff_rules.c (issue 32). */
 #include "config.h"
 
 #include <string.h>
@@ -84,6 +85,52 @@ START_TEST(windows)
 }
 END_TEST
 
+#define H_US (3600LL * 1000000)
+#define D_US (24 * H_US)
+
+START_TEST(time_off_span_rule)
+{
+	int64_t now = 1800000000LL * 1000000;
+	const char *field;
+
+	ck_assert_ptr_null(slot_rule_time_off(now + H_US, now + 2 * H_US, now, 1, &field));
+	/* begun already (sick since this morning): fine while it lasts */
+	ck_assert_ptr_null(slot_rule_time_off(now - 5 * H_US, now + H_US, now, 1, &field));
+	/* from >= to */
+	ck_assert_ptr_nonnull(slot_rule_time_off(now + H_US, now + H_US, now, 1, &field));
+	ck_assert_str_eq(field, "to");
+	ck_assert_ptr_nonnull(slot_rule_time_off(now + 2 * H_US, now + H_US, now, 0, &field));
+	ck_assert_str_eq(field, "to");
+	/* 366 days at most */
+	ck_assert_ptr_null(slot_rule_time_off(now, now + 366 * D_US, now - 1, 1, &field));
+	ck_assert_ptr_nonnull(slot_rule_time_off(now, now + 366 * D_US + 1, now - 1, 1,
+				&field));
+	ck_assert_str_eq(field, "to");
+	/* over already: refused when declared, allowed as a change (ended early) */
+	ck_assert_ptr_nonnull(slot_rule_time_off(now - 2 * H_US, now, now, 1, &field));
+	ck_assert_str_eq(field, "to");
+	ck_assert_ptr_null(slot_rule_time_off(now - 2 * H_US, now - H_US, now, 0, &field));
+	/* too far ahead */
+	ck_assert_ptr_null(slot_rule_time_off(now + 731 * D_US, now + 732 * D_US, now, 1,
+				&field));
+	ck_assert_ptr_nonnull(slot_rule_time_off(now + 731 * D_US + 1, now + 732 * D_US, now,
+				1, &field));
+	ck_assert_str_eq(field, "from");
+}
+END_TEST
+
+/* Only a span that grew has effects again. */
+START_TEST(time_off_widens)
+{
+	ck_assert_int_eq(slot_time_off_widens(10, 20, 10, 20), 0);
+	ck_assert_int_eq(slot_time_off_widens(10, 20, 10, 15), 0);  /* ended early */
+	ck_assert_int_eq(slot_time_off_widens(10, 20, 12, 20), 0);  /* starts later */
+	ck_assert_int_eq(slot_time_off_widens(10, 20, 10, 21), 1);
+	ck_assert_int_eq(slot_time_off_widens(10, 20, 9, 20), 1);
+	ck_assert_int_eq(slot_time_off_widens(10, 20, 30, 40), 1);  /* moved */
+}
+END_TEST
+
 Suite *make_slots_rules_suite(void)
 {
 	Suite *s = suite_create("slots_rules");
@@ -93,6 +140,8 @@ Suite *make_slots_rules_suite(void)
 	tcase_add_test(tc, dates);
 	tcase_add_test(tc, date_rules);
 	tcase_add_test(tc, windows);
+	tcase_add_test(tc, time_off_span_rule);
+	tcase_add_test(tc, time_off_widens);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -97,9 +97,8 @@
  *                    (buckets 1 ms .. 60000 ms); any other in seconds.
  *                    Plugins built against < 1.8 have neither member.
  *   2026-12-05  1.9  pin_host_api.respond_body: a response of any media
- *                    type (the agent's iCalendar feed, text/calendar,
- *                    issue 32), the body malloc'd and taken by the host;
- *                    a 304 sends no body.
+ *                    type (text/html of the investors' manage page, issue
+ *                    32 item 3), the body malloc'd and handed to the host.
  */
 #ifndef PIN_PLUGIN_H
 #define PIN_PLUGIN_H
@@ -520,13 +519,12 @@ struct pin_host_api {
 	long long (*config_num)(const char *key);
 	int (*config_bool)(const char *key);
 
-	/* -- 1.9: a response of media type content_type (borrowed, copied;
-	 *    no CR/LF), e.g. "text/calendar; charset=utf-8".  body (malloc'd,
-	 *    len bytes, or NULL with len 0) becomes the host's, is sent as it
-	 *    is and freed after the response -- also when the call fails.
-	 *    Status 304 sends no body whatever len says.  PIN_ERR when the
-	 *    request has its response already, for a bad content_type, or
-	 *    out of memory. */
+	/* -- 1.9: a response whose body is not JSON: content_type (borrowed,
+	 *    copied; "text/html; charset=utf-8"), body (malloc'd, len bytes,
+	 *    sent as it is) becomes the host's and is freed after the
+	 *    response -- also when the call fails.  PIN_ERR for NULL body or
+	 *    content type, a content type with CR/LF, when the request has
+	 *    its response already, or out of memory. */
 	int (*respond_body)(struct pin_req *r, int status, const char *content_type,
 			char *body, size_t len);
 };

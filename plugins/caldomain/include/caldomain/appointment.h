@@ -44,6 +44,7 @@
 #define CD_APT_E_DEADLINE          -50   /* 409 INVALID_STATUS_TRANSITION (deadline passed) */
 #define CD_APT_E_STARTED           -51   /* 409 INVALID_STATUS_TRANSITION (already started) */
 #define CD_APT_E_AGENT_UNAVAILABLE -52   /* 409 AGENT_UNAVAILABLE (replica not Active) */
+#define CD_APT_E_TIME_OFF          -53   /* 409 AGENT_TIME_OFF (the slot is inside an absence) */
 
 /*
  * Columns of an appointment row:  SELECT CD_APT_COLS FROM calendar.appointments a
@@ -57,7 +58,8 @@
 	"a.cancelled_by, a.cancel_reason, a.outcome, a.outcome_note, " \
 	"a.rescheduled_from_appointment_id, a.rescheduled_to_appointment_id, " \
 	"calendar.us(a.decided_at), calendar.us(a.cancelled_at), calendar.us(a.completed_at), " \
-	"calendar.us(a.created_at), calendar.us(a.updated_at), a.version"
+	"calendar.us(a.created_at), calendar.us(a.updated_at), a.version, " \
+	"coalesce(a.original_appointment_id, a.id), a.reschedule_count"
 enum {
 	CD_APT_C_ID, CD_APT_C_TENANT, CD_APT_C_SLOT, CD_APT_C_EVENT, CD_APT_C_AGENT,
 	CD_APT_C_INVESTOR, CD_APT_C_KIND, CD_APT_C_START, CD_APT_C_END, CD_APT_C_TZ,
@@ -66,6 +68,9 @@ enum {
 	CD_APT_C_CANCELLED_BY, CD_APT_C_CANCEL_REASON, CD_APT_C_OUTCOME, CD_APT_C_OUTCOME_NOTE,
 	CD_APT_C_FROM, CD_APT_C_TO, CD_APT_C_DECIDED, CD_APT_C_CANCELLED, CD_APT_C_COMPLETED,
 	CD_APT_C_CREATED, CD_APT_C_UPDATED, CD_APT_C_VERSION,
+	/* the first appointment of the reschedule chain (itself for a first
+	 * booking) and the number of reschedules that led here (0740) */
+	CD_APT_C_ORIGINAL, CD_APT_C_RESCHEDULES,
 	/* only in CD_APT_VIEW_SQL rows: */
 	CD_APT_C_SLOT_STATUS, CD_APT_C_EVENT_STATUS, CD_APT_C_CUTOFF, CD_APT_C__N
 };
@@ -134,6 +139,8 @@ struct cd_apt_end {
 	const char *cancel_reason;   /* free text (Internal) or NULL */
 	int release_slot;            /* 1: Booked -> Available when StartAt >= now + 60 min */
 	const char *rescheduled_to;  /* new appointment id (reschedule) or NULL */
+	const char *slot_archive_reason; /* the slot's archive_reason when it is
+	                                    archived ("time_off"), or NULL */
 };
 
 /*
@@ -170,5 +177,20 @@ int cd_apt_expire_batch(int64_t now_us, int batch);
  * 0 with *declined, PIN_ERR_DB.
  */
 int cd_apt_decline_unavailable(const char *agent_user_id, int64_t now_us, int *declined);
+
+/*
+ * An absence of the agent (issue 32, plugins/slots/timeoff.c): every Pending
+ * appointment of agent_user_id overlapping [from, to) (timestamptz text
+ * params; locked in id order) -> Declined by the agent with reason
+ * DeclinedByAgent, the agent's own decline (cd_apt_end: event Cancelled,
+ * reminders Skipped, event-status-changed, appointment-cancelled, so the
+ * investor is notified as after a decline); the slot is Archived with
+ * archive_reason 'time_off', never released.  No CancelReason: the absence's
+ * note is the agent's own text and stays out of the messages.  Confirmed
+ * appointments are not touched.  Runs in the caller's transaction.
+ * 0 with *ids (arena array of *n appointment ids), PIN_ERR_DB.
+ */
+int cd_apt_decline_time_off(const char *agent_user_id, const char *from, const char *to,
+		int64_t now_us, const char ***ids, int *n);
 
 #endif

@@ -10,11 +10,11 @@
  *   an appointment     "appointment-<appointmentId>@pin-calendar"
  * SEQUENCE: grows on every reschedule (the caller passes the object's count
  * of reschedules or its version; it must never go down for one UID).
- * An investor's reschedule books a NEW appointment: pass the id of the
- * FIRST appointment of its chain and the number of reschedules as
- * SEQUENCE, both from SQL calendar.appointment_ical_series(id)
- * (R__functions.sql), so the entry a client has moves; the agent's feed
- * (plugins/calendar/feed.c) does, an e-mail invitation must too.
+ * An appointment's reschedule is a new appointment (INV-APT-5): its UID is
+ * that of the FIRST appointment of the chain (originalAppointmentId of the
+ * appointment-* payloads, calendar.appointments.original_appointment_id),
+ * and its SEQUENCE is pc_ical_appointment_sequence() below, so the new
+ * appointment replaces the entry the old one made.
  * Times are written in UTC (DTSTART:20261201T090000Z), so no VTIMEZONE is
  * needed; a client shows them in its own zone.
  */
@@ -60,5 +60,13 @@ char *pc_ical_uid(enum pc_ical_kind kind, const char *id, char *buf, size_t len)
  * when out of memory or an instant is out of range. */
 char *pc_ical_calendar(const char *method, const char *name,
 		const struct pc_ical_event *ev, size_t n);
+
+/* The SEQUENCE of an appointment (issue 32): 3 x the reschedules that led
+ * to it (rescheduleCount), plus its step: 0 Pending, 1 Confirmed (and
+ * Completed, NoShow), 2 Declined / Cancelled / Expired.  Every change a
+ * recipient is told of is a strictly higher SEQUENCE for the same UID
+ * (booked, confirmed, moved, cancelled), so no client keeps an older
+ * version; an unknown status counts as Confirmed. */
+int pc_ical_appointment_sequence(int reschedules, const char *status);
 
 #endif

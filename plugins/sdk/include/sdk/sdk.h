@@ -21,6 +21,7 @@
 #include "sdk/topics.h"
 #include "sdk/replica.h"
 #include "sdk/ical.h"
+#include "sdk/manage.h"
 #include "sdk/colmap.h"
 
 #endif
