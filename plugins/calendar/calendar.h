@@ -18,6 +18,13 @@ int cal_events_action(struct pin_req *r, void *ud);
 int cal_team_events(struct pin_req *r, void *ud);
 int cal_pinmgr_events(struct pin_req *r, void *ud);
 
+/* feed.c -- the agent's iCalendar feed (issue 32): the token's create /
+ * rotate (POST), state (GET), revoke (DELETE); the public feed by token */
+int cal_feed_token_create(struct pin_req *r, void *ud);
+int cal_feed_token_get(struct pin_req *r, void *ud);
+int cal_feed_token_delete(struct pin_req *r, void *ud);
+int cal_feed_get(struct pin_req *r, void *ud);
+
 /*
  * Shared range listing (team_api.c): events overlapping [from, to) of a
  * tenant, optionally restricted to one owner or to a uuid[] literal of

@@ -6,7 +6,7 @@
 #
 #   ./dev bench                  all scenarios below (not `dispatch`)
 #   ./dev bench SCENARIO...      machine | plumbing | showcase | list | booking | publish | relay |
-#                                consumers | reminders | burst | realtime | replica | growth
+#                                consumers | reminders | burst | realtime | replica | growth | feed
 #                                (relay-scale: the relay with 1, 2, 3 worker hosts)
 #   ./dev bench --check [...]    the same, exit 1 when a ratio misses its target
 #   ./dev bench dispatch [N]     the notify dispatcher (separate, see ./dev)
@@ -408,6 +408,8 @@ source "$BENCH_DIR/burst.sh"
 
 # shellcheck source=tests/bench/realtime.sh
 source "$BENCH_DIR/realtime.sh"
+# shellcheck source=tests/bench/feed.sh
+source "$BENCH_DIR/feed.sh"
 
 # shellcheck source=tests/bench/replica.sh
 source "$BENCH_DIR/replica.sh"
@@ -571,11 +573,11 @@ for i in range(m):
 
 # bench_suite [--check] [SCENARIO...]
 bench_suite() {
-	local check=0 s all=(machine plumbing showcase list booking publish relay consumers reminders burst realtime replica growth) want=()
+	local check=0 s all=(machine plumbing showcase list booking publish relay consumers reminders burst realtime replica growth feed) want=()
 	while (($#)); do
 		case $1 in
 		--check) check=1 ;;
-		machine | plumbing | showcase | list | booking | publish | relay | consumers | reminders | burst | realtime | replica | growth) want+=("$1") ;;
+		machine | plumbing | showcase | list | booking | publish | relay | consumers | reminders | burst | realtime | replica | growth | feed) want+=("$1") ;;
 		relay-scale) want+=(relay_scale) ;;
 		*) die "unknown bench scenario $1 (${all[*]}, dispatch)" ;;
 		esac

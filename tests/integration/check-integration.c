@@ -31,6 +31,7 @@ static const struct {
 	{ "notify", make_notify_suite },
 	{ "crm", make_crm_suite },
 	{ "team", make_team_suite },
+	{ "feed", make_feed_suite },        /* issue 32: the agent's iCalendar feed */
 	{ "stream", make_stream_suite },
 	{ "delivery", make_delivery_suite },
 	{ "imip", make_imip_suite },

@@ -59,6 +59,7 @@ Suite *make_appointments_suite(void);
 Suite *make_notify_suite(void);
 Suite *make_crm_suite(void);
 Suite *make_team_suite(void);    /* issue 12: departed agents, manager views */
+Suite *make_feed_suite(void);    /* issue 32: the agent's iCalendar feed */
 Suite *make_stream_suite(void);   /* real-time in-app: nchan + Chromium */
 Suite *make_delivery_suite(void);   /* issue 10: dispatcher, relay parking */
 Suite *make_imip_suite(void);       /* issue 32: invitations in the e-mails */
