@@ -9,6 +9,7 @@
  * the stack's worker again at its end.
  */
 #include <math.h>
+#include <signal.h>
 #include <string.h>
 
 #include "harness.h"
