@@ -43,6 +43,8 @@ void relay_gauges_init(void)
 			pin_metric_set("pin_outbox_relay_shard_leader", lab, 0);
 		}
 	pin_metric_set("pin_outbox_relay_leader", NULL, 0);
+	/* measured with relay_cursor only; 0 otherwise (nothing held back) */
+	pin_metric_set("pin_outbox_relay_oldest_xact_age_seconds", NULL, 0);
 }
 
 /*
