@@ -5,7 +5,9 @@
 # N rows (PIN_BENCH_RELAY_ROWS, 100000) of ~850-byte envelopes are written
 # into calendar.outbox in ONE transaction (SQL, topic pin.bench.relay.v1,
 # which nothing consumes), so every row becomes visible at the commit; the
-# figure is N / (max(published_at) - the commit).  The anchor,
+# figure is N / (max(published_at) - the commit), or with relay_cursor on in
+# the stack's config N / (the last move of the shards' cursors past their last
+# bench row - the commit); the target: at least 0.5 of the anchor (issue 31).  The anchor,
 # tools/pin-benchproduce, reads the same rows (topic, key, envelope)
 # into memory first and produces them with the relay's producer settings.
 # relay-scale repeats the drain with 1, 2 and 3 worker hosts (extra
