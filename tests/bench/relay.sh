@@ -17,9 +17,14 @@
 
 B_RELAY_TOPIC=pin.bench.relay.v1
 
-# b_relay_fill N: writes N bench rows; prints the commit's epoch seconds
+# b_relay_fill N: writes N bench rows; prints the commit's epoch seconds.
+# With relay_cursor, each shard's last bench row (one transaction: one xid)
+# goes to $B_RELAY_WANT, computed before the commit so that the drain's
+# polls only read the cursors.
+B_RELAY_SHARDS=4
+B_RELAY_WANT=${TMPDIR:-/tmp}/pin-bench-relay-want.$$
 b_relay_fill() {
-	b_psql -tA <<-EOF | tail -n 1
+	b_psql -tA <<-EOF | tee >(sed -n 's/^want://p' >"$B_RELAY_WANT") | tail -n 1
 		DELETE FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC';
 		BEGIN;
 		INSERT INTO calendar.outbox (message_id, topic, key, envelope, created_at)
@@ -42,6 +47,10 @@ b_relay_fill() {
 		    clock_timestamp()
 		  FROM (SELECT i, gen_random_uuid() AS m, gen_random_uuid() AS e
 		        FROM generate_series(1, $1) AS i) s;
+		SELECT 'want:' || coalesce((SELECT string_agg(format('(%s,%L::xid8,%s)', s, x, i), ',')
+		  FROM (SELECT (hashtext(key) & 2147483647) % $B_RELAY_SHARDS AS s, max(xid) AS x, max(id) AS i
+		        FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC' GROUP BY 1) t), '')
+		  WHERE $( b_relay_cursor && echo true || echo false);
 		SELECT extract(epoch FROM clock_timestamp());
 		COMMIT;
 	EOF
@@ -59,13 +68,11 @@ b_relay_cursor() {
 b_relay_drain_cursor() {
 	local n=$1 t0=$2 t1 done_ ns want deadline=$((SECONDS + 600))
 	# each shard's last bench row, once; then only the cursors are polled
-	# (relay_shards from the newest cursor rows)
-	ns=$(b_psql -tA -c "SELECT shards FROM calendar.outbox_cursor
-		WHERE outbox = 'calendar.outbox' ORDER BY moved_at DESC LIMIT 1")
-	[[ -n $ns ]] || die "relay bench: relay_cursor is on and no shard has a cursor"
-	want=$(b_psql -tA -c "SELECT string_agg(format('(%s,%L::xid8,%s)', s, x, i), ',')
-		FROM (SELECT DISTINCT ON (s) (hashtext(key) & 2147483647) % $ns AS s, xid AS x, id AS i
-		      FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC' ORDER BY s, xid DESC, id DESC) t")
+	# (relay_shards 4, the stack's)
+	ns=$B_RELAY_SHARDS
+	sleep 0.1     # the fill's tee writes the file
+	want=$(cat "$B_RELAY_WANT")
+	[[ -n $want ]] || die "relay bench: no bench row per shard recorded"
 	while :; do
 		read -r done_ t1 < <(b_psql -tA -F' ' -c "SELECT count(*), extract(epoch FROM max(c.moved_at))
 			FROM (VALUES $want) t(s, x, i) JOIN calendar.outbox_cursor c
