@@ -33,6 +33,7 @@ struct relay_row {
 	const char *reason;         /* DR_PARKED: metric label */
 	const char *traceparent;    /* NULL when the writer had none */
 	const char *message_id;
+	const char *xid;            /* cursor units: the row's xid8 (ordering) */
 	struct relay_batch *b;
 };
 
@@ -60,6 +61,14 @@ struct relay_unit {
 	bool stalled;               /* a batch failed: drain, then start over */
 	bool caught_up;             /* the last read was not full */
 	char cursor[24];            /* last id read (see unit_reap: rewinds) */
+	/* relay_cursor (cursor units, relay_batch.c "The commit-ordered
+	 * cursor"): the (xid, id) read up to, and the one every row before has
+	 * been delivered up to -- what calendar.outbox_cursor holds, written
+	 * by the next read */
+	bool cur;
+	bool cur_hold;              /* a row of the window failed: no move */
+	char rx[24], rid[24];
+	char dx[24], did[24];
 	int64_t rewound_us;         /* monotonic: the cursor last went to 0 */
 	struct relay_batch *win[RELAY_MAX_INFLIGHT];
 	int nwin;
@@ -99,6 +108,8 @@ struct relay {
 	bool create_failing;        /* same, for producer creation */
 	bool mismatch;              /* hosts disagree on relay_shards */
 	bool once;                  /* --once: no member lock, no balancing */
+	bool cursor;                /* relay_cursor */
+	bool cursor_warned;         /* an outbox without the xid column, logged */
 	int kafka_up;               /* -1 unknown */
 	int conn_pid;               /* backend pid of the session set up */
 	int nshards, batch, inflight;
@@ -137,7 +148,19 @@ void relay_unit_release(struct relay *r, struct relay_unit *u, const char *reaso
 int relay_count_members(struct relay *r, int *same, int *other);
 void relay_lead_round(struct relay *r);
 
+/* the member lock's second key: relay_shards, + RELAY_CURSOR_BIT with
+ * relay_cursor (hosts that disagree on either relay nothing) */
+#define RELAY_CURSOR_BIT 65536
+int relay_member_key(const struct relay *r);
+
 /* relay_batch.c: read and mark */
+/* Loads (or starts) the unit's cursor when it becomes the shard's leader;
+ * a unit whose outbox has no xid column relays by marking.  -1: failed. */
+int relay_cursor_load(struct relay *r, struct relay_unit *u);
+/* 1: the outbox has the xid column of migration 0780, 0: not, -1: failed */
+int relay_outbox_has_xid(const char *table);
+/* Writes the unit's delivered position (giving a shard back). */
+void relay_cursor_save(struct relay *r, struct relay_unit *u);
 void relay_batch_free(struct relay_batch *b);
 int relay_unit_reap(struct relay *r, struct relay_unit *u, int *done);
 int relay_unit_feed(struct relay *r, struct relay_unit *u, int *nrows);

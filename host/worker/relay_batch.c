@@ -56,16 +56,35 @@ static struct relay_batch *batch_read(struct relay *r, struct relay_unit *u)
 	}
 	snprintf(lim, sizeof(lim), "%d", r->batch);
 	snprintf(sh, sizeof(sh), "%d", u->shard);
-	/* the shard count as a literal: it matches an index on the same
-	 * expression (migration 0005 makes the one for 4 shards) */
-	snprintf(sql, 400, "SELECT id, topic, key, envelope::text, attempts,"
-			" traceparent, message_id FROM %s"
-			" WHERE published_at IS NULL AND parked_at IS NULL AND id > $2::bigint"
-			" AND (hashtext(key) & 2147483647) %% %d = $3::int"
-			" ORDER BY id LIMIT $1::int", u->table, r->nshards);
-	snprintf(stmt, 160, "pin_relay_batch:%s", u->table);
 	pin_arena_set_current(b->a);
-	res = pin_db_exec_prepared(stmt, sql, 3, p);
+	if (u->cur) {
+		const char *cp[7] = { lim, u->rx, u->rid, sh, u->dx, u->did, u->table };
+
+		/* the commit-ordered cursor: the delivered position written
+		 * (never backwards) in the statement that reads the next rows */
+		sql = pin_arena_alloc(900);
+		snprintf(sql, 900, "WITH mv AS (UPDATE calendar.outbox_cursor SET xid = $5::xid8,"
+				" id = $6::bigint, moved_at = clock_timestamp() WHERE outbox = $7"
+				" AND shards = %d AND shard = $4::int AND (xid, id) < ($5::xid8, $6::bigint))"
+				" SELECT o.id, o.topic, o.key, o.envelope::text, o.attempts, o.traceparent,"
+				" o.message_id, o.xid::text AS x FROM %s o"
+				" WHERE (hashtext(o.key) & 2147483647) %% %d = $4::int"
+				" AND (o.xid, o.id) > ($2::xid8, $3::bigint)"
+				" AND o.xid < pg_snapshot_xmin(pg_current_snapshot()) AND o.parked_at IS NULL"
+				" ORDER BY o.xid, o.id LIMIT $1::int", r->nshards, u->table, r->nshards);
+		snprintf(stmt, 160, "pin_relay_cursor:%s", u->table);
+		res = pin_db_exec_prepared(stmt, sql, 7, cp);
+	} else {
+		/* the shard count as a literal: it matches an index on the same
+		 * expression (migration 0005 makes the one for 4 shards) */
+		snprintf(sql, 400, "SELECT id, topic, key, envelope::text, attempts,"
+				" traceparent, message_id FROM %s"
+				" WHERE published_at IS NULL AND parked_at IS NULL AND id > $2::bigint"
+				" AND (hashtext(key) & 2147483647) %% %d = $3::int"
+				" ORDER BY id LIMIT $1::int", u->table, r->nshards);
+		snprintf(stmt, 160, "pin_relay_batch:%s", u->table);
+		res = pin_db_exec_prepared(stmt, sql, 3, p);
+	}
 	if (res && PQresultStatus(res) == PGRES_TUPLES_OK)
 		b->rows = pin_arena_alloc(sizeof(*b->rows) * (size_t)(PQntuples(res) + 1));
 	pin_arena_set_current(prev);
@@ -96,9 +115,14 @@ static struct relay_batch *batch_read(struct relay *r, struct relay_unit *u)
 		row->attempts = atoi(PQgetvalue(res, i, 4));
 		row->traceparent = PQgetisnull(res, i, 5) ? NULL : PQgetvalue(res, i, 5);
 		row->message_id = PQgetvalue(res, i, 6);
+		row->xid = u->cur ? PQgetvalue(res, i, 7) : NULL;
 	}
-	if (b->n)
+	if (b->n && u->cur) {
+		snprintf(u->rx, sizeof(u->rx), "%s", b->rows[b->n - 1].xid);
+		snprintf(u->rid, sizeof(u->rid), "%s", b->rows[b->n - 1].id);
+	} else if (b->n) {
 		snprintf(u->cursor, sizeof(u->cursor), "%s", b->rows[b->n - 1].id);
+	}
 	/* keep the result for the producer: produce_row reads key and value */
 	b->res = res;
 	return b;
@@ -163,7 +187,7 @@ static void log_published(const char *table, struct relay_row *rows, int produce
  *    last_error for parked ones (one log line each, without the payload),
  *    attempts + 1 for the ones kept for retry.  -1 when the marking
  *    itself failed. */
-static int batch_mark(const char *table, struct relay_row *rows, int produced,
+static int batch_mark(const char *table, bool cur, struct relay_row *rows, int produced,
 		int *ok, int *failed, int *parked, rd_kafka_resp_err_t *first_err)
 {
 	char now[40], *sql = pin_arena_alloc(300), *stmt = pin_arena_alloc(160);
@@ -187,13 +211,14 @@ static int batch_mark(const char *table, struct relay_row *rows, int produced,
 	}
 	pin_clock_fmt(pin_clock_now_us(), now, sizeof(now));
 	if (*ok) {
-		const char *p[2] = { now, id_list(rows, produced, DR_OK) };
+		const char *p[2] = { now, cur ? NULL : id_list(rows, produced, DR_OK) };
 
+		/* a cursor unit marks nothing: its cursor moves (relay_unit_reap) */
 		snprintf(sql, 300, "UPDATE %s SET published_at = $1::timestamptz"
 				" WHERE id = ANY($2::bigint[])", table);
 		snprintf(stmt, 160, "pin_relay_mark:%s", table);
-		res = pin_db_exec_prepared(stmt, sql, 2, p);
-		if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
+		res = cur ? NULL : pin_db_exec_prepared(stmt, sql, 2, p);
+		if (!cur && (!res || PQresultStatus(res) != PGRES_COMMAND_OK)) {
 			/* delivered but not marked: they will go out again
 			 * (at-least-once; consumers dedupe on messageId) */
 			pin_log(PIN_LOG_ERROR, "outbox relay: cannot mark rows published",
@@ -252,6 +277,120 @@ static int batch_mark(const char *table, struct relay_row *rows, int produced,
 }
 
 /*
+ * The commit-ordered cursor (relay_cursor; doc/operating.md "Outbox relay
+ * cursor").  A shard's rows are read in (xid, id) order, only those whose
+ * xid is below the oldest transaction still running
+ * (pg_snapshot_xmin(pg_current_snapshot())): every transaction below it has
+ * ended, so no row can appear behind the cursor later, and nothing is
+ * marked.  calendar.outbox_cursor holds each shard's delivered position,
+ * written (only forwards) by the statement that reads the next batch; a new
+ * leader starts there, so rows delivered after the last write go out again
+ * (at-least-once, as a lost mark did).  The xid of a row is raised to the
+ * highest xid of its key's earlier rows by a trigger (migration 0780,
+ * R__functions.sql): a key's rows are read in the order they were written.
+ */
+
+/* After a batch's reports: the delivered position moves to the row before
+ * the first one that failed (or to the batch's last row). */
+static void cursor_advance(struct relay_unit *u, struct relay_batch *b)
+{
+	int last = -1;
+
+	if (u->cur_hold)        /* an earlier batch of the window failed */
+		return;
+	for (int i = 0; i < b->produced; i++) {
+		if (b->rows[i].st != DR_OK && b->rows[i].st != DR_PARKED)
+			break;
+		last = i;
+	}
+	if (last < b->n - 1)
+		u->cur_hold = true;
+	if (last < 0)
+		return;
+	snprintf(u->dx, sizeof(u->dx), "%s", b->rows[last].xid);
+	snprintf(u->did, sizeof(u->did), "%s", b->rows[last].id);
+}
+
+/* 1: the outbox has the xid column of migration 0780, 0: not, -1: failed */
+int relay_outbox_has_xid(const char *table)
+{
+	const char *p[1] = { table };
+	PGresult *res = pin_db_exec("SELECT count(*) FROM pg_attribute WHERE attrelid = $1::regclass"
+			" AND attname = 'xid' AND NOT attisdropped", 1, p);
+
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+		return -1;
+	return atoi(PQgetvalue(res, 0, 0)) == 1;
+}
+
+int relay_cursor_load(struct relay *r, struct relay_unit *u)
+{
+	char n[16], sh[16], *sql;
+	const char *p[3] = { u->table, n, sh };
+	PGresult *res;
+
+	int has;
+
+	u->cur = false;
+	u->cur_hold = false;
+	if (!r->cursor)
+		return 0;
+	if ((has = relay_outbox_has_xid(u->table)) < 0)
+		return -1;
+	if (!has) {
+		if (!r->cursor_warned)
+			pin_log(PIN_LOG_WARN, "outbox relay: relay_cursor is on but the outbox has no"
+					" xid column (migration 0780); its rows are marked", "outbox",
+					u->table, NULL);
+		r->cursor_warned = true;
+		return 0;
+	}
+	snprintf(n, sizeof(n), "%d", r->nshards);
+	snprintf(sh, sizeof(sh), "%d", u->shard);
+	/* a shard without a cursor starts at the lowest cursor of another
+	 * relay_shards (a count changed: rows between that and their own
+	 * cursor go out again), else before its first row not yet published
+	 * by marking, or at the oldest running transaction, whichever is
+	 * lower */
+	sql = pin_arena_alloc(1400);
+	snprintf(sql, 1400, "WITH ins AS (INSERT INTO calendar.outbox_cursor"
+			" (outbox, shards, shard, xid, id, moved_at)"
+			" SELECT $1, $2::int, $3::int, s.x, s.i, clock_timestamp() FROM ("
+			" (SELECT c.xid AS x, c.id AS i, 1 AS k FROM calendar.outbox_cursor c"
+			"  WHERE c.outbox = $1 AND c.shards <> $2::int ORDER BY c.xid, c.id LIMIT 1)"
+			" UNION ALL (SELECT o.xid, o.id - 1, 2 FROM %s o WHERE o.published_at IS NULL"
+			"  AND o.parked_at IS NULL AND o.xid IS NOT NULL"
+			"  AND (hashtext(o.key) & 2147483647) %% %d = $3::int ORDER BY o.xid, o.id LIMIT 1)"
+			" UNION ALL SELECT pg_snapshot_xmin(pg_current_snapshot()), 0, 3) s"
+			" ORDER BY s.k = 1 DESC, s.x, s.i LIMIT 1 ON CONFLICT DO NOTHING"
+			" RETURNING xid::text, id::text)"
+			" SELECT * FROM ins UNION ALL SELECT xid::text, id::text FROM calendar.outbox_cursor"
+			" WHERE outbox = $1 AND shards = $2::int AND shard = $3::int",
+			u->table, r->nshards);
+	res = pin_db_exec(sql, 3, p);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 1)
+		return -1;
+	snprintf(u->dx, sizeof(u->dx), "%s", PQgetvalue(res, 0, 0));
+	snprintf(u->did, sizeof(u->did), "%s", PQgetvalue(res, 0, 1));
+	strcpy(u->rx, u->dx);
+	strcpy(u->rid, u->did);
+	u->cur = true;
+	return 0;
+}
+
+void relay_cursor_save(struct relay *r, struct relay_unit *u)
+{
+	char n[16], sh[16];
+	const char *p[5] = { u->table, n, sh, u->dx, u->did };
+
+	snprintf(n, sizeof(n), "%d", r->nshards);
+	snprintf(sh, sizeof(sh), "%d", u->shard);
+	pin_db_exec("UPDATE calendar.outbox_cursor SET xid = $4::xid8, id = $5::bigint,"
+			" moved_at = clock_timestamp() WHERE outbox = $1 AND shards = $2::int"
+			" AND shard = $3::int AND (xid, id) < ($4::xid8, $5::bigint)", 5, p);
+}
+
+/*
  * Marks the unit's finished batches, oldest first.  Returns -1 when a batch
  * had failed rows or could not be marked (the unit stops reading until its
  * window is empty, then starts again from the oldest row; the caller backs
@@ -273,10 +412,13 @@ int relay_unit_reap(struct relay *r, struct relay_unit *u, int *done)
 			relay_rclk->batches++;
 			relay_rclk->rows += b->produced;
 		}
-		if (batch_mark(u->table, b->rows, b->produced, &ok, &failed, &parked,
+		if (batch_mark(u->table, u->cur, b->rows, b->produced, &ok, &failed, &parked,
 				&first_err) < 0) {
 			failed = 1;
 			first_err = RD_KAFKA_RESP_ERR__FAIL;
+			u->cur_hold = true;
+		} else if (u->cur) {
+			cursor_advance(u, b);
 		}
 		relay_rc_add(RC_MARK, &t0);
 		*done += ok + parked;
@@ -311,7 +453,17 @@ int relay_unit_reap(struct relay *r, struct relay_unit *u, int *done)
 		 * commits) that made the reads cost 16-25 us per row instead of
 		 * ~10 (doc/performance.md "The relay:
 		 * sharded, pipelined, its own commit rule"). */
-		if (u->stalled || now - u->rewound_us >= r->rewind_us) {
+		if (u->cur) {
+			/* no late commits behind a cursor: back only after a
+			 * failure, to the last delivered row */
+			if (u->stalled || u->cur_hold) {
+				strcpy(u->rx, u->dx);
+				strcpy(u->rid, u->did);
+				if (relay_rclk)
+					relay_rclk->rewinds++;
+			}
+			u->cur_hold = false;
+		} else if (u->stalled || now - u->rewound_us >= r->rewind_us) {
 			if (relay_rclk && strcmp(u->cursor, "0"))
 				relay_rclk->rewinds++;
 			strcpy(u->cursor, "0");
@@ -363,7 +515,10 @@ int relay_unit_feed(struct relay *r, struct relay_unit *u, int *nrows)
 	}
 	if (!r->rk && relay_producer_create(r) != 0) {
 		relay_batch_free(b);
-		if (!u->nwin)
+		if (!u->nwin && u->cur) {
+			strcpy(u->rx, u->dx);
+			strcpy(u->rid, u->did);
+		} else if (!u->nwin)
 			strcpy(u->cursor, "0");
 		else
 			u->stalled = true;

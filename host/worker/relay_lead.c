@@ -21,6 +21,7 @@ void relay_units_build(struct relay *r)
 	long long w = pin_config_int("relay_inflight");
 
 	r->nshards = s < 1 ? 1 : s > 1024 ? 1024 : (int)s;
+	r->cursor = pin_config_bool("relay_cursor");
 	r->inflight = w < 1 ? 1 : w > RELAY_MAX_INFLIGHT ? RELAY_MAX_INFLIGHT : (int)w;
 	r->batch = (int)pin_config_int("relay_batch");
 	if (r->batch < 1)
@@ -54,6 +55,11 @@ static void unit_log(struct relay_unit *u, int level, const char *msg, const cha
 	snprintf(n, sizeof(n), "%d", r->nshards);
 	pin_log(level, msg, "outbox", u->table, "shard", sh, "shards", n,
 			"reason", reason, NULL);
+}
+
+int relay_member_key(const struct relay *r)
+{
+	return r->nshards + (r->cursor ? RELAY_CURSOR_BIT : 0);
 }
 
 void relay_leader_gauge(struct relay *r)
@@ -98,6 +104,8 @@ void relay_unit_release(struct relay *r, struct relay_unit *u, const char *reaso
 	if (!u->led)
 		return;
 	snprintf(sh, sizeof(sh), "%d", u->shard);
+	if (u->cur && c && PQbackendPID(c) == r->conn_pid)
+		relay_cursor_save(r, u);
 	/* the gauge first: once unlocked, another thread of this host may take
 	 * the shard and set it to 1 */
 	pin_metric_set("pin_outbox_relay_shard_leader", u->lab, 0);
@@ -135,6 +143,15 @@ static void session_setup(struct relay *r)
 			 * at 100k rows (doc/performance.md "Outbox relay figures") */
 			" set_config('enable_seqscan', 'off', false),"
 			" set_config('enable_bitmapscan', 'off', false),"
+			/* relay_cursor: the read must walk the cursor index in
+			 * (xid, id) order; with a fresh outbox's statistics the
+			 * planner took the shard index and sorted the whole
+			 * shard per batch (1 s a read at 12k rows) */
+			" set_config('enable_sort', 'off', false),"
+			/* one plan per prepared read: planning the cursor's read
+			 * (its UPDATE of the cursor row) at every bind was 15 %
+			 * of its backend's CPU */
+			" set_config('plan_cache_mode', 'force_generic_plan', false),"
 			/* the marks need no flush to disk before the next batch:
 			 * a mark lost in a crash of PostgreSQL only publishes its
 			 * rows again (at-least-once; consumers dedupe on
@@ -145,7 +162,7 @@ static void session_setup(struct relay *r)
 	pin_db_exec(sql, 0, NULL);
 	if (!r->once) {
 		snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock_shared(" RELAY_MEMBER_CLASS
-				", %d)", r->nshards);
+				", %d)", relay_member_key(r));
 		pin_db_exec(sql, 0, NULL);
 	}
 }
@@ -157,7 +174,7 @@ int relay_count_members(struct relay *r, int *same, int *other)
 	const char *p[1] = { n };
 	PGresult *res;
 
-	snprintf(n, sizeof(n), "%d", r->nshards);
+	snprintf(n, sizeof(n), "%d", relay_member_key(r));
 	snprintf(sql, sizeof(sql), "SELECT count(*) FILTER (WHERE objid = $1::int),"
 			" count(*) FILTER (WHERE objid <> $1::int) FROM pg_locks"
 			" WHERE locktype = 'advisory' AND classid = " RELAY_MEMBER_CLASS
@@ -209,9 +226,10 @@ void relay_lead_round(struct relay *r)
 		return;
 	if (other && !r->mismatch)
 		pin_log(PIN_LOG_ERROR, "outbox relay: worker hosts run with different"
-				" relay_shards; no host relays until they agree", NULL);
+				" relay_shards or relay_cursor; no host relays until they agree", NULL);
 	else if (!other && r->mismatch)
-		pin_log(PIN_LOG_INFO, "outbox relay: every worker host has the same relay_shards", NULL);
+		pin_log(PIN_LOG_INFO, "outbox relay: every worker host has the same relay_shards"
+				" and relay_cursor", NULL);
 	r->mismatch = other > 0;
 	r->members = same;
 	if (same < 1)
@@ -249,6 +267,11 @@ void relay_lead_round(struct relay *r)
 			if (!try_lock(u))
 				continue;
 			u->led = true;
+			if (relay_cursor_load(r, u) < 0) {
+				/* no cursor, no reading: try again next round */
+				relay_unit_release(r, u, "cursor not loaded");
+				continue;
+			}
 			u->releasing = false;
 			u->stalled = false;
 			u->caught_up = false;

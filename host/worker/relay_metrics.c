@@ -43,6 +43,26 @@ void relay_gauges_init(void)
 			pin_metric_set("pin_outbox_relay_shard_leader", lab, 0);
 		}
 	pin_metric_set("pin_outbox_relay_leader", NULL, 0);
+	/* measured with relay_cursor only; 0 otherwise (nothing held back) */
+	pin_metric_set("pin_outbox_relay_oldest_xact_age_seconds", NULL, 0);
+}
+
+/*
+ * relay_cursor: a cursor reads only below the oldest transaction that holds
+ * a transaction id, in the whole cluster (prepared ones too): its age is
+ * how long rows may be held back (pin_outbox_relay_oldest_xact_age_seconds,
+ * 0 when none; the alert PinOutboxCursorHeldBack).
+ */
+static void blocking_xact_gauge(void)
+{
+	PGresult *res = pin_db_exec("SELECT coalesce(extract(epoch FROM clock_timestamp() -"
+			" least((SELECT min(xact_start) FROM pg_stat_activity WHERE backend_xid IS NOT NULL"
+			" AND pid <> pg_backend_pid()), (SELECT min(prepared) FROM pg_prepared_xacts))), 0)",
+			0, NULL);
+
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		pin_metric_set("pin_outbox_relay_oldest_xact_age_seconds", NULL,
+				atof(PQgetvalue(res, 0, 0)));
 }
 
 /*
@@ -64,11 +84,25 @@ void relay_update_pending(struct relay *r)
 
 		double oldest = 0;
 
-		snprintf(sql, 400, "SELECT (SELECT count(*) FROM %s WHERE published_at IS NULL"
-				" AND parked_at IS NULL), (SELECT extract(epoch FROM created_at)"
-				" FROM %s WHERE published_at IS NULL AND parked_at IS NULL"
-				" ORDER BY id LIMIT 1)", t, t);
-		res = pin_db_exec(sql, 0, NULL);
+		if (r->cursor && relay_outbox_has_xid(t) == 1) {
+			/* the rows beyond each shard's cursor, held back or not;
+			 * the oldest by created_at among them */
+			const char *p[1] = { t };
+
+			snprintf(sql, 400, "SELECT coalesce(sum(p.n), 0), extract(epoch FROM min(p.o))"
+					" FROM calendar.outbox_cursor c CROSS JOIN LATERAL (SELECT count(*) AS n,"
+					" min(created_at) AS o FROM %s WHERE (hashtext(key) & 2147483647)"
+					" %% %d = c.shard AND (xid, id) > (c.xid, c.id) AND parked_at IS NULL) p"
+					" WHERE c.outbox = $1 AND c.shards = %d", t, r->nshards, r->nshards);
+			res = pin_db_exec(sql, 1, p);
+			blocking_xact_gauge();
+		} else {
+			snprintf(sql, 400, "SELECT (SELECT count(*) FROM %s WHERE published_at IS NULL"
+					" AND parked_at IS NULL), (SELECT extract(epoch FROM created_at)"
+					" FROM %s WHERE published_at IS NULL AND parked_at IS NULL"
+					" ORDER BY id LIMIT 1)", t, t);
+			res = pin_db_exec(sql, 0, NULL);
+		}
 		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 			continue;
 		if (!strcmp(t, PIN_OUTBOX_DEFAULT))   /* the 1.0 series, unlabelled */

@@ -70,7 +70,7 @@ static void relay_finish(struct relay *r, int wait_ms)
 		char sql[100];
 
 		snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock_shared(" RELAY_MEMBER_CLASS
-				", %d)", r->nshards);
+				", %d)", relay_member_key(r));
 		pin_db_exec(sql, 0, NULL);
 	}
 	free(r->units);

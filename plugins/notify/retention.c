@@ -59,6 +59,13 @@ static const struct pc_purge purges[] = {
 	  " SELECT id FROM notifications.outbox"
 	  " WHERE published_at IS NOT NULL AND published_at < $1::timestamptz"
 	  " ORDER BY published_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
+	/* relay_cursor: rows behind every shard's cursor (as housekeeping) */
+	{ "outbox_behind_cursor", "notifications.housekeeping.outbox_days", 86400,
+	  "DELETE FROM notifications.outbox WHERE id IN ("
+	  " SELECT id FROM notifications.outbox"
+	  " WHERE published_at IS NULL AND parked_at IS NULL AND created_at < $1::timestamptz"
+	  " AND xid < (SELECT calendar.outbox_cursor_horizon('notifications.outbox'))"
+	  " ORDER BY id LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 	{ "subject_final_states", "notifications.housekeeping.final_state_days", 86400,
 	  "DELETE FROM notifications.subject_final_states WHERE subject_id IN ("
 	  " SELECT subject_id FROM notifications.subject_final_states"

@@ -105,6 +105,15 @@ static const struct pc_purge purges[] = {
 	  " SELECT id FROM calendar.outbox"
 	  " WHERE published_at IS NOT NULL AND published_at < $1::timestamptz"
 	  " ORDER BY published_at LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
+	/* relay_cursor: nothing is marked; a row is published once every
+	 * shard's cursor is past its xid (calendar.outbox_cursor_horizon,
+	 * NULL -- nothing deleted -- while a shard has no cursor) */
+	{ "outbox_behind_cursor", "housekeeping.outbox_days", 86400,
+	  "DELETE FROM calendar.outbox WHERE id IN ("
+	  " SELECT id FROM calendar.outbox"
+	  " WHERE published_at IS NULL AND parked_at IS NULL AND created_at < $1::timestamptz"
+	  " AND xid < (SELECT calendar.outbox_cursor_horizon('calendar.outbox'))"
+	  " ORDER BY id LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 	{ "inbox", "housekeeping.inbox_days", 86400,
 	  "DELETE FROM calendar.inbox WHERE (consumer_group, message_id) IN ("
 	  " SELECT consumer_group, message_id FROM calendar.inbox"

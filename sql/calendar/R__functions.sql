@@ -267,3 +267,74 @@ BEGIN
 	END LOOP;
 END
 $fn$;
+
+-- ---------------------------------------------------------------------------
+-- The outbox relay's commit-ordered cursor (migration 0780, relay_cursor;
+-- doc/operating.md "Outbox relay cursor").
+--
+-- A key's rows must leave in the order their transactions wrote them.  The
+-- cursor reads in (xid, id) order, and a transaction can take its id before it
+-- waits for the lock of an aggregate whose previous writer takes a higher id
+-- and commits first: its row would be read first.  So after each INSERT
+-- statement the xid of a new row is raised to the highest xid of the rows of
+-- its key it can see (a writer serialised behind another sees that one's
+-- row): it is then read after them, and still only once its own transaction
+-- ended (its true id is lower, and the cursor reads below the oldest
+-- transaction still running).  One statement per INSERT statement, a no-op
+-- until a relay cursor exists for the table (relay_cursor off: marking); the
+-- row-level form cost ~130 us a row (doc/performance.md, the relay's
+-- commit-ordered cursor).
+CREATE OR REPLACE FUNCTION calendar.outbox_order_xid() RETURNS trigger
+LANGUAGE plpgsql
+-- the queue's statistics are always stale: an index probe per new row
+SET enable_seqscan = off SET enable_hashjoin = off
+AS $fn$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM calendar.outbox_cursor
+			WHERE outbox = TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME) THEN
+		RETURN NULL;
+	END IF;
+	IF TG_TABLE_SCHEMA = 'calendar' AND TG_TABLE_NAME = 'outbox' THEN
+		UPDATE calendar.outbox o SET xid = m.mx
+		FROM (SELECT n.id, max(p.xid) AS mx FROM outbox_new n
+		      JOIN calendar.outbox p ON p.key = n.key AND p.xid > n.xid GROUP BY n.id) m
+		WHERE o.id = m.id;
+	ELSE
+		EXECUTE format('UPDATE %I.%I o SET xid = m.mx FROM (SELECT n.id, max(p.xid) AS mx'
+			' FROM outbox_new n JOIN %I.%I p ON p.key = n.key AND p.xid > n.xid'
+			' GROUP BY n.id) m WHERE o.id = m.id', TG_TABLE_SCHEMA, TG_TABLE_NAME,
+			TG_TABLE_SCHEMA, TG_TABLE_NAME);
+	END IF;
+	RETURN NULL;
+END
+$fn$;
+
+-- (DROP and CREATE: a statement trigger with a transition table, re-run
+-- whole on every application of this file)
+DROP TRIGGER IF EXISTS outbox_order_xid ON calendar.outbox;
+CREATE TRIGGER outbox_order_xid AFTER INSERT ON calendar.outbox
+	REFERENCING NEW TABLE AS outbox_new
+	FOR EACH STATEMENT EXECUTE FUNCTION calendar.outbox_order_xid();
+
+DO $do$
+BEGIN
+	IF EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = 'notifications'
+			AND table_name = 'outbox' AND column_name = 'xid') THEN
+		DROP TRIGGER IF EXISTS outbox_order_xid ON notifications.outbox;
+		CREATE TRIGGER outbox_order_xid AFTER INSERT ON notifications.outbox
+			REFERENCING NEW TABLE AS outbox_new
+			FOR EACH STATEMENT EXECUTE FUNCTION calendar.outbox_order_xid();
+	END IF;
+END
+$do$;
+
+-- The xid below which every row of an outbox is behind every shard's cursor
+-- (of the newest relay_shards); NULL while a shard has no cursor yet.
+-- Retention in cursor mode deletes old rows below it (housekeeping).
+CREATE OR REPLACE FUNCTION calendar.outbox_cursor_horizon(p_outbox text) RETURNS xid8
+LANGUAGE sql STABLE AS $fn$
+	SELECT min(c.xid) FROM calendar.outbox_cursor c
+	WHERE c.outbox = p_outbox AND c.shards = (SELECT c2.shards FROM calendar.outbox_cursor c2
+		WHERE c2.outbox = p_outbox ORDER BY c2.moved_at DESC LIMIT 1)
+	HAVING count(*) = max(c.shards)
+$fn$;

@@ -45,6 +45,7 @@ static const struct {
 	{ "replica", make_replica_suite },  /* stops the standby */
 	{ "ops", make_ops_suite },          /* database outage */
 	{ "scale", make_scale_suite },      /* several worker hosts */
+	{ "relaycursor", make_relaycursor_suite },  /* replaces the stack's worker */
 	{ "faults", make_faults_suite },    /* last: fault drills */
 };
 

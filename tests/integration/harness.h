@@ -73,6 +73,7 @@ Suite *make_reload_suite(void);   /* SIGHUP: key rotation, refused files */
 Suite *make_migrate_suite(void);  /* pin-host --migrate on scratch databases */
 Suite *make_ops_suite(void);     /* stops PostgreSQL for a moment */
 Suite *make_scale_suite(void);   /* issue 15: several worker hosts, failover */
+Suite *make_relaycursor_suite(void);  /* issue 31: the relay's commit-ordered cursor */
 Suite *make_faults_suite(void);  /* last: fault drills (kill -9, outages, poison) */
 
 /* A test case with the harness teardown and a generous timeout (seconds,
