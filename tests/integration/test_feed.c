@@ -390,6 +390,7 @@ static char *clients_sync(const char *tmp, const char *path)
 			"vdirsyncer -c %s/config sync >>%s/log 2>&1", tmp, tmp, tmp, tmp);
 	struct h_resp *r;
 	FILE *fp;
+	char *out;
 
 	ck_assert_msg(system(cmd) == 0, "vdirsyncer: %s", h_slurp(h_sprintf("%s/log", tmp)));
 	r = feed(path, NULL);
@@ -402,7 +403,10 @@ static char *clients_sync(const char *tmp, const char *path)
 			"khal -c %s/khal.conf list --format '{start} {title} {status}' %s 30d "
 			">%s/khal.out 2>>%s/khal.log", tmp, tmp, tmp, tmp, h_date_in(0), tmp, tmp);
 	ck_assert_msg(system(cmd) == 0, "khal: %s", h_slurp(h_sprintf("%s/khal.log", tmp)));
-	return h_slurp(h_sprintf("%s/khal.out", tmp));
+	out = h_slurp(h_sprintf("%s/khal.out", tmp));
+	/* what a person sees in the client, into the test log */
+	printf("feed: khal list:\n%s", out);
+	return out;
 }
 
 /* "2026-12-07T..." -> "20261207" */
