@@ -363,6 +363,18 @@ int64_t h_now_ms(void);
 		h_sleep_ms(100);                                          \
 	h_wu_ok_; })
 
+/* ---- headless Chromium over the DevTools protocol (cdp.c) -------------------- */
+/* Starts the driver (node tests/integration/cdp.mjs, PIN_SOURCE_DIR; browser
+ * PIN_CHROMIUM, default chromium) and waits up to 60 s for it to be ready;
+ * h_cdp_stop closes it (killed after 10 s) and may be called when none runs. */
+void h_cdp_start(void);
+void h_cdp_stop(void);
+/* One command (a JSON object's text, see cdp.mjs); the answer's "value" as
+ * JSON text ("null" when none).  Fails the test when the driver reports an
+ * error or does not answer within 30 s.  h_cdp_op sends {op: arg under key}. */
+char *h_cdp(const char *cmd);
+char *h_cdp_op(const char *op, const char *key, const char *arg);
+
 /* ---- FastCGI straight to an API host's socket (fcgi_client.c) ---------------- */
 struct h_fcgi_record {
 	int type;

@@ -66,6 +66,15 @@ static char **publish(const struct h_agent *a, int n, int days)
 	return ids;
 }
 
+/* The investor books slot; the new appointment's id. */
+static char *book(const char *token, const char *slot)
+{
+	struct h_resp *r = h_post(PUB, token, h_sprintf("{\"slotId\":\"%s\"}", slot));
+
+	ck_assert_msg(r->status == 201, "book: %ld %s", r->status, r->body);
+	return h_strdup(h_jstr(r->json, "id"));
+}
+
 static struct h_resp *act(const char *base, const char *id, const char *action,
 		const char *token, const char *body)
 {
@@ -252,10 +261,14 @@ static void check_python(const struct mail *m, const struct expect *x)
 	json_object_put(o);
 }
 
-static void check(const struct mail *m, const struct expect *x)
+/* user's e-mail of kind about subject carries the invitation x */
+static void check(const char *user, const char *kind, const char *subject,
+		const struct expect *x)
 {
-	check_libical(m, x);
-	check_python(m, x);
+	struct mail m = mail_of(user, kind, subject);
+
+	check_libical(&m, x);
+	check_python(&m, x);
 }
 
 /* ------------------------------------------------------------------ tests */
@@ -273,7 +286,6 @@ START_TEST(invitations_follow_the_appointment)
 	char **slots = publish(&a, 2, 5);
 	struct expect x = { 0 };
 	struct h_resp *r;
-	struct mail m;
 	char *apt1, *apt2;
 
 	contact(a.id, agent_mail, "ru", "Иван Агентов");
@@ -282,24 +294,19 @@ START_TEST(invitations_follow_the_appointment)
 	x.attendee = inv_mail;
 
 	/* booked (Pending): REQUEST, TENTATIVE, SEQUENCE 0, to both */
-	r = h_post(PUB, tok, h_sprintf("{\"slotId\":\"%s\"}", slots[0]));
-	ck_assert_msg(r->status == 201, "book: %ld %s", r->status, r->body);
-	apt1 = h_strdup(h_jstr(r->json, "id"));
+	apt1 = book(tok, slots[0]);
 	x = (struct expect){ "REQUEST", apt1, 0, "TENTATIVE", apt1, agent_mail, inv_mail,
 		"Показ: Anna Investor" };
-	m = mail_of(a.id, "AppointmentCreated", apt1);
-	check(&m, &x);
+	check(a.id, "AppointmentCreated", apt1, &x);
 	x.summary = "Showing with agent Иван Агентов";
-	m = mail_of(inv, "AppointmentCreated", apt1);
-	check(&m, &x);
+	check(inv, "AppointmentCreated", apt1, &x);
 
 	/* confirmed: REQUEST, CONFIRMED, SEQUENCE 1 (the investor is told) */
 	r = act(AG, apt1, "confirm", a.token, NULL);
 	ck_assert_msg(r->status == 200, "confirm: %ld %s", r->status, r->body);
 	x.sequence = 1;
 	x.status = "CONFIRMED";
-	m = mail_of(inv, "AppointmentConfirmed", apt1);
-	check(&m, &x);
+	check(inv, "AppointmentConfirmed", apt1, &x);
 
 	/* rescheduled: a new appointment, the SAME UID, SEQUENCE 3, the new
 	 * times, Pending again; to both */
@@ -309,11 +316,9 @@ START_TEST(invitations_follow_the_appointment)
 	ck_assert_str_ne(apt1, apt2);
 	x = (struct expect){ "REQUEST", apt1, 3, "TENTATIVE", apt2, agent_mail, inv_mail,
 		"Показ: Anna Investor" };
-	m = mail_of(a.id, "AppointmentCreated", apt2);
-	check(&m, &x);
+	check(a.id, "AppointmentCreated", apt2, &x);
 	x.summary = "Showing with agent Иван Агентов";
-	m = mail_of(inv, "AppointmentCreated", apt2);
-	check(&m, &x);
+	check(inv, "AppointmentCreated", apt2, &x);
 	ck_assert_str_ne(utc_of(apt1, "start_at"), utc_of(apt2, "start_at"));
 	/* the old side's cancellation builds no e-mail (no CANCEL of the entry) */
 	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM notifications.notifications "
@@ -324,16 +329,14 @@ START_TEST(invitations_follow_the_appointment)
 	ck_assert_msg(r->status == 200, "confirm: %ld %s", r->status, r->body);
 	x.sequence = 4;
 	x.status = "CONFIRMED";
-	m = mail_of(inv, "AppointmentConfirmed", apt2);
-	check(&m, &x);
+	check(inv, "AppointmentConfirmed", apt2, &x);
 
 	/* cancelled by the investor: the agent gets the CANCEL, SEQUENCE 5 */
 	r = act(IN, apt2, "cancel", tok, NULL);
 	ck_assert_msg(r->status == 200, "cancel: %ld %s", r->status, r->body);
 	x = (struct expect){ "CANCEL", apt1, 5, "CANCELLED", apt2, agent_mail, inv_mail,
 		"Показ: Anna Investor" };
-	m = mail_of(a.id, "AppointmentCancelled", apt2);
-	check(&m, &x);
+	check(a.id, "AppointmentCancelled", apt2, &x);
 }
 END_TEST
 
@@ -347,25 +350,20 @@ START_TEST(decline_cancels_the_investors_entry)
 	char *inv_mail = h_sprintf("inv-%s@example.com", inv);
 	char **slots = publish(&a, 1, 6);
 	struct h_resp *r;
-	struct mail m;
 	struct expect x;
 	char *apt;
 
 	contact(a.id, agent_mail, "en", "Ivan Agent");
 	contact(inv, inv_mail, "ru", "Анна Инвестор");
-	r = h_post(PUB, tok, h_sprintf("{\"slotId\":\"%s\"}", slots[0]));
-	ck_assert_msg(r->status == 201, "book: %ld %s", r->status, r->body);
-	apt = h_strdup(h_jstr(r->json, "id"));
+	apt = book(tok, slots[0]);
 	x = (struct expect){ "REQUEST", apt, 0, "TENTATIVE", apt, agent_mail, inv_mail,
 		"Показ с агентом Ivan Agent" };
-	m = mail_of(inv, "AppointmentCreated", apt);
-	check(&m, &x);
+	check(inv, "AppointmentCreated", apt, &x);
 	r = act(AG, apt, "decline", a.token, "{\"reason\":\"busy\",\"releaseSlot\":true}");
 	ck_assert_msg(r->status == 200, "decline: %ld %s", r->status, r->body);
 	x = (struct expect){ "CANCEL", apt, 2, "CANCELLED", apt, agent_mail, inv_mail,
 		"Показ с агентом Ivan Agent" };
-	m = mail_of(inv, "AppointmentCancelled", apt);
-	check(&m, &x);
+	check(inv, "AppointmentCancelled", apt, &x);
 }
 END_TEST
 
@@ -377,15 +375,10 @@ START_TEST(no_organizer_address_plain_email)
 	struct h_agent a = h_agent_new(NULL, "calendar.events.view");
 	char *inv = h_uuid(), *tok = h_token("investor", inv, NULL);
 	char **slots = publish(&a, 1, 7);
-	struct h_resp *r;
 	struct mail m;
-	char *apt;
 
 	contact(inv, h_sprintf("inv-%s@example.com", inv), "en", "Anna Investor");
-	r = h_post(PUB, tok, h_sprintf("{\"slotId\":\"%s\"}", slots[0]));
-	ck_assert_msg(r->status == 201, "book: %ld %s", r->status, r->body);
-	apt = h_strdup(h_jstr(r->json, "id"));
-	m = mail_of(inv, "AppointmentCreated", apt);
+	m = mail_of(inv, "AppointmentCreated", book(tok, slots[0]));
 	ck_assert_ptr_null(strstr(m.text, "text/calendar"));
 	ck_assert_ptr_null(strstr(m.text, "multipart"));
 	ck_assert_msg(strstr(m.text, "Content-Type: text/plain; charset=utf-8"), "%s", m.text);
@@ -403,14 +396,11 @@ START_TEST(erasure_drops_the_invitation)
 	const char *q = "SELECT count(*) FROM notifications.notifications WHERE "
 		"recipient_user_id = $1::uuid AND channel = 'Email' AND subject_id = $2::uuid "
 		"AND calendar IS NOT NULL";
-	struct h_resp *r;
 	char *apt;
 
 	contact(a.id, h_sprintf("agent-%s@example.com", a.id), "ru", "Иван Агентов");
 	contact(inv, inv_mail, "en", "Anna Investor");
-	r = h_post(PUB, tok, h_sprintf("{\"slotId\":\"%s\"}", slots[0]));
-	ck_assert_msg(r->status == 201, "book: %ld %s", r->status, r->body);
-	apt = h_strdup(h_jstr(r->json, "id"));
+	apt = book(tok, slots[0]);
 	(void)mail_of(a.id, "AppointmentCreated", apt);
 	ck_assert_int_eq(h_sql_int(q, a.id, apt), 1);
 	ck_assert_int_eq(h_kafka_produce("pin.identity.users.v1", inv, h_sprintf(

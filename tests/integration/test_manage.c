@@ -16,13 +16,10 @@
  * Tokens for the refusals are minted with the same function notify.so uses
  * (sdk/manage.c) and the stack's key file. */
 #include "config.h"
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -394,108 +391,6 @@ END_TEST
 
 /* ---- headless Chromium on a phone ------------------------------------------- */
 
-static pid_t cdp_pid = -1;
-static int cdp_in = -1, cdp_out = -1;
-static char cdp_buf[65536];
-static size_t cdp_len;
-
-static char *cdp_line(int ms)
-{
-	int64_t end = h_now_ms() + ms;
-
-	for (;;) {
-		char *nl = memchr(cdp_buf, '\n', cdp_len);
-		struct pollfd p = { cdp_out, POLLIN, 0 };
-		ssize_t n;
-		int left;
-
-		if (nl) {
-			char *line;
-
-			*nl = '\0';
-			line = h_strdup(cdp_buf);
-			cdp_len -= (size_t)(nl + 1 - cdp_buf);
-			memmove(cdp_buf, nl + 1, cdp_len);
-			return line;
-		}
-		left = (int)(end - h_now_ms());
-		if (left <= 0 || cdp_len == sizeof(cdp_buf))
-			return NULL;
-		if (poll(&p, 1, left) <= 0)
-			continue;
-		n = read(cdp_out, cdp_buf + cdp_len, sizeof(cdp_buf) - cdp_len);
-		if (n <= 0)
-			return NULL;
-		cdp_len += (size_t)n;
-	}
-}
-
-/* one command (JSON text); the answer's "value" as JSON text */
-static char *cdp(const char *cmd)
-{
-	char *line, *s = h_sprintf("%s\n", cmd), *v;
-	json_object *j;
-
-	ck_assert((size_t)write(cdp_in, s, strlen(s)) == strlen(s));
-	ck_assert_msg((line = cdp_line(30000)) != NULL, "cdp: no answer to %s", cmd);
-	j = json_tokener_parse(line);
-	ck_assert_msg(j && json_object_get_boolean(h_jget(j, "ok")), "cdp %s: %s", cmd, line);
-	v = h_strdup(json_object_to_json_string_ext(h_jget(j, "value"), JSON_C_TO_STRING_PLAIN));
-	json_object_put(j);
-	return v;
-}
-
-static void cdp_start(void)
-{
-	int in[2], out[2];
-	char *script = h_sprintf("%s/tests/integration/cdp.mjs", h_env("PIN_SOURCE_DIR"));
-	char *line;
-
-	ck_assert(pipe(in) == 0 && pipe(out) == 0);
-	cdp_pid = fork();
-	ck_assert(cdp_pid >= 0);
-	if (cdp_pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		close(in[1]);
-		close(out[0]);
-		unsetenv("ASAN_OPTIONS");
-		unsetenv("UBSAN_OPTIONS");
-		execlp("node", "node", "--experimental-websocket", "--no-warnings", script,
-			h_env_opt("PIN_CHROMIUM", "chromium"), (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	cdp_in = in[1];
-	cdp_out = out[0];
-	cdp_len = 0;
-	line = cdp_line(60000);
-	ck_assert_msg(line && strstr(line, "\"ready\":true"), "cdp: %s", line ? line : "-");
-}
-
-static void cdp_stop(void)
-{
-	int st;
-
-	if (cdp_pid <= 0)
-		return;
-	close(cdp_in);
-	for (int i = 0; i < 100; i++) {
-		if (waitpid(cdp_pid, &st, WNOHANG) == cdp_pid) {
-			cdp_pid = -1;
-			break;
-		}
-		h_sleep_ms(100);
-	}
-	if (cdp_pid > 0) {
-		kill(cdp_pid, SIGKILL);
-		waitpid(cdp_pid, &st, 0);
-	}
-	close(cdp_out);
-	cdp_pid = -1;
-}
-
 START_TEST(browser_phone_confirm)
 {
 	struct h_agent a = h_agent_new(NULL, "calendar.events.view");
@@ -511,40 +406,40 @@ START_TEST(browser_phone_confirm)
 	apt = book_ok(tok, slots[0]);
 	url = h_sprintf("%s%s", h_env("PIN_BASE_URL"), link_of(inv, apt));
 	mkdir(dir, 0755);
-	cdp_start();
-	cdp("{\"op\":\"viewport\",\"width\":390,\"height\":844}");
-	cdp(h_sprintf("{\"op\":\"nav\",\"url\":\"%s\"}", url));
-	v = cdp("{\"op\":\"eval\",\"expr\":\"document.getElementById('head').textContent\"}");
+	h_cdp_start();
+	h_cdp("{\"op\":\"viewport\",\"width\":390,\"height\":844}");
+	h_cdp(h_sprintf("{\"op\":\"nav\",\"url\":\"%s\"}", url));
+	v = h_cdp("{\"op\":\"eval\",\"expr\":\"document.getElementById('head').textContent\"}");
 	ck_assert_str_eq(v, "\"Cancel this appointment?\"");
 	/* the page fits the phone: no horizontal scrolling, a full-width button */
-	v = cdp("{\"op\":\"eval\",\"expr\":\"document.documentElement.scrollWidth <= "
+	v = h_cdp("{\"op\":\"eval\",\"expr\":\"document.documentElement.scrollWidth <= "
 		"window.innerWidth && document.getElementById('confirm')"
 		".getBoundingClientRect().width > 300\"}");
 	ck_assert_str_eq(v, "true");
-	cdp(h_sprintf("{\"op\":\"shot\",\"path\":\"%s/manage-confirm-390x844.png\"}", dir));
+	h_cdp(h_sprintf("{\"op\":\"shot\",\"path\":\"%s/manage-confirm-390x844.png\"}", dir));
 	ck_assert_str_eq(status_of(apt), "Pending");            /* GET changed nothing */
 
-	cdp("{\"op\":\"click\",\"selector\":\"#confirm\"}");
-	v = cdp("{\"op\":\"eval\",\"expr\":\"document.getElementById('head').textContent\"}");
+	h_cdp("{\"op\":\"click\",\"selector\":\"#confirm\"}");
+	v = h_cdp("{\"op\":\"eval\",\"expr\":\"document.getElementById('head').textContent\"}");
 	ck_assert_str_eq(v, "\"Appointment cancelled\"");
-	cdp(h_sprintf("{\"op\":\"shot\",\"path\":\"%s/manage-done-390x844.png\"}", dir));
+	h_cdp(h_sprintf("{\"op\":\"shot\",\"path\":\"%s/manage-done-390x844.png\"}", dir));
 	ck_assert_str_eq(status_of(apt), "Cancelled");
 	ck_assert_str_eq(slot_status(slots[0]), "Available");
 
 	/* the browser's reload re-POSTs: the page says the link was used */
-	cdp(h_sprintf("{\"op\":\"nav\",\"url\":\"%s\"}", url));
-	v = cdp("{\"op\":\"eval\",\"expr\":\"document.getElementById('msg').textContent\"}");
+	h_cdp(h_sprintf("{\"op\":\"nav\",\"url\":\"%s\"}", url));
+	v = h_cdp("{\"op\":\"eval\",\"expr\":\"document.getElementById('msg').textContent\"}");
 	ck_assert_str_eq(v, "\"This link has already been used. Nothing was changed.\"");
-	cdp(h_sprintf("{\"op\":\"shot\",\"path\":\"%s/manage-used-390x844.png\"}", dir));
+	h_cdp(h_sprintf("{\"op\":\"shot\",\"path\":\"%s/manage-used-390x844.png\"}", dir));
 
 	/* a reschedule link of a new booking: the agent's other free times */
 	apt = book_ok(tok, slots[1]);
-	cdp(h_sprintf("{\"op\":\"nav\",\"url\":\"%s%s\"}", h_env("PIN_BASE_URL"),
+	h_cdp(h_sprintf("{\"op\":\"nav\",\"url\":\"%s%s\"}", h_env("PIN_BASE_URL"),
 		link_nth(inv, apt, 1)));
-	v = cdp("{\"op\":\"eval\",\"expr\":\"document.querySelectorAll('form.slot').length\"}");
+	v = h_cdp("{\"op\":\"eval\",\"expr\":\"document.querySelectorAll('form.slot').length\"}");
 	ck_assert_str_eq(v, "2");               /* slots[0] (free again) and slots[2] */
-	cdp(h_sprintf("{\"op\":\"shot\",\"path\":\"%s/manage-move-390x844.png\"}", dir));
-	cdp_stop();
+	h_cdp(h_sprintf("{\"op\":\"shot\",\"path\":\"%s/manage-move-390x844.png\"}", dir));
+	h_cdp_stop();
 	ck_assert_int_eq(stat(h_sprintf("%s/manage-confirm-390x844.png", dir), &st), 0);
 	ck_assert_int_gt((int)st.st_size, 1000);
 }

@@ -13,7 +13,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,7 +23,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <curl/curl.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -369,120 +367,6 @@ END_TEST
 
 /* ---- the browser ------------------------------------------------------------------ */
 
-static pid_t cdp_pid = -1;
-static int cdp_in = -1, cdp_out = -1;
-static char cdp_buf[65536];
-static size_t cdp_len;
-
-/* Next line from the driver within ms; harness string or NULL. */
-static char *cdp_line(int ms)
-{
-	int64_t end = h_now_ms() + ms;
-
-	for (;;) {
-		char *nl = memchr(cdp_buf, '\n', cdp_len);
-		struct pollfd p = { cdp_out, POLLIN, 0 };
-		ssize_t k;
-		int left;
-
-		if (nl) {
-			char *line;
-
-			*nl = '\0';
-			line = h_strdup(cdp_buf);
-			cdp_len -= (size_t)(nl + 1 - cdp_buf);
-			memmove(cdp_buf, nl + 1, cdp_len);
-			return line;
-		}
-		left = (int)(end - h_now_ms());
-		if (left <= 0 || cdp_len == sizeof(cdp_buf))
-			return NULL;
-		if (poll(&p, 1, left) <= 0)
-			continue;
-		k = read(cdp_out, cdp_buf + cdp_len, sizeof(cdp_buf) - cdp_len);
-		if (k <= 0)
-			return NULL;
-		cdp_len += (size_t)k;
-	}
-}
-
-static void cdp_start(void)
-{
-	int in[2], out[2];
-	char *script = h_sprintf("%s/tests/integration/cdp.mjs", h_env("PIN_SOURCE_DIR"));
-	char *line;
-	json_object *j;
-
-	ck_assert(pipe(in) == 0 && pipe(out) == 0);
-	cdp_pid = fork();
-	ck_assert(cdp_pid >= 0);
-	if (cdp_pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		close(in[1]);
-		close(out[0]);
-		/* chromium is not instrumented: no sanitizer runtime options */
-		unsetenv("ASAN_OPTIONS");
-		unsetenv("UBSAN_OPTIONS");
-		execlp("node", "node", "--experimental-websocket", "--no-warnings", script,
-			h_env_opt("PIN_CHROMIUM", "chromium"), (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	cdp_in = in[1];
-	cdp_out = out[0];
-	cdp_len = 0;
-	line = cdp_line(60000);
-	ck_assert_msg(line != NULL, "cdp driver did not start");
-	j = json_tokener_parse(line);
-	ck_assert_msg(j && json_object_get_boolean(h_jget(j, "ready")), "cdp: %s", line);
-	json_object_put(j);
-}
-
-static void cdp_stop(void)
-{
-	int st, i;
-
-	if (cdp_pid <= 0)
-		return;
-	close(cdp_in);
-	for (i = 0; i < 100; i++) {
-		if (waitpid(cdp_pid, &st, WNOHANG) == cdp_pid)
-			break;
-		h_sleep_ms(100);
-	}
-	if (i == 100) {
-		kill(cdp_pid, SIGKILL);
-		waitpid(cdp_pid, &st, 0);
-	}
-	close(cdp_out);
-	cdp_pid = -1;
-}
-
-/* Sends one command; returns the "value" member as JSON text ("null" when
- * none).  Fails the test when the driver reports an error. */
-static char *cdp_cmd(const char *op, const char *key, const char *arg)
-{
-	json_object *c = json_object_new_object(), *j;
-	const char *s;
-	char *line, *v;
-
-	json_object_object_add(c, "op", json_object_new_string(op));
-	json_object_object_add(c, key, json_object_new_string(arg));
-	s = h_sprintf("%s\n", json_object_to_json_string_ext(c, JSON_C_TO_STRING_PLAIN));
-	json_object_put(c);
-	ck_assert((size_t)write(cdp_in, s, strlen(s)) == strlen(s));
-	line = cdp_line(30000);
-	ck_assert_msg(line != NULL, "cdp: no answer to %s", arg);
-	j = json_tokener_parse(line);
-	ck_assert_msg(j && json_object_get_boolean(h_jget(j, "ok")), "cdp %s: %s", arg, line);
-	v = h_strdup(json_object_to_json_string_ext(h_jget(j, "value"),
-		JSON_C_TO_STRING_PLAIN));
-	json_object_put(j);
-	return v;
-}
-
 static char *js(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *js(const char *fmt, ...)
 {
@@ -493,7 +377,7 @@ static char *js(const char *fmt, ...)
 	ck_assert(vasprintf(&expr, fmt, ap) >= 0);
 	va_end(ap);
 	{
-		char *v = cdp_cmd("eval", "expr", expr);
+		char *v = h_cdp_op("eval", "expr", expr);
 
 		free(expr);
 		return v;
@@ -590,8 +474,8 @@ START_TEST(browser_eventsource)
 	long long lat;
 	int i;
 
-	cdp_start();
-	cdp_cmd("nav", "url", h_sprintf("%s/healthz", h_env("PIN_BASE_URL")));
+	h_cdp_start();
+	h_cdp_op("nav", "url", h_sprintf("%s/healthz", h_env("PIN_BASE_URL")));
 	ck_assert_str_eq(js("%s", PAGE_JS), "\"ok\"");
 	ck_assert_str_eq(js("open_stream('agent', '%s')", tok_agent), "\"open\"");
 	ck_assert_str_eq(js("open_stream('other', '%s')", tok_other), "\"open\"");
@@ -669,7 +553,7 @@ START_TEST(browser_eventsource)
 	v = js("JSON.stringify(S.again.events.map(e => e.data.id))");
 	ck_assert_str_eq(v, h_sprintf("\"[\\\"%s\\\"]\"", PQgetvalue(row, 0, 0)));
 	ck_assert_str_eq(js("S.other.events.length"), "0");
-	cdp_stop();
+	h_cdp_stop();
 }
 END_TEST
 
