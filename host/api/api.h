@@ -94,5 +94,8 @@ int pin_set_header(struct pin_req *r, const char *name, const char *value);
 int pin_respond_problem(struct pin_req *r, int status, const char *code,
 		const char *detail, json_object *errors);
 #define PIN_MAX_BODY (64 * 1024)
+/* STDIN bytes a server reads and drops past a body before it closes the
+ * connection after its answer (both servers) */
+#define PIN_API_DRAIN_MAX (2 * 1024 * 1024)
 
 #endif

@@ -57,6 +57,30 @@ static void lf_write(void *h, const char *head, size_t hlen, const char *body,
 		FCGX_PutStr(body, (int)blen, out);
 }
 
+/* A kept-alive connection's next request starts where this one's STDIN
+ * ends: libfcgi reads the next BEGIN_REQUEST from there.  A handler that
+ * needs no body (a GET) leaves STDIN unread, and the empty record that ends
+ * it may come after the response was written (a peer that writes its
+ * records one by one); libfcgi would then read that record as the next
+ * request's first, take it for a protocol error and close the connection.
+ * So STDIN is read to its end before FCGX_Finish_r, at most
+ * PIN_API_DRAIN_MAX bytes: past that the connection is closed after the
+ * answer, as the loop server does. */
+static void finish_stdin(FCGX_Request *fr)
+{
+	char buf[8192];
+	size_t total = 0;
+	int n;
+
+	if (!fr->keepConnection || !fr->in)
+		return;
+	while ((n = FCGX_GetStr(buf, sizeof buf, fr->in)) > 0)
+		if ((total += (size_t)n) > PIN_API_DRAIN_MAX) {
+			fr->keepConnection = 0;
+			return;
+		}
+}
+
 static void *worker(void *arg)
 {
 	FCGX_Request fr;
@@ -70,6 +94,7 @@ static void *worker(void *arg)
 		if (FCGX_Accept_r(&fr) < 0)
 			break;
 		pin_fcgi_handle(&io);
+		finish_stdin(&fr);
 		FCGX_Finish_r(&fr);
 		pin_arena_reset(a);
 	}

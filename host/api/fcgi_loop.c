@@ -25,7 +25,7 @@
  * management records get FCGI_UNKNOWN_TYPE.  These replies are written
  * without waiting (a peer that does not read them is disconnected): the I/O
  * thread never blocks on a socket.  STDIN past PIN_MAX_BODY + 1 bytes is read
- * and dropped, FC_DRAIN_MAX bytes at the most: the pipeline answers 413 (the
+ * and dropped, PIN_API_DRAIN_MAX bytes at the most: the pipeline answers 413 (the
  * body never reaches a handler), and a connection whose STDIN goes on past
  * the drain bound is closed after that answer; PARAMS past 64 KiB close the
  * connection.  A response is written by its worker within 30 s in all, or
@@ -84,7 +84,6 @@ enum {
 #define FC_KEEP_MAX (64 * 1024)           /* buffers kept between requests */
 #define FC_WRITE_TIMEOUT_MS 30000         /* nginx's fastcgi_read_timeout */
 #define FC_GRACE_MS 3000                  /* SIGTERM: in-flight requests */
-#define FC_DRAIN_MAX (2 * 1024 * 1024)    /* STDIN dropped past FC_STDIN_MAX */
 #define FC_SWEEP_MS 1000                  /* deadlines checked this often */
 
 struct fc_conn {
@@ -544,7 +543,7 @@ static int record(struct fc_conn *c, int type, unsigned id,
 		else if (c->stdin_over || c->body_len + len > FC_STDIN_MAX) {
 			c->stdin_over = true;
 			c->dropped += len;
-			if (c->dropped > FC_DRAIN_MAX) {
+			if (c->dropped > PIN_API_DRAIN_MAX) {
 				/* enough: answer now (413), then close
 				 * without reading the rest */
 				c->stdin_done = true;

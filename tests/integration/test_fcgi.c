@@ -133,8 +133,11 @@ START_TEST(keep_conn_serves_requests_in_turn)
 	struct h_agent a = h_agent_new(NULL, NULL);
 	char *tok = h_token("agent", a.id, a.tenant, "calendar.events.view",
 			"calendar.events.manage");
+	static const unsigned char begin[8] = { 0, 1, 1, 0, 0, 0, 0, 0 };
+	unsigned char params[8192];
 	struct h_resp *r;
-	int fd, fd2;
+	size_t pn;
+	int fd, fd2, nout, proto;
 
 	host_start_as(servers[_i]);
 	fd = must_connect();
@@ -150,6 +153,19 @@ START_TEST(keep_conn_serves_requests_in_turn)
 			"&to=2026-12-08T00:00:00Z", tok, NULL);
 	ck_assert_msg(r->status == 200 && h_jget(r->json, "items"),
 			"list on the kept connection: %ld %s", r->status, r->body);
+	/* a GET whose empty STDIN record comes a while after its PARAMS (a
+	 * peer that writes its records one by one): it is answered (by the
+	 * threads server before that record, by the loop after it) and the
+	 * connection then serves the next request */
+	pn = h_fcgi_params(params, sizeof params, "GET", "/healthz", NULL, NULL);
+	ck_assert(h_fcgi_rec(fd, BEGIN, 4, begin, 8) && h_fcgi_rec(fd, PARAMS, 4, params, pn) &&
+		  h_fcgi_rec(fd, PARAMS, 4, NULL, 0));
+	h_sleep_ms(300);
+	ck_assert(h_fcgi_rec(fd, STDIN, 4, NULL, 0));
+	r = h_fcgi_response(fd, 4, &nout, &proto);
+	ck_assert_int_eq(r->status, 200);
+	r = h_fcgi_on(fd, 5, true, "GET", "/healthz", NULL, NULL);
+	ck_assert_msg(r->status == 200, "the request after a late STDIN end: %ld", r->status);
 	ck_assert_msg(still_open(fd, 300), "the host closed a kept-alive connection");
 	if (_i == 0) {
 		/* the loop's gauges: this kept connection + the one asking */
