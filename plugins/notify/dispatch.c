@@ -54,8 +54,8 @@
  * channel runs as a shard of its own (thread, connection, multi handle)
  * for up to PASS_HOLD_US, and longer while the other's batch holds the pass
  * anyway; a full batch's next claim is made while its transfers run
- * (PREFETCH), and the SMS shard writes its outcomes on a second thread and
- * connection while its senders go on (RECORDER): the senders stop neither
+ * (PREFETCH), and each channel's shard writes its outcomes on a second
+ * thread and connection while its senders go on (RECORDER): the senders stop neither
  * for the claim nor for the outcomes' transaction.  The guarantees are the
  * same: every row sent is leased first, and recorded only while the lease
  * is ours.
@@ -711,7 +711,7 @@ static int rows_of(PGresult *res, int c0, int c1)
 	return m;
 }
 
-/* RECORDER: the SMS shard writes a batch's outcomes on a thread and
+/* RECORDER: a channel's shard writes a batch's outcomes on a thread and
  * connection of their own (a second shard of its own, api->run_shards)
  * while its senders go on with the next batch: the outcomes' transaction
  * (an UPDATE of 250 rows, the outbox rows, a WAL flush: 100-400 ms under
@@ -943,51 +943,48 @@ static int claim_loop(struct pass *ps, const char *chans, int mi, int c0, int c1
 	return total;
 }
 
-/* The SMS shard's two: its senders (k 0, the shard's thread) and its
+/* A channel shard's two: its senders (k 0, the shard's thread) and its
  * recorder (k 1, a thread and connection of its own). */
-struct sms_pipe {
+struct chan_pipe {
 	struct pass *ps;
+	int ch;                 /* CH_EMAIL or CH_SMS */
 	struct recorder rc;
 };
 
-static int sms_pipe_shard(void *ud, int k, int n)
+static int chan_pipe_shard(void *ud, int k, int n)
 {
-	struct sms_pipe *sp = ud;
+	struct chan_pipe *cp = ud;
 	int rc;
 
 	(void)n;
 	if (k == 1)
-		return rec_main(&sp->rc);
-	rc = claim_loop(sp->ps, "{Sms}", M_SHARD, CH_SMS, CH_SMS + 1, CH_SMS, sp->ps->first,
-			&sp->ps->fc, &sp->rc);
-	rec_stop(&sp->rc);
+		return rec_main(&cp->rc);
+	rc = claim_loop(cp->ps, cp->ch == CH_EMAIL ? "{Email}" : "{Sms}",
+			cp->ch == CH_EMAIL ? M_JOB : M_SHARD, cp->ch, cp->ch + 1, cp->ch,
+			cp->ps->first, &cp->ps->fc, &cp->rc);
+	rec_stop(&cp->rc);
 	return rc;
 }
 
 /* Shard k of a pass whose channels run apart: channel k alone, its rows of
  * the pass's first claim first; shard 0 (e-mail) on the job's thread and
  * multi handle, shard 1 (SMS) on its own thread, connection and multi
- * handle (api->run_shards). */
+ * handle (api->run_shards); each with its recorder on a thread and
+ * connection of its own. */
 static int channel_shard(void *ud, int k, int n)
 {
-	struct pass *ps = ud;
+	struct chan_pipe cp = { .ps = ud, .ch = k };
 	int rc;
 
 	(void)n;
-	if (k == CH_EMAIL) {
-		rc = claim_loop(ps, "{Email}", M_JOB, k, k + 1, k, ps->first, &ps->fc, NULL);
-	} else {
-		struct sms_pipe sp = { .ps = ps };
-
-		pthread_mutex_init(&sp.rc.mu, NULL);
-		pthread_cond_init(&sp.rc.cv, NULL);
-		/* the recorder's thread; without it (none started) the senders
-		 * record themselves and it returns at once after them */
-		rc = api->run_shards(2, sms_pipe_shard, &sp);
-		pthread_cond_destroy(&sp.rc.cv);
-		pthread_mutex_destroy(&sp.rc.mu);
-	}
-	atomic_store(&ps->state[k], SH_DONE);
+	pthread_mutex_init(&cp.rc.mu, NULL);
+	pthread_cond_init(&cp.rc.cv, NULL);
+	/* the recorder's thread; without it (none started) the senders
+	 * record themselves and it returns at once after them */
+	rc = api->run_shards(2, chan_pipe_shard, &cp);
+	pthread_cond_destroy(&cp.rc.cv);
+	pthread_mutex_destroy(&cp.rc.mu);
+	atomic_store(&cp.ps->state[k], SH_DONE);
 	return rc;
 }
 
