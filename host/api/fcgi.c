@@ -65,7 +65,8 @@ static void lf_write(void *h, const char *head, size_t hlen, const char *body,
  * request's first, take it for a protocol error and close the connection.
  * So STDIN is read to its end before FCGX_Finish_r, at most
  * PIN_API_DRAIN_MAX bytes: past that the connection is closed after the
- * answer, as the loop server does. */
+ * answer, as the loop server does.  The answer is flushed first: it does
+ * not wait for that record (only END_REQUEST does). */
 static void finish_stdin(FCGX_Request *fr)
 {
 	char buf[8192];
@@ -74,6 +75,7 @@ static void finish_stdin(FCGX_Request *fr)
 
 	if (!fr->keepConnection || !fr->in)
 		return;
+	FCGX_FFlush(fr->out);
 	while ((n = FCGX_GetStr(buf, sizeof buf, fr->in)) > 0)
 		if ((total += (size_t)n) > PIN_API_DRAIN_MAX) {
 			fr->keepConnection = 0;

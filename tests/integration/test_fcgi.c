@@ -155,8 +155,8 @@ START_TEST(keep_conn_serves_requests_in_turn)
 			"list on the kept connection: %ld %s", r->status, r->body);
 	/* a GET whose empty STDIN record comes a while after its PARAMS (a
 	 * peer that writes its records one by one): it is answered (by the
-	 * threads server before that record, by the loop after it) and the
-	 * connection then serves the next request */
+	 * threads server before that record, END_REQUEST after it; by the
+	 * loop after it) and the connection then serves the next request */
 	pn = h_fcgi_params(params, sizeof params, "GET", "/healthz", NULL, NULL);
 	ck_assert(h_fcgi_rec(fd, BEGIN, 4, begin, 8) && h_fcgi_rec(fd, PARAMS, 4, params, pn) &&
 		  h_fcgi_rec(fd, PARAMS, 4, NULL, 0));
