@@ -87,9 +87,109 @@ void cons_lag_forget(struct cons *c, const rd_kafka_topic_partition_list_t *part
  * dead address for minutes (obs/lag's "lag did not grow: 2 then 2": a held
  * partition is not fetched, so its lag moves only with the sampler).  Its
  * handle now gives a request up after WM_SOCKET_TIMEOUT_MS, and a move
- * (wm_forget) ends the round after the query in flight. */
+ * (wm_forget) ends the round after the query in flight.
+ *
+ * That was not all (2026-12-05): a request that was never sent (its broker
+ * went away before the connection came up) is retried by librdkafka 2.0.2
+ * without counting (rd_kafka_buf_retry counts sent buffers only), so the
+ * query waited as long as the dead broker stayed dead: a clean-clone ASan
+ * run had every sampler of a worker reconnecting to the first dev broker for
+ * 6 minutes after it moved, and obs/lag's held partitions stuck at 2.  So
+ * each query runs on a thread of its own (wm_query) and the sampler waits
+ * WM_QUERY_DEADLINE_MS for it: past that the query's thread keeps the
+ * handle (destroyed once the call returns, if ever) and the sampler builds
+ * a new one from the bootstrap of the moment. */
 #define WM_SOCKET_TIMEOUT_MS "3000"
 #define WM_RETRY_MS 500
+#define WM_QUERY_DEADLINE_MS 5000
+
+struct wm_query {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	rd_kafka_t *rk;
+	char topic[200];
+	int32_t part;
+	int64_t lo, hi;
+	rd_kafka_resp_err_t err;
+	bool done, abandoned;
+};
+
+static void wm_query_free(struct wm_query *q)
+{
+	pthread_mutex_destroy(&q->mu);
+	pthread_cond_destroy(&q->cv);
+	free(q);
+}
+
+static void *wm_query_main(void *arg)
+{
+	struct wm_query *q = arg;
+	int64_t lo = 0, hi = -1;
+	rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(q->rk, q->topic, q->part,
+			&lo, &hi, 1000);
+	bool abandoned;
+
+	pthread_mutex_lock(&q->mu);
+	q->lo = lo;
+	q->hi = hi;
+	q->err = err;
+	q->done = true;
+	abandoned = q->abandoned;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	if (abandoned) {        /* the sampler went on without us: ours to free */
+		rd_kafka_destroy(q->rk);
+		wm_query_free(q);
+	}
+	return NULL;
+}
+
+/* The high watermark of topic/part through *rk, waited for at most
+ * WM_QUERY_DEADLINE_MS.  Past it *rk is left to the query's thread and set
+ * to NULL (the caller builds a new handle); RD_KAFKA_RESP_ERR__TIMED_OUT. */
+static rd_kafka_resp_err_t wm_query(rd_kafka_t **rk, const char *topic, int32_t part,
+		int64_t *hi)
+{
+	struct wm_query *q = calloc(1, sizeof(*q));
+	struct timespec dl;
+	pthread_t t;
+	rd_kafka_resp_err_t err;
+	int64_t lo = 0;
+
+	if (!q || pthread_mutex_init(&q->mu, NULL) != 0) {
+		free(q);
+		return rd_kafka_query_watermark_offsets(*rk, topic, part, &lo, hi, 1000);
+	}
+	pthread_cond_init(&q->cv, NULL);
+	q->rk = *rk;
+	snprintf(q->topic, sizeof(q->topic), "%s", topic);
+	q->part = part;
+	if (pthread_create(&t, NULL, wm_query_main, q) != 0) {
+		wm_query_free(q);
+		return rd_kafka_query_watermark_offsets(*rk, topic, part, &lo, hi, 1000);
+	}
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += WM_QUERY_DEADLINE_MS / 1000;
+	pthread_mutex_lock(&q->mu);
+	while (!q->done)
+		if (pthread_cond_timedwait(&q->cv, &q->mu, &dl) != 0)
+			break;
+	if (!q->done) {
+		q->abandoned = true;
+		pthread_mutex_unlock(&q->mu);
+		pthread_detach(t);
+		*rk = NULL;
+		pin_log(PIN_LOG_WARN, "consumer lag: a watermark query hangs, its handle left behind",
+				"topic", topic, NULL);
+		return RD_KAFKA_RESP_ERR__TIMED_OUT;
+	}
+	pthread_mutex_unlock(&q->mu);
+	pthread_join(t, NULL);
+	*hi = q->hi;
+	err = q->err;
+	wm_query_free(q);
+	return err;
+}
 
 void *cons_wm_main(void *arg)
 {
@@ -145,7 +245,7 @@ void *cons_wm_main(void *arg)
 		for (size_t i = 0; i < n && !cons_stopping(); i++) {
 			char topic[200];
 			int32_t part;
-			int64_t lo = 0, hi = -1;
+			int64_t hi = -1;
 			unsigned gen;
 
 			pthread_mutex_lock(&c->wm_mu);
@@ -155,9 +255,10 @@ void *cons_wm_main(void *arg)
 			pthread_mutex_unlock(&c->wm_mu);
 			if (gen != gen0)
 				break;      /* the broker moved: the handle first */
-			if (rd_kafka_query_watermark_offsets(rk, topic, part, &lo, &hi,
-					1000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+			if (wm_query(&rk, topic, part, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR) {
 				failed = true;
+				if (!rk)
+					break;      /* a new handle first */
 				continue;   /* broker away: keep the last value */
 			}
 			pthread_mutex_lock(&c->wm_mu);
