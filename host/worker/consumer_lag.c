@@ -109,7 +109,7 @@ struct wm_query {
 	rd_kafka_t *rk;
 	char topic[200];
 	int32_t part;
-	int64_t lo, hi;
+	int64_t hi;
 	rd_kafka_resp_err_t err;
 	bool done, abandoned;
 };
@@ -130,7 +130,6 @@ static void *wm_query_main(void *arg)
 	bool abandoned;
 
 	pthread_mutex_lock(&q->mu);
-	q->lo = lo;
 	q->hi = hi;
 	q->err = err;
 	q->done = true;

@@ -323,7 +323,7 @@ bench_burst() {
 	[[ $i_p99 == 60.00 ]] && ok=false
 	# nchan keeps each message nchan_message_timeout in shared memory
 	# (nchan_max_reserved_memory, nginx/pin-calendar.conf)
-	say "burst: nchan after the burst: $(curl -s "http://127.0.0.1:$PUB_PORT/_pin/nchan-status" |
+	say "burst: nchan after the burst: $(curl -s -m 5 "http://127.0.0.1:$PUB_PORT/_pin/nchan-status" |
 		sed -n 's/^\(total published messages\|stored messages\|shared memory used\|channels\): */\1 /p' |
 		paste -sd, | sed 's/,/, /g')"
 	b_row burst "in-app at $subs subscribers: $i_n received, max ${i_max} s, p99 ${i_pp} s after the pass; all $((2 * n)) InApp rows: $push_n pushed, p50 ${push_p50} p99 ${push_p99} max ${push_max} s" \
