@@ -9,7 +9,13 @@
  * statement idempotent per (group, topic, partition, offset): a crash
  * between the row and the commit redelivers the message, which is
  * dead-lettered again onto the same row.  A message dead-lettered again after
- * an operator handled it (offsets reset) is pending again.  A failed write
+ * an operator handled it (offsets reset) is pending again.  A topic deleted
+ * and created again starts its offsets at 0, so another message can die at
+ * the coordinates of a recorded one: the row then takes the new message
+ * (key, headers, payload, error, dead_at now) and is pending, so the tool
+ * replays what is in the topic today; the older message is still in the
+ * group's DLQ topic.  (Before, the row kept the older payload under the new
+ * error, and a pending row did not count the new one.)  A failed write
  * is an infrastructure failure: the message is held and retried, so every
  * dead letter has its row.  Handled rows are deleted after
  * dlq_handled_retention_days (90).
@@ -85,7 +91,7 @@ static char *headers_json(const rd_kafka_message_t *m)
 int cons_dead_letter_record(struct cons *c, const rd_kafka_message_t *m,
 		const char *code, const char *detail)
 {
-	char sql[768], part[16], off[24];
+	char sql[1024], part[16], off[24];
 	char *hj = headers_json(m);
 	const char *p[9];
 	int lens[9] = { 0 }, fmts[9] = { 0 };
@@ -100,9 +106,12 @@ int cons_dead_letter_record(struct cons *c, const rd_kafka_message_t *m,
 			" dead_at) VALUES ($1, $2, $3::int, $4::bigint, $5::bytea, $6::jsonb,"
 			" $7::bytea, $8, $9, now())"
 			" ON CONFLICT (consumer_group, topic, kafka_partition, kafka_offset)"
-			" DO UPDATE SET error_code = excluded.error_code,"
+			" DO UPDATE SET msg_key = excluded.msg_key, headers = excluded.headers,"
+			" payload = excluded.payload, error_code = excluded.error_code,"
 			" error_detail = excluded.error_detail, dead_at = CASE WHEN"
-			" d.handled_at IS NULL THEN d.dead_at ELSE excluded.dead_at END,"
+			" d.handled_at IS NULL AND d.payload IS NOT DISTINCT FROM excluded.payload"
+			" AND d.msg_key IS NOT DISTINCT FROM excluded.msg_key"
+			" THEN d.dead_at ELSE excluded.dead_at END,"
 			" handled_at = NULL, handled_how = NULL, handled_note = NULL",
 			c->dl_table);
 	snprintf(part, sizeof(part), "%" PRId32, m->partition);

@@ -805,8 +805,9 @@ static const char *PENDING = "pin_dlq_pending{group=\"test-consumer\"}";
 
 /* The state of the stack's Prometheus alert PinDeadLetters{group=
  * "test-consumer"} (packaging/prometheus rules, scrape and evaluation every
- * second): "firing", "pending", or "" when there is none */
-static const char *prom_dlq_alert(void)
+ * second): "firing", "pending", or "" when there is none; *value (when
+ * not NULL) its value, the group's pending dead letters (-1: none) */
+static const char *prom_dlq_alert_v(double *value)
 {
 	FILE *p = popen(h_sprintf("curl -sf %s/api/v1/alerts",
 			h_env("PIN_PROMETHEUS_URL")), "r");
@@ -815,6 +816,8 @@ static const char *prom_dlq_alert(void)
 	json_object *root, *alerts;
 	const char *state = "";
 
+	if (value)
+		*value = -1;
 	ck_assert_ptr_nonnull(p);
 	n = fread(buf, 1, sizeof(buf) - 1, p);
 	buf[n] = '\0';
@@ -827,11 +830,19 @@ static const char *prom_dlq_alert(void)
 		const char *nm = h_jstr(h_jget(a, "labels"), "alertname");
 		const char *gr = h_jstr(h_jget(a, "labels"), "group");
 
-		if (nm && gr && !strcmp(nm, "PinDeadLetters") && !strcmp(gr, "test-consumer"))
+		if (nm && gr && !strcmp(nm, "PinDeadLetters") && !strcmp(gr, "test-consumer")) {
 			state = h_strdup(h_jstr(a, "state") ? h_jstr(a, "state") : "?");
+			if (value)
+				*value = h_jstr(a, "value") ? atof(h_jstr(a, "value")) : -1;
+		}
 	}
 	json_object_put(root);
 	return state;
+}
+
+static const char *prom_dlq_alert(void)
+{
+	return prom_dlq_alert_v(NULL);
 }
 
 /* (i) the walk-through of doc/operating.md "Dead letters": a poison message,
@@ -871,9 +882,13 @@ START_TEST(dlq_walkthrough)
 	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&w, PENDING) == 1, 15000),
 			"%s not 1: %g", PENDING, h_host_metric(&w, PENDING));
 	t_gauge1 = h_now_ms();
-	if (prom) {     /* the seeds' "DLQ > 0": the alert fires */
-		ck_assert_msg(H_WAIT_UNTIL(!strcmp(prom_dlq_alert(), "firing"), 20000),
-				"PinDeadLetters not firing: '%s'", prom_dlq_alert());
+	if (prom) {     /* the seeds' "DLQ > 0": the alert fires, its value
+			 * the one dead letter pending */
+		double v = -1;
+
+		ck_assert_msg(H_WAIT_UNTIL(!strcmp(prom_dlq_alert_v(&v), "firing") && v == 1,
+				20000), "PinDeadLetters not firing with value 1: '%s' %g",
+				prom_dlq_alert_v(&v), v);
 		t_fire = h_now_ms();
 	}
 	out = dlq_tool("list test-consumer", &rc);

@@ -366,60 +366,6 @@ START_TEST(outbox_backlog_gauges)
 }
 END_TEST
 
-/* ------------------------------------------------ Prometheus (dev stack) */
-
-/* the PinDeadLetters alert of group (its value and state), from
- * Prometheus's /api/v1/alerts; value -1 when there is none */
-static double dlq_alert(const char *group, const char **state)
-{
-	struct got g = fetch(h_sprintf("%s/api/v1/alerts", h_env("PIN_PROMETHEUS_URL")));
-	json_object *root = json_tokener_parse(g.body), *alerts = NULL;
-	double v = -1;
-
-	*state = "";
-	ck_assert_msg(g.status == 200 && root, "alerts API: %ld %.300s", g.status, g.body);
-	alerts = h_jget(h_jget(root, "data"), "alerts");
-	for (size_t i = 0; alerts && i < json_object_array_length(alerts); i++) {
-		json_object *a = json_object_array_get_idx(alerts, i);
-		json_object *l = h_jget(a, "labels");
-		const char *n = h_jstr(l, "alertname"), *gr = h_jstr(l, "group");
-
-		if (n && gr && !strcmp(n, "PinDeadLetters") && !strcmp(gr, group)) {
-			v = atof(h_jstr(a, "value") ? h_jstr(a, "value") : "0");
-			*state = h_strdup(h_jstr(a, "state") ? h_jstr(a, "state") : "");
-		}
-	}
-	json_object_put(root);
-	return v;
-}
-
-/* A poison message ends in the DLQ; Prometheus (scraping the worker host's
- * metrics_listen, with packaging/prometheus/pin-calendar.rules.yml) shows
- * PinDeadLetters for that group, pending or firing, and its value (the
- * group's dead letters not yet handled, pin_dlq_pending) went up by this
- * message. */
-START_TEST(dlq_alert_through_prometheus)
-{
-	const char *topic = "pin.test.events.v1", *state = "";
-	char *key = h_uuid();
-	double before, now = -1;
-
-	/* Prometheus scrapes the worker (target up) */
-	ck_assert_msg(H_WAIT_UNTIL(strstr(fetch(h_sprintf("%s/api/v1/query?query="
-		"up%%7Bjob%%3D%%22pin-worker%%22%%7D%%3D%%3D1",
-		h_env("PIN_PROMETHEUS_URL"))).body, "\"pin-worker\"") != NULL, 30000),
-		"Prometheus does not scrape the worker host");
-	before = dlq_alert("test-consumer", &state);
-	if (before < 0)
-		before = 0;
-	ck_assert(h_kafka_produce(topic, key, envelope(key, "fatal")) == 0);
-	ck_assert_msg(H_WAIT_UNTIL((now = dlq_alert("test-consumer", &state)) >= before + 0.5 &&
-		(!strcmp(state, "pending") || !strcmp(state, "firing")), 60000),
-		"no PinDeadLetters alert for test-consumer: value %g (before %g), state '%s'",
-		now, before, state);
-}
-END_TEST
-
 /* ------------------------------------------------ W3C trace context */
 
 struct posted {
@@ -575,9 +521,6 @@ Suite *make_obs_suite(void)
 	suite_add_tcase(s, tc);
 	tc = h_tcase("trace", 60);
 	tcase_add_test(tc, trace_context_request_to_consumer);
-	suite_add_tcase(s, tc);
-	tc = h_tcase("prometheus", 120);
-	tcase_add_test(tc, dlq_alert_through_prometheus);
 	suite_add_tcase(s, tc);
 	return s;
 }
