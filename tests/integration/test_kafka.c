@@ -968,6 +968,51 @@ START_TEST(dlq_walkthrough)
 }
 END_TEST
 
+/* A topic deleted and created again starts its offsets at 0, so a message
+ * can die at the coordinates (group, topic, partition, offset) of a dead
+ * letter recorded before: the row takes the new message whole and is
+ * pending, so --dlq replay sends what the topic holds now.  The next offset
+ * of a key's partition is known from a first dead letter of that key; a
+ * pending row "from before" is put there, then the second message dies on
+ * it.  (The row kept the older payload under the new error before, and the
+ * pending count did not move.) */
+START_TEST(dead_letter_on_recorded_coordinates)
+{
+	char *key = h_uuid(), *m1 = h_uuid(), *m2 = h_uuid(), *part, *off, *next;
+	const char *at = "consumer_group = 'test-consumer' AND topic = $1"
+		" AND kafka_partition = $2::int AND kafka_offset = $3::bigint";
+
+	k_setup();
+	k_produce(TEST_TOPIC, key, k_envelope(m1, key, "fatal"));
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM calendar.dead_letters"
+			" WHERE position(convert_to($1, 'UTF8') IN payload) > 0", m1) == 1,
+			20000), "the first message was not dead-lettered");
+	part = h_sql_scalar("SELECT kafka_partition::text FROM calendar.dead_letters"
+			" WHERE position(convert_to($1, 'UTF8') IN payload) > 0", m1);
+	off = h_sql_scalar("SELECT kafka_offset::text FROM calendar.dead_letters"
+			" WHERE position(convert_to($1, 'UTF8') IN payload) > 0", m1);
+	next = h_sprintf("%lld", atoll(off) + 1);
+	h_sql(h_sprintf("INSERT INTO calendar.dead_letters (consumer_group, topic,"
+			" kafka_partition, kafka_offset, msg_key, payload, error_code, dead_at)"
+			" VALUES ('test-consumer', $1, $2::int, $3::bigint, 'older',"
+			" 'a message of the topic before it was created again', 'TEST_OLD',"
+			" now() - interval '3 days')"), TEST_TOPIC, part, next);
+	k_produce(TEST_TOPIC, key, k_envelope(m2, key, "fatal"));
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int(h_sprintf("SELECT count(*) FROM"
+			" calendar.dead_letters WHERE %s AND error_code = 'TEST_FATAL'", at),
+			TEST_TOPIC, part, next) == 1, 20000),
+			"the second message did not die at %s/%s", part, next);
+	ck_assert_int_eq(h_sql_int(h_sprintf("SELECT count(*) FROM calendar.dead_letters"
+			" WHERE %s AND position(convert_to($4, 'UTF8') IN payload) > 0"
+			" AND msg_key = convert_to($5, 'UTF8') AND handled_at IS NULL"
+			" AND dead_at > now() - interval '1 minute'", at),
+			TEST_TOPIC, part, next, m2, key), 1);
+	h_sql("DELETE FROM calendar.dead_letters WHERE consumer_group = 'test-consumer'"
+			" AND payload IS NOT NULL AND (position(convert_to($1, 'UTF8') IN payload) > 0"
+			" OR position(convert_to($2, 'UTF8') IN payload) > 0)", m1, m2);
+}
+END_TEST
+
 Suite *make_kafka_suite(void)
 {
 	Suite *s = suite_create("kafka");
@@ -979,6 +1024,7 @@ Suite *make_kafka_suite(void)
 	tcase_add_test(dlq, sqlstate_data_dead_lettered);
 	tcase_add_test(dlq, sqlstate_infra_retried);
 	tcase_add_test(dlq, dlq_walkthrough);
+	tcase_add_test(dlq, dead_letter_on_recorded_coordinates);
 	suite_add_tcase(s, dlq);
 
 	tcase_add_test(tc, relay_publishes_once);
