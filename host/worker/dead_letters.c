@@ -13,9 +13,11 @@
  * and created again starts its offsets at 0, so another message can die at
  * the coordinates of a recorded one: the row then takes the new message
  * (key, headers, payload, error, dead_at now) and is pending, so the tool
- * replays what is in the topic today; the older message is still in the
- * group's DLQ topic.  (Before, the row kept the older payload under the new
- * error, and a pending row did not count the new one.)  A failed write
+ * replays what is in the topic today.  When the row it replaces was still
+ * pending, that older dead letter leaves the table (it is still in the
+ * group's DLQ topic) and the host logs a warning with the row's id: the
+ * pending count stays where it was.  (Before, the row kept the older
+ * payload under the new error, and nothing was said.)  A failed write
  * is an infrastructure failure: the message is held and retried, so every
  * dead letter has its row.  Handled rows are deleted after
  * dlq_handled_retention_days (90).
@@ -91,7 +93,7 @@ static char *headers_json(const rd_kafka_message_t *m)
 int cons_dead_letter_record(struct cons *c, const rd_kafka_message_t *m,
 		const char *code, const char *detail)
 {
-	char sql[1024], part[16], off[24];
+	char sql[2048], part[16], off[24];
 	char *hj = headers_json(m);
 	const char *p[9];
 	int lens[9] = { 0 }, fmts[9] = { 0 };
@@ -101,6 +103,10 @@ int cons_dead_letter_record(struct cons *c, const rd_kafka_message_t *m,
 	if (!hj)
 		return -1;
 	snprintf(sql, sizeof(sql),
+			"WITH old AS (SELECT id, handled_at IS NULL AND (payload IS DISTINCT FROM"
+			" $7::bytea OR msg_key IS DISTINCT FROM $5::bytea) AS replaced FROM %s"
+			" WHERE consumer_group = $1 AND topic = $2 AND kafka_partition = $3::int"
+			" AND kafka_offset = $4::bigint) "
 			"INSERT INTO %s AS d (consumer_group, topic, kafka_partition,"
 			" kafka_offset, msg_key, headers, payload, error_code, error_detail,"
 			" dead_at) VALUES ($1, $2, $3::int, $4::bigint, $5::bytea, $6::jsonb,"
@@ -112,8 +118,9 @@ int cons_dead_letter_record(struct cons *c, const rd_kafka_message_t *m,
 			" d.handled_at IS NULL AND d.payload IS NOT DISTINCT FROM excluded.payload"
 			" AND d.msg_key IS NOT DISTINCT FROM excluded.msg_key"
 			" THEN d.dead_at ELSE excluded.dead_at END,"
-			" handled_at = NULL, handled_how = NULL, handled_note = NULL",
-			c->dl_table);
+			" handled_at = NULL, handled_how = NULL, handled_note = NULL"
+			" RETURNING (SELECT o.id FROM old o WHERE o.replaced)",
+			c->dl_table, c->dl_table);
 	snprintf(part, sizeof(part), "%" PRId32, m->partition);
 	snprintf(off, sizeof(off), "%" PRId64, m->offset);
 	p[0] = c->e->c.group;
@@ -132,7 +139,12 @@ int cons_dead_letter_record(struct cons *c, const rd_kafka_message_t *m,
 	if (!m->payload)
 		p[6] = NULL;
 	r = pin_db_exec_prepared_fmt("pin_dead_letter", sql, 9, p, lens, fmts);
-	rc = r && PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : -1;
+	rc = r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 ? 0 : -1;
+	if (!rc && !PQgetisnull(r, 0, 0))
+		pin_log(PIN_LOG_WARN, "consumer: a pending dead letter was replaced by another"
+				" message dead at its offset (the topic created again?); the older"
+				" one is still in the DLQ topic", "group", c->e->c.group, "topic", p[1],
+				"partition", part, "offset", off, "id", PQgetvalue(r, 0, 0), NULL);
 	if (rc)
 		pin_log(PIN_LOG_ERROR, "consumer: cannot record the dead letter",
 				"group", c->e->c.group, "table", c->dl_table, "sqlstate",

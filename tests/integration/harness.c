@@ -1545,6 +1545,20 @@ int h_run_host(const char *mode, const char *plugins, int64_t clock_offset_s,
 	return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
+bool h_log_has(const char *name, const char *a, const char *b)
+{
+	FILE *f = fopen(h_sprintf("%s/logs/%s", h_env("PIN_DEV_DIR"), name), "r");
+	char line[8192];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof line, f))
+		found = strstr(line, a) && strstr(line, b);
+	fclose(f);
+	return found;
+}
+
 int h_run_worker_once(int64_t clock_offset_s)
 {
 	static const char *const once[] = { "--once", NULL };

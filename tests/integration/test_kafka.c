@@ -971,14 +971,15 @@ END_TEST
 /* A topic deleted and created again starts its offsets at 0, so a message
  * can die at the coordinates (group, topic, partition, offset) of a dead
  * letter recorded before: the row takes the new message whole and is
- * pending, so --dlq replay sends what the topic holds now.  The next offset
- * of a key's partition is known from a first dead letter of that key; a
- * pending row "from before" is put there, then the second message dies on
- * it.  (The row kept the older payload under the new error before, and the
- * pending count did not move.) */
+ * pending, so --dlq replay sends what the topic holds now, and the worker
+ * warns that a pending dead letter was replaced (naming its row).  The next
+ * offset of a key's partition is known from a first dead letter of that
+ * key; a pending row "from before" is put there, then the second message
+ * dies on it.  (The row kept the older payload under the new error before,
+ * and nothing was said.) */
 START_TEST(dead_letter_on_recorded_coordinates)
 {
-	char *key = h_uuid(), *m1 = h_uuid(), *m2 = h_uuid(), *part, *off, *next;
+	char *key = h_uuid(), *m1 = h_uuid(), *m2 = h_uuid(), *part, *off, *next, *old_id;
 	const char *at = "consumer_group = 'test-consumer' AND topic = $1"
 		" AND kafka_partition = $2::int AND kafka_offset = $3::bigint";
 
@@ -992,11 +993,15 @@ START_TEST(dead_letter_on_recorded_coordinates)
 	off = h_sql_scalar("SELECT kafka_offset::text FROM calendar.dead_letters"
 			" WHERE position(convert_to($1, 'UTF8') IN payload) > 0", m1);
 	next = h_sprintf("%lld", atoll(off) + 1);
-	h_sql(h_sprintf("INSERT INTO calendar.dead_letters (consumer_group, topic,"
+	old_id = h_sql_scalar("INSERT INTO calendar.dead_letters (consumer_group, topic,"
 			" kafka_partition, kafka_offset, msg_key, payload, error_code, dead_at)"
 			" VALUES ('test-consumer', $1, $2::int, $3::bigint, 'older',"
 			" 'a message of the topic before it was created again', 'TEST_OLD',"
-			" now() - interval '3 days')"), TEST_TOPIC, part, next);
+			" now() - interval '3 days') ON CONFLICT (consumer_group, topic,"
+			" kafka_partition, kafka_offset) DO UPDATE SET msg_key = excluded.msg_key,"
+			" payload = excluded.payload, error_code = excluded.error_code,"
+			" dead_at = excluded.dead_at, handled_at = NULL, handled_how = NULL,"
+			" handled_note = NULL RETURNING id::text", TEST_TOPIC, part, next);
 	k_produce(TEST_TOPIC, key, k_envelope(m2, key, "fatal"));
 	ck_assert_msg(H_WAIT_UNTIL(h_sql_int(h_sprintf("SELECT count(*) FROM"
 			" calendar.dead_letters WHERE %s AND error_code = 'TEST_FATAL'", at),
@@ -1007,9 +1012,12 @@ START_TEST(dead_letter_on_recorded_coordinates)
 			" AND msg_key = convert_to($5, 'UTF8') AND handled_at IS NULL"
 			" AND dead_at > now() - interval '1 minute'", at),
 			TEST_TOPIC, part, next, m2, key), 1);
-	h_sql("DELETE FROM calendar.dead_letters WHERE consumer_group = 'test-consumer'"
-			" AND payload IS NOT NULL AND (position(convert_to($1, 'UTF8') IN payload) > 0"
-			" OR position(convert_to($2, 'UTF8') IN payload) > 0)", m1, m2);
+	ck_assert_msg(H_WAIT_UNTIL(h_log_has("worker.log", "a pending dead letter was replaced",
+			h_sprintf("\"id\":\"%s\"", old_id)), 10000),
+			"no warning naming the replaced dead letter %s", old_id);
+	h_sql(h_sprintf("DELETE FROM calendar.dead_letters WHERE (%s) OR (consumer_group ="
+			" 'test-consumer' AND payload IS NOT NULL AND position(convert_to($4, 'UTF8')"
+			" IN payload) > 0)", at), TEST_TOPIC, part, next, m1);
 }
 END_TEST
 

@@ -420,21 +420,6 @@ static struct posted request_tp(const char *method, const char *path, const char
 	return p;
 }
 
-/* a line of the stack's log file name that holds both a and b */
-static bool log_has(const char *name, const char *a, const char *b)
-{
-	FILE *f = fopen(h_sprintf("%s/logs/%s", h_env("PIN_DEV_DIR"), name), "r");
-	char line[8192];
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof line, f))
-		found = strstr(line, a) && strstr(line, b);
-	fclose(f);
-	return found;
-}
-
 static char *hex32(void)
 {
 	char *u = h_sprintf("%s%s", h_uuid(), h_uuid()), *o = h_strdup(u);
@@ -494,12 +479,12 @@ START_TEST(trace_context_request_to_consumer)
 	hdr = h_kmsg_header(m, "traceparent");
 	ck_assert_msg(hdr && !strncmp(hdr + 3, tid, 32), "Kafka header traceparent %s",
 		hdr ? hdr : "(none)");
-	ck_assert_msg(log_has("api.log", qtid, "outbox: event recorded"),
+	ck_assert_msg(h_log_has("api.log", qtid, "outbox: event recorded"),
 		"API host log has no line with %s", qtid);
-	ck_assert_msg(H_WAIT_UNTIL(log_has("worker.log", qtid, "outbox relay: published"), 15000),
+	ck_assert_msg(H_WAIT_UNTIL(h_log_has("worker.log", qtid, "outbox relay: published"), 15000),
 		"relay log has no line with %s", qtid);
 	/* retry-once: the consumer logs its first failure with the trace */
-	ck_assert_msg(H_WAIT_UNTIL(log_has("worker.log", qtid, "consumer: retriable failure"),
+	ck_assert_msg(H_WAIT_UNTIL(h_log_has("worker.log", qtid, "consumer: retriable failure"),
 		20000), "consumer log has no line with %s", qtid);
 }
 END_TEST
