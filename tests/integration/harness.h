@@ -300,17 +300,19 @@ void h_broker_inject(int api_key, int count, int err);
  * Returns the exit status (0 ok). */
 int h_run_worker_once(int64_t clock_offset_s);
 
-/* true when a line of the stack's log file name ($PIN_DEV_DIR/logs/name)
- * holds both a and b */
-bool h_log_has(const char *name, const char *a, const char *b);
 /* Same with an explicit plugin list (NULL = PIN_WORKER_PLUGINS) and extra
  * NULL-terminated argv entries (may be NULL). */
 int h_run_host(const char *mode, const char *plugins, int64_t clock_offset_s,
 		const char *const *extra_args);
+
 /* Same host started in the background (the caller waits for or kills the
  * returned pid). */
 pid_t h_spawn_host(const char *mode, const char *plugins, int64_t clock_offset_s,
 		const char *const *extra_args);
+
+/* true when a line of the stack's log file name ($PIN_DEV_DIR/logs/name)
+ * holds both a and b */
+bool h_log_has(const char *name, const char *a, const char *b);
 
 /* The pid of the long-lived host of the stack ("worker" or "api"), read
  * from $PIN_DEV_DIR/pids/<name>.pid; -1 when it does not run. */

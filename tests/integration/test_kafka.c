@@ -807,7 +807,7 @@ static const char *PENDING = "pin_dlq_pending{group=\"test-consumer\"}";
  * "test-consumer"} (packaging/prometheus rules, scrape and evaluation every
  * second): "firing", "pending", or "" when there is none; *value (when
  * not NULL) its value, the group's pending dead letters (-1: none) */
-static const char *prom_dlq_alert_v(double *value)
+static const char *prom_dlq_alert(double *value)
 {
 	FILE *p = popen(h_sprintf("curl -sf %s/api/v1/alerts",
 			h_env("PIN_PROMETHEUS_URL")), "r");
@@ -840,11 +840,6 @@ static const char *prom_dlq_alert_v(double *value)
 	return state;
 }
 
-static const char *prom_dlq_alert(void)
-{
-	return prom_dlq_alert_v(NULL);
-}
-
 /* (i) the walk-through of doc/operating.md "Dead letters": a poison message,
  * its dead letter and the gauge in a real scrape, --dlq list / show, the
  * cause fixed, --dlq replay, the message applied, the gauge back at 0; an
@@ -866,8 +861,8 @@ START_TEST(dlq_walkthrough)
 	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&w, PENDING) == 0, 15000),
 			"%s not 0 after acking all: %g", PENDING, h_host_metric(&w, PENDING));
 	if (prom)
-		ck_assert_msg(H_WAIT_UNTIL(!*prom_dlq_alert(), 20000),
-				"PinDeadLetters still %s with nothing pending", prom_dlq_alert());
+		ck_assert_msg(H_WAIT_UNTIL(!*prom_dlq_alert(NULL), 20000),
+				"PinDeadLetters still %s with nothing pending", prom_dlq_alert(NULL));
 	out = dlq_tool("list test-consumer", &rc);
 	ck_assert_msg(rc == 0 && strstr(out, "0 pending"), "list: %d\n%s", rc, out);
 
@@ -886,9 +881,9 @@ START_TEST(dlq_walkthrough)
 			 * the one dead letter pending */
 		double v = -1;
 
-		ck_assert_msg(H_WAIT_UNTIL(!strcmp(prom_dlq_alert_v(&v), "firing") && v == 1,
+		ck_assert_msg(H_WAIT_UNTIL(!strcmp(prom_dlq_alert(&v), "firing") && v == 1,
 				20000), "PinDeadLetters not firing with value 1: '%s' %g",
-				prom_dlq_alert_v(&v), v);
+				prom_dlq_alert(&v), v);
 		t_fire = h_now_ms();
 	}
 	out = dlq_tool("list test-consumer", &rc);
@@ -913,8 +908,8 @@ START_TEST(dlq_walkthrough)
 			"%s not back to 0: %g", PENDING, h_host_metric(&w, PENDING));
 	t_gauge0 = h_now_ms();
 	if (prom) {     /* and clears once the last one is handled */
-		ck_assert_msg(H_WAIT_UNTIL(!*prom_dlq_alert(), 20000),
-				"PinDeadLetters still '%s' after the replay", prom_dlq_alert());
+		ck_assert_msg(H_WAIT_UNTIL(!*prom_dlq_alert(NULL), 20000),
+				"PinDeadLetters still '%s' after the replay", prom_dlq_alert(NULL));
 		t_clear = h_now_ms();
 	}
 	/* a replay again: nothing pending any more */
@@ -979,7 +974,7 @@ END_TEST
  * and nothing was said.) */
 START_TEST(dead_letter_on_recorded_coordinates)
 {
-	char *key = h_uuid(), *m1 = h_uuid(), *m2 = h_uuid(), *part, *off, *next, *old_id;
+	char *key = h_uuid(), *m1 = h_uuid(), *m2 = h_uuid(), *part, *next, *old_id;
 	const char *at = "consumer_group = 'test-consumer' AND topic = $1"
 		" AND kafka_partition = $2::int AND kafka_offset = $3::bigint";
 
@@ -988,11 +983,12 @@ START_TEST(dead_letter_on_recorded_coordinates)
 	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM calendar.dead_letters"
 			" WHERE position(convert_to($1, 'UTF8') IN payload) > 0", m1) == 1,
 			20000), "the first message was not dead-lettered");
-	part = h_sql_scalar("SELECT kafka_partition::text FROM calendar.dead_letters"
+	/* its partition, and the offset after its own: where m2 will land */
+	part = h_sql_scalar("SELECT kafka_partition || ' ' || (kafka_offset + 1)"
+			" FROM calendar.dead_letters"
 			" WHERE position(convert_to($1, 'UTF8') IN payload) > 0", m1);
-	off = h_sql_scalar("SELECT kafka_offset::text FROM calendar.dead_letters"
-			" WHERE position(convert_to($1, 'UTF8') IN payload) > 0", m1);
-	next = h_sprintf("%lld", atoll(off) + 1);
+	next = strchr(part, ' ');
+	*next++ = '\0';
 	old_id = h_sql_scalar("INSERT INTO calendar.dead_letters (consumer_group, topic,"
 			" kafka_partition, kafka_offset, msg_key, payload, error_code, dead_at)"
 			" VALUES ('test-consumer', $1, $2::int, $3::bigint, 'older',"
