@@ -103,22 +103,14 @@ b_gen() {
 # The clean-up runs while the worker host's notify dispatcher and in-app
 # publisher still work on the fan-out's rows: a DELETE can deadlock with them
 # (until 2026-12-03, c5c7e57, the bench died there and left ~45k Pending notifications that
-# the worker host then dispatched during the next scenarios).  Retried.
+# the worker host then dispatched during the next scenarios).  Retried (b_retry).
 b_consumers_clean() {
-	local try
-	for try in 1 2 3 4 5; do
-		if b_consumers_clean_once 2>"$STATE/bench-clean.err"; then
-			b_vacuum calendar.user_replicas notifications.recipient_contacts \
-				calendar.event_reminders calendar.calendar_events \
-				calendar.booking_deadline_links notifications.notifications \
-				notifications.subject_final_states calendar.outbox notifications.outbox \
-				calendar.inbox notifications.processed_messages
-			return 0
-		fi
-		sleep 0.5
-	done
-	cat "$STATE/bench-clean.err" >&2
-	die "consumers: the bench rows could not be deleted (5 tries)"
+	b_retry "consumers: the bench rows" b_consumers_clean_once
+	b_vacuum calendar.user_replicas notifications.recipient_contacts \
+		calendar.event_reminders calendar.calendar_events \
+		calendar.booking_deadline_links notifications.notifications \
+		notifications.subject_final_states calendar.outbox notifications.outbox \
+		calendar.inbox notifications.processed_messages
 }
 
 b_consumers_clean_once() {

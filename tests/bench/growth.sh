@@ -191,11 +191,11 @@ g_unload() {
 # worker runs in this database for 5 s in a row.  Prints how long it took.
 # Until 2026-12-05 the runs began right after the load, while its vacuum
 # and checkpoint still ran (showcase 0.41-0.74 of its serial limit then).
-# Then b_settle: the machine below 35 % busy (the worker host's work on what
-# the load set off), and the undeliverable bench notifications deleted first.
+# Then b_settle: the undeliverable bench notifications deleted (b_ntf_quiet),
+# and the machine below 35 % busy (the worker host's work on what the load
+# set off).
 g_settle() {
 	local t0=$SECONDS quiet=0 max=${PIN_BENCH_GROWTH_SETTLE_S:-300}
-	b_ntf_quiet
 	b_psql -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
 	while ((quiet < 5 && SECONDS - t0 < max)); do
 		if [[ $(b_psql -tA -c "SELECT count(*) FROM pg_stat_activity

@@ -519,6 +519,21 @@ b_busy() {   # the machine's busy share (%) over one second, from /proc/stat
 		-v i1="$((b[4] + b[5] - a[4] - a[5]))" 'BEGIN { printf "%d", b1 * 100 / (b1 + i1 + 1) }'
 }
 
+# b_retry WHAT CMD...: CMD (a clean-up DELETE) up to 5 times, 0.5 s apart:
+# it can deadlock with the worker host's dispatcher or in-app publisher,
+# which still work on the rows.  Its stdout passes through; dies after the
+# fifth failure, with the last one's stderr.
+b_retry() {
+	local what=$1 try
+	shift
+	for try in 1 2 3 4 5; do
+		"$@" 2>"$STATE/bench-clean.err" && return 0
+		sleep 0.5
+	done
+	cat "$STATE/bench-clean.err" >&2
+	die "$what could not be deleted (5 tries)"
+}
+
 # b_ntf_quiet: deletes the e-mail and SMS notifications that earlier
 # scenarios left Pending for bench users with no contact and no address
 # snapshot (the booking scenario's agents and investors, the consumers
@@ -527,23 +542,19 @@ b_busy() {   # the machine's busy share (%) over one second, from /proc/stat
 # at it again every notify.dispatch_contact_retry_s (300) for a day, a row
 # version each time.  After a day of runs the dev stack had 76,000 of them,
 # and dispatcher passes over them took a fifth of the worker's time under
-# every later scenario (2026-12-05).  Runs between scenarios only; the
-# burst's users have contacts.  Retried: the DELETE can deadlock with the
-# dispatcher's outcome update of a row it has leased.
+# every later scenario (2026-12-05).  Runs between scenarios only (from
+# b_settle, and before each scenario that does not settle); the burst's
+# users have contacts.
 b_ntf_quiet() {
-	local n try
-	for try in 1 2 3 4 5; do
-		n=$(b_psql -tA -c "WITH d AS (DELETE FROM notifications.notifications n
-			WHERE n.status = 'Pending' AND n.channel <> 'InApp'
-			  AND coalesce(n.address, '') = ''
-			  AND n.recipient_user_id::text LIKE '%-0000-4000-80__-%'
-			  AND NOT EXISTS (SELECT 1 FROM notifications.recipient_contacts c
-			                  WHERE c.user_id = n.recipient_user_id)
-			RETURNING 1) SELECT count(*) FROM d" 2>"$STATE/bench-clean.err") && break
-		n=
-		sleep 0.5
-	done
-	[[ -n $n ]] || { cat "$STATE/bench-clean.err" >&2; die "bench: the undeliverable bench notifications could not be deleted (5 tries)"; }
+	local n
+	n=$(b_retry "bench: the undeliverable bench notifications" b_psql -tA -c "WITH d AS (
+		DELETE FROM notifications.notifications n
+		WHERE n.status = 'Pending' AND n.channel <> 'InApp'
+		  AND coalesce(n.address, '') = ''
+		  AND n.recipient_user_id::text LIKE '%-0000-4000-80__-%'
+		  AND NOT EXISTS (SELECT 1 FROM notifications.recipient_contacts c
+		                  WHERE c.user_id = n.recipient_user_id)
+		RETURNING 1) SELECT count(*) FROM d")
 	if ((n > 0)); then
 		b_vacuum notifications.notifications
 		say "bench: $n undeliverable bench e-mails/SMS (no contact) deleted"
@@ -620,11 +631,10 @@ bench_suite() {
 	((${#want[@]})) || want=("${all[@]}")
 	for s in "${want[@]}"; do
 		say "bench: $s"
-		b_ntf_quiet
 		case $s in
 		relay | consumers | reminders) b_repeat "$s" ;;
 		burst) b_settle; bench_burst ;;
-		*) "bench_$s" ;;
+		*) b_ntf_quiet; "bench_$s" ;;
 		esac
 	done
 	bench_report
