@@ -7,14 +7,10 @@
  *      notify.dispatch_batch due rows of each channel -- Pending, Email/Sms (a channel
  *      whose sender is not configured is left alone), not_before and
  *      next_attempt_at null or past, no live lease; the longest due first
- *      (DUE_AT) -- with FOR UPDATE SKIP LOCKED, and leases each until now +
- *      dispatch_lease_s to this pass: a row of its own in
- *      notifications.dispatch_leases (migration 0800), inserted unless a
- *      live lease is there.  The notification row is only locked, not
- *      written (a new version of a ~1 KB row and its five index entries
- *      before: doc/performance.md, "The notify dispatcher").  Two worker
- *      hosts never claim one row; a host killed mid-send releases its rows
- *      when the lease ends.
+ *      (DUE_AT) -- with FOR UPDATE SKIP LOCKED, and sets lease_until = now +
+ *      dispatch_lease_s and lease_owner = this pass.  Two worker hosts
+ *      never claim one row; a host killed mid-send releases its rows when
+ *      the lease ends.
  *   2. send the claimed rows OUTSIDE any transaction (smtp.c, sms.c),
  *      notify.dispatch_senders at once per channel, each on a connection
  *      of its own kept between messages (one libcurl multi handle: the
@@ -30,8 +26,8 @@
  *      it, so no lease is needed, and it costs one row version per look
  *      instead of two (the lease, then the deferral).
  *   3. record the outcomes of the batch in ONE transaction (RECORD_SQL: one
- *      UPDATE of every row, each only while the lease is ours, and the
- *      leases deleted; one outbox INSERT): Sent (+ sent_at, provider_message_id), or a retry
+ *      UPDATE of every row, each only while the lease is ours; one outbox
+ *      INSERT): Sent (+ sent_at, provider_message_id), or a retry
  *      (attempts + 1, next_attempt_at = now + base * 2^(attempts-1) capped,
  *      last_error without PII), or Failed (permanent error, or attempts
  *      reached dispatch_max_attempts).  A final outcome (Sent / Failed)
@@ -47,16 +43,7 @@
  * after the server accepted the message and before step 3 committed: at most
  * one duplicate per such crash, with the same Message-ID / idempotencyKey.
  * If the outcomes' transaction fails, the rows stay leased and are sent
- * again after the lease, as after a crash.  A lease that ends while its
- * outcomes are being written and is taken by another pass at that moment
- * may see both passes send (the lease was over); the first to record wins,
- * the other's row is no longer Pending and is logged "lease lost".
- *
- * Rolling upgrade: a host of the previous release leases through the row's
- * lease_until / lease_owner.  Its lease is honoured here (DUE_AT is its
- * end; a claim of such a row clears the two columns, so a late outcome of
- * that host is refused), and its claim of a row leased here is dropped by
- * the trigger notifications_lease_guard (sql/notifications/R__functions.sql).
+ * again after the lease, as after a crash.
  *
  * Speed (doc/performance.md, "The notify dispatcher"): the sends of a batch
  * overlap (several connections; libcurl has no SMTP pipelining), the
@@ -97,8 +84,8 @@
 static const struct pin_host_api *api;
 
 /* The instant a row is due since: its creation, a quiet-hours not_before, a
- * retry's next_attempt_at or the end of a previous release's lease in the
- * row (never set by this one), whichever is last (greatest ignores NULLs).  Indexed with id over the Pending e-mail/SMS rows
+ * retry's next_attempt_at or the end of a lapsed lease, whichever is last
+ * (greatest ignores NULLs).  Indexed with id over the Pending e-mail/SMS rows
  * (sql/notifications/0040_dispatch_due_index.sql, the same expression and
  * predicate): the claim reads the oldest due entries, the lag the first.
  * DUE_PLAN: both are planned at each execution (db_exec, not prepared): a
@@ -115,11 +102,6 @@ static const struct pin_host_api *api;
 #define DUE_ROWS_OF(ch) "n.status = 'Pending' AND n.channel <> 'InApp'" \
 	" AND n.channel = " ch " AND " DUE_AT " <= $1::timestamptz"
 
-/* no live lease (notifications.dispatch_leases, 0800): a claimed row stays
- * due in the index while its batch is sent, and the claim passes over it */
-#define NOT_LEASED "NOT EXISTS (SELECT 1 FROM notifications.dispatch_leases AS l" \
-	" WHERE l.notification_id = n.id AND l.lease_until > $1::timestamptz)"
-
 /* the row's age in seconds at $1 */
 #define AGE_S "extract(epoch FROM $1::timestamptz - n.created_at)::bigint"
 
@@ -133,11 +115,7 @@ static const struct pin_host_api *api;
  * leased: the same statement puts it back until $7 (no attempt counted), so
  * such a row costs one row version per look instead of two; it
  * comes back with "waits" true.  The others are leased until $2 for owner
- * $3 (g: a lease row each; one whose lease another pass took in the
- * meantime -- its lock was released, its old lease read -- conflicts with a
- * live lease and is not returned).  The notification row is written (u)
- * only for a row that waits, one whose address snapshot is taken now, or
- * one that still carries a previous release's lease.  Up to $5 rows of EACH channel of $4: a backlog of one channel (20k
+ * $3.  Up to $5 rows of EACH channel of $4: a backlog of one channel (20k
  * e-mails due before the SMS of the same reminders) does not hold the
  * other's senders idle.  The locked rows are a MATERIALIZED CTE, run once:
  * as a subquery of the UPDATE, a plan made before the table was analyzed
@@ -146,40 +124,28 @@ static const struct pin_host_api *api;
  * them (2026-12-05). */
 static const char CLAIM_SQL[] =
 	"WITH d AS MATERIALIZED ("
-	"  SELECT q.*, coalesce(q.addr, '') = '' AND q.age <= $6::bigint AS waits"
+	"  SELECT q.id, q.addr, coalesce(q.addr, '') = '' AND q.age <= $6::bigint AS waits"
 	"    FROM unnest($4::text[]) AS chan(ch) CROSS JOIN LATERAL"
-	"         (SELECT n.id, n.channel, n.kind, n.title, n.body, n.attempts,"
-	"            n.recipient_user_id, n.calendar, n.lease_owner, " AGE_S " AS age,"
-	"            nullif(n.address, '') AS snap,"
+	"         (SELECT n.id, " AGE_S " AS age,"
 	"            coalesce(nullif(n.address, ''),"
 	"              (SELECT CASE WHEN n.channel = 'Email' THEN c.email ELSE c.phone END"
 	"                 FROM notifications.recipient_contacts c"
 	"                WHERE c.user_id = n.recipient_user_id)) AS addr"
 	"           FROM notifications.notifications AS n"
-	"          WHERE " DUE_ROWS_OF("chan.ch") " AND " NOT_LEASED
+	"          WHERE " DUE_ROWS_OF("chan.ch")
 	"          ORDER BY " DUE_AT ", n.id LIMIT $5::int"
-	"          FOR UPDATE SKIP LOCKED) AS q),"
-	" g AS ("
-	"  INSERT INTO notifications.dispatch_leases AS l (notification_id, lease_owner, lease_until)"
-	"  SELECT d.id, $3::uuid, $2::timestamptz FROM d WHERE NOT d.waits"
-	"  ON CONFLICT (notification_id) DO UPDATE"
-	"     SET lease_owner = excluded.lease_owner, lease_until = excluded.lease_until"
-	"   WHERE l.lease_until <= $1::timestamptz"
-	"  RETURNING l.notification_id),"
-	" k AS (SELECT d.* FROM d"
-	"        WHERE d.waits OR d.id IN (SELECT g.notification_id FROM g)),"
-	" u AS ("
-	"  UPDATE notifications.notifications AS n"
-	"     SET lease_until = NULL, lease_owner = NULL,"
-	"         last_error = CASE WHEN k.waits THEN 'NTF_CONTACT_UNKNOWN' ELSE n.last_error END,"
-	"         next_attempt_at = CASE WHEN k.waits THEN $7::timestamptz"
-	"                                ELSE n.next_attempt_at END,"
-	"         address = coalesce(nullif(k.addr, ''), n.address)"
-	"    FROM k"
-	"   WHERE n.id = k.id AND (k.waits OR k.lease_owner IS NOT NULL"
-	"         OR (k.snap IS NULL AND coalesce(k.addr, '') <> '')))"
-	"SELECT k.id::text, k.channel, k.kind, k.title, k.body, k.attempts, k.addr, k.age,"
-	"   k.recipient_user_id::text, k.waits, k.calendar FROM k";
+	"          FOR UPDATE SKIP LOCKED) AS q)"
+	"UPDATE notifications.notifications AS n"
+	"   SET lease_until = CASE WHEN d.waits THEN NULL ELSE $2::timestamptz END,"
+	"       lease_owner = CASE WHEN d.waits THEN NULL ELSE $3::uuid END,"
+	"       last_error = CASE WHEN d.waits THEN 'NTF_CONTACT_UNKNOWN' ELSE n.last_error END,"
+	"       next_attempt_at = CASE WHEN d.waits THEN $7::timestamptz"
+	"                              ELSE n.next_attempt_at END,"
+	"       address = coalesce(nullif(d.addr, ''), n.address)"
+	"  FROM d"
+	" WHERE n.id = d.id"
+	" RETURNING n.id::text, n.channel, n.kind, n.title, n.body, n.attempts, d.addr,"
+	"   " AGE_S ", n.recipient_user_id::text, d.waits, n.calendar";
 
 enum { C_ID, C_CHANNEL, C_KIND, C_TITLE, C_BODY, C_ATTEMPTS, C_TO, C_AGE, C_USER, C_WAITS,
 	C_CALENDAR };
@@ -187,11 +153,9 @@ enum { C_ID, C_CHANNEL, C_KIND, C_TITLE, C_BODY, C_ATTEMPTS, C_TO, C_AGE, C_USER
 static const char LAG_SQL[] =
 	"SELECT coalesce(extract(epoch FROM $1::timestamptz - min(" DUE_AT ")), 0)"
 	"  FROM notifications.notifications AS n"
-	" WHERE " DUE_ROWS("2") " AND " NOT_LEASED;
+	" WHERE " DUE_ROWS("2");
 
-/* The outcomes of a batch, written only while our lease holds (and our
- * leases of the rows written deleted, after the rows are locked: the
- * claim's order, notification then lease, so the two never deadlock): $2 is a
+/* The outcomes of a batch, written only while our lease holds: $2 is a
  * JSON array of {i (the row's index in the claim), id, st (Sent, Failed,
  * Pending), at (when the outcome was known: sent_at / failed_at), inc (1:
  * an attempt counted), pid (provider id), err, nxt (next attempt), rel
@@ -199,8 +163,7 @@ static const char LAG_SQL[] =
  * whose lease another pass holds now, or that are no longer Pending, are
  * not returned. */
 static const char RECORD_SQL[] =
-	"WITH u AS ("
-	" UPDATE notifications.notifications AS n"
+	"UPDATE notifications.notifications AS n"
 	"   SET status = CASE WHEN o.rel THEN n.status ELSE o.st END,"
 	"       attempts = n.attempts + o.inc,"
 	"       sent_at = CASE WHEN o.rel THEN n.sent_at"
@@ -209,18 +172,13 @@ static const char RECORD_SQL[] =
 	"                        WHEN o.st = 'Failed' THEN o.at END,"
 	"       provider_message_id = coalesce(o.pid, n.provider_message_id),"
 	"       last_error = CASE WHEN o.rel THEN n.last_error ELSE o.err END,"
-	"       next_attempt_at = CASE WHEN o.rel THEN n.next_attempt_at ELSE o.nxt END"
+	"       next_attempt_at = CASE WHEN o.rel THEN n.next_attempt_at ELSE o.nxt END,"
+	"       lease_until = NULL, lease_owner = NULL"
 	"  FROM jsonb_to_recordset($2::jsonb) AS o(i int, id uuid, st text, at timestamptz,"
-	"         inc int, pid text, err text, nxt timestamptz, rel boolean),"
-	"       notifications.dispatch_leases AS l"
-	" WHERE n.id = o.id AND l.notification_id = o.id AND l.lease_owner = $1::uuid"
-	"   AND n.status = 'Pending'"
-	" RETURNING n.id, n.recipient_user_id, n.channel, n.kind, n.status, n.attempts,"
-	"   n.source_message_id, o.i),"
-	" x AS (DELETE FROM notifications.dispatch_leases AS l USING u"
-	"        WHERE l.notification_id = u.id AND l.lease_owner = $1::uuid)"
-	"SELECT u.id::text, u.recipient_user_id::text, u.channel, u.kind, u.status, u.attempts,"
-	"   u.source_message_id::text, u.i FROM u";
+	"         inc int, pid text, err text, nxt timestamptz, rel boolean)"
+	" WHERE n.id = o.id AND n.lease_owner = $1::uuid AND n.status = 'Pending'"
+	" RETURNING n.id::text, n.recipient_user_id::text, n.channel, n.kind, n.status,"
+	"   n.attempts, n.source_message_id::text, o.i";
 
 enum { R_ID, R_USER, R_CHANNEL, R_KIND, R_STATUS, R_ATTEMPTS, R_SOURCE, R_I };
 

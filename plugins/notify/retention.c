@@ -17,10 +17,7 @@
  *     message about a subject that late is not expected);
  *   - published rows of its outbox (notifications.outbox) older than 7
  *     days, as housekeeping does for calendar.outbox (before migration
- *     0050 nothing deleted them);
- *   - the dispatcher's leases (dispatch_leases) that ended more than
- *     notify.dispatch_lease_s ago: an outcome deletes its own, so these are
- *     a dead host's or a row's that became final by other means.
+ *     0050 nothing deleted them).
  * Each purge reads the first entries of a partial index (0020, 0050, 0720).
  * Replicas (recipient_contacts) and settings stay, one row per user; the
  * templates are the service's own.  Ages are configurable in days
@@ -69,14 +66,6 @@ static const struct pc_purge purges[] = {
 	  " WHERE published_at IS NULL AND parked_at IS NULL AND created_at < $1::timestamptz"
 	  " AND xid < (SELECT calendar.outbox_cursor_horizon('notifications.outbox'))"
 	  " ORDER BY id LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
-	/* leases left behind (migration 0800): an outcome deletes its own, so
-	 * these are a dead host's or a row's that became final by other means;
-	 * gone one lease length after they ended */
-	{ "dispatch_leases", "notify.dispatch_lease_s", 1,
-	  "DELETE FROM notifications.dispatch_leases WHERE notification_id IN ("
-	  " SELECT notification_id FROM notifications.dispatch_leases"
-	  " WHERE lease_until < $1::timestamptz"
-	  " LIMIT $2::int FOR UPDATE SKIP LOCKED)" },
 	{ "subject_final_states", "notifications.housekeeping.final_state_days", 86400,
 	  "DELETE FROM notifications.subject_final_states WHERE subject_id IN ("
 	  " SELECT subject_id FROM notifications.subject_final_states"

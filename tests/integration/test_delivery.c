@@ -86,13 +86,6 @@ static char *row_of(const char *user, const char *channel, const char *column)
 		"WHERE recipient_user_id = $1::uuid AND channel = $2", column), user, channel);
 }
 
-/* the owner of notification id's lease (notifications.dispatch_leases), or NULL */
-static char *lease_of(const char *id)
-{
-	return h_sql_scalar("SELECT lease_owner::text FROM notifications.dispatch_leases"
-		" WHERE notification_id = $1::uuid", id);
-}
-
 static bool status_is(const char *user, const char *channel, const char *st)
 {
 	char *s = row_of(user, channel, "status");
@@ -509,7 +502,7 @@ START_TEST(unknown_contact_catches_up)
 	ck_assert_str_eq(row_of(agent, "Email", "attempts"), "0");
 	/* put back by the claim itself: not leased, looked at again after
 	 * notify.dispatch_contact_retry_s, and counted */
-	ck_assert_ptr_null(lease_of(row_of(agent, "Email", "id")));
+	ck_assert_ptr_null(row_of(agent, "Email", "lease_owner"));
 	ck_assert_ptr_nonnull(row_of(agent, "Email", "next_attempt_at"));
 	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&w, series) >= before + 1, 10000),
 		"%s not counted (%g before)", series, before);
@@ -658,9 +651,7 @@ START_TEST(worker_killed_mid_send_one_duplicate)
 	sms_file("delay", NULL);
 	ck_assert_msg(seen, "the --once host did not send");
 	ck_assert_str_eq(row_of(owner, "Sms", "status"), "Pending");
-	/* the lease is a row of its own; the notification row was not written */
-	ck_assert_ptr_nonnull(lease_of(id));
-	ck_assert_ptr_null(row_of(owner, "Sms", "lease_owner"));
+	ck_assert_ptr_nonnull(row_of(owner, "Sms", "lease_until"));
 	/* after the lease (300 s) another host takes the row */
 	ck_assert_int_eq(h_run_host("worker", NULL, 3700 + 400,
 		(const char *const[]){ "--once", NULL }), 0);
@@ -820,7 +811,7 @@ START_TEST(batch_outcomes_per_row_in_one_transaction)
 	ck_assert_msg(strstr(col_of(retry, "last_error"), "http 503"), "%s",
 		col_of(retry, "last_error"));
 	ck_assert_ptr_nonnull(col_of(retry, "next_attempt_at"));
-	ck_assert_ptr_null(lease_of(retry));     /* the outcome ended the lease */
+	ck_assert_ptr_null(col_of(retry, "lease_owner"));
 	ck_assert_str_eq(col_of(last, "status"), "Failed");
 	ck_assert_str_eq(col_of(last, "attempts"), "30");
 	ck_assert_str_eq(col_of(unknown, "status"), "Failed");
@@ -873,8 +864,8 @@ START_TEST(lease_lost_mid_batch_writes_nothing)
 	sms_file("delay", "3");         /* the answers held back: the batch in flight */
 	pid = h_spawn_host("worker", h_env("PIN_WORKER_PLUGINS"), ONCE_OFFSET, once);
 	seen = H_WAIT_UNTIL(sms_requests(ids[1], NULL) == 1, WAIT_MS);
-	other = h_sql_scalar("UPDATE notifications.dispatch_leases SET lease_owner ="
-		" gen_random_uuid() WHERE notification_id = $1::uuid"
+	other = h_sql_scalar("UPDATE notifications.notifications SET lease_owner ="
+		" gen_random_uuid() WHERE id = $1::uuid AND lease_owner IS NOT NULL"
 		" RETURNING lease_owner::text", ids[1]);
 	waitpid(pid, &st, 0);
 	sms_file("delay", NULL);
@@ -884,7 +875,7 @@ START_TEST(lease_lost_mid_batch_writes_nothing)
 
 	ck_assert_str_eq(col_of(ids[1], "status"), "Pending");
 	ck_assert_str_eq(col_of(ids[1], "attempts"), "0");
-	ck_assert_str_eq(lease_of(ids[1]), other);
+	ck_assert_str_eq(col_of(ids[1], "lease_owner"), other);
 	ck_assert_ptr_null(col_of(ids[1], "sent_at"));
 	ck_assert_ptr_null(col_of(ids[1], "provider_message_id"));
 	for (int i = 0; i < 4; i++)
@@ -905,46 +896,6 @@ START_TEST(lease_lost_mid_batch_writes_nothing)
 			line = strstr(ln, "lease lost before recording") && strstr(ln, ids[1]);
 		ck_assert_msg(line, "no log line for the lost lease");
 	}
-}
-END_TEST
-
-/* A rolling upgrade runs worker hosts of the previous release, which lease
- * through the row's lease_owner / lease_until, next to hosts of this one,
- * which lease in notifications.dispatch_leases (migration 0800).  Neither
- * sends a row the other holds: the previous release's claim (its UPDATE of
- * the two columns) of a row leased here is dropped by the trigger, and this
- * release's host leaves a row with a live lease in its columns alone.  A
- * lapsed one is taken, and its columns cleared, so that host's late outcome
- * finds the row no longer its own. */
-#define PREVIOUS_CLAIM "UPDATE notifications.notifications SET lease_owner = gen_random_uuid()," \
-	" lease_until = now() + $2::interval WHERE id = $1::uuid RETURNING id::text"
-
-START_TEST(previous_release_leases_are_honoured)
-{
-	const char *user = h_uuid();
-	char *ours = once_row(user, "Sms", unique_phone(), "0", "0");
-	char *theirs = once_row(user, "Sms", unique_phone(), "0", "0");
-	char *lapsed = once_row(user, "Sms", unique_phone(), "0", "0");
-
-	/* ONCE_OFFSET: the host's clock is an hour ahead, so "2 hours" is live */
-	h_sql("INSERT INTO notifications.dispatch_leases VALUES ($1::uuid, gen_random_uuid(),"
-		" now() + interval '2 hours')", ours);
-	ck_assert_ptr_null(h_sql_scalar(PREVIOUS_CLAIM, ours, "10 minutes"));
-	ck_assert_ptr_null(col_of(ours, "lease_owner"));
-	ck_assert_str_eq(h_sql_scalar(PREVIOUS_CLAIM, theirs, "2 hours"), theirs);
-	ck_assert_str_eq(h_sql_scalar(PREVIOUS_CLAIM, lapsed, "-1 minute"), lapsed);
-
-	ck_assert_int_eq(h_run_host("worker", NULL, ONCE_OFFSET,
-		(const char *const[]){ "--once", NULL }), 0);
-	ck_assert_str_eq(col_of(lapsed, "status"), "Sent");
-	ck_assert_int_eq(sms_requests(lapsed, NULL), 1);
-	ck_assert_ptr_null(col_of(lapsed, "lease_owner"));
-	ck_assert_ptr_null(lease_of(lapsed));
-	ck_assert_str_eq(col_of(theirs, "status"), "Pending");
-	ck_assert_ptr_nonnull(col_of(theirs, "lease_owner"));
-	ck_assert_int_eq(sms_requests(theirs, NULL), 0);
-	ck_assert_str_eq(col_of(ours, "status"), "Pending");
-	ck_assert_int_eq(sms_requests(ours, NULL), 0);
 }
 END_TEST
 
@@ -1056,7 +1007,6 @@ Suite *make_delivery_suite(void)
 	tcase_add_test(tc, dispatch_lag_is_the_oldest_due_row);
 	tcase_add_test(tc, batch_outcomes_per_row_in_one_transaction);
 	tcase_add_test(tc, lease_lost_mid_batch_writes_nothing);
-	tcase_add_test(tc, previous_release_leases_are_honoured);
 	tcase_add_test(tc, senders_are_the_connections);
 	tcase_add_test(tc, channels_keep_their_own_pace);
 	suite_add_tcase(s, tc);
