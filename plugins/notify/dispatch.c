@@ -85,20 +85,20 @@ static const struct pin_host_api *api;
 
 /* The instant a row is due since: its creation, a quiet-hours not_before, a
  * retry's next_attempt_at or the end of a lapsed lease, whichever is last
- * (greatest ignores NULLs).  Indexed with id over the Pending e-mail/SMS rows
- * (sql/notifications/0040_dispatch_due_index.sql, the same expression and
- * predicate): the claim reads the oldest due entries, the lag the first.
+ * (greatest ignores NULLs).  Indexed after the channel, with id, over the
+ * Pending e-mail/SMS rows (sql/notifications/0800_dispatch_due_by_channel.sql,
+ * the same expression and predicate): each channel's claim reads the oldest
+ * due entries of its own channel, the lag the first of each.  (Ordered by
+ * the due instant alone, a claim of one channel walked every due row of the
+ * other ahead of its own: in a burst, each SMS claim passed over the whole
+ * e-mail backlog.)
  * DUE_PLAN: both are planned at each execution (db_exec, not prepared): a
  * connection's generic plan made while the table held few rows is a
  * sequential scan that stays until the next ANALYZE, exactly when a burst
  * fills the table (doc/performance.md, consumers). */
 #define DUE_AT "greatest(n.created_at, n.not_before, n.next_attempt_at, n.lease_until)"
-/* the due rows of the channels in parameter $chans (the index's predicate
- * spelt out: a parameter does not prove it) */
-#define DUE_ROWS(chans) "n.status = 'Pending' AND n.channel <> 'InApp'" \
-	" AND n.channel = ANY ($" chans "::text[]) AND " DUE_AT " <= $1::timestamptz"
-
-/* the due rows of channel ch (the claim: each channel its own share) */
+/* the due rows of channel ch (the claim: each channel its own share; the
+ * index's predicate spelt out: a parameter does not prove it) */
 #define DUE_ROWS_OF(ch) "n.status = 'Pending' AND n.channel <> 'InApp'" \
 	" AND n.channel = " ch " AND " DUE_AT " <= $1::timestamptz"
 
@@ -150,10 +150,13 @@ static const char CLAIM_SQL[] =
 enum { C_ID, C_CHANNEL, C_KIND, C_TITLE, C_BODY, C_ATTEMPTS, C_TO, C_AGE, C_USER, C_WAITS,
 	C_CALENDAR };
 
+/* the age of the oldest due row of the channels $2: the first entry of each
+ * channel's part of the index */
 static const char LAG_SQL[] =
-	"SELECT coalesce(extract(epoch FROM $1::timestamptz - min(" DUE_AT ")), 0)"
-	"  FROM notifications.notifications AS n"
-	" WHERE " DUE_ROWS("2");
+	"SELECT coalesce(extract(epoch FROM $1::timestamptz - min(q.due)), 0)"
+	"  FROM unnest($2::text[]) AS chan(ch) CROSS JOIN LATERAL"
+	"       (SELECT " DUE_AT " AS due FROM notifications.notifications AS n"
+	"         WHERE " DUE_ROWS_OF("chan.ch") " ORDER BY " DUE_AT " LIMIT 1) AS q";
 
 /* The outcomes of a batch, written only while our lease holds: $2 is a
  * JSON array of {i (the row's index in the claim), id, st (Sent, Failed,
@@ -1007,7 +1010,7 @@ static int dispatch_job(void *ud)
 	if (!chans)
 		return 0;
 	/* the age of the oldest due row, once per pass (the first entry of
-	 * ix_notifications_due) */
+	 * each channel in ix_notifications_due_channel) */
 	api->fmt_time(ps.t0, now, sizeof now);
 	update_lag(chans, now);
 	claim_init(&ps.fc, chans, api->now_us());
