@@ -86,7 +86,7 @@ static const struct pin_host_api *api;
 /* The instant a row is due since: its creation, a quiet-hours not_before, a
  * retry's next_attempt_at or the end of a lapsed lease, whichever is last
  * (greatest ignores NULLs).  Indexed after the channel, with id, over the
- * Pending e-mail/SMS rows (sql/notifications/0800_dispatch_due_by_channel.sql,
+ * Pending e-mail/SMS rows (sql/notifications/0810_dispatch_due_by_channel.sql,
  * the same expression and predicate): each channel's claim reads the oldest
  * due entries of its own channel, the lag the first of each.  (Ordered by
  * the due instant alone, a claim of one channel walked every due row of the

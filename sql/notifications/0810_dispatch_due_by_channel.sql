@@ -1,4 +1,4 @@
--- 0800 (issue 31 item 1): the dispatcher's index of the due instant keyed by
+-- 0810 (issue 31 item 1): the dispatcher's index of the due instant keyed by
 -- channel first (plugins/notify/dispatch.c, doc/performance.md "The notify
 -- dispatcher").  Each channel's claim takes the oldest due rows of its own
 -- channel, and the lag gauge reads the first of each.  Through
@@ -6,13 +6,17 @@
 -- one channel walked every due row of the other that came before its own,
 -- each a heap visit to read its channel: in a reminder burst the e-mails fall
 -- behind the SMS, and every SMS claim passed over the whole e-mail backlog
--- (20,000 e-mails ahead: 30-78 ms a claim of 250 against 11-13 ms here,
+-- (~20,700 e-mails ahead: 30-78 ms a claim of 250 against 11-13 ms here,
 -- 2026-12-05).  It replaces ix_notifications_due: one index entry per row, as
--- before.  A host of the previous release reads this one too (its claim is
--- per channel as well; only its lag read is slower until it is restarted).
+-- before (0790 measured what one more costs every row).  A worker host of an
+-- earlier build claims with channel = ANY (before 920e64b, the last release
+-- among them): through this index it reads every due row and sorts them, as
+-- before 0040, until it is restarted; roll the worker hosts right after the
+-- migration.
 --
 -- Upgrade note (doc/operating.md, upgrade notes): a plain CREATE INDEX, so
--- writes to notifications.notifications wait while the table is read once.
+-- writes to notifications.notifications wait while the table is read once;
+-- the DROP INDEX then takes an ACCESS EXCLUSIVE lock for a moment.
 -- On a large table build it beforehand, outside any transaction:
 --   CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_notifications_due_channel ON ...(as below);
 -- this file then finds it (IF NOT EXISTS).  An INVALID leftover of a failed
