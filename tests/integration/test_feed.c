@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <dirent.h>
@@ -415,6 +416,16 @@ static char *ical_day(const char *iso)
 	return h_sprintf("%.4s%.2s%.2s", iso, iso + 5, iso + 8);
 }
 
+/* seconds from now to 12:00 UTC of the day days ahead: khal lists an event
+ * under each day it touches, so the test's one-hour event must not cross
+ * midnight whatever the time the suite runs at (it did from 23:00 UTC) */
+static int64_t noon_in(int days)
+{
+	time_t now = time(NULL);
+
+	return (int64_t)days * 86400 + 12 * 3600 - (int64_t)(now % 86400);
+}
+
 START_TEST(clients_see_event_move_and_cancel)
 {
 	struct h_agent a = mk_writer();
@@ -428,7 +439,7 @@ START_TEST(clients_see_event_move_and_cancel)
 	kdir = h_sprintf("%s/khal-cal", tmp);
 	ck_assert_int_eq(mkdir(dir, 0700), 0);
 	ck_assert_int_eq(mkdir(kdir, 0700), 0);
-	id = mk_event(&a, 86400, "Showing for the clients", "Arbat 5");
+	id = mk_event(&a, noon_in(1), "Showing for the clients", "Arbat 5");
 	path = new_token(&a, NULL);
 	fp = fopen(h_sprintf("%s/config", tmp), "w");
 	ck_assert_ptr_nonnull(fp);
@@ -455,7 +466,7 @@ START_TEST(clients_see_event_move_and_cancel)
 	ck_assert_msg(strstr(all, "SUMMARY:Showing for the clients") != NULL, "%s", all);
 	ck_assert(strstr(all, "LOCATION:Arbat 5") != NULL);
 	ck_assert(strstr(all, "SEQUENCE:0") != NULL);
-	when = h_iso_in(86400);
+	when = h_iso_in(noon_in(1));
 	ck_assert_msg(strstr(k, "Showing for the clients") && strstr(k, h_sprintf("%.10s", when)),
 			"khal: %s", k);
 
@@ -463,16 +474,16 @@ START_TEST(clients_see_event_move_and_cancel)
 	 * (its http storage names items by content, so the old one is gone
 	 * and the new one there); khal replaced its entry by UID */
 	r = h_post(h_sprintf(EV "/%s/reschedule", id), a.token,
-			h_sprintf("{\"startAt\":\"%s\"}", h_iso_in(2 * 86400)));
+			h_sprintf("{\"startAt\":\"%s\"}", h_iso_in(noon_in(2))));
 	ck_assert_int_eq(r->status, 200);
 	k = clients_sync(tmp, path);
 	all = vdir_all(dir, &files);
 	ck_assert_int_eq(files, 1);
 	ck_assert_int_eq(count_of(all, "BEGIN:VEVENT"), 1);
 	ck_assert_msg(strstr(all, "SEQUENCE:1") != NULL, "the move is not in the vdir: %s", all);
-	ck_assert(strstr(all, h_sprintf("DTSTART:%s", ical_day(h_iso_in(2 * 86400)))) != NULL);
+	ck_assert(strstr(all, h_sprintf("DTSTART:%s", ical_day(h_iso_in(noon_in(2))))) != NULL);
 	/* khal lists days with events only: the new day, not the old one */
-	ck_assert_msg(strstr(k, h_sprintf("%.10s", h_iso_in(2 * 86400))) &&
+	ck_assert_msg(strstr(k, h_sprintf("%.10s", h_iso_in(noon_in(2)))) &&
 			!strstr(k, h_sprintf("%.10s", when)), "khal: %s", k);
 	ck_assert_msg(count_of(k, "Showing for the clients") == 1, "khal: %s", k);
 	ck_assert(access(h_sprintf("%s/event-%s@pin-calendar.ics", kdir, id), F_OK) == 0);
