@@ -16,6 +16,10 @@
  * host (second key: relay_shards); a unit's class is derived from its
  * outbox name (hashtext('pin.relay:' || outbox) & 0x7fffffff) */
 #define RELAY_MEMBER_CLASS "730153"
+/* the want lock (same form, second key relay_shards): held by every relay
+ * thread of a host with relay_cursor on, whichever way it relays now; a
+ * marking member without it is a host that marks by choice or by release */
+#define RELAY_WANT_CLASS "730154"
 #define RELAY_MAX_INFLIGHT 16
 
 /* delivery state of one row in a batch */
@@ -108,7 +112,9 @@ struct relay {
 	bool create_failing;        /* same, for producer creation */
 	bool mismatch;              /* hosts disagree on relay_shards */
 	bool once;                  /* --once: no member lock, no balancing */
-	bool cursor;                /* relay_cursor */
+	bool cursor;                /* relays by the cursor now */
+	bool want_cursor;           /* relay_cursor: by the cursor once every member can */
+	bool switching;             /* giving its shards back to relay by the cursor */
 	bool cursor_warned;         /* an outbox without the xid column, logged */
 	int kafka_up;               /* -1 unknown */
 	int conn_pid;               /* backend pid of the session set up */
@@ -144,12 +150,18 @@ void relay_leader_gauge(struct relay *r);
 void relay_lose_all(struct relay *r, const char *reason);
 /* Gives a unit's lock back (its batches are marked). */
 void relay_unit_release(struct relay *r, struct relay_unit *u, const char *reason);
-/* relay hosts with our relay_shards (*same) and with another (*other) */
-int relay_count_members(struct relay *r, int *same, int *other);
+/* the relay threads of every worker host, by their member and want locks */
+struct relay_members {
+	int marking;                /* members with our relay_shards, marking */
+	int cursor;                 /* with our relay_shards, by the cursor */
+	int want;                   /* want locks of our relay_shards */
+	int foreign;                /* members with another relay_shards */
+};
+int relay_count_members(struct relay *r, struct relay_members *m);
 void relay_lead_round(struct relay *r);
 
-/* the member lock's second key: relay_shards, + RELAY_CURSOR_BIT with
- * relay_cursor (hosts that disagree on either relay nothing) */
+/* the member lock's second key: relay_shards, + RELAY_CURSOR_BIT while the
+ * thread relays by the cursor (relay_lead.c "Marking or the cursor") */
 #define RELAY_CURSOR_BIT 65536
 int relay_member_key(const struct relay *r);
 

@@ -21,7 +21,9 @@ void relay_units_build(struct relay *r)
 	long long w = pin_config_int("relay_inflight");
 
 	r->nshards = s < 1 ? 1 : s > 1024 ? 1024 : (int)s;
-	r->cursor = pin_config_bool("relay_cursor");
+	/* marking until a leadership round has counted the members (below) */
+	r->want_cursor = pin_config_bool("relay_cursor");
+	r->cursor = false;
 	r->inflight = w < 1 ? 1 : w > RELAY_MAX_INFLIGHT ? RELAY_MAX_INFLIGHT : (int)w;
 	r->batch = (int)pin_config_int("relay_batch");
 	if (r->batch < 1)
@@ -164,28 +166,83 @@ static void session_setup(struct relay *r)
 		snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock_shared(" RELAY_MEMBER_CLASS
 				", %d)", relay_member_key(r));
 		pin_db_exec(sql, 0, NULL);
+		if (r->want_cursor) {
+			snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock_shared("
+					RELAY_WANT_CLASS ", %d)", r->nshards);
+			pin_db_exec(sql, 0, NULL);
+		}
 	}
 }
 
-/* relay hosts with our relay_shards (*same) and with another (*other) */
-int relay_count_members(struct relay *r, int *same, int *other)
+/* the relay threads of every worker host, by their member and want locks */
+int relay_count_members(struct relay *r, struct relay_members *m)
 {
-	char sql[400], n[16];
-	const char *p[1] = { n };
+	char sql[700], n[16], c[16];
+	const char *p[2] = { n, c };
 	PGresult *res;
 
-	snprintf(n, sizeof(n), "%d", relay_member_key(r));
-	snprintf(sql, sizeof(sql), "SELECT count(*) FILTER (WHERE objid = $1::int),"
-			" count(*) FILTER (WHERE objid <> $1::int) FROM pg_locks"
-			" WHERE locktype = 'advisory' AND classid = " RELAY_MEMBER_CLASS
-			" AND objsubid = 2 AND granted AND database ="
+	snprintf(n, sizeof(n), "%d", r->nshards);
+	snprintf(c, sizeof(c), "%d", r->nshards + RELAY_CURSOR_BIT);
+	snprintf(sql, sizeof(sql), "SELECT"
+			" count(*) FILTER (WHERE classid = " RELAY_MEMBER_CLASS " AND objid = $1::int),"
+			" count(*) FILTER (WHERE classid = " RELAY_MEMBER_CLASS " AND objid = $2::int),"
+			" count(*) FILTER (WHERE classid = " RELAY_WANT_CLASS " AND objid = $1::int),"
+			" count(*) FILTER (WHERE classid = " RELAY_MEMBER_CLASS
+			" AND objid NOT IN ($1::int, $2::int)) FROM pg_locks"
+			" WHERE locktype = 'advisory' AND classid IN (" RELAY_MEMBER_CLASS ", "
+			RELAY_WANT_CLASS ") AND objsubid = 2 AND granted AND database ="
 			" (SELECT oid FROM pg_database WHERE datname = current_database())");
-	res = pin_db_exec(sql, 1, p);
+	res = pin_db_exec(sql, 2, p);
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 		return -1;
-	*same = atoi(PQgetvalue(res, 0, 0));
-	*other = atoi(PQgetvalue(res, 0, 1));
+	m->marking = atoi(PQgetvalue(res, 0, 0));
+	m->cursor = atoi(PQgetvalue(res, 0, 1));
+	m->want = atoi(PQgetvalue(res, 0, 2));
+	m->foreign = atoi(PQgetvalue(res, 0, 3));
 	return 0;
+}
+
+/*
+ * Marking or the cursor.  A thread of a host with relay_cursor on starts
+ * by marking and relays by the cursor as soon as no member marks by
+ * choice: every marking member holds a want lock too (the hosts of this
+ * release that are on their way), or a member already relays by the
+ * cursor.  So a worker host of an earlier release (which marks and stops
+ * relaying when it sees a member lock unlike its own) keeps relaying
+ * beside the new ones through a rolling upgrade, and the shards go over
+ * to the cursor once it is gone.  The switch: the thread gives its shards
+ * back (their batches in flight delivered and marked first), takes the
+ * cursor's member lock and leads again; a shard's first cursor starts
+ * before its first row not yet marked (relay_cursor_load).  Nothing goes
+ * back to marking by itself: a marking host beside cursor hosts relays
+ * nothing (its ERROR says so) until the rows the cursors passed are marked
+ * and the cursors removed (doc/operating.md "Outbox relay cursor").
+ * Returns true while the thread is switching (it leads nothing then).
+ */
+static bool to_cursor(struct relay *r, const struct relay_members *m)
+{
+	char sql[300];
+	PGresult *res;
+
+	if (r->cursor || !r->want_cursor || r->once)
+		return false;
+	if (!r->switching && m->cursor == 0 && m->marking > m->want - m->cursor)
+		return false;             /* a host marks by choice: mark beside it */
+	r->switching = true;
+	for (int i = 0; i < r->nunits; i++)
+		if (r->units[i].led || r->units[i].nwin)
+			return true;      /* released once their batches are marked */
+	snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock_shared(" RELAY_MEMBER_CLASS ", %d),"
+			" pg_advisory_lock_shared(" RELAY_MEMBER_CLASS ", %d)",
+			r->nshards, r->nshards + RELAY_CURSOR_BIT);
+	res = pin_db_exec(sql, 0, NULL);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+		return true;
+	r->cursor = true;
+	r->switching = false;
+	pin_log(PIN_LOG_INFO, "outbox relay: no worker host marks by choice; this thread"
+			" relays by the cursor from now on", NULL);
+	return false;
 }
 
 static bool try_lock(struct relay_unit *u)
@@ -209,7 +266,9 @@ static bool try_lock(struct relay_unit *u)
 void relay_lead_round(struct relay *r)
 {
 	PGconn *c = pin_db_conn();
-	int pid, target, same = 1, other = 0;
+	struct relay_members m = { 0 };
+	int pid, target, same = 1;
+	bool other = false;
 
 	if (!c) {
 		relay_lose_all(r, "database link lost");
@@ -222,15 +281,28 @@ void relay_lead_round(struct relay *r)
 		session_setup(r);
 		r->conn_pid = pid;
 	}
-	if (!r->once && relay_count_members(r, &same, &other) < 0)
-		return;
+	if (!r->once) {
+		if (relay_count_members(r, &m) < 0)
+			return;
+		bool was = r->cursor;
+
+		to_cursor(r, &m);
+		if (r->cursor != was && relay_count_members(r, &m) < 0)
+			return;
+		/* another relay_shards: nobody relays; a marking member beside
+		 * cursor ones relays nothing (it sees theirs), they go on */
+		other = m.foreign > 0 || (!r->cursor && m.cursor > 0 && !r->switching);
+		same = r->cursor ? m.cursor : m.marking;
+	}
 	if (other && !r->mismatch)
-		pin_log(PIN_LOG_ERROR, "outbox relay: worker hosts run with different"
-				" relay_shards or relay_cursor; no host relays until they agree", NULL);
+		pin_log(PIN_LOG_ERROR, m.foreign ? "outbox relay: worker hosts run with different"
+				" relay_shards; no host relays until they agree" : "outbox relay: worker"
+				" hosts relay by the cursor and this one marks (relay_cursor = false);"
+				" it relays nothing (doc/operating.md, outbox relay cursor)", NULL);
 	else if (!other && r->mismatch)
 		pin_log(PIN_LOG_INFO, "outbox relay: every worker host has the same relay_shards"
-				" and relay_cursor", NULL);
-	r->mismatch = other > 0;
+				" and relays the same way", NULL);
+	r->mismatch = other;
 	r->members = same;
 	if (same < 1)
 		same = 1;
@@ -249,7 +321,8 @@ void relay_lead_round(struct relay *r)
 		for (int k = r->nshards - 1; k >= 0; k--) {
 			struct relay_unit *u = &r->units[o * r->nshards + k];
 
-			if (u->led && !u->releasing && (r->mismatch || held > target)) {
+			if (u->led && !u->releasing && (r->mismatch || r->switching ||
+					held > target)) {
 				u->releasing = true;
 				held--;
 			}
@@ -257,7 +330,8 @@ void relay_lead_round(struct relay *r)
 		/* start at a different shard on every host and thread, so
 		 * members that start at once do not all race for the same
 		 * shards first */
-		for (int k = 0; k < r->nshards && held < target && !r->mismatch; k++) {
+		for (int k = 0; k < r->nshards && held < target && !r->mismatch && !r->switching;
+				k++) {
 			int sh = ((int)getpid() * 7 + r->thread * r->nshards / relay_threads() + k) %
 				r->nshards;
 			struct relay_unit *u = &r->units[o * r->nshards + sh];

@@ -204,15 +204,18 @@ int pin_relay_run_once(void)
 	relay_gauges_init();
 	relay_units_build(&r);
 	{
-		int same = 0, other = 0;
+		struct relay_members m;
 
 		/* running relays that split keys by another relay_shards: leading
 		 * "our" shard 0 could publish keys one of them leads too */
-		if (relay_count_members(&r, &same, &other) < 0 || other > 0) {
+		if (relay_count_members(&r, &m) < 0 || m.foreign > 0) {
 			pin_log(PIN_LOG_WARN, "outbox relay: relays with another relay_shards"
 					" are running (or the check failed), --once skips the relay", NULL);
 			goto out;
 		}
+		/* the way the running hosts relay (a host of an earlier release
+		 * marks); with none running, relay_cursor's */
+		r.cursor = m.cursor > 0 || (m.marking == 0 && r.want_cursor);
 	}
 	relay_lead_round(&r);
 	if (r.any_led != 1) {

@@ -5,9 +5,9 @@
 # N rows (PIN_BENCH_RELAY_ROWS, 100000) of ~850-byte envelopes are written
 # into calendar.outbox in ONE transaction (SQL, topic pin.bench.relay.v1,
 # which nothing consumes), so every row becomes visible at the commit; the
-# figure is N / (max(published_at) - the commit), or with relay_cursor on in
-# the stack's config N / (the last move of the shards' cursors past their last
-# bench row - the commit); the target: at least 0.5 of the anchor (issue 31).  The anchor,
+# figure is N / (max(published_at) - the commit), or when the worker hosts
+# relay by the cursor (relay_cursor, the default) N / (the last move of the
+# shards' cursors past their last bench row - the commit); the target: at least 0.5 of the anchor (issue 31).  The anchor,
 # tools/pin-benchproduce, reads the same rows (topic, key, envelope)
 # into memory first and produces them with the relay's producer settings.
 # relay-scale repeats the drain with 1, 2 and 3 worker hosts (extra
@@ -56,12 +56,13 @@ b_relay_fill() {
 	EOF
 }
 
-# b_relay_cursor: true when the worker hosts relay by the commit-ordered
-# cursor (relay_cursor in the stack's config): nothing is marked, a row is
-# published once its shard's cursor (calendar.outbox_cursor) passed it
-b_relay_cursor() {
-	grep -Eq '^[[:space:]]*relay_cursor[[:space:]]*=[[:space:]]*(true|yes|on|1)' "$CONF" 2>/dev/null
-}
+# The drains poll once a second: the figure's end is the relay's own time
+# (the last published_at, or the cursors' last moved_at), so the poll only
+# finds that the drain is over.  Every poll is a new psql process and
+# backend: at 5 a second they took ~10 % of the 2-core machine during a
+# cursor drain (perf record -a, 2026-12-06, 7d05a28: psql, bash, awk and
+# their backends), CPU the relay it measures did not get.
+B_RELAY_POLL_S=1
 
 # b_relay_drain_cursor N T0: cursor mode: waits until every shard's cursor
 # reached the shard's last bench row; sets R_RATE and R_BYTES
@@ -80,7 +81,7 @@ b_relay_drain_cursor() {
 			AND (c.xid, c.id) >= (t.x, t.i)") || die "relay bench: the poll failed"
 		[[ $done_ -lt $(awk -F'),' '{print NF}' <<<"$want") ]] || break
 		((SECONDS < deadline)) || die "relay bench: rows of $n not behind the cursors after 600 s"
-		sleep 0.2
+		sleep "$B_RELAY_POLL_S"
 	done
 	R_BYTES=$(b_psql -tA -c "SELECT round(avg(octet_length(envelope::text))) FROM calendar.outbox
 		WHERE topic = '$B_RELAY_TOPIC'")
@@ -107,7 +108,7 @@ b_relay_drain() {
 			die "relay bench: the poll failed"
 		[[ -n $left ]] || break
 		((SECONDS < deadline)) || die "relay bench: rows of $n unpublished after 600 s"
-		sleep 0.2
+		sleep "$B_RELAY_POLL_S"
 	done
 	read -r t1 R_BYTES < <(b_psql -tA -F' ' -c "SELECT extract(epoch FROM max(published_at)),
 		round(avg(octet_length(envelope::text))) FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC'")

@@ -72,6 +72,21 @@ b_rem_pub_end() {
 B_REM_UNPUBLISHED="SELECT 1 FROM calendar.outbox WHERE published_at IS NULL AND parked_at IS NULL
 	AND key LIKE '$B_REM_EVENT%' LIMIT 1"
 
+# b_rem_pub_wait WHAT: waits until the relay has published every bench
+# reminder-due row written so far; prints the epoch it was done: the last
+# published_at when the relay marks, the last move of the cursors past the
+# rows when it relays by the cursor (b_cursor_wait: one query over the rows
+# for each shard's last, then only the cursors are polled)
+b_rem_pub_wait() {
+	if b_relay_cursor; then
+		b_cursor_wait "$(b_cursor_want "key LIKE '$B_REM_EVENT%'
+			AND topic = 'pin.calendar.reminder-due.v1'")" "reminders: $1"
+		return
+	fi
+	b_rem_wait "$B_REM_UNPUBLISHED" "$1"
+	b_rem_pub_end
+}
+
 bench_reminders() {
 	local n=${PIN_BENCH_REMINDERS_N:-100000} ev t0 t1 s_disp s_e2e s_relay lat_p99 cycle
 	local r_disp r_e2e r_relay ratio ok=true once
@@ -108,15 +123,15 @@ bench_reminders() {
 	b_rem_wait "SELECT 1 FROM calendar.event_reminders r JOIN calendar.calendar_events e
 		ON e.id = r.calendar_event_id WHERE r.status = 'Pending' AND r.due_at < now()
 		AND e.owner_user_id::text LIKE '$B_REM_OWNER%' LIMIT 1" "dispatch"
-	b_rem_wait "$B_REM_UNPUBLISHED" "end to end"
+	t1=$(b_rem_pub_wait "end to end")
 	# only the --once host: a stack this shell started is its child too
 	wait "$once" || true
 	read -r s_disp s_e2e < <(b_psql -tA -F' ' -c "SELECT
 		round((extract(epoch FROM max(created_at)) - $t0)::numeric, 2),
-		round((extract(epoch FROM max(published_at)) - $t0)::numeric, 2)
+		round(($t1 - $t0)::numeric, 2)
 		FROM calendar.outbox WHERE key LIKE '$B_REM_EVENT%' AND topic = 'pin.calendar.reminder-due.v1'")
-	[[ $(b_psql -tA -c "SELECT count(*) FROM calendar.outbox WHERE key LIKE '$B_REM_EVENT%'
-		AND topic = 'pin.calendar.reminder-due.v1' AND published_at IS NOT NULL") -eq $n ]] ||
+	[[ $(b_psql -tA -c "SELECT count(*) FROM calendar.outbox o WHERE key LIKE '$B_REM_EVENT%'
+		AND topic = 'pin.calendar.reminder-due.v1' AND $(b_sent o calendar.outbox)") -eq $n ]] ||
 		die "reminders: not $n published reminder-due rows"
 	# the reminders were due 1 h + offset ago when inserted: lateness counted from
 	# the insert (t0), the moment they became due for this bench
@@ -144,8 +159,7 @@ bench_reminders() {
 		COMMIT;
 	EOF
 	)
-	b_rem_wait "$B_REM_UNPUBLISHED" "relay anchor"
-	t1=$(b_rem_pub_end)
+	t1=$(b_rem_pub_wait "relay anchor")
 	s_relay=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 	r_relay=$(awk -v n="$n" -v s="$s_relay" 'BEGIN { printf "%.0f", n / s }')
 	say "reminders: dispatch $r_disp/s (${s_disp} s), end to end $r_e2e/s (${s_e2e} s), relay alone $r_relay/s (${s_relay} s), lateness p99 ${lat_p99}s"

@@ -490,13 +490,59 @@ bench_report() {
 # dead rows of the last (until autovacuum came by) and measured less each time
 # (2026-12-03, three runs in a row: identity 20.8k / 20.8k / 9.3k, CRM 4.7k /
 # 3.9k / 3.1k msgs/s).
+# b_relay_cursor: true when the stack's worker hosts relay by the
+# commit-ordered cursor (relay_cursor, on by default; a host marks while a
+# host that marks by choice runs beside it): a relay member lock with the
+# cursor's key (relay_shards 4 + 65536, host/worker/relay.h) is held
+b_relay_cursor() {
+	[[ $(b_psql -tA -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+		AND classid = 730153 AND objid = 4 + 65536 AND objsubid = 2 AND granted") -gt 0 ]]
+}
+
+# b_sent ALIAS OUTBOX: SQL that is true when the outbox row ALIAS has gone
+# to Kafka: marked published, or behind its shard's cursor (relay_shards 4)
+b_sent() {
+	echo "($1.published_at IS NOT NULL OR EXISTS (SELECT 1 FROM calendar.outbox_cursor c
+		WHERE c.outbox = '$2' AND c.shards = 4 AND c.shard = (hashtext($1.key) & 2147483647) % 4
+		AND ($1.xid, $1.id) <= (c.xid, c.id)))"
+}
+
+# b_cursor_want WHERE: each shard's last calendar.outbox row that matches
+# WHERE, as SQL VALUES (shard, xid, id) for b_cursor_wait; one query over
+# the rows, so that the wait polls only the four cursor rows
+b_cursor_want() {
+	b_psql -tA -c "SELECT coalesce(string_agg(format('(%s,%L::xid8,%s)', s, xid, id), ','), '')
+		FROM (SELECT DISTINCT ON (s) s, xid, id FROM (SELECT (hashtext(key) & 2147483647) % 4 AS s,
+		xid, id FROM calendar.outbox WHERE $1) r ORDER BY s, xid DESC, id DESC) t"
+}
+
+# b_cursor_wait WANT WHAT: until every shard's cursor passed its row of WANT
+# (b_cursor_want; polled once a second, the figure is the cursors' own
+# time); prints the epoch of the last move of those cursors: when the
+# relay had delivered the last of the rows
+b_cursor_wait() {
+	local want=$1 n got t1 deadline=$((SECONDS + 900))
+	[[ -n $want ]] || die "$2: no outbox row to wait for"
+	n=$(awk -F'),' '{print NF}' <<<"$want")
+	while :; do
+		read -r got t1 < <(b_psql -tA -F' ' -c "SELECT count(*), extract(epoch FROM max(c.moved_at))
+			FROM (VALUES $want) t(s, x, i) JOIN calendar.outbox_cursor c
+			ON c.outbox = 'calendar.outbox' AND c.shards = 4 AND c.shard = t.s
+			AND (c.xid, c.id) >= (t.x, t.i)") || die "$2: the poll failed"
+		((got >= n)) && break
+		((SECONDS < deadline)) || die "$2: rows not behind the relay's cursors after 900 s"
+		sleep 1
+	done
+	echo "$t1"
+}
+
 # b_drop_published WHERE: the published calendar.outbox rows that match WHERE
 # (SQL over the outbox's columns), with notify's dedup rows of them (group
 # notifications-calendar-events): what a run's published messages leave
 b_drop_published() {
 	b_psql <<-EOF >/dev/null
-		CREATE TEMP TABLE bench_gone AS SELECT id, message_id FROM calendar.outbox
-		  WHERE published_at IS NOT NULL AND ($1);
+		CREATE TEMP TABLE bench_gone AS SELECT id, message_id FROM calendar.outbox o
+		  WHERE $(b_sent o calendar.outbox) AND ($1);
 		DELETE FROM notifications.processed_messages WHERE consumer_group =
 		  'notifications-calendar-events' AND message_id IN (SELECT message_id FROM bench_gone);
 		DELETE FROM calendar.outbox WHERE id IN (SELECT id FROM bench_gone);

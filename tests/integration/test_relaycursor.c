@@ -3,10 +3,11 @@
  * (relay_cursor = true; host/worker/relay_batch.c "The commit-ordered
  * cursor", doc/operating.md "Outbox relay cursor", issue 31 item 3).
  *
- * Each case replaces the stack's worker host (which relays by marking: a
- * host with the other relay_cursor holds another member lock, and hosts
- * that disagree relay nothing) by a host with relay_cursor on, and starts
- * the stack's worker again at its end.
+ * The test stack's worker host marks (relay_cursor = false in ./dev's test
+ * config: the other suites check rows by published_at).  Each case
+ * replaces it by a host with relay_cursor on (the default), and starts the
+ * stack's worker again at its end; cursor_follows_marking_host runs the
+ * two side by side, as a rolling upgrade from an earlier release does.
  */
 #include <math.h>
 #include <signal.h>
@@ -251,6 +252,70 @@ START_TEST(cursor_fails_over)
 }
 END_TEST
 
+/* The rolling upgrade from an earlier release (which marks, and relays
+ * nothing when it sees a member lock unlike its own): a host with
+ * relay_cursor on (the default) beside a host that marks by choice marks
+ * too, so both relay; once that host is gone it relays by the cursor; a
+ * marking host started beside it relays nothing while it goes on.  The
+ * stack's worker (relay_cursor = false in the test stack's config) plays
+ * the earlier release. */
+START_TEST(cursor_follows_marking_host)
+{
+	static const char *const env[] = { "PIN_RELAY_CURSOR=true", NULL };
+	char *key = h_uuid(), *like = h_sprintf("%s-%%", key), *id;
+	PGconn *c = cur_conn();
+	int p1, p2;
+	long long left = -1;
+
+	/* the stack's worker marks, and no cursor is left from the cases
+	 * before (operating.md: switching back) */
+	if (h_host_pid("worker") <= 0)
+		h_worker_start();
+	h_sql("UPDATE calendar.outbox o SET published_at = now() FROM calendar.outbox_cursor c"
+			" WHERE c.outbox = 'calendar.outbox' AND c.shards = 4 AND c.shard ="
+			" (hashtext(o.key) & 2147483647) % 4 AND o.published_at IS NULL"
+			" AND o.parked_at IS NULL AND (o.xid, o.id) <= (c.xid, c.id)");
+	h_sql("DELETE FROM calendar.outbox_cursor");
+	h_host_start(&cur_host, "worker-cursor", "worker", NULL, 0, env);
+	ck_assert_msg(H_WAIT_UNTIL(h_host_metric_sum(&cur_host,
+			"pin_outbox_relay_shard_leader") >= 1, 30000),
+			"the new host leads no shard beside the marking one");
+	for (int i = 0; i < 40; i++)
+		(void)cur_insert(c, h_sprintf("%s-%d", key, i), "beside");
+	ck_assert_msg(H_WAIT_UNTIL((left = h_sql_int("SELECT count(*) FROM calendar.outbox"
+			" WHERE key LIKE $1 AND published_at IS NULL", like)) == 0, 20000),
+			"%lld of 40 rows not marked published while both hosts mark", left);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox_cursor"), 0);
+
+	/* the marking host is gone: every shard by the cursor */
+	h_worker_kill9();
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM calendar.outbox_cursor"
+			" WHERE outbox = 'calendar.outbox' AND shards = 4") == 4 &&
+			h_host_metric_sum(&cur_host, "pin_outbox_relay_shard_leader") >= 8, 30000),
+			"the host did not take every shard by the cursor after the marking host left"
+			" (logs/worker-cursor.log)");
+	id = cur_insert(c, key, "cursor");
+	ck_assert_msg(H_WAIT_UNTIL((cur_positions(key, "\"cursor\"", "-", &p1, &p2), p1 >= 0),
+			20000), "row %s not published by the cursor", id);
+	ck_assert_ptr_null(h_sql_scalar("SELECT published_at FROM calendar.outbox"
+			" WHERE id = $1::bigint", id));
+
+	/* a marking host started now relays nothing; the cursor host goes on */
+	h_worker_start();
+	ck_assert_msg(H_WAIT_UNTIL(h_log_has("worker.log", "relays nothing", "relay_cursor = false"),
+			20000), "the marking host did not say it relays nothing");
+	id = cur_insert(c, key, "after");
+	PQfinish(c);
+	ck_assert_msg(H_WAIT_UNTIL((cur_positions(key, "\"after\"", "-", &p1, &p2), p1 >= 0),
+			20000), "row %s not published beside a marking host", id);
+	ck_assert_ptr_null(h_sql_scalar("SELECT published_at FROM calendar.outbox"
+			" WHERE id = $1::bigint", id));
+	h_host_stop(&cur_host);
+	h_worker_kill9();
+	cur_down();
+}
+END_TEST
+
 static void cur_teardown(void)
 {
 	cur_down();
@@ -266,6 +331,7 @@ Suite *make_relaycursor_suite(void)
 	tcase_add_test(tc, cursor_held_by_open_transaction);
 	tcase_add_test(tc, cursor_parks_refused_row);
 	tcase_add_test(tc, cursor_fails_over);
+	tcase_add_test(tc, cursor_follows_marking_host);
 	suite_add_tcase(s, tc);
 	return s;
 }
