@@ -115,6 +115,7 @@ struct relay {
 	bool cursor;                /* relays by the cursor now */
 	bool want_cursor;           /* relay_cursor: by the cursor once every member can */
 	bool switching;             /* giving its shards back to relay by the cursor */
+	int clear_rounds;           /* rounds in a row with no member marking by choice */
 	bool cursor_warned;         /* an outbox without the xid column, logged */
 	int kafka_up;               /* -1 unknown */
 	int conn_pid;               /* backend pid of the session set up */
@@ -154,8 +155,9 @@ void relay_unit_release(struct relay *r, struct relay_unit *u, const char *reaso
 struct relay_members {
 	int marking;                /* members with our relay_shards, marking */
 	int cursor;                 /* with our relay_shards, by the cursor */
-	int want;                   /* want locks of our relay_shards */
+	int by_choice;              /* marking members whose session holds no want lock */
 	int foreign;                /* members with another relay_shards */
+	bool cursors;               /* calendar.outbox_cursor has rows: a cursor era */
 };
 int relay_count_members(struct relay *r, struct relay_members *m);
 void relay_lead_round(struct relay *r);

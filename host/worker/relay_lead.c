@@ -163,86 +163,100 @@ static void session_setup(struct relay *r)
 			(long)getpid(), cnt, f * 1000 / 2);
 	pin_db_exec(sql, 0, NULL);
 	if (!r->once) {
-		snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock_shared(" RELAY_MEMBER_CLASS
-				", %d)", relay_member_key(r));
-		pin_db_exec(sql, 0, NULL);
-		if (r->want_cursor) {
+		/* the want lock first, in the same statement: a member lock seen
+		 * without it is a host that marks by choice */
+		if (r->want_cursor)
+			snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock_shared(" RELAY_WANT_CLASS
+					", %d), pg_advisory_lock_shared(" RELAY_MEMBER_CLASS ", %d)",
+					r->nshards, relay_member_key(r));
+		else
 			snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock_shared("
-					RELAY_WANT_CLASS ", %d)", r->nshards);
-			pin_db_exec(sql, 0, NULL);
-		}
+					RELAY_MEMBER_CLASS ", %d)", relay_member_key(r));
+		pin_db_exec(sql, 0, NULL);
 	}
 }
 
-/* the relay threads of every worker host, by their member and want locks */
+/* the relay threads of every worker host, by their member and want locks,
+ * and whether cursors exist */
 int relay_count_members(struct relay *r, struct relay_members *m)
 {
-	char sql[700], n[16], c[16];
+	char sql[1200], n[16], c[16];
 	const char *p[2] = { n, c };
 	PGresult *res;
 
 	snprintf(n, sizeof(n), "%d", r->nshards);
 	snprintf(c, sizeof(c), "%d", r->nshards + RELAY_CURSOR_BIT);
-	snprintf(sql, sizeof(sql), "SELECT"
-			" count(*) FILTER (WHERE classid = " RELAY_MEMBER_CLASS " AND objid = $1::int),"
-			" count(*) FILTER (WHERE classid = " RELAY_MEMBER_CLASS " AND objid = $2::int),"
-			" count(*) FILTER (WHERE classid = " RELAY_WANT_CLASS " AND objid = $1::int),"
-			" count(*) FILTER (WHERE classid = " RELAY_MEMBER_CLASS
-			" AND objid NOT IN ($1::int, $2::int)) FROM pg_locks"
+	snprintf(sql, sizeof(sql), "WITH l AS (SELECT pid, classid, objid FROM pg_locks"
 			" WHERE locktype = 'advisory' AND classid IN (" RELAY_MEMBER_CLASS ", "
 			RELAY_WANT_CLASS ") AND objsubid = 2 AND granted AND database ="
-			" (SELECT oid FROM pg_database WHERE datname = current_database())");
+			" (SELECT oid FROM pg_database WHERE datname = current_database()))"
+			" SELECT count(*) FILTER (WHERE classid = " RELAY_MEMBER_CLASS " AND objid = $1::int),"
+			" count(*) FILTER (WHERE classid = " RELAY_MEMBER_CLASS " AND objid = $2::int),"
+			" count(*) FILTER (WHERE classid = " RELAY_MEMBER_CLASS " AND objid = $1::int"
+			"  AND NOT EXISTS (SELECT 1 FROM l w WHERE w.pid = l.pid AND w.classid = "
+			RELAY_WANT_CLASS " AND w.objid = $1::int)),"
+			" count(*) FILTER (WHERE classid = " RELAY_MEMBER_CLASS
+			"  AND objid NOT IN ($1::int, $2::int)),"
+			" EXISTS (SELECT 1 FROM calendar.outbox_cursor) FROM l");
 	res = pin_db_exec(sql, 2, p);
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 		return -1;
 	m->marking = atoi(PQgetvalue(res, 0, 0));
 	m->cursor = atoi(PQgetvalue(res, 0, 1));
-	m->want = atoi(PQgetvalue(res, 0, 2));
+	m->by_choice = atoi(PQgetvalue(res, 0, 2));
 	m->foreign = atoi(PQgetvalue(res, 0, 3));
+	m->cursors = !strcmp(PQgetvalue(res, 0, 4), "t");
 	return 0;
 }
 
 /*
  * Marking or the cursor.  A thread of a host with relay_cursor on starts
- * by marking and relays by the cursor as soon as no member marks by
- * choice: every marking member holds a want lock too (the hosts of this
- * release that are on their way), or a member already relays by the
- * cursor.  So a worker host of an earlier release (which marks and stops
- * relaying when it sees a member lock unlike its own) keeps relaying
- * beside the new ones through a rolling upgrade, and the shards go over
- * to the cursor once it is gone.  The switch: the thread gives its shards
- * back (their batches in flight delivered and marked first), takes the
- * cursor's member lock and leads again; a shard's first cursor starts
- * before its first row not yet marked (relay_cursor_load).  Nothing goes
- * back to marking by itself: a marking host beside cursor hosts relays
- * nothing (its ERROR says so) until the rows the cursors passed are marked
- * and the cursors removed (doc/operating.md "Outbox relay cursor").
- * Returns true while the thread is switching (it leads nothing then).
+ * by marking and relays by the cursor once no member marks by choice -- a
+ * member lock held by a session without a want lock: a worker host of an
+ * earlier release, or one with relay_cursor = false -- for
+ * relay_failover_s leadership rounds in a row (a host of an earlier
+ * release whose session is being set up again is not taken for gone), or
+ * at once when a cursor era has begun: a member relays by the cursor, or
+ * calendar.outbox_cursor has rows.  So an earlier release (which marks and
+ * stops relaying when it sees a member lock unlike its own) keeps
+ * relaying beside the new hosts through a rolling upgrade, and the shards
+ * go over to the cursor once it is gone.  The switch: the thread gives
+ * its shards back (their batches in flight delivered and marked first),
+ * takes the cursor's member lock and leads again; a shard's first cursor
+ * starts before its first row not yet marked (relay_cursor_load).
+ * Nothing goes back to marking by itself: a host that marks by choice
+ * relays nothing while cursors exist (marking would send again every row
+ * they passed) until they are switched back by hand (doc/operating.md
+ * "Outbox relay cursor").
  */
-static bool to_cursor(struct relay *r, const struct relay_members *m)
+static void to_cursor(struct relay *r, const struct relay_members *m)
 {
 	char sql[300];
 	PGresult *res;
 
 	if (r->cursor || !r->want_cursor || r->once)
-		return false;
-	if (!r->switching && m->cursor == 0 && m->marking > m->want - m->cursor)
-		return false;             /* a host marks by choice: mark beside it */
-	r->switching = true;
+		return;
+	if (!r->switching) {
+		r->clear_rounds = m->by_choice ? 0 : r->clear_rounds + 1;
+		if (!m->cursors && m->cursor == 0 &&
+				r->clear_rounds * relay_failover_ms() / 5 < relay_failover_ms())
+			return;           /* mark beside a host that marks by choice */
+		r->switching = true;
+		pin_log(PIN_LOG_INFO, "outbox relay: no worker host marks by choice; this thread"
+				" gives its shards back to relay by the cursor", NULL);
+	}
 	for (int i = 0; i < r->nunits; i++)
 		if (r->units[i].led || r->units[i].nwin)
-			return true;      /* released once their batches are marked */
+			return;           /* released once their batches are marked */
 	snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock_shared(" RELAY_MEMBER_CLASS ", %d),"
 			" pg_advisory_lock_shared(" RELAY_MEMBER_CLASS ", %d)",
 			r->nshards, r->nshards + RELAY_CURSOR_BIT);
 	res = pin_db_exec(sql, 0, NULL);
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
-		return true;
+		return;
 	r->cursor = true;
 	r->switching = false;
-	pin_log(PIN_LOG_INFO, "outbox relay: no worker host marks by choice; this thread"
-			" relays by the cursor from now on", NULL);
-	return false;
+	pin_log(PIN_LOG_INFO, "outbox relay: this thread relays by the cursor from now on", NULL);
 }
 
 static bool try_lock(struct relay_unit *u)
@@ -289,16 +303,17 @@ void relay_lead_round(struct relay *r)
 		to_cursor(r, &m);
 		if (r->cursor != was && relay_count_members(r, &m) < 0)
 			return;
-		/* another relay_shards: nobody relays; a marking member beside
-		 * cursor ones relays nothing (it sees theirs), they go on */
-		other = m.foreign > 0 || (!r->cursor && m.cursor > 0 && !r->switching);
+		/* another relay_shards: nobody relays; a host that marks by
+		 * choice in a cursor era relays nothing, the cursor hosts go on */
+		other = m.foreign > 0 || (!r->want_cursor && (m.cursor > 0 || m.cursors));
 		same = r->cursor ? m.cursor : m.marking;
 	}
 	if (other && !r->mismatch)
 		pin_log(PIN_LOG_ERROR, m.foreign ? "outbox relay: worker hosts run with different"
-				" relay_shards; no host relays until they agree" : "outbox relay: worker"
-				" hosts relay by the cursor and this one marks (relay_cursor = false);"
-				" it relays nothing (doc/operating.md, outbox relay cursor)", NULL);
+				" relay_shards; no host relays until they agree" : "outbox relay: the"
+				" outboxes are relayed by cursors and this host marks (relay_cursor ="
+				" false); it relays nothing until they are switched back"
+				" (doc/operating.md, outbox relay cursor)", NULL);
 	else if (!other && r->mismatch)
 		pin_log(PIN_LOG_INFO, "outbox relay: every worker host has the same relay_shards"
 				" and relays the same way", NULL);

@@ -67,10 +67,17 @@ static void relay_finish(struct relay *r, int wait_ms)
 	r->done += done;
 	relay_leader_gauge(r);
 	if (pin_db_conn() && PQbackendPID(pin_db_conn()) == r->conn_pid && !r->once) {
-		char sql[100];
+		char sql[200];
 
-		snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock_shared(" RELAY_MEMBER_CLASS
-				", %d)", relay_member_key(r));
+		/* both at once (a want lock without its member lock counts for
+		 * nothing: relay_count_members pairs them by session) */
+		if (r->want_cursor)
+			snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock_shared(" RELAY_MEMBER_CLASS
+					", %d), pg_advisory_unlock_shared(" RELAY_WANT_CLASS ", %d)",
+					relay_member_key(r), r->nshards);
+		else
+			snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock_shared("
+					RELAY_MEMBER_CLASS ", %d)", relay_member_key(r));
 		pin_db_exec(sql, 0, NULL);
 	}
 	free(r->units);
@@ -214,8 +221,15 @@ int pin_relay_run_once(void)
 			goto out;
 		}
 		/* the way the running hosts relay (a host of an earlier release
-		 * marks); with none running, relay_cursor's */
-		r.cursor = m.cursor > 0 || (m.marking == 0 && r.want_cursor);
+		 * marks); with none running, the way the outboxes were relayed:
+		 * by the cursor once cursors exist (a running host makes the
+		 * first), else by marking */
+		r.cursor = m.cursor > 0 || (m.marking == 0 && m.cursors);
+		if (r.cursor && !r.want_cursor && m.cursor == 0) {
+			pin_log(PIN_LOG_ERROR, "outbox relay: the outboxes are relayed by cursors"
+					" and relay_cursor = false; --once skips the relay", NULL);
+			goto out;
+		}
 	}
 	relay_lead_round(&r);
 	if (r.any_led != 1) {

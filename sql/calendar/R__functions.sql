@@ -280,20 +280,18 @@ $fn$;
 -- its key it can see (a writer serialised behind another sees that one's
 -- row): it is then read after them, and still only once its own transaction
 -- ended (its true id is lower, and the cursor reads below the oldest
--- transaction still running).  One statement per INSERT statement, a no-op
--- until a relay cursor exists for the table (relay_cursor off: marking); the
+-- transaction still running).  One statement per INSERT statement; the
 -- row-level form cost ~130 us a row (doc/performance.md, the relay's
--- commit-ordered cursor).
+-- commit-ordered cursor).  Always on, also while the relay marks: the worker
+-- hosts go over from marking to the cursor by themselves (relay_cursor, the
+-- default), and the rows not yet relayed at that moment must already be in
+-- their key's order.
 CREATE OR REPLACE FUNCTION calendar.outbox_order_xid() RETURNS trigger
 LANGUAGE plpgsql
 -- the queue's statistics are always stale: an index probe per new row
 SET enable_seqscan = off SET enable_hashjoin = off
 AS $fn$
 BEGIN
-	IF NOT EXISTS (SELECT 1 FROM calendar.outbox_cursor
-			WHERE outbox = TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME) THEN
-		RETURN NULL;
-	END IF;
 	IF TG_TABLE_SCHEMA = 'calendar' AND TG_TABLE_NAME = 'outbox' THEN
 		UPDATE calendar.outbox o SET xid = m.mx
 		FROM (SELECT n.id, max(p.xid) AS mx FROM outbox_new n

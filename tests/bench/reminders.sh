@@ -18,8 +18,9 @@
 #      SQL in one transaction, the relay alone draining them, measured as in
 #      `./dev bench relay`: max(published_at) - the moment before COMMIT.
 #
-# The figures come from the rows' own timestamps; the script only polls a
-# cheap "is anything left" query (LIMIT 1, 0.2 s apart) to know when to read
+# The figures come from the rows' own timestamps (or the cursors'); the
+# script only polls a cheap "is anything left" query (LIMIT 1, 0.2 s apart;
+# by the cursor the four cursor rows, once a second) to know when to read
 # them.  Until 2026-12-02 (6665f66) it polled count(*) of every bench row (a join over
 # the reminders and events, 0.3-1.8 s per poll at load 17, back to
 # back) and to time the anchor from before its 100k-row INSERT: on 2 cores the
@@ -131,7 +132,8 @@ bench_reminders() {
 		round(($t1 - $t0)::numeric, 2)
 		FROM calendar.outbox WHERE key LIKE '$B_REM_EVENT%' AND topic = 'pin.calendar.reminder-due.v1'")
 	[[ $(b_psql -tA -c "SELECT count(*) FROM calendar.outbox o WHERE key LIKE '$B_REM_EVENT%'
-		AND topic = 'pin.calendar.reminder-due.v1' AND $(b_sent o calendar.outbox)") -eq $n ]] ||
+		AND topic = 'pin.calendar.reminder-due.v1' AND o.parked_at IS NULL
+		AND $(b_sent o calendar.outbox)") -eq $n ]] ||
 		die "reminders: not $n published reminder-due rows"
 	# the reminders were due 1 h + offset ago when inserted: lateness counted from
 	# the insert (t0), the moment they became due for this bench

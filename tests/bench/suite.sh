@@ -495,8 +495,11 @@ bench_report() {
 # host that marks by choice runs beside it): a relay member lock with the
 # cursor's key (relay_shards 4 + 65536, host/worker/relay.h) is held
 b_relay_cursor() {
-	[[ $(b_psql -tA -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
-		AND classid = 730153 AND objid = 4 + 65536 AND objsubid = 2 AND granted") -gt 0 ]]
+	local n
+	n=$(b_psql -tA -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+		AND classid = 730153 AND objid = 4 + 65536 AND objsubid = 2 AND granted") ||
+		die "bench: cannot read the relay's member locks"
+	((n > 0))
 }
 
 # b_sent ALIAS OUTBOX: SQL that is true when the outbox row ALIAS has gone
@@ -513,7 +516,8 @@ b_sent() {
 b_cursor_want() {
 	b_psql -tA -c "SELECT coalesce(string_agg(format('(%s,%L::xid8,%s)', s, xid, id), ','), '')
 		FROM (SELECT DISTINCT ON (s) s, xid, id FROM (SELECT (hashtext(key) & 2147483647) % 4 AS s,
-		xid, id FROM calendar.outbox WHERE $1) r ORDER BY s, xid DESC, id DESC) t"
+		xid, id FROM calendar.outbox WHERE xid IS NOT NULL AND ($1)) r
+		ORDER BY s, xid DESC, id DESC) t"
 }
 
 # b_cursor_wait WANT WHAT: until every shard's cursor passed its row of WANT

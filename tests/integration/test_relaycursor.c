@@ -34,11 +34,38 @@ static void cur_up(void)
 			30000), "the cursor host leads no shards (logs/worker-cursor.log)");
 }
 
+/* operating.md "Switching back": what the cursors passed marked, the
+ * cursors removed (the stack's worker marks by choice and relays nothing
+ * while cursors exist) */
+static void cur_switch_back(void)
+{
+	static const char *const box[] = { "calendar.outbox", "notifications.outbox" };
+
+	for (size_t i = 0; i < sizeof(box) / sizeof(box[0]); i++)
+		h_sql(h_sprintf("UPDATE %s o SET published_at = now() FROM calendar.outbox_cursor c"
+				" WHERE c.outbox = '%s' AND c.shards = 4 AND c.shard ="
+				" (hashtext(o.key) & 2147483647) %% 4 AND o.published_at IS NULL"
+				" AND o.parked_at IS NULL AND (o.xid, o.id) <= (c.xid, c.id)",
+				box[i], box[i]));
+	h_sql("DELETE FROM calendar.outbox_cursor");
+}
+
 static void cur_down(void)
 {
 	h_host_stop(&cur_host);
-	if (h_host_pid("worker") <= 0)
+	if (h_host_pid("worker") <= 0) {
+		cur_switch_back();
 		h_worker_start();
+	}
+}
+
+/* relay member locks of relay_shards 4: marking (objid 4) or by the cursor
+ * (4 + 65536) */
+static long long cur_members(int cursor)
+{
+	return h_sql_int("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+			" AND classid = 730153 AND objsubid = 2 AND granted AND objid = $1::int",
+			cursor ? "65540" : "4");
 }
 
 static char *cur_insert(PGconn *c, const char *key, const char *kind)
@@ -255,55 +282,79 @@ END_TEST
 /* The rolling upgrade from an earlier release (which marks, and relays
  * nothing when it sees a member lock unlike its own): a host with
  * relay_cursor on (the default) beside a host that marks by choice marks
- * too, so both relay; once that host is gone it relays by the cursor; a
- * marking host started beside it relays nothing while it goes on.  The
- * stack's worker (relay_cursor = false in the test stack's config) plays
- * the earlier release. */
+ * too, and both relay; once that host is gone it relays by the cursor,
+ * rows written across the change included, each key in order; a marking
+ * host started then relays nothing while it goes on.  The stack's worker
+ * (relay_cursor = false in the test stack's config) plays the earlier
+ * release. */
 START_TEST(cursor_follows_marking_host)
 {
 	static const char *const env[] = { "PIN_RELAY_CURSOR=true", NULL };
 	char *key = h_uuid(), *like = h_sprintf("%s-%%", key), *id;
 	PGconn *c = cur_conn();
-	int p1, p2;
+	int p1, p2, n = 0, log0;
 	long long left = -1;
 
-	/* the stack's worker marks, and no cursor is left from the cases
-	 * before (operating.md: switching back) */
-	if (h_host_pid("worker") <= 0)
+	/* the stack's worker marks, its relay threads are members, and no
+	 * cursor is left from the cases before */
+	if (h_host_pid("worker") <= 0) {
+		cur_switch_back();
 		h_worker_start();
-	h_sql("UPDATE calendar.outbox o SET published_at = now() FROM calendar.outbox_cursor c"
-			" WHERE c.outbox = 'calendar.outbox' AND c.shards = 4 AND c.shard ="
-			" (hashtext(o.key) & 2147483647) % 4 AND o.published_at IS NULL"
-			" AND o.parked_at IS NULL AND (o.xid, o.id) <= (c.xid, c.id)");
-	h_sql("DELETE FROM calendar.outbox_cursor");
+	}
+	ck_assert_msg(H_WAIT_UNTIL(cur_members(0) >= 2, 20000), "the stack's worker is no member");
 	h_host_start(&cur_host, "worker-cursor", "worker", NULL, 0, env);
 	ck_assert_msg(H_WAIT_UNTIL(h_host_metric_sum(&cur_host,
-			"pin_outbox_relay_shard_leader") >= 1, 30000),
-			"the new host leads no shard beside the marking one");
-	for (int i = 0; i < 40; i++)
-		(void)cur_insert(c, h_sprintf("%s-%d", key, i), "beside");
+			"pin_outbox_relay_shard_leader") >= 2 && cur_members(0) >= 4, 30000),
+			"the new host leads no shards beside the marking one");
+	for (; n < 40; n++)
+		(void)cur_insert(c, h_sprintf("%s-%d", key, n), "beside");
 	ck_assert_msg(H_WAIT_UNTIL((left = h_sql_int("SELECT count(*) FROM calendar.outbox"
 			" WHERE key LIKE $1 AND published_at IS NULL", like)) == 0, 20000),
 			"%lld of 40 rows not marked published while both hosts mark", left);
 	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox_cursor"), 0);
+	ck_assert_int_eq(cur_members(1), 0);
+	ck_assert_msg(h_host_metric(&cur_host, "pin_outbox_published_total") >= 1,
+			"the new host published none of the rows (it leads %.0f shards)",
+			h_host_metric_sum(&cur_host, "pin_outbox_relay_shard_leader"));
 
-	/* the marking host is gone: every shard by the cursor */
+	/* the marking host is gone, rows keep coming, one key twice: every
+	 * shard by the cursor, every row on the topic, the key in order */
 	h_worker_kill9();
+	for (; n < 80; n++) {
+		(void)cur_insert(c, h_sprintf("%s-%d", key, n), "across");
+		h_sleep_ms(100);
+	}
+	(void)cur_insert(c, key, "first");
+	(void)cur_insert(c, key, "second");
 	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM calendar.outbox_cursor"
-			" WHERE outbox = 'calendar.outbox' AND shards = 4") == 4 &&
+			" WHERE outbox = 'calendar.outbox' AND shards = 4") == 4 && cur_members(1) >= 2 &&
 			h_host_metric_sum(&cur_host, "pin_outbox_relay_shard_leader") >= 8, 30000),
 			"the host did not take every shard by the cursor after the marking host left"
 			" (logs/worker-cursor.log)");
-	id = cur_insert(c, key, "cursor");
-	ck_assert_msg(H_WAIT_UNTIL((cur_positions(key, "\"cursor\"", "-", &p1, &p2), p1 >= 0),
-			20000), "row %s not published by the cursor", id);
-	ck_assert_ptr_null(h_sql_scalar("SELECT published_at FROM calendar.outbox"
-			" WHERE id = $1::bigint", id));
+	ck_assert_msg(H_WAIT_UNTIL((cur_positions(key, "\"first\"", "\"second\"", &p1, &p2),
+			p1 >= 0 && p2 >= 0), 20000), "the key's rows not both published (%d, %d)", p1, p2);
+	ck_assert_msg(p1 < p2, "the key's second row left before its first");
+	{
+		struct h_kmsgs *l = h_kafka_read_all(CUR_TOPIC, 10000);
+		int seen = 0;
+
+		for (int i = 0; i < n; i++) {
+			char *k = h_sprintf("%s-%d", key, i);
+
+			for (size_t j = 0; l && j < l->n; j++)
+				if (l->v[j].key && !strcmp(l->v[j].key, k)) {
+					seen++;
+					break;
+				}
+		}
+		ck_assert_int_eq(seen, n);
+	}
 
 	/* a marking host started now relays nothing; the cursor host goes on */
+	log0 = h_worker_log_lines("relays nothing", "relay_cursor = false");
 	h_worker_start();
-	ck_assert_msg(H_WAIT_UNTIL(h_log_has("worker.log", "relays nothing", "relay_cursor = false"),
-			20000), "the marking host did not say it relays nothing");
+	ck_assert_msg(H_WAIT_UNTIL(h_worker_log_lines("relays nothing", "relay_cursor = false") >
+			log0, 20000), "the marking host did not say it relays nothing");
 	id = cur_insert(c, key, "after");
 	PQfinish(c);
 	ck_assert_msg(H_WAIT_UNTIL((cur_positions(key, "\"after\"", "-", &p1, &p2), p1 >= 0),
