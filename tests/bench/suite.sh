@@ -494,11 +494,21 @@ bench_report() {
 # commit-ordered cursor (relay_cursor, on by default; a host marks while a
 # host that marks by choice runs beside it): a relay member lock with the
 # cursor's key (relay_shards 4 + 65536, host/worker/relay.h) is held
+# (a host that wants the cursor marks for its first relay_failover_s on a
+# stack where no cursor exists yet: waited for, up to 20 s)
 b_relay_cursor() {
-	local n
-	n=$(b_psql -tA -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
-		AND classid = 730153 AND objid = 4 + 65536 AND objsubid = 2 AND granted") ||
-		die "bench: cannot read the relay's member locks"
+	local n going t0=$SECONDS
+	while :; do
+		read -r n going < <(b_psql -tA -F' ' -c "WITH l AS (SELECT pid, classid, objid
+			FROM pg_locks WHERE locktype = 'advisory' AND classid IN (730153, 730154)
+			AND objsubid = 2 AND granted)
+			SELECT count(*) FILTER (WHERE classid = 730153 AND objid = 4 + 65536),
+			  count(*) FILTER (WHERE classid = 730153 AND objid = 4 AND EXISTS (SELECT 1
+			    FROM l w WHERE w.pid = l.pid AND w.classid = 730154)) FROM l") ||
+			die "bench: cannot read the relay's member locks"
+		((going == 0 || SECONDS - t0 > 20)) && break
+		sleep 1
+	done
 	((n > 0))
 }
 
