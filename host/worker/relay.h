@@ -110,12 +110,12 @@ struct relay {
 	int64_t pause_until_us;     /* no new reads before (backoff) */
 	bool failing;               /* for "log once per state change" */
 	bool create_failing;        /* same, for producer creation */
-	bool mismatch;              /* hosts disagree on relay_shards */
+	bool mismatch;              /* relays nothing: another relay_shards, or cursors and relay_cursor off */
 	bool once;                  /* --once: no member lock, no balancing */
 	bool cursor;                /* relays by the cursor now */
 	bool want_cursor;           /* relay_cursor: by the cursor once every member can */
 	bool switching;             /* giving its shards back to relay by the cursor */
-	int clear_rounds;           /* rounds in a row with no member marking by choice */
+	int64_t clear_since_us;     /* monotonic: since when no member marks by choice (0: one does) */
 	bool cursor_warned;         /* an outbox without the xid column, logged */
 	int kafka_up;               /* -1 unknown */
 	int conn_pid;               /* backend pid of the session set up */

@@ -392,7 +392,8 @@ int relay_unit_reap(struct relay *r, struct relay_unit *u, int *done)
 		}
 		u->stalled = false;
 		if (u->releasing)
-			relay_unit_release(r, u, r->mismatch ? "relay_shards mismatch" : "balance");
+			relay_unit_release(r, u, r->switching ? "going over to the cursor" :
+					r->mismatch ? "relays nothing" : "balance");
 	}
 	return rc;
 }

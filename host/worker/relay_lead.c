@@ -214,10 +214,10 @@ int relay_count_members(struct relay *r, struct relay_members *m)
  * by marking and relays by the cursor once no member marks by choice -- a
  * member lock held by a session without a want lock: a worker host of an
  * earlier release, or one with relay_cursor = false -- for
- * relay_failover_s leadership rounds in a row (a host of an earlier
- * release whose session is being set up again is not taken for gone), or
- * at once when a cursor era has begun: a member relays by the cursor, or
- * calendar.outbox_cursor has rows.  So an earlier release (which marks and
+ * relay_failover_s (a host of an earlier release whose session is being
+ * set up again is not taken for gone), or at once when a cursor era has
+ * begun: a member relays by the cursor, or calendar.outbox_cursor has
+ * rows.  So an earlier release (which marks and
  * stops relaying when it sees a member lock unlike its own) keeps
  * relaying beside the new hosts through a rolling upgrade, and the shards
  * go over to the cursor once it is gone.  The switch: the thread gives
@@ -237,13 +237,20 @@ static void to_cursor(struct relay *r, const struct relay_members *m)
 	if (r->cursor || !r->want_cursor || r->once)
 		return;
 	if (!r->switching) {
-		r->clear_rounds = m->by_choice ? 0 : r->clear_rounds + 1;
-		if (!m->cursors && m->cursor == 0 &&
-				r->clear_rounds * relay_failover_ms() / 5 < relay_failover_ms())
+		int64_t now = pin_clock_mono_us();
+
+		if (m->by_choice)
+			r->clear_since_us = 0;
+		else if (!r->clear_since_us)
+			r->clear_since_us = now;
+		if (!m->cursors && m->cursor == 0 && (!r->clear_since_us ||
+				now - r->clear_since_us < relay_failover_ms() * 1000))
 			return;           /* mark beside a host that marks by choice */
 		r->switching = true;
-		pin_log(PIN_LOG_INFO, "outbox relay: no worker host marks by choice; this thread"
-				" gives its shards back to relay by the cursor", NULL);
+		pin_log(PIN_LOG_INFO, m->cursors || m->cursor ? "outbox relay: the outboxes are"
+				" relayed by cursors; this thread gives its shards back to relay by"
+				" the cursor" : "outbox relay: no worker host marks by choice; this"
+				" thread gives its shards back to relay by the cursor", NULL);
 	}
 	for (int i = 0; i < r->nunits; i++)
 		if (r->units[i].led || r->units[i].nwin)
@@ -294,6 +301,7 @@ void relay_lead_round(struct relay *r)
 		relay_lose_all(r, "connection changed");
 		session_setup(r);
 		r->conn_pid = pid;
+		r->clear_since_us = 0;    /* counted again from this session's view */
 	}
 	if (!r->once) {
 		if (relay_count_members(r, &m) < 0)

@@ -220,14 +220,14 @@ int pin_relay_run_once(void)
 					" are running (or the check failed), --once skips the relay", NULL);
 			goto out;
 		}
-		/* the way the running hosts relay (a host of an earlier release
-		 * marks); with none running, the way the outboxes were relayed:
-		 * by the cursor once cursors exist (a running host makes the
-		 * first), else by marking */
-		r.cursor = m.cursor > 0 || (m.marking == 0 && m.cursors);
-		if (r.cursor && !r.want_cursor && m.cursor == 0) {
+		/* by the cursor once cursors exist or a host relays by it (a
+		 * running host makes the first), else by marking: marking in a
+		 * cursor era would send again every row the cursors passed */
+		r.cursor = m.cursor > 0 || m.cursors;
+		if (r.cursor && !r.want_cursor) {
 			pin_log(PIN_LOG_ERROR, "outbox relay: the outboxes are relayed by cursors"
 					" and relay_cursor = false; --once skips the relay", NULL);
+			rc = -1;
 			goto out;
 		}
 	}
