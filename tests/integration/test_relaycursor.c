@@ -388,6 +388,9 @@ static void cur_final(void)
 	cur_switch_back();
 	if (h_host_pid("worker") <= 0)
 		h_worker_start();
+	/* the runner's process forks the next cases: its connection must not
+	 * be theirs too */
+	h_cleanup();
 }
 
 Suite *make_relaycursor_suite(void)
