@@ -126,9 +126,9 @@ const struct pin_config_key pin_config_host_keys[] = {
 	K("relay_shards", PIN_CFG_INT, "4", WORKER, 0, 1, 1024, NULL, "shards", "outbox relay",
 	  "shards of every outbox; the same value on every worker host"),
 	K("relay_cursor", PIN_CFG_BOOL, "true", WORKER, 0, 0, 0, NULL, NULL, "outbox relay",
-	  "read each shard by a commit-ordered cursor (one row per shard) instead of "
-	  "marking every row published; marks while a worker host that marks by choice "
-	  "(false, or an earlier release) runs (doc/operating.md, outbox relay cursor)"),
+	  "read each shard by a commit-ordered cursor instead of marking every row "
+	  "published; marks while a host that marks by choice runs (doc/operating.md, "
+	  "outbox relay cursor)"),
 	K("relay_threads", PIN_CFG_INT, "2", WORKER, 0, 1, 8, NULL, "threads", "outbox relay",
 	  "relay threads per worker host (each its own session and producer)"),
 	K("relay_failover_s", PIN_CFG_DURATION, "5", WORKER, 0, 1, 3600, NULL, "s",
