@@ -65,24 +65,12 @@ b_relay_fill() {
 B_RELAY_POLL_S=1
 
 # b_relay_drain_cursor N T0: cursor mode: waits until every shard's cursor
-# reached the shard's last bench row; sets R_RATE and R_BYTES
+# reached the shard's last bench row (recorded by the fill: b_cursor_wait
+# polls only the cursors); sets R_RATE and R_BYTES
 b_relay_drain_cursor() {
-	local n=$1 t0=$2 t1 done_ ns want deadline=$((SECONDS + 600))
-	# each shard's last bench row, once; then only the cursors are polled
-	# (relay_shards 4, the stack's)
-	ns=$B_RELAY_SHARDS
+	local n=$1 t0=$2 t1
 	sleep 0.1     # the fill's tee writes the file
-	want=$(cat "$B_RELAY_WANT")
-	[[ -n $want ]] || die "relay bench: no bench row per shard recorded"
-	while :; do
-		read -r done_ t1 < <(b_psql -tA -F' ' -c "SELECT count(*), extract(epoch FROM max(c.moved_at))
-			FROM (VALUES $want) t(s, x, i) JOIN calendar.outbox_cursor c
-			ON c.outbox = 'calendar.outbox' AND c.shards = $ns AND c.shard = t.s
-			AND (c.xid, c.id) >= (t.x, t.i)") || die "relay bench: the poll failed"
-		[[ $done_ -lt $(awk -F'),' '{print NF}' <<<"$want") ]] || break
-		((SECONDS < deadline)) || die "relay bench: rows of $n not behind the cursors after 600 s"
-		sleep "$B_RELAY_POLL_S"
-	done
+	t1=$(b_cursor_wait "$(cat "$B_RELAY_WANT")" "relay bench: $n rows")
 	R_BYTES=$(b_psql -tA -c "SELECT round(avg(octet_length(envelope::text))) FROM calendar.outbox
 		WHERE topic = '$B_RELAY_TOPIC'")
 	R_RATE=$(awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", (b > a ? n / (b - a) : 0) }')
