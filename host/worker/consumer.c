@@ -39,6 +39,8 @@
  * rebalance), pin_consumer_rebalancing (gauge: 1 from the start and from a
  * revoke until the next assignment), pin_consumer_batch_fallbacks_total (consumers with a batch
  * handler: batches it gave back to the per-message path),
+ * pin_consumer_batches_total (messages taken from the consumer together and
+ * handled as one; processed / batches is the messages a batch),
  * pin_consumer_offset_commit_failures_total (offset commits that failed;
  * their offsets are committed again while the partition stays assigned).
  *

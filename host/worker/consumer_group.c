@@ -336,6 +336,8 @@ static void *cons_main(void *arg)
 					pm[np++] = b[i].m;
 			cons_lag_pending(c, pm, np);
 		}
+		if (n)
+			pin_metric_add("pin_consumer_batches_total", c->labels, 1);
 		if (n == 1)         /* nothing else fetched: no savepoint round trips */
 			cons_handle(c, b[0].m, NULL);
 		else if (n)
@@ -415,6 +417,7 @@ int pin_consumers_start(void)
 		pin_metric_hist_declare("pin_consumer_consume_duration_seconds", c->labels);
 		if (c->e->c.batch_fn)
 			pin_metric_add("pin_consumer_batch_fallbacks_total", c->labels, 0);
+		pin_metric_add("pin_consumer_batches_total", c->labels, 0);
 		snprintf(c->inbox_sql, sizeof(c->inbox_sql),
 				"INSERT INTO %s (consumer_group, message_id, processed_at)"
 				" VALUES ($1, $2::uuid, $3::timestamptz) ON CONFLICT DO NOTHING",

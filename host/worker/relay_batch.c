@@ -61,7 +61,9 @@ static struct relay_batch *batch_read(struct relay *r, struct relay_unit *u)
 		const char *cp[7] = { lim, u->rx, u->rid, sh, u->dx, u->did, u->table };
 
 		/* the commit-ordered cursor: the delivered position written
-		 * (never backwards) in the statement that reads the next rows */
+		 * (never backwards) in the statement that reads the next rows;
+		 * a row already marked published (by a host that marked beside
+		 * this one before it went over) is passed, not sent again */
 		sql = pin_arena_alloc(900);
 		snprintf(sql, 900, "WITH mv AS (UPDATE calendar.outbox_cursor SET xid = $5::xid8,"
 				" id = $6::bigint, moved_at = clock_timestamp() WHERE outbox = $7"
@@ -71,7 +73,7 @@ static struct relay_batch *batch_read(struct relay *r, struct relay_unit *u)
 				" WHERE (hashtext(o.key) & 2147483647) %% %d = $4::int"
 				" AND (o.xid, o.id) > ($2::xid8, $3::bigint)"
 				" AND o.xid < pg_snapshot_xmin(pg_current_snapshot()) AND o.parked_at IS NULL"
-				" ORDER BY o.xid, o.id LIMIT $1::int", r->nshards, u->table, r->nshards);
+				" AND o.published_at IS NULL ORDER BY o.xid, o.id LIMIT $1::int", r->nshards, u->table, r->nshards);
 		snprintf(stmt, 160, "pin_relay_cursor:%s", u->table);
 		res = pin_db_exec_prepared(stmt, sql, 7, cp);
 	} else {

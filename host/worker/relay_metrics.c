@@ -79,20 +79,22 @@ void relay_update_pending(struct relay *r)
 		return;
 	for (size_t i = 0; i < relay_noutboxes(); i++) {
 		const char *t = relay_outbox(i);
-		char *sql = pin_arena_alloc(400), *lab = pin_arena_alloc(160);
+		char *sql = pin_arena_alloc(512), *lab = pin_arena_alloc(160);
 		PGresult *res;
 
 		double oldest = 0;
 
 		if (r->cursor && relay_outbox_has_xid(t) == 1) {
-			/* the rows beyond each shard's cursor, held back or not;
-			 * the oldest by created_at among them */
+			/* the rows beyond each shard's cursor, held back or not,
+			 * not parked and not marked (the read passes those); the
+			 * oldest by created_at among them */
 			const char *p[1] = { t };
 
-			snprintf(sql, 400, "SELECT coalesce(sum(p.n), 0), extract(epoch FROM min(p.o))"
+			snprintf(sql, 512, "SELECT coalesce(sum(p.n), 0), extract(epoch FROM min(p.o))"
 					" FROM calendar.outbox_cursor c CROSS JOIN LATERAL (SELECT count(*) AS n,"
 					" min(created_at) AS o FROM %s WHERE (hashtext(key) & 2147483647)"
-					" %% %d = c.shard AND (xid, id) > (c.xid, c.id) AND parked_at IS NULL) p"
+					" %% %d = c.shard AND (xid, id) > (c.xid, c.id) AND parked_at IS NULL"
+					" AND published_at IS NULL) p"
 					" WHERE c.outbox = $1 AND c.shards = %d", t, r->nshards, r->nshards);
 			res = pin_db_exec(sql, 1, p);
 			blocking_xact_gauge();

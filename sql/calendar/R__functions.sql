@@ -336,3 +336,38 @@ LANGUAGE sql STABLE AS $fn$
 		WHERE c2.outbox = p_outbox ORDER BY c2.moved_at DESC LIMIT 1)
 	HAVING count(*) = max(c.shards)
 $fn$;
+
+-- Whether an outbox row has gone out to Kafka, whichever way the relay
+-- runs: marked published (relay_cursor = false, or before the hosts went
+-- over to the cursor), or behind its shard's cursor and not parked (the
+-- cursor passes a parked row without sending it).  A cursor of any
+-- relay_shards count that passed the row counts: its relay delivered it.
+-- For operators and tests alike (operating.md, "Outbox relay cursor"):
+--   SELECT calendar.outbox_sent(o) FROM calendar.outbox o WHERE id = 42;
+CREATE OR REPLACE FUNCTION calendar.outbox_sent(p_outbox text, p_key text, p_xid xid8,
+	p_id bigint, p_published_at timestamptz, p_parked_at timestamptz) RETURNS boolean
+LANGUAGE sql STABLE AS $fn$
+	SELECT p_parked_at IS NULL AND (p_published_at IS NOT NULL OR EXISTS (
+		SELECT 1 FROM calendar.outbox_cursor c WHERE c.outbox = p_outbox
+		AND c.shard = (hashtext(p_key) & 2147483647) % c.shards
+		AND (p_xid, p_id) <= (c.xid, c.id)))
+$fn$;
+
+CREATE OR REPLACE FUNCTION calendar.outbox_sent(o calendar.outbox) RETURNS boolean
+LANGUAGE sql STABLE AS $fn$
+	SELECT calendar.outbox_sent('calendar.outbox', o.key, o.xid, o.id, o.published_at,
+		o.parked_at)
+$fn$;
+
+DO $do$
+BEGIN
+	IF EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = 'notifications'
+			AND table_name = 'outbox' AND column_name = 'xid') THEN
+		CREATE OR REPLACE FUNCTION calendar.outbox_sent(o notifications.outbox)
+		RETURNS boolean LANGUAGE sql STABLE AS $fn$
+			SELECT calendar.outbox_sent('notifications.outbox', o.key, o.xid, o.id,
+				o.published_at, o.parked_at)
+		$fn$;
+	END IF;
+END
+$do$;

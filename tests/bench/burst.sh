@@ -84,7 +84,7 @@ b_bu_senders() {
 # the published reminder-due messages with their dedup rows
 b_bu_clean() {
 	b_psql <<-EOF >/dev/null
-		DELETE FROM notifications.outbox o WHERE $(b_sent o notifications.outbox) AND key IN (
+		DELETE FROM notifications.outbox o WHERE calendar.outbox_sent(o) AND key IN (
 		  SELECT id::text FROM notifications.notifications
 		  WHERE recipient_user_id::text LIKE '$B_BU_AGENT%' OR recipient_user_id::text LIKE '$B_BU_INV%');
 		DELETE FROM notifications.notifications

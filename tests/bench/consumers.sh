@@ -9,15 +9,16 @@
 # PostgreSQL afterwards.  Sourced by suite.sh (b_row, b_psql, b_div, b_ge).
 #
 #   identity         pin.identity.users.v1 -> calendar-identity-users
-#                    (calendar.user_replicas upserts; notify's contact
-#                    consumer reads the same topic at the same time)
+#                    (calendar.user_replicas upserts; measured alone: notify's
+#                    contact consumer of the same topic stopped meanwhile)
 #   crm booking      pin.crm.booking-created.v1 -> calendar-crm-booking-events
 #                    (link + BookingDeadline event + reminders + outbox)
 #   notify fan-out   pin.calendar.reminder-due.v1 -> notifications-calendar-events
 #                    (owner + client x InApp/Email/Sms rows)
 #
 # Knobs: PIN_BENCH_IDENTITY_N (30000), PIN_BENCH_CRM_N (10000),
-# PIN_BENCH_NOTIFY_N (5000), PIN_BENCH_CONSUMERS (which: "identity crm notify").
+# PIN_BENCH_NOTIFY_N (5000), PIN_BENCH_CONSUMERS (which: "identity crm notify"),
+# PIN_BENCH_IDENTITY_ALONE (1; 0: notify's contact consumer runs alongside).
 #
 # Targets (issue 31 item 3): a consumer reaches >= 0.7 of its serial limit,
 # 1 / (1/raw consumer + 1/its statements): the raw librdkafka consumer on the
@@ -29,29 +30,53 @@
 
 BC_TOOL() { echo "$BUILD/tools/pin-benchconsume"; }
 
-# b_mid_range PREFIX: the bench messageIds of a consumer live in
-# PREFIX-000000000000 .. PREFIX-ffffffffffff (one index range scan)
-b_inbox_count() {
-	b_psql -tA -c "SELECT count(*) FROM $1 WHERE consumer_group = '$2'
-		AND message_id BETWEEN '$3-000000000000' AND '$3-ffffffffffff'"
+# b_workers_with PLUGINS: the stack's worker hosts started again with
+# PLUGINS (a comma-separated list, as worker_plugins gives it); returns once
+# every consumer group has its assignment
+b_workers_with() {
+	local k name
+	for ((k = 1; k <= WORKER_HOSTS; k++)); do
+		name=$(host_name worker "$k")
+		worker_host_start "$k" "$1" || die "worker host $name did not start with plugins $1"
+		wait_for "worker host $name /healthz" 30 "$PIDS/$name.pid" \
+			curl -sf -m 2 -o /dev/null "http://127.0.0.1:$(worker_mport_of "$k")/healthz" ||
+			die "worker host $name does not answer /healthz (logs/$name.log)"
+	done
+	wait_for "the worker hosts' consumer groups" 60 "" workers_settled ||
+		die "the worker hosts' consumer groups are still rebalancing"
 }
 
 # b_consume_run NAME INBOX GROUP TOPIC MIDPREFIX LINES N: produce, wait for
 # the inbox, then the raw consumer; sets C_RATE C_RAW C_SECS
 b_consume_run() {
-	local name=$1 inbox=$2 group=$3 topic=$4 pre=$5 lines=$6 n=$7 t0 t1 got=0 raw
+	local name=$1 inbox=$2 group=$3 topic=$4 pre=$5 lines=$6 n=$7 t0 t1 got raw out wpid
 	[[ -x $(BC_TOOL) ]] || die "pin-benchconsume not built ($(BC_TOOL))"
 	say "$name: $n messages to $topic"
+	# the wait: one session counting the inbox every 50 ms (a new psql
+	# and backend for each poll cost ~10 % of the 2 cores, the relay
+	# bench's profile of 2026-12-06), started before the produce
+	out=$(mktemp)
+	b_psql -tA >"$out" <<-EOF &
+		CREATE FUNCTION pg_temp.bc_wait() RETURNS text LANGUAGE plpgsql AS \$\$
+		DECLARE got bigint; t0 timestamptz := clock_timestamp();
+		BEGIN
+		  LOOP
+		    SELECT count(*) INTO got FROM $inbox WHERE consumer_group = '$group'
+		      AND message_id BETWEEN '$pre-000000000000' AND '$pre-ffffffffffff';
+		    IF got >= $n THEN RETURN 'done ' || extract(epoch FROM clock_timestamp()); END IF;
+		    IF clock_timestamp() - t0 > interval '600 s' THEN RETURN 'short ' || got; END IF;
+		    PERFORM pg_sleep(0.05);
+		  END LOOP;
+		END \$\$;
+		SELECT pg_temp.bc_wait();
+	EOF
+	wpid=$!
 	t0=$(date +%s.%N)
 	"$(BC_TOOL)" produce "@$BOOT" "$topic" <"$lines" >/dev/null || die "$name: produce failed"
-	while :; do
-		got=$(b_inbox_count "$inbox" "$group" "$pre")
-		((got >= n)) && break
-		awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a > 600) }' &&
-			die "$name: only $got of $n messages applied in 600 s"
-		sleep 0.1
-	done
-	t1=$(date +%s.%N)
+	wait "$wpid" || die "$name: the wait for the inbox failed"
+	read -r got t1 <"$out"
+	rm -f "$out"
+	[[ $got == done ]] || die "$name: only $t1 of $n messages applied in 600 s"
 	C_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 	C_RATE=$(awk -v s="$C_SECS" -v n="$n" 'BEGIN { printf "%.0f", n / s }')
 	raw=$("$(BC_TOOL)" consume "@$BOOT" "$topic" "$n") || die "$name: raw consumer failed"
@@ -160,6 +185,14 @@ b_consumers_clean_once() {
 		  OR envelope->'payload'->>'bookingId' LIKE 'b0000000-0000-4000-8018-%')"
 }
 
+# b_contacts_caught_up MIDPREFIX N: notify's contact consumer has applied
+# the N identity messages of the run
+b_contacts_caught_up() {
+	(($(b_psql -tA -c "SELECT count(*) FROM notifications.processed_messages
+		WHERE consumer_group = 'notifications-identity-users'
+		AND message_id BETWEEN '$1-000000000000' AND '$1-ffffffffffff'") >= $2))
+}
+
 # b_consumer_row SCENARIO FIGURE RATE RAW [STATEMENTS]: against the raw
 # consumer alone, or (with the statements' msgs/s) against the serial limit
 # 1/(1/raw + 1/statements), target >= 0.7
@@ -214,11 +247,24 @@ bench_consumers() {
 	if [[ $which == *" identity "* ]]; then
 	n=${PIN_BENCH_IDENTITY_N:-30000}
 	b_gen identity "$n" "$run" >"$d/identity.lines"
+	# alone, as its anchors run: notify's contact consumer reads the same
+	# topic and, on the same cores, took as much of them as identity did
+	# (doc/performance.md, Consumers).  So the worker hosts run without
+	# notify.so for the figure (PIN_BENCH_IDENTITY_ALONE=0: with it), and
+	# with it again afterwards, until the contact consumer has caught up.
+	if [[ ${PIN_BENCH_IDENTITY_ALONE:-1} == 1 ]]; then
+		b_workers_with "$(plugin_list "$PLUGDIR" workers)"
+	fi
 	b_consume_run identity calendar.inbox calendar-identity-users pin.identity.users.v1 \
 		"b1000000-$run-4000-8000" "$d/identity.lines" "$n"
 	have=$(b_psql -tA -c "SELECT count(*) FROM calendar.user_replicas
 		WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%'")
 	((have == n)) || die "identity: $have user replicas, want $n"
+	if [[ ${PIN_BENCH_IDENTITY_ALONE:-1} == 1 ]]; then
+		b_workers_with "$(worker_plugins)"
+		wait_for "notify's contact consumer catching up" 300 "" b_contacts_caught_up \
+			"b1000000-$run-4000-8000" "$n" || die "notify's contact consumer did not catch up"
+	fi
 	b_stmt_anchor identity identity.sql -D run="$run"
 	b_consumer_row consumers "identity ($n users upserted)" "$C_RATE" "$C_RAW" "$C_STMT"
 	fi

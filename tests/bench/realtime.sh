@@ -39,7 +39,7 @@ B_RT_USER='b0000000-0000-4000-8020-'
 
 b_rt_clean() {
 	b_psql <<-EOF >/dev/null
-		DELETE FROM notifications.outbox o WHERE $(b_sent o notifications.outbox) AND key IN
+		DELETE FROM notifications.outbox o WHERE calendar.outbox_sent(o) AND key IN
 		  (SELECT id::text FROM notifications.notifications WHERE source_event_type = 'bench-rt');
 		DELETE FROM notifications.notifications WHERE source_event_type = 'bench-rt';
 	EOF

@@ -133,7 +133,7 @@ bench_reminders() {
 		FROM calendar.outbox WHERE key LIKE '$B_REM_EVENT%' AND topic = 'pin.calendar.reminder-due.v1'")
 	[[ $(b_psql -tA -c "SELECT count(*) FROM calendar.outbox o WHERE key LIKE '$B_REM_EVENT%'
 		AND topic = 'pin.calendar.reminder-due.v1' AND o.parked_at IS NULL
-		AND $(b_sent o calendar.outbox)") -eq $n ]] ||
+		AND calendar.outbox_sent(o)") -eq $n ]] ||
 		die "reminders: not $n published reminder-due rows"
 	# the reminders were due 1 h + offset ago when inserted: lateness counted from
 	# the insert (t0), the moment they became due for this bench

@@ -512,14 +512,6 @@ b_relay_cursor() {
 	((n > 0))
 }
 
-# b_sent ALIAS OUTBOX: SQL that is true when the outbox row ALIAS has gone
-# to Kafka: marked published, or behind its shard's cursor (relay_shards 4)
-b_sent() {
-	echo "($1.published_at IS NOT NULL OR EXISTS (SELECT 1 FROM calendar.outbox_cursor c
-		WHERE c.outbox = '$2' AND c.shards = 4 AND c.shard = (hashtext($1.key) & 2147483647) % 4
-		AND ($1.xid, $1.id) <= (c.xid, c.id)))"
-}
-
 # b_cursor_want WHERE: each shard's last calendar.outbox row that matches
 # WHERE, as SQL VALUES (shard, xid, id) for b_cursor_wait; one query over
 # the rows, so that the wait polls only the four cursor rows
@@ -556,7 +548,7 @@ b_cursor_wait() {
 b_drop_published() {
 	b_psql <<-EOF >/dev/null
 		CREATE TEMP TABLE bench_gone AS SELECT id, message_id FROM calendar.outbox o
-		  WHERE $(b_sent o calendar.outbox) AND ($1);
+		  WHERE calendar.outbox_sent(o) AND ($1);
 		DELETE FROM notifications.processed_messages WHERE consumer_group =
 		  'notifications-calendar-events' AND message_id IN (SELECT message_id FROM bench_gone);
 		DELETE FROM calendar.outbox WHERE id IN (SELECT id FROM bench_gone);

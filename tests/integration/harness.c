@@ -1477,7 +1477,12 @@ void h_worker_start(void)
 
 int h_worker_log_lines(const char *n1, const char *n2)
 {
-	FILE *f = fopen(dev_path("logs/worker.log"), "r");
+	return h_log_lines("worker.log", n1, n2);
+}
+
+int h_log_lines(const char *name, const char *n1, const char *n2)
+{
+	FILE *f = fopen(dev_path(h_sprintf("logs/%s", name)), "r");
 	char line[16384];
 	int n = 0;
 
@@ -1795,4 +1800,39 @@ const char *h_src_ip(const char *ip)
 	ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
 	close(fd);
 	return ok ? ip : NULL;
+}
+
+void h_relay_switch_back(void)
+{
+	static const char *const box[] = { "calendar.outbox", "notifications.outbox" };
+
+	/* a killed host's sessions end a moment after the process: one still
+	 * running would set a cursor up again after the DELETE */
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM pg_locks WHERE"
+			" locktype = 'advisory' AND classid = 730153 AND objsubid = 2") == 0, 20000),
+			"relay sessions still open 20 s after their hosts stopped");
+	for (size_t i = 0; i < sizeof(box) / sizeof(box[0]); i++)
+		h_sql(h_sprintf("UPDATE %s o SET published_at = now() WHERE published_at IS NULL"
+				" AND calendar.outbox_sent(o)", box[i]));
+	h_sql("DELETE FROM calendar.outbox_cursor");
+}
+
+void h_relay_marking_start(struct h_host *h)
+{
+	static const char *const env[] = { "PIN_RELAY_CURSOR=false", NULL };
+
+	if (h_host_pid("worker") > 0)
+		h_worker_kill9();
+	h_relay_switch_back();
+	h_host_start(h, "worker-marking", "worker", NULL, 0, env);
+	ck_assert_msg(H_WAIT_UNTIL(h_host_metric_sum(h, "pin_outbox_relay_shard_leader") >= 8,
+			30000), "the marking host leads %.0f of the 8 shards (logs/worker-marking.log)",
+			h_host_metric_sum(h, "pin_outbox_relay_shard_leader"));
+}
+
+void h_relay_marking_stop(struct h_host *h)
+{
+	h_host_stop(h);
+	if (h_host_pid("worker") <= 0)
+		h_worker_start();
 }

@@ -324,6 +324,8 @@ void h_worker_kill9(void);
 void h_worker_start(void);
 /* Lines of $PIN_DEV_DIR/logs/worker.log holding both needles. */
 int h_worker_log_lines(const char *n1, const char *n2);
+/* The same for the stack's log file name ($PIN_DEV_DIR/logs/name). */
+int h_log_lines(const char *name, const char *n1, const char *n2);
 
 /* ---- several hosts (the scale suite) ----------------------------------------- */
 /* A host of the stack: the long-lived worker (h_host_stack_worker) or one
@@ -349,6 +351,21 @@ void h_host_kill9(struct h_host *h);
 /* SIGTERM, up to 20 s, then SIGKILL; removes the pid file.  No-op when
  * the host does not run or is not ours. */
 void h_host_stop(struct h_host *h);
+/* ---- the outbox relay's two modes (operating.md "Outbox relay cursor") -------
+ * The stack relays by the commit-ordered cursor (the default).  A case of
+ * marking (relay_cursor = false) runs a host of its own in place of the
+ * stack's worker: */
+/* operating.md "Switching back": once no relay session is left, what the
+ * cursors passed marked published and the cursors removed */
+void h_relay_switch_back(void);
+/* The stack's worker stopped, the switch back, and host "worker-marking"
+ * with relay_cursor = false started: returns when it leads every shard of
+ * both outboxes. */
+void h_relay_marking_start(struct h_host *h);
+/* That host stopped (no-op when it does not run) and the stack's worker
+ * started again (it goes over to the cursor by itself). */
+void h_relay_marking_stop(struct h_host *h);
+
 /* The value of one series on the host's /metrics: series is the exact text
  * before the value ('pin_x{group="g"}'); NAN when absent or no answer. */
 double h_host_metric(const struct h_host *h, const char *series);

@@ -594,8 +594,8 @@ START_TEST(relay_parks_oversize_row)
 			" $3::jsonb, now()) RETURNING id::text", mid, key,
 			ENV_FIXED(mid, "pin.test.noop", "Test", key, "{}"));
 	}
-	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE"
-		" id = ANY (string_to_array($1, ',')::bigint[]) AND published_at IS NOT NULL",
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM calendar.outbox o WHERE"
+		" id = ANY (string_to_array($1, ',')::bigint[]) AND calendar.outbox_sent(o)",
 		h_sprintf("%s,%s,%s", ids[0], ids[1], ids[2])) == 3, WAIT_MS),
 		"rows behind the oversize row not published");
 	ck_assert_ptr_nonnull(h_sql_scalar("SELECT parked_at FROM calendar.outbox WHERE id = $1::bigint",

@@ -3,11 +3,12 @@
  * (relay_cursor = true; host/worker/relay_batch.c "The commit-ordered
  * cursor", doc/operating.md "Outbox relay cursor", issue 31 item 3).
  *
- * The test stack's worker host marks (relay_cursor = false in ./dev's test
- * config: the other suites check rows by published_at).  Each case
- * replaces it by a host with relay_cursor on (the default), and starts the
- * stack's worker again at its end; cursor_follows_marking_host runs the
- * two side by side, as a rolling upgrade from an earlier release does.
+ * The test stack's worker host relays by the cursor (the default).  Each
+ * case replaces it by a host of its own with relay_cursor on, which it can
+ * kill, and starts the stack's worker again at its end;
+ * cursor_follows_marking_host switches back to marking and runs a marking
+ * host beside the cursor host, as a rolling upgrade from an earlier release
+ * does, and leaves the outboxes relayed by the cursors again.
  */
 #include <math.h>
 #include <signal.h>
@@ -18,7 +19,7 @@
 /* a topic the dev broker has and nothing consumes */
 #define CUR_TOPIC "pin.bench.relay.v1"
 
-static struct h_host cur_host;
+static struct h_host cur_host, mark_host;
 
 static void cur_up(void)
 {
@@ -34,26 +35,10 @@ static void cur_up(void)
 			30000), "the cursor host leads no shards (logs/worker-cursor.log)");
 }
 
-/* operating.md "Switching back": what the cursors passed marked, the
- * cursors removed (the stack's worker marks by choice and relays nothing
- * while cursors exist) */
-static void cur_switch_back(void)
-{
-	static const char *const box[] = { "calendar.outbox", "notifications.outbox" };
-
-	for (size_t i = 0; i < sizeof(box) / sizeof(box[0]); i++)
-		h_sql(h_sprintf("UPDATE %s o SET published_at = now() FROM calendar.outbox_cursor c"
-				" WHERE c.outbox = '%s' AND c.shards = 4 AND c.shard ="
-				" (hashtext(o.key) & 2147483647) %% 4 AND o.published_at IS NULL"
-				" AND o.parked_at IS NULL AND (o.xid, o.id) <= (c.xid, c.id)",
-				box[i], box[i]));
-	h_sql("DELETE FROM calendar.outbox_cursor");
-}
-
 static void cur_down(void)
 {
 	h_host_stop(&cur_host);
-	cur_switch_back();       /* a marking stack worker is idle until then */
+	h_host_stop(&mark_host);
 	if (h_host_pid("worker") <= 0)
 		h_worker_start();
 }
@@ -283,24 +268,22 @@ END_TEST
  * relay_cursor on (the default) beside a host that marks by choice marks
  * too, and both relay; once that host is gone it relays by the cursor,
  * rows written across the change included, each key in order; a marking
- * host started then relays nothing while it goes on.  The stack's worker
- * (relay_cursor = false in the test stack's config) plays the earlier
- * release. */
+ * host started then relays nothing while it goes on.  A host with
+ * relay_cursor = false plays the earlier release, after the switch back
+ * to marking that a rollback needs. */
 START_TEST(cursor_follows_marking_host)
 {
 	static const char *const env[] = { "PIN_RELAY_CURSOR=true", NULL };
+	static const char *const mark_env[] = { "PIN_RELAY_CURSOR=false", NULL };
 	char *key = h_uuid(), *like = h_sprintf("%s-%%", key), *id;
 	PGconn *c = cur_conn();
 	int p1, p2, n = 0, log0;
 	long long left = -1;
 
-	/* the stack's worker marks, its relay threads are members, and no
-	 * cursor is left from the cases before */
-	if (h_host_pid("worker") <= 0) {
-		cur_switch_back();
-		h_worker_start();
-	}
-	ck_assert_msg(H_WAIT_UNTIL(cur_members(0) >= 2, 20000), "the stack's worker is no member");
+	/* only a marking host relays, its relay threads are members, and no
+	 * cursor is left */
+	h_relay_marking_start(&mark_host);
+	ck_assert_msg(H_WAIT_UNTIL(cur_members(0) >= 2, 20000), "the marking host is no member");
 	h_host_start(&cur_host, "worker-cursor", "worker", NULL, 0, env);
 	ck_assert_msg(H_WAIT_UNTIL(h_host_metric_sum(&cur_host,
 			"pin_outbox_relay_shard_leader") >= 2 && cur_members(0) >= 4, 30000),
@@ -318,7 +301,7 @@ START_TEST(cursor_follows_marking_host)
 
 	/* the marking host is gone, rows keep coming, one key twice: every
 	 * shard by the cursor, every row on the topic, the key in order */
-	h_worker_kill9();
+	h_host_kill9(&mark_host);
 	for (; n < 80; n++) {
 		(void)cur_insert(c, h_sprintf("%s-%d", key, n), "across");
 		h_sleep_ms(100);
@@ -350,18 +333,17 @@ START_TEST(cursor_follows_marking_host)
 	}
 
 	/* a marking host started now relays nothing; the cursor host goes on */
-	log0 = h_worker_log_lines("relays nothing", "relay_cursor = false");
-	h_worker_start();
-	ck_assert_msg(H_WAIT_UNTIL(h_worker_log_lines("relays nothing", "relay_cursor = false") >
-			log0, 20000), "the marking host did not say it relays nothing");
+	log0 = h_log_lines("worker-marking.log", "relays nothing", "relay_cursor = false");
+	h_host_start(&mark_host, "worker-marking", "worker", NULL, 0, mark_env);
+	ck_assert_msg(H_WAIT_UNTIL(h_log_lines("worker-marking.log", "relays nothing",
+			"relay_cursor = false") > log0, 20000),
+			"the marking host did not say it relays nothing");
 	id = cur_insert(c, key, "after");
 	PQfinish(c);
 	ck_assert_msg(H_WAIT_UNTIL((cur_positions(key, "\"after\"", "-", &p1, &p2), p1 >= 0),
 			20000), "row %s not published beside a marking host", id);
 	ck_assert_ptr_null(h_sql_scalar("SELECT published_at FROM calendar.outbox"
 			" WHERE id = $1::bigint", id));
-	h_host_stop(&cur_host);
-	h_worker_kill9();
 	cur_down();
 }
 END_TEST
@@ -372,12 +354,12 @@ static void cur_teardown(void)
 }
 
 /* After the cases, in the runner's process: a failed case ends before its
- * teardown, and neither its cursor hosts nor its cursors may outlive the
- * suite (the stack's worker marks by choice: it would relay nothing for
- * the suites after this one while cursors exist). */
+ * teardown, and none of its hosts may outlive the suite (a marking host
+ * would relay beside the stack's worker for the suites after this one). */
 static void cur_final(void)
 {
-	static const char *const left[] = { "worker-cursor", "worker-cursor-2" };
+	static const char *const left[] = { "worker-cursor", "worker-cursor-2",
+		"worker-marking" };
 
 	for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++) {
 		long pid = h_host_pid(left[i]);
@@ -385,7 +367,6 @@ static void cur_final(void)
 		if (pid > 1)
 			kill((pid_t)pid, SIGKILL);
 	}
-	cur_switch_back();
 	if (h_host_pid("worker") <= 0)
 		h_worker_start();
 	/* the runner's process forks the next cases: its connection must not
