@@ -4,21 +4,21 @@
 #
 # Per consumer: N envelopes of the real topic (valid payloads, distinct
 # messageIds in a bench range, keys spread over the partitions) are produced
-# to the dev broker at once; the figure is N / (time from the first produce
-# until the group's inbox holds all N rows), the effects are counted in
-# PostgreSQL afterwards.  Sourced by suite.sh (b_row, b_psql, b_div, b_ge).
+# to the dev broker while the worker hosts are stopped (SIGSTOP); the figure
+# is N / (time from their SIGCONT until the group's inbox holds all N rows):
+# the drain of a backlog, as the raw consumer's anchor is.  The effects are
+# counted in PostgreSQL afterwards.  Sourced by suite.sh (b_row, b_psql, b_div, b_ge).
 #
 #   identity         pin.identity.users.v1 -> calendar-identity-users
-#                    (calendar.user_replicas upserts; measured alone: notify's
-#                    contact consumer of the same topic stopped meanwhile)
+#                    (calendar.user_replicas upserts; notify's contact
+#                    consumer reads the same topic at the same time)
 #   crm booking      pin.crm.booking-created.v1 -> calendar-crm-booking-events
 #                    (link + BookingDeadline event + reminders + outbox)
 #   notify fan-out   pin.calendar.reminder-due.v1 -> notifications-calendar-events
 #                    (owner + client x InApp/Email/Sms rows)
 #
 # Knobs: PIN_BENCH_IDENTITY_N (30000), PIN_BENCH_CRM_N (10000),
-# PIN_BENCH_NOTIFY_N (5000), PIN_BENCH_CONSUMERS (which: "identity crm notify"),
-# PIN_BENCH_IDENTITY_ALONE (1; 0: notify's contact consumer runs alongside).
+# PIN_BENCH_NOTIFY_N (5000), PIN_BENCH_CONSUMERS (which: "identity crm notify").
 #
 # Targets (issue 31 item 3): a consumer reaches >= 0.7 of its serial limit,
 # 1 / (1/raw consumer + 1/its statements): the raw librdkafka consumer on the
@@ -30,26 +30,10 @@
 
 BC_TOOL() { echo "$BUILD/tools/pin-benchconsume"; }
 
-# b_workers_with PLUGINS: the stack's worker hosts started again with
-# PLUGINS (a comma-separated list, as worker_plugins gives it); returns once
-# every consumer group has its assignment
-b_workers_with() {
-	local k name
-	for ((k = 1; k <= WORKER_HOSTS; k++)); do
-		name=$(host_name worker "$k")
-		worker_host_start "$k" "$1" || die "worker host $name did not start with plugins $1"
-		wait_for "worker host $name /healthz" 30 "$PIDS/$name.pid" \
-			curl -sf -m 2 -o /dev/null "http://127.0.0.1:$(worker_mport_of "$k")/healthz" ||
-			die "worker host $name does not answer /healthz (logs/$name.log)"
-	done
-	wait_for "the worker hosts' consumer groups" 60 "" workers_settled ||
-		die "the worker hosts' consumer groups are still rebalancing"
-}
-
 # b_consume_run NAME INBOX GROUP TOPIC MIDPREFIX LINES N: produce, wait for
 # the inbox, then the raw consumer; sets C_RATE C_RAW C_SECS
 b_consume_run() {
-	local name=$1 inbox=$2 group=$3 topic=$4 pre=$5 lines=$6 n=$7 t0 t1 got raw out wpid
+	local name=$1 inbox=$2 group=$3 topic=$4 pre=$5 lines=$6 n=$7 t0 t1 got raw out wpid f hosts=()
 	[[ -x $(BC_TOOL) ]] || die "pin-benchconsume not built ($(BC_TOOL))"
 	say "$name: $n messages to $topic"
 	# the wait: one session counting the inbox every 50 ms (a new psql
@@ -71,8 +55,18 @@ b_consume_run() {
 		SELECT pg_temp.bc_wait();
 	EOF
 	wpid=$!
+	# the worker hosts stopped (SIGSTOP) while the N messages are produced:
+	# the figure, like the raw consumer's, is the drain of a backlog of N.
+	# Timed from the first produce it carried the producer's own time
+	# (30,000 identity messages: 0.45 of the 1.2 s, 2026-12-06).  Stopped
+	# well within the session timeout (3.5 s): the groups stay as they are.
+	for f in "$PIDS"/worker*.pid; do is_alive "$f" && hosts+=("$(cat "$f")"); done
+	((${#hosts[@]})) || die "$name: no worker host runs"
+	kill -STOP "${hosts[@]}"
+	"$(BC_TOOL)" produce "@$BOOT" "$topic" <"$lines" >/dev/null ||
+		{ kill -CONT "${hosts[@]}"; die "$name: produce failed"; }
 	t0=$(date +%s.%N)
-	"$(BC_TOOL)" produce "@$BOOT" "$topic" <"$lines" >/dev/null || die "$name: produce failed"
+	kill -CONT "${hosts[@]}"
 	wait "$wpid" || die "$name: the wait for the inbox failed"
 	read -r got t1 <"$out"
 	rm -f "$out"
@@ -185,14 +179,6 @@ b_consumers_clean_once() {
 		  OR envelope->'payload'->>'bookingId' LIKE 'b0000000-0000-4000-8018-%')"
 }
 
-# b_contacts_caught_up MIDPREFIX N: notify's contact consumer has applied
-# the N identity messages of the run
-b_contacts_caught_up() {
-	(($(b_psql -tA -c "SELECT count(*) FROM notifications.processed_messages
-		WHERE consumer_group = 'notifications-identity-users'
-		AND message_id BETWEEN '$1-000000000000' AND '$1-ffffffffffff'") >= $2))
-}
-
 # b_consumer_row SCENARIO FIGURE RATE RAW [STATEMENTS]: against the raw
 # consumer alone, or (with the statements' msgs/s) against the serial limit
 # 1/(1/raw + 1/statements), target >= 0.7
@@ -247,24 +233,11 @@ bench_consumers() {
 	if [[ $which == *" identity "* ]]; then
 	n=${PIN_BENCH_IDENTITY_N:-30000}
 	b_gen identity "$n" "$run" >"$d/identity.lines"
-	# alone, as its anchors run: notify's contact consumer reads the same
-	# topic and, on the same cores, took as much of them as identity did
-	# (doc/performance.md, Consumers).  So the worker hosts run without
-	# notify.so for the figure (PIN_BENCH_IDENTITY_ALONE=0: with it), and
-	# with it again afterwards, until the contact consumer has caught up.
-	if [[ ${PIN_BENCH_IDENTITY_ALONE:-1} == 1 ]]; then
-		b_workers_with "$(plugin_list "$PLUGDIR" workers)"
-	fi
 	b_consume_run identity calendar.inbox calendar-identity-users pin.identity.users.v1 \
 		"b1000000-$run-4000-8000" "$d/identity.lines" "$n"
 	have=$(b_psql -tA -c "SELECT count(*) FROM calendar.user_replicas
 		WHERE user_id::text LIKE 'b0000000-0000-4000-8006-%'")
 	((have == n)) || die "identity: $have user replicas, want $n"
-	if [[ ${PIN_BENCH_IDENTITY_ALONE:-1} == 1 ]]; then
-		b_workers_with "$(worker_plugins)"
-		wait_for "notify's contact consumer catching up" 300 "" b_contacts_caught_up \
-			"b1000000-$run-4000-8000" "$n" || die "notify's contact consumer did not catch up"
-	fi
 	b_stmt_anchor identity identity.sql -D run="$run"
 	b_consumer_row consumers "identity ($n users upserted)" "$C_RATE" "$C_RAW" "$C_STMT"
 	fi
