@@ -2,7 +2,8 @@
 # the outbox relay of the worker host(s) against a raw librdkafka producer of
 # the same rows' bytes to the same dev broker, in the same run.
 #
-# N rows (PIN_BENCH_RELAY_ROWS, 100000) of ~850-byte envelopes are written
+# N rows (PIN_BENCH_RELAY_ROWS, 100000) of event-created envelopes (the
+# contract's payload: ids, kind, status, times, no PII; ~960 bytes) are written
 # into calendar.outbox in ONE transaction (SQL, topic pin.bench.relay.v1,
 # which nothing consumes), so every row becomes visible at the commit; the
 # figure is N / (max(published_at) - the commit), or when the worker hosts
@@ -35,15 +36,13 @@ b_relay_fill() {
 		    'aggregateType', 'CalendarEvent', 'aggregateId', e,
 		    'correlationId', replace(gen_random_uuid()::text, '-', ''),
 		    'payload', jsonb_build_object('eventId', e, 'tenantId', gen_random_uuid(),
-		      'ownerUserId', gen_random_uuid(), 'kind', 'Meeting', 'origin', 'Manual',
-		      'title', 'Showing of the apartment on Tverskaya ' || i,
-		      'description', repeat('Bring the keys and the signed viewing form. ', 2),
-		      'location', 'Moscow, Tverskaya st. ' || i % 200,
-		      'startAt', '2027-01-15T09:00:00Z', 'endAt', '2027-01-15T10:00:00Z',
-		      'timeZone', 'Europe/Moscow', 'priority', 'Normal', 'status', 'Scheduled',
-		      'reminders', jsonb_build_array(jsonb_build_object('offsetMinutes', 1440),
-		        jsonb_build_object('offsetMinutes', 60)),
-		      'participants', jsonb_build_array(gen_random_uuid(), gen_random_uuid()))),
+		      'ownerUserId', gen_random_uuid(), 'kind', 'Showing', 'origin', 'Manual',
+		      'status', 'Planned', 'priority', 'Normal',
+		      'startAt', '2027-01-15T09:00:00.000Z', 'endAt', '2027-01-15T10:00:00.000Z',
+		      'timeZone', 'Europe/Moscow', 'clientUserId', gen_random_uuid(),
+		      'leadId', NULL, 'dealId', gen_random_uuid(), 'bookingId', NULL,
+		      'projectId', NULL, 'propertyObjectId', gen_random_uuid(),
+		      'appointmentId', NULL, 'createdByUserId', gen_random_uuid())),
 		    clock_timestamp()
 		  FROM (SELECT i, gen_random_uuid() AS m, gen_random_uuid() AS e
 		        FROM generate_series(1, $1) AS i) s;
