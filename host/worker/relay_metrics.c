@@ -99,7 +99,7 @@ void relay_update_pending(struct relay *r)
 			res = pin_db_exec(sql, 1, p);
 			blocking_xact_gauge();
 		} else {
-			snprintf(sql, 400, "SELECT (SELECT count(*) FROM %s WHERE published_at IS NULL"
+			snprintf(sql, 512, "SELECT (SELECT count(*) FROM %s WHERE published_at IS NULL"
 					" AND parked_at IS NULL), (SELECT extract(epoch FROM created_at)"
 					" FROM %s WHERE published_at IS NULL AND parked_at IS NULL"
 					" ORDER BY id LIMIT 1)", t, t);

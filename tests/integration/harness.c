@@ -1632,6 +1632,15 @@ static void reap_left_hosts(void)
 		unlink(g.gl_pathv[i]);
 	}
 	globfree(&g);
+	/* a marking case that failed left the stack without its worker */
+	if (access(dev_path("pids/worker.marking"), F_OK) == 0) {
+		if (h_host_pid("worker") <= 0) {
+			fprintf(stderr, "harness: starting the stack's worker again, stopped by a"
+				" failed marking case\n");
+			h_worker_start();
+		}
+		unlink(dev_path("pids/worker.marking"));
+	}
 }
 
 void h_host_start(struct h_host *h, const char *name, const char *mode,
@@ -1821,6 +1830,12 @@ void h_relay_marking_start(struct h_host *h)
 {
 	static const char *const env[] = { "PIN_RELAY_CURSOR=false", NULL };
 
+	FILE *f = fopen(dev_path("pids/worker.marking"), "w");
+
+	/* the mark that the next case's setup starts the stack's worker again
+	 * if this case fails before h_relay_marking_stop (reap_left_hosts) */
+	ck_assert_ptr_nonnull(f);
+	fclose(f);
 	if (h_host_pid("worker") > 0)
 		h_worker_kill9();
 	h_relay_switch_back();
@@ -1828,6 +1843,9 @@ void h_relay_marking_start(struct h_host *h)
 	ck_assert_msg(H_WAIT_UNTIL(h_host_metric_sum(h, "pin_outbox_relay_shard_leader") >= 8,
 			30000), "the marking host leads %.0f of the 8 shards (logs/worker-marking.log)",
 			h_host_metric_sum(h, "pin_outbox_relay_shard_leader"));
+	/* and its consumers in their groups (it replaced the stack's worker) */
+	ck_assert_msg(H_WAIT_UNTIL(h_host_metric_sum(h, "pin_consumer_rebalancing") == 0,
+			30000), "the marking host's consumer groups still rebalancing after 30 s");
 }
 
 void h_relay_marking_stop(struct h_host *h)
@@ -1835,4 +1853,5 @@ void h_relay_marking_stop(struct h_host *h)
 	h_host_stop(h);
 	if (h_host_pid("worker") <= 0)
 		h_worker_start();
+	unlink(dev_path("pids/worker.marking"));
 }

@@ -38,9 +38,7 @@ static void cur_up(void)
 static void cur_down(void)
 {
 	h_host_stop(&cur_host);
-	h_host_stop(&mark_host);
-	if (h_host_pid("worker") <= 0)
-		h_worker_start();
+	h_relay_marking_stop(&mark_host);   /* and the stack's worker started */
 }
 
 /* relay member locks of relay_shards 4: marking (objid 4) or by the cursor
