@@ -207,6 +207,16 @@ START_TEST(cursor_parks_refused_row)
 			" WHERE id = $1::bigint", bad), "too large"), "no last_error");
 	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox WHERE"
 			" published_at IS NOT NULL AND id IN ($1::bigint, $2::bigint)", bad, ok), 0);
+	/* what operators ask (operating.md "Did a row go out?"): the row
+	 * behind went out, the parked one did not, though the cursor passed
+	 * it */
+	ck_assert_msg(H_WAIT_UNTIL(h_sql_int("SELECT count(*) FROM calendar.outbox o WHERE"
+			" id = $1::bigint AND calendar.outbox_sent(o)", ok) == 1, 10000),
+			"calendar.outbox_sent false for row %s, which is on the topic", ok);
+	ck_assert_int_eq(h_sql_int("SELECT count(*) FROM calendar.outbox o JOIN"
+			" calendar.outbox_cursor c ON c.outbox = 'calendar.outbox' AND c.shards = 4"
+			" AND c.shard = (hashtext(o.key) & 2147483647) % 4 WHERE o.id = $1::bigint"
+			" AND (o.xid, o.id) <= (c.xid, c.id) AND NOT calendar.outbox_sent(o)", bad), 1);
 	ck_assert_msg(H_WAIT_UNTIL(h_host_metric(&cur_host, "pin_outbox_failed_total{outbox="
 			"\"calendar.outbox\",reason=\"too_large\"}") >= 1, 10000), "metric missing");
 	cur_down();
