@@ -73,7 +73,8 @@ static struct relay_batch *batch_read(struct relay *r, struct relay_unit *u)
 				" WHERE (hashtext(o.key) & 2147483647) %% %d = $4::int"
 				" AND (o.xid, o.id) > ($2::xid8, $3::bigint)"
 				" AND o.xid < pg_snapshot_xmin(pg_current_snapshot()) AND o.parked_at IS NULL"
-				" AND o.published_at IS NULL ORDER BY o.xid, o.id LIMIT $1::int", r->nshards, u->table, r->nshards);
+				" AND o.published_at IS NULL ORDER BY o.xid, o.id LIMIT $1::int",
+				r->nshards, u->table, r->nshards);
 		snprintf(stmt, 160, "pin_relay_cursor:%s", u->table);
 		res = pin_db_exec_prepared(stmt, sql, 7, cp);
 	} else {

@@ -44,7 +44,7 @@ b_consume_run() {
 	# (a longer produce is reported: a rebalance may then be in the figure).
 	for f in "$PIDS"/worker*.pid; do is_alive "$f" && hosts+=("$(cat "$f")"); done
 	((${#hosts[@]})) || die "$name: no worker host runs"
-	# the wait: one session counting the inbox every 50 ms (a new psql
+	# the wait: one connection counting the inbox every 50 ms (a new psql
 	# and backend for each poll cost ~10 % of the 2 cores, the relay
 	# bench's profile of 2026-12-06), started before the produce
 	out=$(mktemp)
@@ -72,9 +72,9 @@ b_consume_run() {
 	t0=$(date +%s.%N)
 	kill -CONT "${hosts[@]}" || true
 	trap - EXIT INT TERM
-	awk -v a="$p0" -v b="$t0" 'BEGIN { exit !(b - a > 2.5) }' &&
-		say "$name: the hosts were stopped $(awk -v a="$p0" -v b="$t0" \
-			'BEGIN { printf "%.1f", b - a }') s for the produce: near the session timeout"
+	p0=$(awk -v a="$p0" -v b="$t0" 'BEGIN { printf "%.1f", b - a }')
+	awk -v s="$p0" 'BEGIN { exit !(s > 2.5) }' &&
+		say "$name: the hosts were stopped $p0 s for the produce: near the session timeout"
 	wait "$wpid" || die "$name: the wait for the inbox failed"
 	read -r got t1 <"$out" || true
 	rm -f "$out"

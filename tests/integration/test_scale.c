@@ -426,15 +426,10 @@ static void sent_at_on(void)
 		" FROM calendar.outbox o");
 }
 
-static void sent_at_off(void)
-{
-	h_sql("DROP TRIGGER IF EXISTS test_cursor_moved ON calendar.outbox_cursor");
-}
-
 static void rolling_teardown(void)
 {
 	hosts_teardown();
-	sent_at_off();
+	h_sql("DROP TRIGGER IF EXISTS test_cursor_moved ON calendar.outbox_cursor");
 }
 
 /*
