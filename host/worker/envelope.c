@@ -21,14 +21,49 @@ static const char *jstr(json_object *o, const char *k)
 	return json_object_get_string(v);
 }
 
+/* One tokener per thread, reset before each value: a new one per message
+ * (its state stack and buffer allocated and freed each time) was ~15 % of
+ * the parse of an identity envelope (2.14 against 1.77 us, 2026-12-06).
+ * Freed when its thread ends (the consumer threads at a stop). */
+static pthread_key_t tok_key;
+static pthread_once_t tok_once = PTHREAD_ONCE_INIT;
+static bool tok_key_ok;
+
+static void tok_free(void *tok)
+{
+	json_tokener_free(tok);
+}
+
+static void tok_key_init(void)
+{
+	tok_key_ok = pthread_key_create(&tok_key, tok_free) == 0;
+}
+
+static json_tokener *tok_get(bool *own)
+{
+	json_tokener *tok;
+
+	*own = false;
+	pthread_once(&tok_once, tok_key_init);
+	if (tok_key_ok && (tok = pthread_getspecific(tok_key))) {
+		json_tokener_reset(tok);
+		return tok;
+	}
+	tok = json_tokener_new();
+	if (tok && !(tok_key_ok && pthread_setspecific(tok_key, tok) == 0))
+		*own = true;    /* no slot for it: freed after this value */
+	return tok;
+}
+
 static json_object *decode(const char *value, size_t len)
 {
 	json_tokener *tok;
 	json_object *env = NULL;
+	bool own;
 
 	if (!len || len > INT32_MAX || !pin_utf8_valid(value, len))
 		return NULL;
-	tok = json_tokener_new();
+	tok = tok_get(&own);
 	if (!tok)
 		return NULL;
 	env = json_tokener_parse_ex(tok, value, (int)len);
@@ -37,7 +72,10 @@ static json_object *decode(const char *value, size_t len)
 		json_object_put(env);
 		env = NULL;
 	}
-	json_tokener_free(tok);
+	if (!env)   /* a value cut short leaves the tokener mid-way */
+		json_tokener_reset(tok);
+	if (own)
+		json_tokener_free(tok);
 	return env;
 }
 
