@@ -87,14 +87,19 @@ void relay_update_pending(struct relay *r)
 		if (r->cursor && relay_outbox_has_xid(t) == 1) {
 			/* the rows beyond each shard's cursor, held back or not,
 			 * not parked and not marked (the read passes those); the
-			 * oldest by created_at among them */
+			 * oldest by created_at among them.  "coalesce(..) IS
+			 * NULL", not the two IS NULLs: those match the marking
+			 * indexes' predicate, which with the cursor hold every
+			 * row sent and not yet purged, and the planner walked one
+			 * of them whole -- 750 ms a count at 200k sent rows,
+			 * against 0.8 ms through the cursor index (2026-12-06) */
 			const char *p[1] = { t };
 
 			snprintf(sql, 512, "SELECT coalesce(sum(p.n), 0), extract(epoch FROM min(p.o))"
 					" FROM calendar.outbox_cursor c CROSS JOIN LATERAL (SELECT count(*) AS n,"
 					" min(created_at) AS o FROM %s WHERE (hashtext(key) & 2147483647)"
-					" %% %d = c.shard AND (xid, id) > (c.xid, c.id) AND parked_at IS NULL"
-					" AND published_at IS NULL) p"
+					" %% %d = c.shard AND (xid, id) > (c.xid, c.id)"
+					" AND coalesce(parked_at, published_at) IS NULL) p"
 					" WHERE c.outbox = $1 AND c.shards = %d", t, r->nshards, r->nshards);
 			res = pin_db_exec(sql, 1, p);
 			blocking_xact_gauge();
