@@ -47,6 +47,14 @@
 #      host's configuration (pin-host --print-config) when the key exists,
 #      else 1 (the dispatcher's one handle per channel).  Ratio = the
 #      dispatcher's rate / the raw sender's, per channel.
+#   4b. Before the anchors, the dispatcher on a backlog, one channel at a
+#      time: the burst's 2N Sent e-mails (then SMS) inserted again as new
+#      Pending rows in one transaction (new ids and source message ids, no
+#      reminder id); rate = 2N / (COMMIT -> last arrival).  Both the raw
+#      sender and this start with all 2N messages to send; in the burst the
+#      rows come at the fan-out's pace (SMS: 120,000 rows in ~20-24 s on 2
+#      cores), so the burst's rate is printed against the raw sender and the
+#      backlog's is judged.
 #   5. The SMTP server's and the sink's own CPU seconds (/proc/PID/stat utime +
 #      stime of the whole process) over the burst and over each anchor: on a
 #      2-core machine a reader sees whether the Python servers saturate a core.
@@ -54,8 +62,8 @@
 # Knobs: PIN_BENCH_BURST_N (20000 appointments = the capacity plan's 20k
 # agents; 2000 for a quick run), PIN_BENCH_BURST_SUBS (100), PIN_BENCH_BURST_LEAD
 # (15 s from the moving transaction to DUE), PIN_BENCH_BURST_TIMEOUT (900 + N / 20).
-# Targets: p99 < 60 s per channel, everything delivered, the dispatcher >= 0.5
-# of each raw sender.
+# Targets: p99 < 60 s per channel and everything delivered (the burst), the
+# dispatcher >= 0.5 of each raw sender (the backlog, 4b).
 
 B_BU_AGENT='b0000000-0000-4000-8020-'
 B_BU_INV='b0000000-0000-4000-8021-'
@@ -103,19 +111,67 @@ b_bu_clean() {
 
 b_bu_id() { echo "'$1' || lpad(i::text, 12, '0')"; }
 
-# b_bu_row FIGURE RATE UNIT ANCHOR RAW GOT WANT P50_S P99_S: the row of one
-# channel (e-mail, SMS), judged: p99 under 60 s (60.00 is the timeout's
-# value for a channel that never completed), all WANT delivered, at least
-# 0.50 of the raw sender's rate
+# b_bu_row FIGURE RATE UNIT ANCHOR RAW GOT WANT P50_S P99_S: the burst's row
+# of one channel (e-mail, SMS), judged: p99 under 60 s (60.00 is the
+# timeout's value for a channel that never completed), all WANT delivered.
+# The ratio to the raw sender is printed: in the burst a channel's rate is
+# also the fan-out's pace (the rows come at it), so the dispatcher's own
+# rate is judged on the backlog (b_bu_brow).
 b_bu_row() {
 	local ok=true ratio
 	ratio=$(b_div "$2" "$5")
-	b_ge 60 "$9" && (($6 == $7)) && b_ge "$ratio" 0.5 || ok=false
+	b_ge 60 "$9" && (($6 == $7)) || ok=false
 	[[ $9 == 60.00 ]] && ok=false
-	b_row burst "$1" "$2" "$3" "$4" "${5:-0}" "$ratio" "p99<60s, all, >=0.50 of raw" "$ok" \
+	b_row burst "$1" "$2" "$3" "$4" "${5:-0}" "$ratio" "p99<60s, all" "$ok" \
 		"$(awk -v v="$8" 'BEGIN { printf "%.0f", v * 1000 }')" \
 		"$(awk -v v="$9" 'BEGIN { printf "%.0f", v * 1000 }')"
 }
+
+# b_bu_brow FIGURE RATE UNIT ANCHOR RAW GOT WANT: the dispatcher on a
+# backlog of one channel, judged: all WANT delivered, at least 0.50 of the
+# raw sender's rate
+b_bu_brow() {
+	local ok=true ratio
+	ratio=$(b_div "$2" "$5")
+	(($6 == $7)) && b_ge "$ratio" 0.5 || ok=false
+	b_row burst "$1" "$2" "$3" "$4" "${5:-0}" "$ratio" ">=0.50 of raw, all" "$ok"
+}
+
+# b_bu_backlog CHANNEL N: the dispatcher on a backlog (step 4b of the head):
+# the burst's N Sent rows of CHANNEL (Email, Sms) again as new Pending rows,
+# in one transaction; waits until the N have arrived (at most 600 s) and
+# prints "arrived seconds rate": seconds from the COMMIT to the last arrival,
+# rate = arrived / seconds
+b_bu_backlog() {
+	local ch=$1 n=$2 since off t0 e s out
+	since=$(date +%s.%N)
+	off=$(stat -c %s "$SMS_LOG")
+	b_psql <<-EOF >/dev/null
+		INSERT INTO notifications.notifications (id, recipient_user_id, tenant_id, kind,
+		    channel, urgency, status, role, title, body, deep_link, payload, locale,
+		    source_message_id, source_event_type, subject_id, created_at, address)
+		  SELECT gen_random_uuid(), recipient_user_id, tenant_id, kind, channel, urgency,
+		    'Pending', role, title, body, deep_link, payload, locale, gen_random_uuid(),
+		    source_event_type, subject_id, now(), address
+		  FROM notifications.notifications WHERE channel = '$ch' AND status = 'Sent'
+		    AND reminder_id IS NOT NULL
+		    AND (recipient_user_id::text LIKE '$B_BU_AGENT%' OR recipient_user_id::text LIKE '$B_BU_INV%');
+	EOF
+	t0=$(date +%s.%N)
+	if [[ $ch == Email ]]; then
+		read -r e s _ < <(python3 "$BENCH_DIR/burst.py" wait "$MAIL_DIR" "$since" "$B_BU_DOMAIN" \
+			"$n" "$SMS_LOG" "$off" "+7996,+7997" 0 /dev/null 0 "$t0" "$(b_bu_plus "$t0" 600)")
+		out=$(python3 "$BENCH_DIR/burst.py" email "$MAIL_DIR" "$since" "$B_BU_DOMAIN" "$t0" --delete)
+	else
+		read -r e s _ < <(python3 "$BENCH_DIR/burst.py" wait "$MAIL_DIR" "$since" "$B_BU_DOMAIN" \
+			0 "$SMS_LOG" "$off" "+7996,+7997" "$n" /dev/null 0 "$t0" "$(b_bu_plus "$t0" 600)")
+		out=$(python3 "$BENCH_DIR/burst.py" sms "$SMS_LOG" "$off" "+7996,+7997" "$t0")
+	fi
+	# "n p50 p99 max first last rate size": max is the last arrival after t0
+	awk '{ printf "%d %.2f %.1f\n", $1, $4, ($4 > 0 ? $1 / $4 : 0) }' <<<"$out"
+}
+
+b_bu_plus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", a + b }'; }
 
 bench_burst() {
 	local n=${PIN_BENCH_BURST_N:-20000} subs=${PIN_BENCH_BURST_SUBS:-100}
@@ -283,6 +339,14 @@ bench_burst() {
 	cr_smtp=$(awk -v a="$c_smtp0" -v b="$c_smtp1" 'BEGIN { printf "%.1f", b - a }')
 	cr_sms=$(awk -v a="$c_sms0" -v b="$c_sms1" 'BEGIN { printf "%.1f", b - a }')
 
+	# the dispatcher on a backlog, one channel at a time (as the anchors)
+	local be_n be_s be_rate bs_n bs_s bs_rate
+	say "burst: backlog: the burst's $((2 * n)) e-mails again, Pending in one transaction"
+	read -r be_n be_s be_rate < <(b_bu_backlog Email $((2 * n)))
+	say "burst: backlog: the burst's $((2 * n)) SMS again, Pending in one transaction"
+	read -r bs_n bs_s bs_rate < <(b_bu_backlog Sms $((2 * n)))
+	say "burst: backlog: e-mail $be_n in $be_s s ($be_rate/s), SMS $bs_n in $bs_s s ($bs_rate/s)"
+
 	# anchors: the same number of messages of the burst's mean size, same
 	# servers, the dispatcher's number of connections
 	((${e_size%.*} >= 64)) || e_size=1100
@@ -316,6 +380,10 @@ bench_burst() {
 	b_bu_row "SMS, $n appointments due at once: $s_n of $((2 * n)) at the sink, max ${s_max} s, p99 ${s_pp} s after the pass, sink CPU ${cr_sms} s in ${span} s" \
 		"$s_rate" "SMS/s" "raw HTTP sender, $senders conn., sink CPU ${rs_cpu} s in ${rs_s} s" \
 		"$raw_s" "$s_n" $((2 * n)) "$s_p50" "$s_p99"
+	b_bu_brow "e-mail, the dispatcher on a backlog: the $((2 * n)) e-mails again as Pending rows, $be_n of $((2 * n)) in the Maildir in ${be_s} s" \
+		"$be_rate" "e-mails/s" "raw SMTP sender, $senders conn." "$raw_e" "$be_n" $((2 * n))
+	b_bu_brow "SMS, the dispatcher on a backlog: the $((2 * n)) SMS again as Pending rows, $bs_n of $((2 * n)) at the sink in ${bs_s} s" \
+		"$bs_rate" "SMS/s" "raw HTTP sender, $senders conn." "$raw_s" "$bs_n" $((2 * n))
 	ok=true
 	got=${ready#connected }
 	got=${got%% *}
