@@ -72,9 +72,13 @@ static json_object *decode(const char *value, size_t len)
 		json_object_put(env);
 		env = NULL;
 	}
-	if (!env)   /* a value cut short leaves the tokener mid-way */
-		json_tokener_reset(tok);
-	if (own)
+	/* A value that did not parse may leave state json_tokener_reset()
+	 * does not clear (json-c 0.16: a pending high surrogate, which would
+	 * turn the next message's first \u escape into U+FFFD): the thread's
+	 * tokener goes, the next value gets a new one. */
+	if (!env && !own && tok_key_ok)
+		pthread_setspecific(tok_key, NULL);
+	if (!env || own)
 		json_tokener_free(tok);
 	return env;
 }

@@ -101,6 +101,37 @@ START_TEST(envelope_codes)
 }
 END_TEST
 
+/* The consumer thread's tokener is reused (envelope.c): what one value
+ * leaves behind -- a parse stopped after a high surrogate, cut short or
+ * malformed -- must not change the next value's text. */
+START_TEST(envelope_after_a_bad_value)
+{
+	static const char *const bad[] = { "{\"a\":\"\\ud83d", "{\"a\":\"\\ud83d\\u12\"}",
+		"{\"a\":\"\\ud83d\"", "{\"a\":[" };
+	const char *good = "{" MID ",\"contractVersion\":1,\"payload\":{\"n\":\"Jos\\u00e9\","
+		"\"m\":\"\\ud83d\\ude00\"}}";
+	char code[64], detail[256];
+
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		struct pin_msg m;
+		json_object *env = NULL, *v;
+
+		memset(&m, 0, sizeof m);
+		ck_assert_int_eq(pin_envelope_parse(bad[i], strlen(bad[i]), &m, &env, code, 64,
+				detail, sizeof detail), -1);
+		json_object_put(env);
+		memset(&m, 0, sizeof m);
+		ck_assert_int_eq(pin_envelope_parse(good, strlen(good), &m, &env, code, 64,
+				detail, sizeof detail), 0);
+		ck_assert(json_object_object_get_ex(m.payload, "n", &v));
+		ck_assert_str_eq(json_object_get_string(v), "Jos\xc3\xa9");
+		ck_assert(json_object_object_get_ex(m.payload, "m", &v));
+		ck_assert_str_eq(json_object_get_string(v), "\xf0\x9f\x98\x80");
+		json_object_put(env);
+	}
+}
+END_TEST
+
 START_TEST(sqlstate_classes)
 {
 	ck_assert_int_eq(pin_db_classify(""), PIN_DBC_NONE);
@@ -275,6 +306,7 @@ Suite *make_text_suite(void)
 	tcase_add_test(tc, utf8_edges);
 	tcase_add_test(tc, json_nul_and_path);
 	tcase_add_test(tc, envelope_codes);
+	tcase_add_test(tc, envelope_after_a_bad_value);
 	tcase_add_test(tc, sqlstate_classes);
 	tcase_add_test(tc, consumer_sqlstate_table);
 	tcase_add_test(tc, envelope_text_as_json_c);
