@@ -39,31 +39,40 @@ static void tok_key_init(void)
 	tok_key_ok = pthread_key_create(&tok_key, tok_free) == 0;
 }
 
-static json_tokener *tok_get(bool *own)
+/* the thread's tokener, reset; a new one when it has none */
+static json_tokener *tok_get(void)
 {
-	json_tokener *tok;
+	json_tokener *tok = NULL;
 
-	*own = false;
 	pthread_once(&tok_once, tok_key_init);
-	if (tok_key_ok && (tok = pthread_getspecific(tok_key))) {
+	if (tok_key_ok && (tok = pthread_getspecific(tok_key)))
 		json_tokener_reset(tok);
-		return tok;
+	return tok ? tok : json_tokener_new();
+}
+
+/* After a value: the tokener stays the thread's only if the value parsed.
+ * One that did not may keep state json_tokener_reset() does not clear
+ * (json-c 0.16: a pending high surrogate, which would turn the next
+ * message's first \u escape into U+FFFD): it goes, the next value gets a
+ * new one. */
+static void tok_done(json_tokener *tok, bool parsed)
+{
+	if (tok_key_ok) {
+		if (parsed && pthread_setspecific(tok_key, tok) == 0)
+			return;
+		pthread_setspecific(tok_key, NULL);
 	}
-	tok = json_tokener_new();
-	if (tok && !(tok_key_ok && pthread_setspecific(tok_key, tok) == 0))
-		*own = true;    /* no slot for it: freed after this value */
-	return tok;
+	json_tokener_free(tok);
 }
 
 static json_object *decode(const char *value, size_t len)
 {
 	json_tokener *tok;
 	json_object *env = NULL;
-	bool own;
 
 	if (!len || len > INT32_MAX || !pin_utf8_valid(value, len))
 		return NULL;
-	tok = tok_get(&own);
+	tok = tok_get();
 	if (!tok)
 		return NULL;
 	env = json_tokener_parse_ex(tok, value, (int)len);
@@ -72,14 +81,7 @@ static json_object *decode(const char *value, size_t len)
 		json_object_put(env);
 		env = NULL;
 	}
-	/* A value that did not parse may leave state json_tokener_reset()
-	 * does not clear (json-c 0.16: a pending high surrogate, which would
-	 * turn the next message's first \u escape into U+FFFD): the thread's
-	 * tokener goes, the next value gets a new one. */
-	if (!env && !own && tok_key_ok)
-		pthread_setspecific(tok_key, NULL);
-	if (!env || own)
-		json_tokener_free(tok);
+	tok_done(tok, env != NULL);
 	return env;
 }
 

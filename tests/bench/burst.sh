@@ -72,6 +72,8 @@ B_BU_SLOT='b0000000-0000-4000-8022-'
 B_BU_APT='b0000000-0000-4000-8023-'
 B_BU_EVENT='b0000000-0000-4000-8024-'
 B_BU_DOMAIN=bench-burst.example
+# the recipients' numbers (+7997 agents, +7996 investors), as burst.py takes them
+B_BU_PHONES=+7996,+7997
 
 # b_bu_cpu PID: CPU seconds of the whole process (utime + stime), 0 when gone
 b_bu_cpu() {
@@ -144,7 +146,7 @@ b_bu_brow() {
 # s) and prints "arrived seconds rate rows": seconds from the COMMIT to the
 # last arrival, rate = arrived / seconds, rows = the rows inserted
 b_bu_backlog() {
-	local ch=$1 tmo=$2 n since off t0 e s out
+	local ch=$1 tmo=$2 n since off t0 out want_e=0 want_s=0
 	since=$(date +%s.%N)
 	off=$(stat -c %s "$SMS_LOG")
 	n=$(b_psql -tA <<-EOF
@@ -163,14 +165,13 @@ b_bu_backlog() {
 	EOF
 	)
 	t0=$(date +%s.%N)
+	[[ $ch == Email ]] && want_e=$n || want_s=$n
+	python3 "$BENCH_DIR/burst.py" wait "$MAIL_DIR" "$since" "$B_BU_DOMAIN" "$want_e" "$SMS_LOG" \
+		"$off" "$B_BU_PHONES" "$want_s" /dev/null 0 "$t0" "$(b_bu_plus "$t0" "$tmo")" >/dev/null
 	if [[ $ch == Email ]]; then
-		read -r e s _ < <(python3 "$BENCH_DIR/burst.py" wait "$MAIL_DIR" "$since" "$B_BU_DOMAIN" \
-			"$n" "$SMS_LOG" "$off" "+7996,+7997" 0 /dev/null 0 "$t0" "$(b_bu_plus "$t0" "$tmo")")
 		out=$(python3 "$BENCH_DIR/burst.py" email "$MAIL_DIR" "$since" "$B_BU_DOMAIN" "$t0" --delete)
 	else
-		read -r e s _ < <(python3 "$BENCH_DIR/burst.py" wait "$MAIL_DIR" "$since" "$B_BU_DOMAIN" \
-			0 "$SMS_LOG" "$off" "+7996,+7997" "$n" /dev/null 0 "$t0" "$(b_bu_plus "$t0" "$tmo")")
-		out=$(python3 "$BENCH_DIR/burst.py" sms "$SMS_LOG" "$off" "+7996,+7997" "$t0")
+		out=$(python3 "$BENCH_DIR/burst.py" sms "$SMS_LOG" "$off" "$B_BU_PHONES" "$t0")
 	fi
 	# "n p50 p99 max first last rate size": max is the last arrival after t0
 	awk -v rows="$n" '{ printf "%d %.2f %.1f %d\n", $1, $4, ($4 > 0 ? $1 / $4 : 0), rows }' <<<"$out"
@@ -289,7 +290,7 @@ bench_burst() {
 	c_sms0=$(b_bu_cpu "$sms_pid")
 	say "burst: due; waiting for $((2 * n)) e-mails, $((2 * n)) SMS, $subs in-app events (at most $tmo s)"
 	read -r e s a < <(python3 "$BENCH_DIR/burst.py" wait "$MAIL_DIR" "$since" "$B_BU_DOMAIN" \
-		$((2 * n)) "$SMS_LOG" "$sms_off" "+7996,+7997" $((2 * n)) "$d/inapp.lines" "$subs" \
+		$((2 * n)) "$SMS_LOG" "$sms_off" "$B_BU_PHONES" $((2 * n)) "$d/inapp.lines" "$subs" \
 		"$due" $((due + tmo)))
 	t_end=$(date +%s.%N)
 	c_smtp1=$(b_bu_cpu "$smtp_pid")
@@ -308,7 +309,7 @@ bench_burst() {
 	read -r e_n e_p50 e_p99 e_max e_first e_last e_rate e_size < <(python3 "$BENCH_DIR/burst.py" \
 		email "$MAIL_DIR" "$since" "$B_BU_DOMAIN" "$due" --delete)
 	read -r s_n s_p50 s_p99 s_max s_first s_last s_rate s_size < <(python3 "$BENCH_DIR/burst.py" \
-		sms "$SMS_LOG" "$sms_off" "+7996,+7997" "$due")
+		sms "$SMS_LOG" "$sms_off" "$B_BU_PHONES" "$due")
 	read -r i_n i_p50 i_p99 i_max i_first i_last _ _ < <(python3 "$BENCH_DIR/burst.py" \
 		inapp "$d/inapp.lines" "$due")
 	read -r pass fan push_n push_p50 push_p99 push_max sent_e sent_s fail_e fail_s < <(b_psql -tA -F' ' <<-EOF
