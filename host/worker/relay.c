@@ -53,8 +53,8 @@
  * relay_cursor (default on; relay_batch.c "The commit-ordered cursor",
  * doc/operating.md "Outbox relay cursor"): nothing is marked.  A shard's rows
  * are read in (xid, id) order below the oldest running transaction, after the
- * shard's row in calendar.outbox_cursor, which the next read moves to the
- * last delivered row; no rewinds (no row can commit behind the cursor).  The
+ * shard's row in calendar.outbox_cursor, moved to the last delivered row
+ * before the next read; no rewinds (no row can commit behind the cursor).  The
  * member lock's second key carries the mode; a host that wants the cursor
  * marks while a host that marks by choice runs, and goes over once none does
  * (relay_lead.c "Marking or the cursor").  Gauges: pending = rows beyond the cursors, the age of the oldest

@@ -73,6 +73,7 @@ struct relay_unit {
 	bool cur_hold;              /* a row of the window failed: no move */
 	char rx[24], rid[24];
 	char dx[24], did[24];
+	char wx[24], wid[24];       /* the position last written to the table */
 	int64_t rewound_us;         /* monotonic: the cursor last went to 0 */
 	struct relay_batch *win[RELAY_MAX_INFLIGHT];
 	int nwin;

@@ -37,6 +37,33 @@ static char *id_list(struct relay_row *rows, int n, enum dr_state want)
 	return s;
 }
 
+/* Writes the unit's delivered position to calendar.outbox_cursor when it
+ * moved since the last write (never backwards: a forward move by a session
+ * that lost the lock is still a position this host delivered).  -1:
+ * failed. */
+static int cursor_write(struct relay *r, struct relay_unit *u)
+{
+	char sh[16], *sql, *stmt;
+	const char *p[4] = { u->dx, u->did, u->table, sh };
+	PGresult *res;
+
+	if (!strcmp(u->dx, u->wx) && !strcmp(u->did, u->wid))
+		return 0;
+	snprintf(sh, sizeof(sh), "%d", u->shard);
+	sql = pin_arena_alloc(300);
+	stmt = pin_arena_alloc(160);
+	snprintf(sql, 300, "UPDATE calendar.outbox_cursor SET xid = $1::xid8, id = $2::bigint,"
+			" moved_at = clock_timestamp() WHERE outbox = $3 AND shards = %d"
+			" AND shard = $4::int AND (xid, id) < ($1::xid8, $2::bigint)", r->nshards);
+	snprintf(stmt, 160, "pin_relay_cursor_move:%d", r->nshards);
+	res = pin_db_exec_prepared(stmt, sql, 4, p);
+	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+		return -1;
+	strcpy(u->wx, u->dx);
+	strcpy(u->wid, u->did);
+	return 0;
+}
+
 /* 1. Reads up to relay_batch unpublished rows of the unit's shard after its
  *    cursor, in id order, into a new batch (its own arena), and checks that
  *    the session -- and so the lock -- is the one the read ran on.  NULL:
@@ -58,25 +85,31 @@ static struct relay_batch *batch_read(struct relay *r, struct relay_unit *u)
 	snprintf(sh, sizeof(sh), "%d", u->shard);
 	pin_arena_set_current(b->a);
 	if (u->cur) {
-		const char *cp[7] = { lim, u->rx, u->rid, sh, u->dx, u->did, u->table };
+		const char *cp[4] = { lim, u->rx, u->rid, sh };
 
 		/* the commit-ordered cursor: the delivered position written
-		 * (never backwards) in the statement that reads the next rows;
-		 * a row already marked published (by a host that marked beside
-		 * this one before it went over) is passed, not sent again */
-		sql = pin_arena_alloc(900);
-		snprintf(sql, 900, "WITH mv AS (UPDATE calendar.outbox_cursor SET xid = $5::xid8,"
-				" id = $6::bigint, moved_at = clock_timestamp() WHERE outbox = $7"
-				" AND shards = %d AND shard = $4::int AND (xid, id) < ($5::xid8, $6::bigint))"
-				" SELECT o.id, o.topic, o.key, o.envelope::text, o.attempts, o.traceparent,"
-				" o.message_id, o.xid::text AS x FROM %s o"
+		 * (never backwards) when it moved, then the next rows read.  Two
+		 * statements: a SELECT under a data-modifying WITH is run to the
+		 * end into a tuplestore before its first row is sent -- a
+		 * megabyte of envelopes a batch, in memory faulted in afresh each
+		 * time (doc/performance.md "The relay's commit-ordered cursor").
+		 * A row already marked published (by a host that marked beside
+		 * this one before it went over) is passed, not sent again. */
+		if (cursor_write(r, u) < 0) {
+			pin_arena_set_current(prev);
+			relay_batch_free(b);
+			return NULL;
+		}
+		sql = pin_arena_alloc(700);
+		snprintf(sql, 700, "SELECT o.id, o.topic, o.key, o.envelope::text, o.attempts,"
+				" o.traceparent, o.message_id, o.xid::text AS x FROM %s o"
 				" WHERE (hashtext(o.key) & 2147483647) %% %d = $4::int"
 				" AND (o.xid, o.id) > ($2::xid8, $3::bigint)"
 				" AND o.xid < pg_snapshot_xmin(pg_current_snapshot()) AND o.parked_at IS NULL"
 				" AND o.published_at IS NULL ORDER BY o.xid, o.id LIMIT $1::int",
-				r->nshards, u->table, r->nshards);
+				u->table, r->nshards);
 		snprintf(stmt, 160, "pin_relay_cursor:%s", u->table);
-		res = pin_db_exec_prepared(stmt, sql, 7, cp);
+		res = pin_db_exec_prepared(stmt, sql, 4, cp);
 	} else {
 		/* the shard count as a literal: it matches an index on the same
 		 * expression (migration 0005 makes the one for 4 shards) */
@@ -286,7 +319,7 @@ static int batch_mark(const char *table, bool cur, struct relay_row *rows, int p
  * (pg_snapshot_xmin(pg_current_snapshot())): every transaction below it has
  * ended, so no row can appear behind the cursor later, and nothing is
  * marked.  calendar.outbox_cursor holds each shard's delivered position,
- * written (only forwards) by the statement that reads the next batch; a new
+ * written (only forwards) just before the next batch is read; a new
  * leader starts there, so rows delivered after the last write go out again
  * (at-least-once, as a lost mark did).  The xid of a row is raised to the
  * highest xid of its key's earlier rows by a trigger (migration 0780,

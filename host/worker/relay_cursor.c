@@ -77,6 +77,8 @@ int relay_cursor_load(struct relay *r, struct relay_unit *u)
 	snprintf(u->did, sizeof(u->did), "%s", PQgetvalue(res, 0, 1));
 	strcpy(u->rx, u->dx);
 	strcpy(u->rid, u->did);
+	strcpy(u->wx, u->dx);
+	strcpy(u->wid, u->did);
 	u->cur = true;
 	return 0;
 }

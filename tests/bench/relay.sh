@@ -111,6 +111,37 @@ b_relay_anchor() {
 	R_ANCHOR=$(sed -n 's/.*rows_per_s=\([0-9]*\).*/\1/p' <<<"$out")
 }
 
+# b_relay_read_alone: what the relay's own read of 1,000 of these rows costs,
+# warm, by pin-benchpq (the relay's statement, shard 0 from its first bench
+# row, 300 times after 200 to warm up): CPU a row in the backend and in the
+# client, and the rows a second that much CPU allows on this machine's cores
+# with nothing else to do.  Printed, not judged (doc/performance.md "The
+# relay's commit-ordered cursor").  Cursor mode only (marking has marked
+# the rows).  Sets R_READ (rows/s, 0: not measured) and R_READ_US ("B + C").
+b_relay_read_alone() {
+	local x id f out b c
+	R_READ=0
+	b_relay_cursor || return 0
+	read -r x id < <(b_psql -tA -F' ' -c "SELECT xid, min(id) - 1 FROM calendar.outbox
+		WHERE topic = '$B_RELAY_TOPIC' GROUP BY xid ORDER BY 2 LIMIT 1")
+	f=$(mktemp)
+	cat >"$f" <<-EOF
+		SELECT o.id, o.topic, o.key, o.envelope::text, o.attempts, o.traceparent,
+		  o.message_id, o.xid::text AS x FROM calendar.outbox o
+		WHERE (hashtext(o.key) & 2147483647) % $B_RELAY_SHARDS = \$4::int
+		  AND (o.xid, o.id) > (\$2::xid8, \$3::bigint)
+		  AND o.xid < pg_snapshot_xmin(pg_current_snapshot()) AND o.parked_at IS NULL
+		  AND o.published_at IS NULL ORDER BY o.xid, o.id LIMIT \$1::int
+	EOF
+	out=$("$BUILD/tools/pin-benchpq" --pg-dsn "$PG_DSN" --sql-file "$f" -n 300 \
+		-- 1000 "$x" "$id" 0) || die "pin-benchpq failed: $out"
+	rm -f "$f"
+	b=$(sed -n 's/.*backend_us=\([0-9.]*\).*/\1/p' <<<"$out")
+	c=$(sed -n 's/.*client_us=\([0-9.]*\).*/\1/p' <<<"$out")
+	R_READ_US=$(awk -v b="$b" -v c="$c" 'BEGIN { printf "%.1f + %.1f", b / 1000, c / 1000 }')
+	R_READ=$(awk -v b="$b" -v c="$c" -v k="$(nproc)" 'BEGIN { printf "%.0f", k * 1e9 / (b + c) }')
+}
+
 b_relay_rows() { echo "${PIN_BENCH_RELAY_ROWS:-100000}"; }
 
 bench_relay() {
@@ -126,6 +157,10 @@ bench_relay() {
 	b_relay_cursor && mode=cursor
 	b_row relay "drain $n rows (${R_BYTES}-byte envelopes), 1 worker host, $mode" "$R_RATE" "rows/s" \
 		"raw librdkafka producer $R_ANCHOR rows/s" "$R_ANCHOR" "$ratio" ">=0.50 of raw" "$ok"
+	b_relay_read_alone
+	((R_READ > 0)) && b_row relay "drain $n rows against the CPU of its read alone (printed)" \
+		"$R_RATE" "rows/s" "read of 1,000 rows: $R_READ_US µs a row (backend + client); $(nproc) cores allow $R_READ rows/s" \
+		"$R_READ" "$(b_div "$R_RATE" "$R_READ")" "-" true
 	b_psql -c "DELETE FROM calendar.outbox WHERE topic = '$B_RELAY_TOPIC'" >/dev/null
 	b_vacuum calendar.outbox
 }
