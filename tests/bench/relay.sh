@@ -11,6 +11,7 @@
 # shards' cursors past their last bench row - the commit); the target: at least 0.5 of the anchor (issue 31).  The anchor,
 # tools/pin-benchproduce, reads the same rows (topic, key, envelope)
 # into memory first and produces them with the relay's producer settings.
+# Printed beside it: the CPU of the relay's read alone (b_relay_read_alone).
 # relay-scale repeats the drain with 1, 2 and 3 worker hosts (extra
 # `pin-host --mode worker` processes with the stack's config, no metrics
 # listener), after the shards were shared out.
