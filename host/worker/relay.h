@@ -68,7 +68,7 @@ struct relay_unit {
 	/* relay_cursor (cursor units, relay_batch.c "The commit-ordered
 	 * cursor"): the (xid, id) read up to, and the one every row before has
 	 * been delivered up to -- what calendar.outbox_cursor holds, written
-	 * by the next read */
+	 * before the next read when it changed */
 	bool cur;
 	bool cur_hold;              /* a row of the window failed: no move */
 	char rx[24], rid[24];

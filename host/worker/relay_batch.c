@@ -98,6 +98,12 @@ static struct relay_batch *batch_read(struct relay *r, struct relay_unit *u)
 		if (cursor_write(r, u) < 0) {
 			pin_arena_set_current(prev);
 			relay_batch_free(b);
+			c = pin_db_conn();
+			if (!c || PQbackendPID(c) != r->conn_pid) {
+				/* as after the read below: a new session holds no lock */
+				relay_lose_all(r, "connection changed");
+				r->next_lead_us = 0;
+			}
 			return NULL;
 		}
 		sql = pin_arena_alloc(700);

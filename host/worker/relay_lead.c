@@ -150,9 +150,9 @@ static void session_setup(struct relay *r)
 			 * planner took the shard index and sorted the whole
 			 * shard per batch (1 s a read at 12k rows) */
 			" set_config('enable_sort', 'off', false),"
-			/* one plan per prepared read: planning the cursor's read
-			 * (its UPDATE of the cursor row) at every bind was 15 %
-			 * of its backend's CPU */
+			/* one plan per prepared statement: planning the cursor's
+			 * read (then with the cursor's UPDATE in it) at every
+			 * bind was 15 % of its backend's CPU */
 			" set_config('plan_cache_mode', 'force_generic_plan', false),"
 			/* the marks need no flush to disk before the next batch:
 			 * a mark lost in a crash of PostgreSQL only publishes its

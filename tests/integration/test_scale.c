@@ -402,8 +402,8 @@ static bool settled(const struct h_host *w, int n)
 /*
  * When each outbox row went out, whichever way the relay runs: its
  * published_at when marked, else the first move of its shard's cursor past
- * it (the relay moves a cursor to the last delivered row with the read
- * after the delivery; a trigger keeps every move while the case runs).
+ * it (the relay moves a cursor to the last delivered row just before the
+ * next read; a trigger keeps every move while the case runs).
  */
 static void sent_at_on(void)
 {
