@@ -118,7 +118,9 @@ b_relay_anchor() {
 # client, and the rows a second that much CPU allows on this machine's cores
 # with nothing else to do.  Printed, not judged (doc/performance.md "The
 # relay's commit-ordered cursor").  Cursor mode only (marking has marked
-# the rows).  Sets R_READ (rows/s, 0: not measured) and R_READ_US ("B + C").
+# the rows).  The statement is batch_read's (host/worker/relay_batch.c) for
+# calendar.outbox and 4 shards, kept by hand: the code builds it with
+# snprintf, which check-sql.sh cannot compare.  Sets R_READ (rows/s, 0: not measured) and R_READ_US ("B + C").
 b_relay_read_alone() {
 	local x="" id="" f out b c rows
 	R_READ=0
