@@ -174,8 +174,9 @@ int relay_member_key(const struct relay *r);
 int relay_cursor_load(struct relay *r, struct relay_unit *u);
 /* 1: the outbox has the xid column of migration 0780, 0: not, -1: failed */
 int relay_outbox_has_xid(const char *table);
-/* Writes the unit's delivered position (giving a shard back). */
-void relay_cursor_save(struct relay *r, struct relay_unit *u);
+/* Writes the unit's delivered position when it moved (before each read, and
+ * giving a shard back).  -1: failed. */
+int relay_cursor_save(struct relay *r, struct relay_unit *u);
 void relay_batch_free(struct relay_batch *b);
 int relay_unit_reap(struct relay *r, struct relay_unit *u, int *done);
 int relay_unit_feed(struct relay *r, struct relay_unit *u, int *nrows);

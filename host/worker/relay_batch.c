@@ -37,33 +37,6 @@ static char *id_list(struct relay_row *rows, int n, enum dr_state want)
 	return s;
 }
 
-/* Writes the unit's delivered position to calendar.outbox_cursor when it
- * moved since the last write (never backwards: a forward move by a session
- * that lost the lock is still a position this host delivered).  -1:
- * failed. */
-static int cursor_write(struct relay *r, struct relay_unit *u)
-{
-	char sh[16], *sql, *stmt;
-	const char *p[4] = { u->dx, u->did, u->table, sh };
-	PGresult *res;
-
-	if (!strcmp(u->dx, u->wx) && !strcmp(u->did, u->wid))
-		return 0;
-	snprintf(sh, sizeof(sh), "%d", u->shard);
-	sql = pin_arena_alloc(300);
-	stmt = pin_arena_alloc(160);
-	snprintf(sql, 300, "UPDATE calendar.outbox_cursor SET xid = $1::xid8, id = $2::bigint,"
-			" moved_at = clock_timestamp() WHERE outbox = $3 AND shards = %d"
-			" AND shard = $4::int AND (xid, id) < ($1::xid8, $2::bigint)", r->nshards);
-	snprintf(stmt, 160, "pin_relay_cursor_move:%d", r->nshards);
-	res = pin_db_exec_prepared(stmt, sql, 4, p);
-	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
-		return -1;
-	strcpy(u->wx, u->dx);
-	strcpy(u->wid, u->did);
-	return 0;
-}
-
 /* 1. Reads up to relay_batch unpublished rows of the unit's shard after its
  *    cursor, in id order, into a new batch (its own arena), and checks that
  *    the session -- and so the lock -- is the one the read ran on.  NULL:
@@ -95,17 +68,6 @@ static struct relay_batch *batch_read(struct relay *r, struct relay_unit *u)
 		 * time (doc/performance.md "The relay's commit-ordered cursor").
 		 * A row already marked published (by a host that marked beside
 		 * this one before it went over) is passed, not sent again. */
-		if (cursor_write(r, u) < 0) {
-			pin_arena_set_current(prev);
-			relay_batch_free(b);
-			c = pin_db_conn();
-			if (!c || PQbackendPID(c) != r->conn_pid) {
-				/* as after the read below: a new session holds no lock */
-				relay_lose_all(r, "connection changed");
-				r->next_lead_us = 0;
-			}
-			return NULL;
-		}
 		sql = pin_arena_alloc(700);
 		snprintf(sql, 700, "SELECT o.id, o.topic, o.key, o.envelope::text, o.attempts,"
 				" o.traceparent, o.message_id, o.xid::text AS x FROM %s o"
@@ -115,7 +77,8 @@ static struct relay_batch *batch_read(struct relay *r, struct relay_unit *u)
 				" AND o.published_at IS NULL ORDER BY o.xid, o.id LIMIT $1::int",
 				u->table, r->nshards);
 		snprintf(stmt, 160, "pin_relay_cursor:%s", u->table);
-		res = pin_db_exec_prepared(stmt, sql, 4, cp);
+		/* a failed write reads nothing: the checks below as for a read */
+		res = relay_cursor_save(r, u) < 0 ? NULL : pin_db_exec_prepared(stmt, sql, 4, cp);
 	} else {
 		/* the shard count as a literal: it matches an index on the same
 		 * expression (migration 0005 makes the one for 4 shards) */

@@ -83,14 +83,27 @@ int relay_cursor_load(struct relay *r, struct relay_unit *u)
 	return 0;
 }
 
-void relay_cursor_save(struct relay *r, struct relay_unit *u)
+/* Writes the unit's delivered position when it moved since the last write
+ * (never backwards: a forward move by a session that lost the lock is still
+ * a position this host delivered).  -1: failed (tried again next time). */
+int relay_cursor_save(struct relay *r, struct relay_unit *u)
 {
-	char n[16], sh[16];
-	const char *p[5] = { u->table, n, sh, u->dx, u->did };
+	char sh[16], sql[300], stmt[48];
+	const char *p[4] = { u->dx, u->did, u->table, sh };
+	PGresult *res;
 
-	snprintf(n, sizeof(n), "%d", r->nshards);
+	if (!strcmp(u->dx, u->wx) && !strcmp(u->did, u->wid))
+		return 0;
 	snprintf(sh, sizeof(sh), "%d", u->shard);
-	pin_db_exec("UPDATE calendar.outbox_cursor SET xid = $4::xid8, id = $5::bigint,"
-			" moved_at = clock_timestamp() WHERE outbox = $1 AND shards = $2::int"
-			" AND shard = $3::int AND (xid, id) < ($4::xid8, $5::bigint)", 5, p);
+	snprintf(sql, sizeof(sql), "UPDATE calendar.outbox_cursor SET xid = $1::xid8,"
+			" id = $2::bigint, moved_at = clock_timestamp() WHERE outbox = $3"
+			" AND shards = %d AND shard = $4::int AND (xid, id) < ($1::xid8, $2::bigint)",
+			r->nshards);
+	snprintf(stmt, sizeof(stmt), "pin_relay_cursor_move:%d", r->nshards);
+	res = pin_db_exec_prepared(stmt, sql, 4, p);
+	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+		return -1;
+	strcpy(u->wx, u->dx);
+	strcpy(u->wid, u->did);
+	return 0;
 }
