@@ -53,6 +53,23 @@ char *pin_clock_fmt(int64_t us, char *out, size_t outlen)
 	return out;
 }
 
+/* us as the envelope's createdAt: always "YYYY-MM-DDTHH:MM:SS.mmmZ" (events.md),
+ * the microseconds truncated -- also on a whole second, where pin_clock_fmt
+ * leaves the fraction out.  outlen >= 25. */
+char *pin_clock_fmt_ms(int64_t us, char *out, size_t outlen)
+{
+	int64_t sec = us / 1000000, frac = us % 1000000;
+
+	if (frac < 0) {
+		frac += 1000000;
+		sec -= 1;
+	}
+	pin_clock_fmt(sec * 1000000, out, outlen);   /* "...SSZ" */
+	if (strlen(out) == 20)
+		snprintf(out + 19, outlen - 19, ".%03dZ", (int)(frac / 1000));
+	return out;
+}
+
 static int digits(const char **p, int n, int *out)
 {
 	int v = 0;

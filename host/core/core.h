@@ -27,6 +27,7 @@ int64_t pin_clock_now_us(void);
 int64_t pin_clock_mono_us(void);
 void pin_clock_set_offset_s(int64_t s);
 char *pin_clock_fmt(int64_t us, char *out, size_t outlen);
+char *pin_clock_fmt_ms(int64_t us, char *out, size_t outlen);
 int pin_clock_parse(const char *s, int64_t *us_out);
 
 /* ---- uuid.c ------------------------------------------------------------- */

@@ -19,15 +19,10 @@ struct ob_row {
 };
 
 /* createdAt of the envelope and the row: now with millisecond precision, as
- * events.md shows ("...SS.mmmZ"); ts >= 40 bytes */
+ * events.md shows ("...SS.mmmZ", also on a whole second); ts >= 40 bytes */
 static void created_at(char *ts, size_t len)
 {
-	int64_t now = pin_clock_now_us();
-
-	now -= now % 1000;
-	pin_clock_fmt(now, ts, len);
-	if (strlen(ts) == 27)   /* "...SS.mmm000Z" -> "...SS.mmmZ" */
-		memmove(ts + 23, ts + 26, 2);
+	pin_clock_fmt_ms(pin_clock_now_us(), ts, len);
 }
 
 /* The events.md envelope around payload (borrowed), messageId mid, createdAt

@@ -261,6 +261,34 @@ START_TEST(envelope_text_as_json_c)
 }
 END_TEST
 
+/* the envelope's createdAt has its milliseconds on every instant: also on a
+ * whole second (pin_clock_fmt prints "...:00Z" there, and one outbox batch in
+ * a thousand got a createdAt without them); the microseconds are truncated */
+START_TEST(created_at_always_milliseconds)
+{
+	static const struct {
+		int64_t us;
+		const char *want;
+	} c[] = {
+		{ INT64_C(1796547600000000), "2026-12-06T09:00:00.000Z" },
+		{ INT64_C(1796547600000999), "2026-12-06T09:00:00.000Z" },
+		{ INT64_C(1796547600001000), "2026-12-06T09:00:00.001Z" },
+		{ INT64_C(1796547600123456), "2026-12-06T09:00:00.123Z" },
+		{ INT64_C(1796547659999999), "2026-12-06T09:00:59.999Z" },
+		{ INT64_C(0), "1970-01-01T00:00:00.000Z" },
+		{ INT64_C(-1), "1969-12-31T23:59:59.999Z" },
+	};
+	char out[40];
+	int64_t back;
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		ck_assert_str_eq(pin_clock_fmt_ms(c[i].us, out, sizeof out), c[i].want);
+		ck_assert_int_eq(pin_clock_parse(out, &back), 0);
+		ck_assert_int_eq(back, c[i].us - ((c[i].us % 1000) + 1000) % 1000);
+	}
+}
+END_TEST
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(a, b);
@@ -310,6 +338,7 @@ Suite *make_text_suite(void)
 	tcase_add_test(tc, sqlstate_classes);
 	tcase_add_test(tc, consumer_sqlstate_table);
 	tcase_add_test(tc, envelope_text_as_json_c);
+	tcase_add_test(tc, created_at_always_milliseconds);
 	tcase_add_test(tc, uuid_v7_shape);
 	suite_add_tcase(s, tc);
 	return s;
