@@ -1581,18 +1581,27 @@ void h_host_stack_worker(struct h_host *h)
 	snprintf(h->url, sizeof(h->url), "%s", h_env("PIN_WORKER_METRICS_URL"));
 }
 
-/* a free loopback port in 20000-32767 (below the ephemeral range) */
+/* a free loopback port in 20000-32767 (below the ephemeral range), or in
+ * the part of it ./dev gave this phase (PIN_PORT_LO, PIN_PORT_N: the two test
+ * phases that run together take a half each) */
 static int free_port(void)
 {
 	static bool seeded;
+	static int lo = 20000, n = 12768;
 
 	if (!seeded) {
+		const char *l = getenv("PIN_PORT_LO"), *c = getenv("PIN_PORT_N");
+
 		srand((unsigned)getpid() ^ (unsigned)h_now_ms());
+		if (l && c && atoi(l) >= 1024 && atoi(c) > 0 && atoi(l) + atoi(c) <= 65536) {
+			lo = atoi(l);
+			n = atoi(c);
+		}
 		seeded = true;
 	}
 	for (int i = 0; i < 200; i++) {
 		struct sockaddr_in a = { .sin_family = AF_INET };
-		int fd = socket(AF_INET, SOCK_STREAM, 0), port = 20000 + rand() % 12768;
+		int fd = socket(AF_INET, SOCK_STREAM, 0), port = lo + rand() % n;
 		bool ok;
 
 		ck_assert(fd >= 0);
